@@ -1,0 +1,119 @@
+package auth_test
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/agentfy/agentfy/auth"
+)
+
+var (
+	secret = []byte("0123456789abcdef0123456789abcdef-dev")
+	now    = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+)
+
+func sign(t *testing.T, method jwt.SigningMethod, key any, c jwt.MapClaims) string {
+	t.Helper()
+	s, err := jwt.NewWithClaims(method, c).SignedString(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func claims(mod func(jwt.MapClaims)) jwt.MapClaims {
+	c := jwt.MapClaims{"iss": "agentfy-dev", "aud": "agentfy-api", "sub": "u-alice", "exp": now.Add(time.Hour).Unix(), "iat": now.Unix()}
+	if mod != nil {
+		mod(c)
+	}
+	return c
+}
+
+func TestVerifierHS256(t *testing.T) {
+	v, err := auth.NewVerifier(auth.JWTConfig{Issuer: "agentfy-dev", Audience: "agentfy-api", HS256Secret: secret, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ecKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	good := sign(t, jwt.SigningMethodHS256, secret, claims(nil))
+	minted, err := auth.MintHS256(secret, "agentfy-dev", "agentfy-api", "u-bob", now, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	none := sign(t, jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, claims(nil))
+	tests := []struct {
+		name    string
+		token   string
+		want    string
+		wantErr error
+	}{
+		{name: "valid", token: good, want: "u-alice"},
+		{name: "minted by the CLI helper", token: minted, want: "u-bob"},
+		{name: "empty", token: "", wantErr: auth.ErrUnauthenticated},
+		{name: "garbage", token: "not.a.jwt", wantErr: auth.ErrUnauthenticated},
+		{name: "expired", token: sign(t, jwt.SigningMethodHS256, secret, claims(func(c jwt.MapClaims) { c["exp"] = now.Add(-time.Minute).Unix() })), wantErr: auth.ErrUnauthenticated},
+		{name: "no expiry", token: sign(t, jwt.SigningMethodHS256, secret, claims(func(c jwt.MapClaims) { delete(c, "exp") })), wantErr: auth.ErrUnauthenticated},
+		{name: "wrong issuer", token: sign(t, jwt.SigningMethodHS256, secret, claims(func(c jwt.MapClaims) { c["iss"] = "evil" })), wantErr: auth.ErrUnauthenticated},
+		{name: "wrong audience", token: sign(t, jwt.SigningMethodHS256, secret, claims(func(c jwt.MapClaims) { c["aud"] = "other" })), wantErr: auth.ErrUnauthenticated},
+		{name: "no subject", token: sign(t, jwt.SigningMethodHS256, secret, claims(func(c jwt.MapClaims) { delete(c, "sub") })), wantErr: auth.ErrUnauthenticated},
+		{name: "bad signature", token: sign(t, jwt.SigningMethodHS256, []byte("another-secret-another-secret-xx"), claims(nil)), wantErr: auth.ErrUnauthenticated},
+		{name: "alg none", token: none, wantErr: auth.ErrUnauthenticated},
+		{name: "other algorithm", token: sign(t, jwt.SigningMethodES256, ecKey, claims(nil)), wantErr: auth.ErrUnauthenticated},
+		{name: "oversized", token: good + strings.Repeat("A", auth.MaxTokenLen), wantErr: auth.ErrUnauthenticated},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := v.Verify(tt.token)
+			if !errors.Is(err, tt.wantErr) || got != tt.want {
+				t.Fatalf("Verify = %q, %v; want %q, %v", got, err, tt.want, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestVerifierPublicKey(t *testing.T) {
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	v, err := auth.NewVerifier(auth.JWTConfig{Issuer: "agentfy-dev", Audience: "agentfy-api", PublicKey: &key.PublicKey, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := v.Verify(sign(t, jwt.SigningMethodES256, key, claims(nil))); err != nil || got != "u-alice" {
+		t.Fatalf("ES256: %q, %v", got, err)
+	}
+	// An HS256 token, whatever its secret, is never accepted by an asymmetric verifier.
+	if _, err := v.Verify(sign(t, jwt.SigningMethodHS256, secret, claims(nil))); !errors.Is(err, auth.ErrUnauthenticated) {
+		t.Fatalf("HS256 against public key: %v", err)
+	}
+}
+
+func TestNewVerifierRejectsWeakConfig(t *testing.T) {
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	for name, cfg := range map[string]auth.JWTConfig{
+		"no issuer":    {Audience: "a", HS256Secret: secret},
+		"no audience":  {Issuer: "i", HS256Secret: secret},
+		"short secret": {Issuer: "i", Audience: "a", HS256Secret: []byte("short")},
+		"both keys":    {Issuer: "i", Audience: "a", HS256Secret: secret, PublicKey: &key.PublicKey},
+	} {
+		if _, err := auth.NewVerifier(cfg); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func TestBearerToken(t *testing.T) {
+	for in, want := range map[string]string{
+		"Bearer abc": "abc", "bearer abc": "abc", "Bearer  abc ": "abc",
+		"": "", "Bearer ": "", "Basic abc": "", "abc": "",
+	} {
+		if got := auth.BearerToken(in); got != want {
+			t.Errorf("BearerToken(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

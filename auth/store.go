@@ -1,0 +1,191 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Store keeps organisation keys and session passes in Redis, as hashes only. Every key is
+// namespaced by deployment and hash-tagged by the credential id, so each operation stays
+// in one slot of a Redis Cluster.
+type Store struct {
+	rdb    redis.UniversalClient
+	prefix string
+	now    func() time.Time
+}
+
+// NewStore returns a Store for one deployment. now may be nil (time.Now).
+func NewStore(rdb redis.UniversalClient, deployment string, now func() time.Time) *Store {
+	if now == nil {
+		now = time.Now
+	}
+	return &Store{rdb: rdb, prefix: "agentfy:" + deployment + ":", now: now}
+}
+
+// Token prefixes. They help people and secret scanners recognise a leaked credential;
+// the role is never taken from them but from the stored record.
+const (
+	prefixOrgKey = "afk"
+	prefixPass   = "afp"
+)
+
+// OrgKey is a verified organisation API key.
+type OrgKey struct {
+	ID          string
+	OrgID       string
+	Environment string
+	Scopes      []string
+}
+
+// HasScope reports whether the key carries scope.
+func (k OrgKey) HasScope(scope string) bool { return slices.Contains(k.Scopes, scope) }
+
+func (s *Store) orgKeyKey(id string) string { return s.prefix + "orgkey:{k:" + id + "}" }
+func (s *Store) passKey(id string) string   { return s.prefix + "pass:{p:" + id + "}" }
+
+// CreateOrgKey mints a key for an organisation and environment. The returned token is
+// shown once; only its hash is stored.
+func (s *Store) CreateOrgKey(ctx context.Context, orgID, environment string, scopes []string) (string, OrgKey, error) {
+	if orgID == "" || environment == "" {
+		return "", OrgKey{}, errors.New("auth: org key needs an organisation and an environment")
+	}
+	for _, sc := range scopes {
+		if sc == "" || strings.ContainsAny(sc, " \t\n") {
+			return "", OrgKey{}, fmt.Errorf("auth: bad scope %q", sc)
+		}
+	}
+	token, sec, err := newSecret(prefixOrgKey)
+	if err != nil {
+		return "", OrgKey{}, fmt.Errorf("auth: org key: %w", err)
+	}
+	err = s.rdb.HSet(ctx, s.orgKeyKey(sec.id),
+		"org", orgID, "env", environment, "scopes", strings.Join(scopes, " "),
+		"hash", sec.hash(), "created", s.now().UTC().Format(time.RFC3339)).Err()
+	if err != nil {
+		return "", OrgKey{}, fmt.Errorf("auth: store org key: %w", err)
+	}
+	return token, OrgKey{ID: sec.id, OrgID: orgID, Environment: environment, Scopes: scopes}, nil
+}
+
+// VerifyOrgKey returns the key a token stands for, ErrUnauthenticated for anything that
+// is not a current key, or a wrapped Redis error.
+func (s *Store) VerifyOrgKey(ctx context.Context, token string) (OrgKey, error) {
+	sec, ok := parseSecret(token, prefixOrgKey)
+	if !ok {
+		return OrgKey{}, ErrUnauthenticated
+	}
+	m, err := s.rdb.HGetAll(ctx, s.orgKeyKey(sec.id)).Result()
+	if err != nil {
+		return OrgKey{}, fmt.Errorf("auth: org key: %w", err)
+	}
+	if len(m) == 0 || !sec.matches(m["hash"]) {
+		return OrgKey{}, ErrUnauthenticated
+	}
+	return OrgKey{ID: sec.id, OrgID: m["org"], Environment: m["env"], Scopes: strings.Fields(m["scopes"])}, nil
+}
+
+// RevokeOrgKey deletes a key by id.
+func (s *Store) RevokeOrgKey(ctx context.Context, id string) error {
+	if err := s.rdb.Del(ctx, s.orgKeyKey(id)).Err(); err != nil {
+		return fmt.Errorf("auth: revoke org key: %w", err)
+	}
+	return nil
+}
+
+// Role is what a session pass may do.
+type Role string
+
+// The two pass roles. A worker pass opens the tool channel; a broker pass only consumes
+// view capabilities. Neither is ever accepted in the other's place.
+const (
+	RoleWorker Role = "worker"
+	RoleBroker Role = "broker"
+)
+
+// Pass is a verified session pass.
+type Pass struct {
+	ID        string
+	Role      Role
+	SessionID string
+	AgentID   string
+}
+
+// IssuePass mints a pass for a session. The token is shown once; only its hash is kept.
+func (s *Store) IssuePass(ctx context.Context, role Role, sessionID, agentID string) (string, Pass, error) {
+	if role != RoleWorker && role != RoleBroker {
+		return "", Pass{}, fmt.Errorf("auth: unknown role %q", role)
+	}
+	token, sec, err := newSecret(prefixPass)
+	if err != nil {
+		return "", Pass{}, fmt.Errorf("auth: pass: %w", err)
+	}
+	err = s.rdb.HSet(ctx, s.passKey(sec.id),
+		"role", string(role), "session", sessionID, "agent", agentID, "hash", sec.hash()).Err()
+	if err != nil {
+		return "", Pass{}, fmt.Errorf("auth: store pass: %w", err)
+	}
+	return token, Pass{ID: sec.id, Role: role, SessionID: sessionID, AgentID: agentID}, nil
+}
+
+// VerifyPass returns the pass a token stands for if it has the wanted role. A valid pass
+// of the other role gives ErrForbidden; anything else that is not a current pass gives
+// ErrUnauthenticated.
+func (s *Store) VerifyPass(ctx context.Context, token string, want Role) (Pass, error) {
+	sec, ok := parseSecret(token, prefixPass)
+	if !ok {
+		return Pass{}, ErrUnauthenticated
+	}
+	m, err := s.rdb.HGetAll(ctx, s.passKey(sec.id)).Result()
+	if err != nil {
+		return Pass{}, fmt.Errorf("auth: pass: %w", err)
+	}
+	if len(m) == 0 || !sec.matches(m["hash"]) {
+		return Pass{}, ErrUnauthenticated
+	}
+	p := Pass{ID: sec.id, Role: Role(m["role"]), SessionID: m["session"], AgentID: m["agent"]}
+	if p.Role != want {
+		return Pass{}, ErrForbidden
+	}
+	return p, nil
+}
+
+// RevokePasses deletes passes by id (when their session stops).
+func (s *Store) RevokePasses(ctx context.Context, ids ...string) error {
+	for _, id := range ids {
+		if id == "" {
+			continue
+		}
+		if err := s.rdb.Del(ctx, s.passKey(id)).Err(); err != nil {
+			return fmt.Errorf("auth: revoke pass: %w", err)
+		}
+	}
+	return nil
+}
+
+// IsOrgKeyToken and IsPassToken tell which kind of credential a bearer token claims to be,
+// so an edge can answer "wrong kind" (403) rather than "unknown" (401). They check only
+// the shape.
+func IsOrgKeyToken(token string) bool { _, ok := parseSecret(token, prefixOrgKey); return ok }
+
+// IsPassToken: see IsOrgKeyToken.
+func IsPassToken(token string) bool { _, ok := parseSecret(token, prefixPass); return ok }
+
+// AuthorizeOrgAgent is the one check shared by every partner route that reads an agent's
+// worker (view, logs): the key must belong to orgID, and the agent must be of the same
+// organisation and environment; otherwise ErrNotFound (one answer for "no such agent" and
+// "not yours"). A key that passes that but lacks scope gets ErrForbidden.
+func AuthorizeOrgAgent(key OrgKey, orgID, agentOrgID, agentEnvironment, scope string) error {
+	if key.OrgID != orgID || agentOrgID != orgID || key.Environment != agentEnvironment {
+		return ErrNotFound
+	}
+	if !key.HasScope(scope) {
+		return ErrForbidden
+	}
+	return nil
+}

@@ -1,0 +1,123 @@
+package bus_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/agentfy/agentfy/bus"
+	"github.com/agentfy/agentfy/internal/testenv"
+)
+
+func TestSubject(t *testing.T) {
+	ns, err := bus.NewNamespace("prod-eu", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		verb    bus.Verb
+		session string
+		want    string
+		wantErr bool
+	}{
+		{name: "view", verb: bus.VerbView, session: "0af3", want: "agentfy.prod-eu.db3.view.0af3"},
+		{name: "tool", verb: bus.VerbTool, session: "s_1-x", want: "agentfy.prod-eu.db3.tool.s_1-x"},
+		{name: "status", verb: bus.VerbStatus, session: "abc", want: "agentfy.prod-eu.db3.status.abc"},
+		{name: "unknown verb", verb: "logs", session: "abc", wantErr: true},
+		{name: "empty session", verb: bus.VerbView, session: "", wantErr: true},
+		{name: "dot in session", verb: bus.VerbView, session: "a.b", wantErr: true},
+		{name: "wildcard session", verb: bus.VerbView, session: "*", wantErr: true},
+		{name: "full wildcard", verb: bus.VerbView, session: ">", wantErr: true},
+		{name: "space", verb: bus.VerbView, session: "a b", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ns.Subject(tt.verb, tt.session)
+			if (err != nil) != tt.wantErr || got != tt.want {
+				t.Fatalf("Subject = %q, %v; want %q (err %v)", got, err, tt.want, tt.wantErr)
+			}
+			if err != nil && !errors.Is(err, bus.ErrBadToken) {
+				t.Fatalf("err = %v, want ErrBadToken", err)
+			}
+		})
+	}
+	if got := ns.Wildcard(); got != "agentfy.prod-eu.db3.>" {
+		t.Fatalf("Wildcard = %q", got)
+	}
+	if got := ns.AllOf(bus.VerbStatus); got != "agentfy.prod-eu.db3.status.*" {
+		t.Fatalf("AllOf = %q", got)
+	}
+	for _, bad := range []struct {
+		dep string
+		db  int
+	}{{"", 0}, {"Prod", 0}, {"a.b", 0}, {"a*", 0}, {"ok", -1}, {"ok", bus.MaxDB + 1}} {
+		if _, err := bus.NewNamespace(bad.dep, bad.db); !errors.Is(err, bus.ErrBadToken) {
+			t.Errorf("NewNamespace(%q, %d) = %v", bad.dep, bad.db, err)
+		}
+	}
+	if _, err := (bus.Namespace{}).Subject(bus.VerbView, "abc"); err == nil {
+		t.Error("zero namespace built a subject")
+	}
+}
+
+func TestRequestReply(t *testing.T) {
+	srv := testenv.NATS(t)
+	owner := testenv.NATSConn(t, srv)
+	requester := testenv.NATSConn(t, srv)
+	ns, _ := bus.NewNamespace("dev", 0)
+	viewA, _ := ns.Subject(bus.VerbView, "sessA")
+	viewB, _ := ns.Subject(bus.VerbView, "sessB")
+	slow, _ := ns.Subject(bus.VerbView, "slow")
+
+	gotA := make(chan string, 4)
+	if _, err := bus.Subscribe(owner, viewA, func(m *nats.Msg) {
+		gotA <- string(m.Data)
+		_ = bus.Respond(m, append([]byte("reply:"), m.Data...))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bus.Subscribe(owner, viewB, func(m *nats.Msg) { _ = bus.RespondError(m, "unsupported", "old worker image") }); err != nil {
+		t.Fatal(err)
+	}
+	hold := make(chan struct{})
+	t.Cleanup(func() { close(hold) })
+	if _, err := bus.Subscribe(owner, slow, func(*nats.Msg) { <-hold }); err != nil {
+		t.Fatal(err)
+	}
+	if err := owner.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx := func(d time.Duration) context.Context { return testenv.Context(t, d) }
+
+	data, err := bus.Request(ctx(5*time.Second), requester, viewA, []byte("rid"))
+	if err != nil || string(data) != "reply:rid" {
+		t.Fatalf("request = %q, %v", data, err)
+	}
+	if got := <-gotA; got != "rid" {
+		t.Fatalf("owner got %q", got)
+	}
+
+	_, err = bus.Request(ctx(5*time.Second), requester, viewB, nil)
+	var re *bus.RemoteError
+	if !errors.As(err, &re) || re.Code != "unsupported" || re.Description != "old worker image" {
+		t.Fatalf("error reply: %v", err)
+	}
+
+	noOne, _ := ns.Subject(bus.VerbView, "nobody")
+	if _, err := bus.Request(ctx(5*time.Second), requester, noOne, nil); !errors.Is(err, bus.ErrNoResponders) {
+		t.Fatalf("no responders: %v", err)
+	}
+
+	if _, err := bus.Request(ctx(100*time.Millisecond), requester, slow, nil); !errors.Is(err, bus.ErrTimeout) {
+		t.Fatalf("timeout: %v", err)
+	}
+
+	if _, err := bus.Request(context.Background(), requester, viewA, nil); err == nil {
+		t.Fatal("a request without a deadline was sent")
+	}
+}

@@ -1,0 +1,102 @@
+package bus
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+)
+
+// Config says how to reach NATS. A cluster or supercluster is only a longer Servers list
+// (or one URL of a load-balanced name): the client learns the other nodes from the server.
+type Config struct {
+	// Servers are nats:// or tls:// URLs; at least one.
+	Servers []string
+	// Name identifies the connection in the server's monitoring (e.g. the replica id).
+	Name string
+
+	// At most one of these credential kinds may be set.
+	User, Password string
+	Token          string
+	NKeySeedFile   string
+	CredsFile      string // a decentralised-auth .creds file (JWT + seed)
+
+	// TLS: a CA to trust, and a client certificate for mutual TLS.
+	TLSCAFile, TLSCertFile, TLSKeyFile string
+}
+
+// Connection limits.
+const (
+	ConnectTimeout = 5 * time.Second
+	ReconnectWait  = 250 * time.Millisecond
+	// ReconnectBufSize bounds what is buffered while disconnected (then publishes fail
+	// fast rather than grow without bound).
+	ReconnectBufSize = 8 << 20 // 8 MiB
+)
+
+// Connect dials NATS and keeps reconnecting for as long as the connection lives. Errors
+// and state changes are logged without credentials.
+func Connect(cfg Config, log zerolog.Logger) (*nats.Conn, error) {
+	if len(cfg.Servers) == 0 {
+		return nil, errors.New("bus: no NATS servers configured")
+	}
+	kinds := 0
+	for _, set := range []bool{cfg.User != "", cfg.Token != "", cfg.NKeySeedFile != "", cfg.CredsFile != ""} {
+		if set {
+			kinds++
+		}
+	}
+	if kinds > 1 {
+		return nil, errors.New("bus: configure one NATS credential kind (user, token, nkey or creds)")
+	}
+	opts := []nats.Option{
+		nats.Name(cfg.Name),
+		nats.Timeout(ConnectTimeout),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(ReconnectWait),
+		nats.ReconnectJitter(100*time.Millisecond, time.Second),
+		nats.ReconnectBufSize(ReconnectBufSize),
+		nats.RetryOnFailedConnect(false),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			log.Warn().Err(err).Msg("nats disconnected")
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.Info().Str("server", nc.ConnectedServerId()).Msg("nats reconnected")
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			ev := log.Warn().Err(err)
+			if sub != nil {
+				ev = ev.Str("subject", sub.Subject)
+			}
+			ev.Msg("nats async error")
+		}),
+	}
+	switch {
+	case cfg.User != "":
+		opts = append(opts, nats.UserInfo(cfg.User, cfg.Password))
+	case cfg.Token != "":
+		opts = append(opts, nats.Token(cfg.Token))
+	case cfg.NKeySeedFile != "":
+		o, err := nats.NkeyOptionFromSeed(cfg.NKeySeedFile)
+		if err != nil {
+			return nil, fmt.Errorf("bus: nkey seed: %w", err)
+		}
+		opts = append(opts, o)
+	case cfg.CredsFile != "":
+		opts = append(opts, nats.UserCredentials(cfg.CredsFile))
+	}
+	if cfg.TLSCAFile != "" {
+		opts = append(opts, nats.RootCAs(cfg.TLSCAFile))
+	}
+	if cfg.TLSCertFile != "" || cfg.TLSKeyFile != "" {
+		opts = append(opts, nats.ClientCert(cfg.TLSCertFile, cfg.TLSKeyFile))
+	}
+	nc, err := nats.Connect(strings.Join(cfg.Servers, ","), opts...)
+	if err != nil {
+		return nil, fmt.Errorf("bus: connect: %w", err)
+	}
+	return nc, nil
+}

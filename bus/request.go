@@ -1,0 +1,97 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Headers that carry an error reply, like nats.go's micro services do.
+const (
+	HeaderErrorCode        = "Agentfy-Error-Code"
+	HeaderErrorDescription = "Agentfy-Error"
+)
+
+// Subscription limits: a subscriber that falls this far behind drops messages (and the
+// requester times out) instead of growing without bound.
+const (
+	PendingMsgsLimit  = 1024
+	PendingBytesLimit = 64 << 20 // 64 MiB
+)
+
+// Errors a requester branches on.
+var (
+	// ErrNoResponders means no process subscribes to the subject: no replica holds the
+	// session's worker socket.
+	ErrNoResponders = errors.New("bus: no responders")
+	// ErrTimeout means the deadline passed before a reply arrived.
+	ErrTimeout = errors.New("bus: request timed out")
+)
+
+// RemoteError is an error reply: the responder handled the request and failed with Code.
+type RemoteError struct {
+	Code        string
+	Description string
+}
+
+func (e *RemoteError) Error() string {
+	return fmt.Sprintf("bus: remote error %s: %s", e.Code, e.Description)
+}
+
+// Request sends data to subject and waits for one reply until ctx ends. ctx must carry a
+// deadline. The reply goes to a private random inbox of this connection. It returns
+// ErrNoResponders, ErrTimeout, a *RemoteError for an error reply, or a transport error.
+func Request(ctx context.Context, nc *nats.Conn, subject string, data []byte) ([]byte, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		return nil, errors.New("bus: request without a deadline")
+	}
+	msg, err := nc.RequestMsgWithContext(ctx, &nats.Msg{Subject: subject, Data: data})
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return nil, ErrNoResponders
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
+		return nil, ErrTimeout
+	case err != nil:
+		return nil, fmt.Errorf("bus: request: %w", err)
+	}
+	if code := msg.Header.Get(HeaderErrorCode); code != "" {
+		return nil, &RemoteError{Code: code, Description: msg.Header.Get(HeaderErrorDescription)}
+	}
+	return msg.Data, nil
+}
+
+// Respond answers a request with data.
+func Respond(msg *nats.Msg, data []byte) error {
+	if msg.Reply == "" {
+		return errors.New("bus: message has no reply subject")
+	}
+	return msg.RespondMsg(&nats.Msg{Data: data})
+}
+
+// RespondError answers a request with an error code and a plain description (never an
+// internal error text, which may hold details the requester must not see).
+func RespondError(msg *nats.Msg, code, description string) error {
+	if msg.Reply == "" {
+		return errors.New("bus: message has no reply subject")
+	}
+	reply := nats.NewMsg(msg.Reply)
+	reply.Header.Set(HeaderErrorCode, code)
+	reply.Header.Set(HeaderErrorDescription, description)
+	return msg.RespondMsg(reply)
+}
+
+// Subscribe subscribes handler to subject with bounded pending limits. The handler runs
+// on the subscription's goroutine: it must hand slow work off (to a bounded pool).
+func Subscribe(nc *nats.Conn, subject string, handler nats.MsgHandler) (*nats.Subscription, error) {
+	sub, err := nc.Subscribe(subject, handler)
+	if err != nil {
+		return nil, fmt.Errorf("bus: subscribe: %w", err)
+	}
+	if err := sub.SetPendingLimits(PendingMsgsLimit, PendingBytesLimit); err != nil {
+		_ = sub.Unsubscribe()
+		return nil, fmt.Errorf("bus: pending limits: %w", err)
+	}
+	return sub, nil
+}

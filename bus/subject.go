@@ -1,0 +1,92 @@
+// Package bus owns NATS: subject names, connections, request/reply with deadlines and
+// error codes carried in headers, and the embedded server used by the development stack
+// and tests. Nothing else in the module builds a subject or dials NATS.
+package bus
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+)
+
+// Root is the first token of every subject this system uses.
+const Root = "agentfy"
+
+// Verb is the kind of traffic a subject carries.
+type Verb string
+
+// The verbs. View and tool requests go to the replica that holds a session's worker
+// socket; status events go to every replica.
+const (
+	VerbView   Verb = "view"
+	VerbTool   Verb = "tool"
+	VerbStatus Verb = "status"
+)
+
+// MaxDB is the largest Redis database number a namespace accepts.
+const MaxDB = 1 << 16
+
+var (
+	deploymentRe = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+	tokenRe      = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+)
+
+// ErrBadToken is returned for a deployment, verb or session id that may not appear in a
+// subject (empty, too long, or holding '.', '*', '>' or whitespace).
+var ErrBadToken = errors.New("bus: invalid subject token")
+
+// Namespace scopes subjects to one deployment and one Redis database, so that two
+// deployments (or two Redis DBs of one deployment) sharing a NATS system never see each
+// other's traffic.
+type Namespace struct {
+	deployment string
+	db         int
+}
+
+// NewNamespace validates deployment (lowercase letters, digits and '-', at most 63) and
+// db (0..MaxDB).
+func NewNamespace(deployment string, db int) (Namespace, error) {
+	if !deploymentRe.MatchString(deployment) {
+		return Namespace{}, fmt.Errorf("%w: deployment %q", ErrBadToken, deployment)
+	}
+	if db < 0 || db > MaxDB {
+		return Namespace{}, fmt.Errorf("%w: db %d", ErrBadToken, db)
+	}
+	return Namespace{deployment: deployment, db: db}, nil
+}
+
+// Deployment is the namespace's deployment name.
+func (n Namespace) Deployment() string { return n.deployment }
+
+// DB is the namespace's Redis database number.
+func (n Namespace) DB() int { return n.db }
+
+// Prefix is agentfy.<deployment>.db<N>.
+func (n Namespace) Prefix() string {
+	return Root + "." + n.deployment + ".db" + strconv.Itoa(n.db)
+}
+
+// Subject is agentfy.<deployment>.db<N>.<verb>.<sessionID>. It rejects an unknown verb
+// and a session id that is not a single plain token.
+func (n Namespace) Subject(verb Verb, sessionID string) (string, error) {
+	if n.deployment == "" {
+		return "", fmt.Errorf("%w: zero namespace", ErrBadToken)
+	}
+	switch verb {
+	case VerbView, VerbTool, VerbStatus:
+	default:
+		return "", fmt.Errorf("%w: verb %q", ErrBadToken, verb)
+	}
+	if !tokenRe.MatchString(sessionID) {
+		return "", fmt.Errorf("%w: session id", ErrBadToken)
+	}
+	return n.Prefix() + "." + string(verb) + "." + sessionID, nil
+}
+
+// AllOf is the wildcard subject for one verb across every session of the namespace,
+// e.g. agentfy.prod.db0.status.*.
+func (n Namespace) AllOf(verb Verb) string { return n.Prefix() + "." + string(verb) + ".*" }
+
+// Wildcard is agentfy.<deployment>.db<N>.>, everything of the namespace.
+func (n Namespace) Wildcard() string { return n.Prefix() + ".>" }

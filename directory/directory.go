@@ -1,0 +1,238 @@
+// Package directory holds who is who: users, teams and their members, organisations and
+// agents (each agent belongs to one team, one organisation and one environment). It is
+// kept in Redis, namespaced by deployment, each record hash-tagged by its own id.
+package directory
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrNotFound is returned for an unknown user, team, organisation or agent.
+var ErrNotFound = errors.New("directory: not found")
+
+// MaxSeedBytes bounds a seed file.
+const MaxSeedBytes = 4 << 20 // 4 MiB
+
+var idRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// ValidID reports whether id may name a record: 1 to 64 of letters, digits, '_' and '-'.
+func ValidID(id string) bool { return idRe.MatchString(id) }
+
+// User is a human.
+type User struct {
+	ID    string   `json:"id"`
+	Name  string   `json:"name"`
+	Teams []string `json:"teams"`
+}
+
+// Team groups users and agents.
+type Team struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+}
+
+// Org is a partner organisation.
+type Org struct {
+	ID           string   `json:"id"`
+	Name         string   `json:"name"`
+	Environments []string `json:"environments"`
+}
+
+// Agent is an AI agent of a team, billed to an organisation and run in one of its
+// environments.
+type Agent struct {
+	ID          string `json:"id"`
+	Name        string `json:"name"`
+	TeamID      string `json:"team"`
+	OrgID       string `json:"org"`
+	Environment string `json:"environment"`
+}
+
+// Seed is the JSON document the operator CLI loads.
+type Seed struct {
+	Teams  []Team  `json:"teams"`
+	Users  []User  `json:"users"`
+	Orgs   []Org   `json:"orgs"`
+	Agents []Agent `json:"agents"`
+}
+
+// ParseSeed reads and validates a seed: every id well formed and unique per kind, every
+// reference resolvable, every agent's environment one of its organisation's.
+func ParseSeed(r io.Reader) (Seed, error) {
+	var s Seed
+	dec := json.NewDecoder(io.LimitReader(r, MaxSeedBytes))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		return Seed{}, fmt.Errorf("directory: seed: %w", err)
+	}
+	teams := map[string]bool{}
+	for _, t := range s.Teams {
+		if !ValidID(t.ID) || teams[t.ID] {
+			return Seed{}, fmt.Errorf("directory: seed: bad or duplicate team id %q", t.ID)
+		}
+		teams[t.ID] = true
+	}
+	users := map[string]bool{}
+	for _, u := range s.Users {
+		if !ValidID(u.ID) || users[u.ID] {
+			return Seed{}, fmt.Errorf("directory: seed: bad or duplicate user id %q", u.ID)
+		}
+		users[u.ID] = true
+		for _, t := range u.Teams {
+			if !teams[t] {
+				return Seed{}, fmt.Errorf("directory: seed: user %q in unknown team %q", u.ID, t)
+			}
+		}
+	}
+	orgs := map[string]map[string]bool{}
+	for _, o := range s.Orgs {
+		if !ValidID(o.ID) || orgs[o.ID] != nil {
+			return Seed{}, fmt.Errorf("directory: seed: bad or duplicate org id %q", o.ID)
+		}
+		orgs[o.ID] = map[string]bool{}
+		for _, e := range o.Environments {
+			if !ValidID(e) {
+				return Seed{}, fmt.Errorf("directory: seed: org %q: bad environment %q", o.ID, e)
+			}
+			orgs[o.ID][e] = true
+		}
+	}
+	agents := map[string]bool{}
+	for _, a := range s.Agents {
+		if !ValidID(a.ID) || agents[a.ID] {
+			return Seed{}, fmt.Errorf("directory: seed: bad or duplicate agent id %q", a.ID)
+		}
+		agents[a.ID] = true
+		if !teams[a.TeamID] {
+			return Seed{}, fmt.Errorf("directory: seed: agent %q in unknown team %q", a.ID, a.TeamID)
+		}
+		if envs := orgs[a.OrgID]; envs == nil || !envs[a.Environment] {
+			return Seed{}, fmt.Errorf("directory: seed: agent %q: unknown org %q or environment %q", a.ID, a.OrgID, a.Environment)
+		}
+	}
+	return s, nil
+}
+
+// Store reads and writes the directory.
+type Store struct {
+	rdb    redis.UniversalClient
+	prefix string
+}
+
+// NewStore returns a Store for one deployment.
+func NewStore(rdb redis.UniversalClient, deployment string) *Store {
+	return &Store{rdb: rdb, prefix: "agentfy:" + deployment + ":"}
+}
+
+func (s *Store) agentKey(id string) string   { return s.prefix + "agent:{a:" + id + "}" }
+func (s *Store) userKey(id string) string    { return s.prefix + "user:{u:" + id + "}" }
+func (s *Store) orgKey(id string) string     { return s.prefix + "org:{o:" + id + "}" }
+func (s *Store) teamKey(id string) string    { return s.prefix + "team:{t:" + id + "}" }
+func (s *Store) membersKey(id string) string { return s.prefix + "team:{t:" + id + "}:members" }
+
+// Load writes a parsed seed. It is idempotent: records are overwritten and team
+// memberships replaced by the seed's. Each record is one key, so a Cluster is fine.
+func (s *Store) Load(ctx context.Context, seed Seed) error {
+	members := map[string][]any{}
+	for _, u := range seed.Users {
+		for _, t := range u.Teams {
+			members[t] = append(members[t], u.ID)
+		}
+	}
+	for _, t := range seed.Teams {
+		if err := s.rdb.HSet(ctx, s.teamKey(t.ID), "name", t.Name).Err(); err != nil {
+			return fmt.Errorf("directory: load team: %w", err)
+		}
+		// One slot per team: replace the member set atomically.
+		_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.Del(ctx, s.membersKey(t.ID))
+			if len(members[t.ID]) > 0 {
+				p.SAdd(ctx, s.membersKey(t.ID), members[t.ID]...)
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("directory: load members: %w", err)
+		}
+	}
+	for _, u := range seed.Users {
+		if err := s.rdb.HSet(ctx, s.userKey(u.ID), "name", u.Name).Err(); err != nil {
+			return fmt.Errorf("directory: load user: %w", err)
+		}
+	}
+	for _, o := range seed.Orgs {
+		envs, _ := json.Marshal(o.Environments)
+		if err := s.rdb.HSet(ctx, s.orgKey(o.ID), "name", o.Name, "environments", string(envs)).Err(); err != nil {
+			return fmt.Errorf("directory: load org: %w", err)
+		}
+	}
+	for _, a := range seed.Agents {
+		err := s.rdb.HSet(ctx, s.agentKey(a.ID), "name", a.Name, "team", a.TeamID, "org", a.OrgID, "env", a.Environment).Err()
+		if err != nil {
+			return fmt.Errorf("directory: load agent: %w", err)
+		}
+	}
+	return nil
+}
+
+// Agent returns an agent, ErrNotFound, or a wrapped Redis error.
+func (s *Store) Agent(ctx context.Context, id string) (Agent, error) {
+	if !ValidID(id) {
+		return Agent{}, ErrNotFound
+	}
+	m, err := s.rdb.HGetAll(ctx, s.agentKey(id)).Result()
+	if err != nil {
+		return Agent{}, fmt.Errorf("directory: agent: %w", err)
+	}
+	if len(m) == 0 {
+		return Agent{}, ErrNotFound
+	}
+	return Agent{ID: id, Name: m["name"], TeamID: m["team"], OrgID: m["org"], Environment: m["env"]}, nil
+}
+
+// User returns a user's name, ErrNotFound, or a wrapped Redis error.
+func (s *Store) User(ctx context.Context, id string) (User, error) {
+	if !ValidID(id) {
+		return User{}, ErrNotFound
+	}
+	m, err := s.rdb.HGetAll(ctx, s.userKey(id)).Result()
+	if err != nil {
+		return User{}, fmt.Errorf("directory: user: %w", err)
+	}
+	if len(m) == 0 {
+		return User{}, ErrNotFound
+	}
+	return User{ID: id, Name: m["name"]}, nil
+}
+
+// IsMember reports whether userID is a member of teamID.
+func (s *Store) IsMember(ctx context.Context, teamID, userID string) (bool, error) {
+	ok, err := s.rdb.SIsMember(ctx, s.membersKey(teamID), userID).Result()
+	if err != nil {
+		return false, fmt.Errorf("directory: membership: %w", err)
+	}
+	return ok, nil
+}
+
+// AddMember and RemoveMember change one membership (operator CLI, tests).
+func (s *Store) AddMember(ctx context.Context, teamID, userID string) error {
+	if err := s.rdb.SAdd(ctx, s.membersKey(teamID), userID).Err(); err != nil {
+		return fmt.Errorf("directory: add member: %w", err)
+	}
+	return nil
+}
+
+// RemoveMember revokes a membership at once: the next access check sees it.
+func (s *Store) RemoveMember(ctx context.Context, teamID, userID string) error {
+	if err := s.rdb.SRem(ctx, s.membersKey(teamID), userID).Err(); err != nil {
+		return fmt.Errorf("directory: remove member: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,181 @@
+// Package redisserver starts and stops a private redis-server process on a free loopback
+// port. The test harness and the development stack use it; production points at a Redis
+// deployment instead.
+package redisserver
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// StartTimeout bounds how long Start waits for the server to accept connections.
+const StartTimeout = 10 * time.Second
+
+// Options configures Start. The zero value is usable.
+type Options struct {
+	// Bin is the redis-server binary; empty means "redis-server" from PATH.
+	Bin string
+	// Dir holds the server's working directory. Empty means a new temporary directory
+	// that Stop removes.
+	Dir string
+	// Port to listen on; 0 picks a free loopback port.
+	Port int
+}
+
+// Server is a running redis-server. Stop must be called to end it.
+type Server struct {
+	cmd     *exec.Cmd
+	addr    string
+	dir     string
+	ownDir  bool
+	done    chan struct{}
+	waitErr error
+	stop    sync.Once
+}
+
+// Start launches redis-server bound to 127.0.0.1 with persistence disabled, and returns
+// once it answers PING. The process is killed if ctx ends before that.
+func Start(ctx context.Context, opts Options) (*Server, error) {
+	bin := opts.Bin
+	if bin == "" {
+		bin = "redis-server"
+	}
+	path, err := exec.LookPath(bin)
+	if err != nil {
+		return nil, fmt.Errorf("redis-server not found (run scripts/setup.sh): %w", err)
+	}
+	dir, ownDir := opts.Dir, false
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "agentfy-redis-"); err != nil {
+			return nil, fmt.Errorf("redis dir: %w", err)
+		}
+		ownDir = true
+	}
+	port := opts.Port
+	if port == 0 {
+		if port, err = FreePort(); err != nil {
+			return nil, err
+		}
+	}
+	// Nothing is persisted: frames never reach Redis anyway, and a development or test
+	// server must leave nothing behind.
+	args := []string{
+		"--bind", "127.0.0.1", "--port", strconv.Itoa(port),
+		"--save", "", "--appendonly", "no", "--dir", dir,
+		"--protected-mode", "yes", "--daemonize", "no", "--loglevel", "warning",
+		"--databases", "16",
+	}
+	cmd := exec.Command(path, args...) //nolint:gosec // the binary is the configured redis-server
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		if ownDir {
+			_ = os.RemoveAll(dir)
+		}
+		return nil, fmt.Errorf("start redis-server: %w", err)
+	}
+	s := &Server{cmd: cmd, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, ownDir: ownDir, done: make(chan struct{})}
+	go func() { s.waitErr = cmd.Wait(); close(s.done) }()
+
+	ctx, cancel := context.WithTimeout(ctx, StartTimeout)
+	defer cancel()
+	if err := s.waitReady(ctx); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) waitReady(ctx context.Context) error {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if err := ping(ctx, s.addr); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("redis-server on %s not ready: %w", s.addr, ctx.Err())
+		case <-s.done:
+			return fmt.Errorf("redis-server exited: %v", s.waitErr)
+		case <-tick.C:
+		}
+	}
+}
+
+func ping(ctx context.Context, addr string) error {
+	var d net.Dialer
+	dctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	conn, err := d.DialContext(dctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = conn.Close() }()
+	_ = conn.SetDeadline(time.Now().Add(time.Second))
+	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(line, "+PONG") {
+		return errors.New("unexpected answer to PING")
+	}
+	return nil
+}
+
+// Addr is host:port of the server.
+func (s *Server) Addr() string { return s.addr }
+
+// URL is redis://host:port/db for the given database number.
+func (s *Server) URL(db int) string { return fmt.Sprintf("redis://%s/%d", s.addr, db) }
+
+// Pid is the server's process id.
+func (s *Server) Pid() int { return s.cmd.Process.Pid }
+
+// Dir is the server's working directory.
+func (s *Server) Dir() string { return s.dir }
+
+// Stop terminates the server (SIGTERM, then SIGKILL after two seconds), waits for it to
+// exit and removes a temporary directory. It is safe to call more than once.
+func (s *Server) Stop() {
+	s.stop.Do(func() {
+		_ = s.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-s.done:
+		case <-time.After(2 * time.Second):
+			_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+			<-s.done
+		}
+		if s.ownDir {
+			_ = os.RemoveAll(filepath.Clean(s.dir))
+		}
+	})
+}
+
+// Done is closed when the process has exited.
+func (s *Server) Done() <-chan struct{} { return s.done }
+
+// FreePort asks the kernel for a free loopback TCP port. Another process may take it
+// before the caller binds it; callers that can bind port 0 themselves should.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("free port: %w", err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

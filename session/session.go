@@ -1,0 +1,333 @@
+// Package session keeps worker sessions in Redis: their lifecycle (started by an
+// operator, running while tools are used, idle when quiet, stopped by command, by losing
+// the worker for good, or by the idle timeout), the worker's hello, the replica that
+// holds the worker's socket, and the activity log of tool calls. Only tool calls move a
+// session's clock; views never do.
+package session
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentfy/agentfy/auth"
+)
+
+// Errors callers branch on.
+var (
+	// ErrNotFound: no session with that id.
+	ErrNotFound = errors.New("session: not found")
+	// ErrNoSession: the agent has no running or idle session.
+	ErrNoSession = errors.New("session: no live session")
+)
+
+// Status is a session's state as viewers see it.
+type Status string
+
+// The statuses.
+const (
+	Running Status = "running" // a tool call within the idle window
+	Idle    Status = "idle"    // no recent tool call, not yet timed out
+	Stopped Status = "stopped"
+)
+
+// CapabilityBrowserView is what a worker's hello lists when its image can relay view
+// requests to a browser broker.
+const CapabilityBrowserView = "browserView"
+
+// BootstrapRevision is the worker bootstrap revision. It stays 2: the observe path lives
+// on the broker socket the worker already knows, so no bootstrap variable was added.
+const BootstrapRevision = 2
+
+// ActivityLogMax bounds the activity log of one session.
+const ActivityLogMax = 1000
+
+// Policy decides when a quiet session is idle and when it stops.
+type Policy struct {
+	IdleAfter time.Duration // no tool call for this long: idle
+	StopAfter time.Duration // no tool call for this long: stopped
+}
+
+// DefaultPolicy is used when a zero Policy is given.
+var DefaultPolicy = Policy{IdleAfter: 2 * time.Minute, StopAfter: 30 * time.Minute}
+
+// Hello is what a worker states when its tool channel opens.
+type Hello struct {
+	ImageTag          string   `json:"imageTag"`
+	BootstrapRevision int      `json:"bootstrapRevision"`
+	Capabilities      []string `json:"capabilities"`
+}
+
+// Session is one worker session.
+type Session struct {
+	ID           string
+	AgentID      string
+	Stopped      bool
+	StopReason   string
+	StartedAt    time.Time
+	LastToolAt   time.Time
+	StoppedAt    time.Time
+	Owner        string // replica holding the worker's socket; "" when none
+	Hello        Hello
+	WorkerPassID string
+	BrokerPassID string
+}
+
+// StatusAt derives the status at now under p.
+func (s Session) StatusAt(now time.Time, p Policy) Status {
+	quiet := now.Sub(s.LastToolAt)
+	switch {
+	case s.Stopped || quiet >= p.StopAfter:
+		return Stopped
+	case quiet >= p.IdleAfter:
+		return Idle
+	default:
+		return Running
+	}
+}
+
+// HasCapability reports whether the worker's hello listed c.
+func (s Session) HasCapability(c string) bool { return slices.Contains(s.Hello.Capabilities, c) }
+
+// Passes are a new session's credentials, shown once.
+type Passes struct {
+	Worker string `json:"workerPass"`
+	Broker string `json:"brokerPass"`
+}
+
+// Store keeps sessions. Session keys are hash-tagged by session id (the record and its
+// activity log share a slot); the agent's pointer to its current session is tagged by
+// agent id.
+type Store struct {
+	rdb    redis.UniversalClient
+	creds  *auth.Store
+	prefix string
+	policy Policy
+	now    func() time.Time
+}
+
+// NewStore returns a Store. A zero policy means DefaultPolicy; nil now means time.Now.
+func NewStore(rdb redis.UniversalClient, creds *auth.Store, deployment string, policy Policy, now func() time.Time) *Store {
+	if policy == (Policy{}) {
+		policy = DefaultPolicy
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return &Store{rdb: rdb, creds: creds, prefix: "agentfy:" + deployment + ":", policy: policy, now: now}
+}
+
+// Policy is the store's idle policy.
+func (s *Store) Policy() Policy { return s.policy }
+
+func (s *Store) sessionKey(id string) string  { return s.prefix + "session:{s:" + id + "}" }
+func (s *Store) activityKey(id string) string { return s.prefix + "session:{s:" + id + "}:activity" }
+func (s *Store) currentKey(agent string) string {
+	return s.prefix + "agent:{a:" + agent + "}:session"
+}
+
+func ms(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
+
+func parseMS(v string) time.Time {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(n)
+}
+
+// Start begins a new session for agentID (stopping a previous live one) and mints its
+// worker and broker passes. The view route never calls this.
+func (s *Store) Start(ctx context.Context, agentID string) (Session, Passes, error) {
+	if prev, err := s.Current(ctx, agentID); err == nil {
+		if _, err := s.Stop(ctx, prev.ID, "replaced"); err != nil {
+			return Session{}, Passes{}, err
+		}
+	} else if !errors.Is(err, ErrNoSession) {
+		return Session{}, Passes{}, err
+	}
+	idb := make([]byte, 16)
+	if _, err := rand.Read(idb); err != nil {
+		return Session{}, Passes{}, fmt.Errorf("session: id: %w", err)
+	}
+	id := hex.EncodeToString(idb)
+	workerTok, wp, err := s.creds.IssuePass(ctx, auth.RoleWorker, id, agentID)
+	if err != nil {
+		return Session{}, Passes{}, fmt.Errorf("session: start: %w", err)
+	}
+	brokerTok, bp, err := s.creds.IssuePass(ctx, auth.RoleBroker, id, agentID)
+	if err != nil {
+		_ = s.creds.RevokePasses(ctx, wp.ID)
+		return Session{}, Passes{}, fmt.Errorf("session: start: %w", err)
+	}
+	now := s.now()
+	sess := Session{ID: id, AgentID: agentID, StartedAt: now, LastToolAt: now, WorkerPassID: wp.ID, BrokerPassID: bp.ID}
+	// The record first, then the agent's pointer: a reader that sees the pointer always
+	// finds the record.
+	err = s.rdb.HSet(ctx, s.sessionKey(id),
+		"agent", agentID, "started", ms(now), "lastTool", ms(now),
+		"workerPass", wp.ID, "brokerPass", bp.ID).Err()
+	if err == nil {
+		err = s.rdb.Set(ctx, s.currentKey(agentID), id, 0).Err()
+	}
+	if err != nil {
+		_ = s.creds.RevokePasses(ctx, wp.ID, bp.ID)
+		return Session{}, Passes{}, fmt.Errorf("session: start: %w", err)
+	}
+	return sess, Passes{Worker: workerTok, Broker: brokerTok}, nil
+}
+
+// Get returns a session by id, ErrNotFound, or a wrapped Redis error.
+func (s *Store) Get(ctx context.Context, id string) (Session, error) {
+	m, err := s.rdb.HGetAll(ctx, s.sessionKey(id)).Result()
+	if err != nil {
+		return Session{}, fmt.Errorf("session: get: %w", err)
+	}
+	if len(m) == 0 {
+		return Session{}, ErrNotFound
+	}
+	sess := Session{
+		ID: id, AgentID: m["agent"], Stopped: m["stopped"] != "", StopReason: m["stopReason"],
+		StartedAt: parseMS(m["started"]), LastToolAt: parseMS(m["lastTool"]), StoppedAt: parseMS(m["stopped"]),
+		Owner: m["owner"], WorkerPassID: m["workerPass"], BrokerPassID: m["brokerPass"],
+	}
+	if h := m["hello"]; h != "" {
+		if err := json.Unmarshal([]byte(h), &sess.Hello); err != nil {
+			return Session{}, fmt.Errorf("session: hello: %w", err)
+		}
+	}
+	return sess, nil
+}
+
+// Current returns the agent's running or idle session, ErrNoSession, or a wrapped Redis
+// error. A session past the idle timeout counts as stopped even before the reaper has
+// recorded it.
+func (s *Store) Current(ctx context.Context, agentID string) (Session, error) {
+	id, err := s.rdb.Get(ctx, s.currentKey(agentID)).Result()
+	if errors.Is(err, redis.Nil) {
+		return Session{}, ErrNoSession
+	}
+	if err != nil {
+		return Session{}, fmt.Errorf("session: current: %w", err)
+	}
+	sess, err := s.Get(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return Session{}, ErrNoSession
+	}
+	if err != nil {
+		return Session{}, err
+	}
+	if sess.StatusAt(s.now(), s.policy) == Stopped {
+		return Session{}, ErrNoSession
+	}
+	return sess, nil
+}
+
+// Status returns a session's status now.
+func (s *Store) Status(sess Session) Status { return sess.StatusAt(s.now(), s.policy) }
+
+// Stop ends a session: it is marked stopped, its passes are revoked and the agent's
+// pointer cleared (if it still points to it). Stopping a stopped session is a no-op that
+// returns it.
+func (s *Store) Stop(ctx context.Context, id, reason string) (Session, error) {
+	sess, err := s.Get(ctx, id)
+	if err != nil {
+		return Session{}, err
+	}
+	if sess.Stopped {
+		return sess, nil
+	}
+	now := s.now()
+	if err := s.rdb.HSet(ctx, s.sessionKey(id), "stopped", ms(now), "stopReason", reason).Err(); err != nil {
+		return Session{}, fmt.Errorf("session: stop: %w", err)
+	}
+	if err := s.creds.RevokePasses(ctx, sess.WorkerPassID, sess.BrokerPassID); err != nil {
+		return Session{}, fmt.Errorf("session: stop: %w", err)
+	}
+	// Clear the pointer only if it still names this session.
+	if err := delIfEqual.Run(ctx, s.rdb, []string{s.currentKey(sess.AgentID)}, id).Err(); err != nil && !errors.Is(err, redis.Nil) {
+		return Session{}, fmt.Errorf("session: stop: %w", err)
+	}
+	sess.Stopped, sess.StoppedAt, sess.StopReason = true, now, reason
+	return sess, nil
+}
+
+var delIfEqual = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0`)
+
+// Attach records the worker's hello and the replica now holding its socket.
+func (s *Store) Attach(ctx context.Context, id, owner string, hello Hello) error {
+	h, err := json.Marshal(hello)
+	if err != nil {
+		return fmt.Errorf("session: attach: %w", err)
+	}
+	if err := s.rdb.HSet(ctx, s.sessionKey(id), "owner", owner, "hello", string(h)).Err(); err != nil {
+		return fmt.Errorf("session: attach: %w", err)
+	}
+	return nil
+}
+
+// Detach clears the owner if it is still owner (a worker may already have reconnected
+// to another replica).
+func (s *Store) Detach(ctx context.Context, id, owner string) error {
+	if err := hdelIfEqual.Run(ctx, s.rdb, []string{s.sessionKey(id)}, "owner", owner).Err(); err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("session: detach: %w", err)
+	}
+	return nil
+}
+
+var hdelIfEqual = redis.NewScript(`
+if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then return redis.call('HDEL', KEYS[1], ARGV[1]) end
+return 0`)
+
+// Activity is one entry of the activity log: a tool call, never a view.
+type Activity struct {
+	At   time.Time `json:"at"`
+	Tool string    `json:"tool"`
+	OK   bool      `json:"ok"`
+}
+
+// RecordTool moves the session's clock and appends to its activity log, atomically (one
+// slot). Only tool calls call this.
+func (s *Store) RecordTool(ctx context.Context, id string, a Activity) error {
+	b, err := json.Marshal(a)
+	if err != nil {
+		return fmt.Errorf("session: activity: %w", err)
+	}
+	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.HSet(ctx, s.sessionKey(id), "lastTool", ms(a.At))
+		p.RPush(ctx, s.activityKey(id), b)
+		p.LTrim(ctx, s.activityKey(id), -ActivityLogMax, -1)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("session: activity: %w", err)
+	}
+	return nil
+}
+
+// ActivityLog returns a session's activity log, oldest first.
+func (s *Store) ActivityLog(ctx context.Context, id string) ([]Activity, error) {
+	raw, err := s.rdb.LRange(ctx, s.activityKey(id), 0, -1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("session: activity: %w", err)
+	}
+	out := make([]Activity, 0, len(raw))
+	for _, r := range raw {
+		var a Activity
+		if err := json.Unmarshal([]byte(r), &a); err != nil {
+			return nil, fmt.Errorf("session: activity: %w", err)
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}

@@ -1,0 +1,158 @@
+package session_test
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentfy/agentfy/auth"
+	"github.com/agentfy/agentfy/internal/testenv"
+	"github.com/agentfy/agentfy/session"
+)
+
+// clock is a settable clock for the store; Redis itself keeps no session timers.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time          { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
+func newStores(t *testing.T) (*session.Store, *auth.Store, *clock) {
+	t.Helper()
+	srv := testenv.Redis(t)
+	rdb := testenv.RedisClient(t, srv, 2)
+	dep := testenv.Deployment(t)
+	clk := &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	creds := auth.NewStore(rdb, dep, clk.Now)
+	return session.NewStore(rdb, creds, dep, session.Policy{IdleAfter: time.Minute, StopAfter: 5 * time.Minute}, clk.Now), creds, clk
+}
+
+func TestLifecycle(t *testing.T) {
+	st, creds, clk := newStores(t)
+	ctx := testenv.Context(t, 30*time.Second)
+
+	if _, err := st.Current(ctx, "agent-1"); !errors.Is(err, session.ErrNoSession) {
+		t.Fatalf("before start: %v", err)
+	}
+	sess, passes, err := st.Start(ctx, "agent-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := creds.VerifyPass(ctx, passes.Worker, auth.RoleWorker); err != nil || p.SessionID != sess.ID {
+		t.Fatalf("worker pass: %+v %v", p, err)
+	}
+	if p, err := creds.VerifyPass(ctx, passes.Broker, auth.RoleBroker); err != nil || p.SessionID != sess.ID {
+		t.Fatalf("broker pass: %+v %v", p, err)
+	}
+	cur, err := st.Current(ctx, "agent-1")
+	if err != nil || cur.ID != sess.ID || st.Status(cur) != session.Running {
+		t.Fatalf("current = %+v %v", cur, err)
+	}
+
+	hello := session.Hello{ImageTag: "browser:1.4.2", BootstrapRevision: 2, Capabilities: []string{session.CapabilityBrowserView}}
+	if err := st.Attach(ctx, sess.ID, "replica-b", hello); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := st.Get(ctx, sess.ID)
+	if got.Owner != "replica-b" || !got.HasCapability(session.CapabilityBrowserView) || got.Hello.ImageTag != "browser:1.4.2" {
+		t.Fatalf("after attach: %+v", got)
+	}
+	if err := st.Detach(ctx, sess.ID, "replica-a"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := st.Get(ctx, sess.ID); got.Owner != "replica-b" {
+		t.Fatalf("detach by a non-owner cleared the owner: %+v", got)
+	}
+	if err := st.Detach(ctx, sess.ID, "replica-b"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := st.Get(ctx, sess.ID); got.Owner != "" {
+		t.Fatalf("owner after detach = %q", got.Owner)
+	}
+
+	// Quiet for a minute: idle. A tool call: running again, and logged.
+	clk.Advance(time.Minute)
+	cur, _ = st.Current(ctx, "agent-1")
+	if s := st.Status(cur); s != session.Idle {
+		t.Fatalf("after a quiet minute: %s", s)
+	}
+	if err := st.RecordTool(ctx, sess.ID, session.Activity{At: clk.Now(), Tool: "browser_open", OK: true}); err != nil {
+		t.Fatal(err)
+	}
+	cur, _ = st.Current(ctx, "agent-1")
+	if s := st.Status(cur); s != session.Running {
+		t.Fatalf("after a tool call: %s", s)
+	}
+	log, err := st.ActivityLog(ctx, sess.ID)
+	if err != nil || len(log) != 1 || log[0].Tool != "browser_open" {
+		t.Fatalf("activity = %+v %v", log, err)
+	}
+
+	// The idle timeout stops it, even before anyone records the stop.
+	clk.Advance(5 * time.Minute)
+	if _, err := st.Current(ctx, "agent-1"); !errors.Is(err, session.ErrNoSession) {
+		t.Fatalf("after the idle timeout: %v", err)
+	}
+}
+
+func TestStopRevokesPassesAndStartReplaces(t *testing.T) {
+	st, creds, _ := newStores(t)
+	ctx := testenv.Context(t, 30*time.Second)
+	first, passes, err := st.Start(ctx, "agent-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, passes2, err := st.Start(ctx, "agent-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if old, _ := st.Get(ctx, first.ID); !old.Stopped || old.StopReason != "replaced" {
+		t.Fatalf("first session after a new start: %+v", old)
+	}
+	if _, err := creds.VerifyPass(ctx, passes.Broker, auth.RoleBroker); !errors.Is(err, auth.ErrUnauthenticated) {
+		t.Fatalf("replaced session's broker pass: %v", err)
+	}
+	// Stopping the old session again must not clear the new one's pointer.
+	if _, err := st.Stop(ctx, first.ID, "operator"); err != nil {
+		t.Fatal(err)
+	}
+	if cur, err := st.Current(ctx, "agent-1"); err != nil || cur.ID != second.ID {
+		t.Fatalf("current = %+v %v", cur, err)
+	}
+	stopped, err := st.Stop(ctx, second.ID, "operator")
+	if err != nil || !stopped.Stopped {
+		t.Fatalf("stop = %+v %v", stopped, err)
+	}
+	if _, err := st.Current(ctx, "agent-1"); !errors.Is(err, session.ErrNoSession) {
+		t.Fatalf("after stop: %v", err)
+	}
+	for _, tok := range []string{passes2.Worker, passes2.Broker} {
+		if _, err := creds.VerifyPass(ctx, tok, auth.RoleWorker); !errors.Is(err, auth.ErrUnauthenticated) {
+			t.Fatalf("pass after stop: %v", err)
+		}
+	}
+	if _, err := st.Stop(ctx, "nope", "operator"); !errors.Is(err, session.ErrNotFound) {
+		t.Fatalf("stop unknown: %v", err)
+	}
+}
+
+func TestActivityLogBounded(t *testing.T) {
+	st, _, clk := newStores(t)
+	ctx := testenv.Context(t, 60*time.Second)
+	sess, _, err := st.Start(ctx, "agent-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range session.ActivityLogMax + 5 {
+		if err := st.RecordTool(ctx, sess.ID, session.Activity{At: clk.Now(), Tool: "browser_tabs", OK: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	log, err := st.ActivityLog(ctx, sess.ID)
+	if err != nil || len(log) != session.ActivityLogMax {
+		t.Fatalf("len = %d, %v", len(log), err)
+	}
+}

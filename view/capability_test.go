@@ -1,0 +1,201 @@
+package view_test
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentfy/agentfy/internal/testenv"
+	"github.com/agentfy/agentfy/view"
+)
+
+func requestID(t *testing.T) string {
+	t.Helper()
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+const pubKey = "04aabb" // the store treats the key as opaque text
+
+func TestCapabilityConsume(t *testing.T) {
+	srv := testenv.Redis(t)
+	rdb := testenv.RedisClient(t, srv, 3)
+	ctx := testenv.Context(t, 30*time.Second)
+	caps := view.NewCapabilities(rdb, testenv.Deployment(t), 0)
+
+	t.Run("once", func(t *testing.T) {
+		id := requestID(t)
+		if err := caps.Put(ctx, id, "sessA", pubKey); err != nil {
+			t.Fatal(err)
+		}
+		got, err := caps.Consume(ctx, id, "sessA")
+		if err != nil || got != pubKey {
+			t.Fatalf("first consume = %q, %v; want %q", got, err, pubKey)
+		}
+		if _, err := caps.Consume(ctx, id, "sessA"); !errors.Is(err, view.ErrCapabilityNotFound) {
+			t.Fatalf("replay: err = %v, want ErrCapabilityNotFound", err)
+		}
+	})
+	t.Run("other session refused and leaves it usable", func(t *testing.T) {
+		id := requestID(t)
+		if err := caps.Put(ctx, id, "sessA", pubKey); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := caps.Consume(ctx, id, "sessB"); !errors.Is(err, view.ErrCapabilityNotFound) {
+			t.Fatalf("other session: err = %v, want ErrCapabilityNotFound", err)
+		}
+		if got, err := caps.Consume(ctx, id, "sessA"); err != nil || got != pubKey {
+			t.Fatalf("after other session's attempt: %q, %v", got, err)
+		}
+	})
+	t.Run("unknown and malformed ids", func(t *testing.T) {
+		for _, id := range []string{requestID(t), "", "xyz", requestID(t)[:63] + "G"} {
+			if _, err := caps.Consume(ctx, id, "sessA"); !errors.Is(err, view.ErrCapabilityNotFound) {
+				t.Fatalf("consume(%q): err = %v", id, err)
+			}
+		}
+	})
+	t.Run("put rejects a duplicate id and a bad id", func(t *testing.T) {
+		id := requestID(t)
+		if err := caps.Put(ctx, id, "sessA", pubKey); err != nil {
+			t.Fatal(err)
+		}
+		if err := caps.Put(ctx, id, "sessB", pubKey); err == nil {
+			t.Fatal("duplicate put succeeded")
+		}
+		if err := caps.Put(ctx, "nothex", "sessA", pubKey); err == nil {
+			t.Fatal("bad id accepted")
+		}
+	})
+	t.Run("stored value holds only session and public key, with a 10 s lifetime", func(t *testing.T) {
+		id := requestID(t)
+		if err := caps.Put(ctx, id, "sessA", pubKey); err != nil {
+			t.Fatal(err)
+		}
+		keys, err := rdb.Keys(ctx, "*"+id+"*").Result()
+		if err != nil || len(keys) != 1 {
+			t.Fatalf("keys = %v, %v", keys, err)
+		}
+		v, _ := rdb.Get(ctx, keys[0]).Result()
+		if v != `{"sessionId":"sessA","publicKey":"04aabb"}` {
+			t.Fatalf("stored %s", v)
+		}
+		ttl, _ := rdb.PTTL(ctx, keys[0]).Result()
+		if ttl <= 9*time.Second || ttl > view.CapabilityTTL {
+			t.Fatalf("ttl = %v", ttl)
+		}
+	})
+}
+
+func TestCapabilityExpiresInRedis(t *testing.T) {
+	srv := testenv.Redis(t)
+	rdb := testenv.RedisClient(t, srv, 0)
+	ctx := testenv.Context(t, 30*time.Second)
+	caps := view.NewCapabilities(rdb, testenv.Deployment(t), 100*time.Millisecond)
+	id := requestID(t)
+	if err := caps.Put(ctx, id, "sessA", pubKey); err != nil {
+		t.Fatal(err)
+	}
+	// Wait for Redis's own expiry: the key count of the DB drops to zero.
+	waitUntil(t, 5*time.Second, func() bool { n, _ := rdb.DBSize(ctx).Result(); return n == 0 })
+	if _, err := caps.Consume(ctx, id, "sessA"); !errors.Is(err, view.ErrCapabilityNotFound) {
+		t.Fatalf("expired: err = %v, want ErrCapabilityNotFound", err)
+	}
+}
+
+func TestCapabilityRedisDown(t *testing.T) {
+	srv := testenv.Redis(t)
+	rdb := testenv.RedisClient(t, srv, 0)
+	ctx := testenv.Context(t, 30*time.Second)
+	caps := view.NewCapabilities(rdb, testenv.Deployment(t), 0)
+	srv.Stop()
+	_, err := caps.Consume(ctx, requestID(t), "sessA")
+	if err == nil || errors.Is(err, view.ErrCapabilityNotFound) {
+		t.Fatalf("redis down: err = %v, want a Redis error distinct from not found", err)
+	}
+}
+
+func TestGateOneWinnerOf64AcrossTwoClients(t *testing.T) {
+	srv := testenv.Redis(t)
+	clients := []redis.UniversalClient{testenv.RedisClient(t, srv, 1), testenv.RedisClient(t, srv, 1)}
+	ctx := testenv.Context(t, 30*time.Second)
+	dep := testenv.Deployment(t)
+	gates := []*view.Gate{view.NewGate(clients[0], dep, 0), view.NewGate(clients[1], dep, 0)}
+
+	var wins atomic.Int32
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	errs := make(chan error, 64)
+	for i := range 64 {
+		wg.Go(func() {
+			<-start
+			ok, err := gates[i%2].Allow(ctx, "agent-1")
+			if err != nil {
+				errs <- err
+				return
+			}
+			if ok {
+				wins.Add(1)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if n := wins.Load(); n != 1 {
+		t.Fatalf("winners = %d, want exactly 1", n)
+	}
+	// Another agent has its own window.
+	if ok, err := gates[0].Allow(ctx, "agent-2"); err != nil || !ok {
+		t.Fatalf("other agent: %v, %v", ok, err)
+	}
+	// The window is 2 s, kept by Redis.
+	ttl, err := clients[0].PTTL(ctx, "agentfy:"+dep+":gate:{a:agent-1}").Result()
+	if err != nil || ttl <= 1500*time.Millisecond || ttl > view.GateWindow {
+		t.Fatalf("gate ttl = %v, %v", ttl, err)
+	}
+}
+
+func TestGateOpensAfterWindow(t *testing.T) {
+	srv := testenv.Redis(t)
+	rdb := testenv.RedisClient(t, srv, 0)
+	ctx := testenv.Context(t, 30*time.Second)
+	g := view.NewGate(rdb, testenv.Deployment(t), 50*time.Millisecond)
+	if ok, _ := g.Allow(ctx, "a"); !ok {
+		t.Fatal("first request refused")
+	}
+	if ok, _ := g.Allow(ctx, "a"); ok {
+		t.Fatal("second request within the window allowed")
+	}
+	waitUntil(t, 5*time.Second, func() bool { n, _ := rdb.DBSize(ctx).Result(); return n == 0 })
+	if ok, err := g.Allow(ctx, "a"); !ok || err != nil {
+		t.Fatalf("after the window: %v, %v", ok, err)
+	}
+}
+
+// waitUntil polls cond (a condition on a real server, not a timing guess) until it holds
+// or the deadline passes.
+func waitUntil(t *testing.T, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %v", d)
+		}
+		<-tick.C
+	}
+}
