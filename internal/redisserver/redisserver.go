@@ -64,7 +64,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	}
 	port := opts.Port
 	if port == 0 {
-		if port, err = FreePort(); err != nil {
+		if port, err = FreePort(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -76,7 +76,8 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		"--protected-mode", "yes", "--daemonize", "no", "--loglevel", "warning",
 		"--databases", "16",
 	}
-	cmd := exec.Command(path, args...) //nolint:gosec // the binary is the configured redis-server
+	// The process outlives ctx (which bounds only the start); Stop ends it.
+	cmd := exec.Command(path, args...) //nolint:gosec,noctx // the configured redis-server binary
 	cmd.Dir = dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -171,8 +172,9 @@ func (s *Server) Done() <-chan struct{} { return s.done }
 
 // FreePort asks the kernel for a free loopback TCP port. Another process may take it
 // before the caller binds it; callers that can bind port 0 themselves should.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+func FreePort(ctx context.Context) (int, error) {
+	var lc net.ListenConfig
+	l, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("free port: %w", err)
 	}

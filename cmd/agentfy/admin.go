@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentfy/agentfy/auth"
+	"github.com/agentfy/agentfy/cmd/internal/conf"
+	"github.com/agentfy/agentfy/directory"
+	"github.com/agentfy/agentfy/session"
+)
+
+// stores are what the admin commands work on.
+type stores struct {
+	rdb      redis.UniversalClient
+	dir      *directory.Store
+	creds    *auth.Store
+	sessions *session.Store
+}
+
+func openStores(ctx context.Context) (*stores, error) {
+	ro, err := conf.Redis()
+	if err != nil {
+		return nil, err
+	}
+	rdb := redis.NewUniversalClient(ro)
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := rdb.Ping(pctx).Err(); err != nil {
+		closeRedis(rdb)
+		return nil, fmt.Errorf("redis: %w", err)
+	}
+	dep := conf.Deployment()
+	creds := auth.NewStore(rdb, dep, nil)
+	return &stores{
+		rdb: rdb, dir: directory.NewStore(rdb, dep), creds: creds,
+		sessions: session.NewStore(rdb, creds, dep, session.Policy{}, nil),
+	}, nil
+}
+
+func cmdSeed(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("seed", flag.ContinueOnError)
+	file := fs.String("file", "testdata/directory.json", "seed `file` (JSON)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	f, err := os.Open(*file)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = f.Close() }()
+	seed, err := directory.ParseSeed(f)
+	if err != nil {
+		return err
+	}
+	st, err := openStores(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeRedis(st.rdb)
+	if err := st.dir.Load(ctx, seed); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "seeded %d teams, %d users, %d organisations, %d agents\n", len(seed.Teams), len(seed.Users), len(seed.Orgs), len(seed.Agents))
+	return nil
+}
+
+func cmdToken(_ context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("token", flag.ContinueOnError)
+	user := fs.String("user", "", "user `id` (the token's subject)")
+	ttl := fs.Duration("ttl", 12*time.Hour, "lifetime")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if !directory.ValidID(*user) {
+		return errors.New("token: -user is required")
+	}
+	cfg, err := conf.JWT()
+	if err != nil {
+		return err
+	}
+	if cfg.HS256Secret == nil {
+		return errors.New("token: development tokens need AGENTFY_JWT_HS256_SECRET; production tokens come from the identity provider")
+	}
+	tok, err := auth.MintHS256(cfg.HS256Secret, cfg.Issuer, cfg.Audience, *user, time.Now(), *ttl)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, tok)
+	return nil
+}
+
+func cmdOrgKey(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("orgkey", flag.ContinueOnError)
+	org := fs.String("org", "", "organisation `id`")
+	env := fs.String("env", "", "environment `name`")
+	scopes := fs.String("scope", auth.ScopeWorkerLogsRead, "comma-separated scopes (empty for none)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *org == "" || *env == "" {
+		return errors.New("orgkey: -org and -env are required")
+	}
+	var sc []string
+	for _, s := range strings.Split(*scopes, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			sc = append(sc, s)
+		}
+	}
+	st, err := openStores(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeRedis(st.rdb)
+	tok, _, err := st.creds.CreateOrgKey(ctx, *org, *env, sc)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, tok)
+	return nil
+}
+
+func cmdSession(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) == 0 || (args[0] != "start" && args[0] != "stop") {
+		return errors.New("session: start or stop")
+	}
+	fs := flag.NewFlagSet("session "+args[0], flag.ContinueOnError)
+	agent := fs.String("agent", "", "agent `id`")
+	id := fs.String("session", "", "session `id` (stop)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	st, err := openStores(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeRedis(st.rdb)
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	switch args[0] {
+	case "start":
+		if _, err := st.dir.Agent(ctx, *agent); err != nil {
+			return fmt.Errorf("session start: agent %q: %w", *agent, err)
+		}
+		sess, passes, err := st.sessions.Start(ctx, *agent)
+		if err != nil {
+			return err
+		}
+		return enc.Encode(map[string]string{"sessionId": sess.ID, "agentId": *agent, "workerPass": passes.Worker, "brokerPass": passes.Broker})
+	default:
+		sid := *id
+		if sid == "" {
+			cur, err := st.sessions.Current(ctx, *agent)
+			if err != nil {
+				return fmt.Errorf("session stop: agent %q: %w", *agent, err)
+			}
+			sid = cur.ID
+		}
+		sess, err := st.sessions.Stop(ctx, sid, "operator")
+		if err != nil {
+			return err
+		}
+		return enc.Encode(map[string]string{"sessionId": sess.ID, "agentId": sess.AgentID, "status": "stopped"})
+	}
+}

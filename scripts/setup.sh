@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Idempotent setup of a fresh Debian machine: installs only what is missing.
+#   redis-server and chromium (Debian packages, as root), the pinned golangci-lint, and
+#   the Node packages of the web app and SDK (npm ci).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
+[ -x /usr/lib/chromium/chromium ] || [ -x /usr/bin/chromium ] || need_apt+=(chromium)
+command -v docker-compose >/dev/null 2>&1 || need_apt+=(docker-compose)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "setup: missing ${need_apt[*]}; run as root or: sudo apt-get install -y ${need_apt[*]}" >&2
+    exit 1
+  fi
+  echo "setup: installing ${need_apt[*]} (apt-get)" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+
+GOBIN="$(go env GOPATH)/bin"
+LINT_VERSION=v2.15.0
+if ! "$GOBIN/golangci-lint" version 2>/dev/null | grep -q "${LINT_VERSION#v}"; then
+  echo "setup: installing golangci-lint $LINT_VERSION (go install, about a minute)" >&2
+  go install "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$LINT_VERSION"
+fi
+
+for dir in . web sdk; do
+  if [ -f "$dir/package-lock.json" ]; then
+    stamp="$dir/node_modules/.package-lock.json"
+    if [ ! -f "$stamp" ] || ! cmp -s <(sed -n '/"packages"/,$p' "$dir/package-lock.json" | md5sum) <(sed -n '/"packages"/,$p' "$stamp" | md5sum); then
+      echo "setup: npm ci in $dir" >&2
+      (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+    fi
+  fi
+done
+go mod download
