@@ -1,0 +1,236 @@
+// Package envelope seals one browser view page to one API replica.
+//
+// The sender (the browser broker) generates an ephemeral P-256 key pair per
+// seal and agrees a secret with the recipient's ephemeral P-256 public key.
+// The secret is the 32-byte x-coordinate of the shared point. HKDF-SHA256
+// turns it into an AES-256-GCM key, with the request id as salt and [Label] as
+// info. The request id is also the additional authenticated data, so an
+// envelope opens only for the request it answers.
+//
+// The construction and the wire encoding match Node's crypto module byte for
+// byte; scripts/envelope.mjs is the Node reference, and testdata/envelope at
+// the repository root holds the vectors it generates.
+package envelope
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/ecdh"
+	"crypto/hkdf"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+)
+
+const (
+	// Label is the HKDF info string. It names the version of the construction:
+	// any change to the construction must change the label.
+	Label = "agentfy-browser-view-v1"
+
+	// MaxPlaintext is the largest plaintext, in bytes, that Seal accepts and
+	// Open returns. Open rejects a longer ciphertext before decoding it.
+	MaxPlaintext = 8 << 20 // 8 MiB
+)
+
+const (
+	keySize       = 32 // bytes, AES-256 key
+	ivSize        = 12 // bytes, GCM nonce
+	tagSize       = 16 // bytes, GCM tag
+	publicKeySize = 65 // bytes, uncompressed SEC1 P-256 point
+	requestIDSize = 32 // bytes, 64 hex characters
+)
+
+// ErrOpen is the error Open returns for every failure. It does not say which
+// check failed, so that a caller cannot become an oracle for an attacker.
+var ErrOpen = errors.New("envelope: cannot open")
+
+// Envelope is the encrypted page as it travels on the wire. PublicKey is the
+// sender's ephemeral uncompressed P-256 point, IV and Tag are the GCM nonce and
+// tag, all three in lowercase hex; Ciphertext is standard padded base64 and
+// does not include the tag.
+type Envelope struct {
+	PublicKey  string `json:"publicKey"`
+	IV         string `json:"iv"`
+	Tag        string `json:"tag"`
+	Ciphertext string `json:"ciphertext"`
+}
+
+// Sealed is the wire body, {"envelope":{...}}.
+type Sealed struct {
+	Envelope Envelope `json:"envelope"`
+}
+
+// GenerateKey generates an ephemeral P-256 key pair. As with crypto/ecdh, since
+// Go 1.26 rand is ignored and a secure source of randomness is always used.
+func GenerateKey(rand io.Reader) (*ecdh.PrivateKey, error) {
+	return ecdh.P256().GenerateKey(rand)
+}
+
+// PublicKeyHex returns the public key of k, which must be a P-256 key, as the
+// 130 lowercase hex characters of its uncompressed SEC1 encoding (04...), the
+// form that Node's ecdh.getPublicKey('hex') returns.
+func PublicKeyHex(k *ecdh.PrivateKey) string {
+	return hex.EncodeToString(k.PublicKey().Bytes())
+}
+
+// ParsePublicKey parses a P-256 public key in the form PublicKeyHex returns.
+// It rejects anything but exactly 130 lowercase hex characters, and any
+// encoding other than an uncompressed point on the curve (compressed, hybrid,
+// the point at infinity, off-curve points).
+func ParsePublicKey(hexKey string) (*ecdh.PublicKey, error) {
+	b, ok := decodeHex(hexKey, publicKeySize)
+	if !ok {
+		return nil, errors.New("envelope: public key is not 130 lowercase hex characters")
+	}
+	k, err := ecdh.P256().NewPublicKey(b)
+	if err != nil {
+		return nil, errors.New("envelope: public key is not an uncompressed P-256 point")
+	}
+	return k, nil
+}
+
+// ValidRequestID reports whether id is a request id: exactly 64 lowercase hex
+// characters (256 bits). Uppercase hex, whitespace and other lengths are
+// rejected.
+func ValidRequestID(id string) bool {
+	_, ok := decodeHex(id, requestIDSize)
+	return ok
+}
+
+// Seal encrypts plaintext to recipient, a P-256 public key, for the request
+// requestID. rand is the source of the 12-byte IV, usually crypto/rand.Reader.
+// Seal rejects an invalid request id (see ValidRequestID), a nil or non-P-256
+// recipient, and a plaintext longer than MaxPlaintext.
+func Seal(rand io.Reader, recipient *ecdh.PublicKey, requestID string, plaintext []byte) (Envelope, error) {
+	if !ValidRequestID(requestID) {
+		return Envelope{}, errors.New("envelope: request id is not 64 lowercase hex characters")
+	}
+	if recipient == nil || recipient.Curve() != ecdh.P256() {
+		return Envelope{}, errors.New("envelope: recipient is not a P-256 public key")
+	}
+	if len(plaintext) > MaxPlaintext {
+		return Envelope{}, fmt.Errorf("envelope: plaintext is %d bytes, more than %d", len(plaintext), MaxPlaintext)
+	}
+	if rand == nil {
+		return Envelope{}, errors.New("envelope: nil random source")
+	}
+
+	ephemeral, err := GenerateKey(rand)
+	if err != nil {
+		return Envelope{}, fmt.Errorf("envelope: generate key: %w", err)
+	}
+	secret, err := ephemeral.ECDH(recipient)
+	if err != nil {
+		return Envelope{}, fmt.Errorf("envelope: key agreement: %w", err)
+	}
+	aead, err := newAEAD(secret, requestID)
+	if err != nil {
+		return Envelope{}, err
+	}
+	iv := make([]byte, ivSize)
+	if _, err := io.ReadFull(rand, iv); err != nil {
+		return Envelope{}, fmt.Errorf("envelope: read iv: %w", err)
+	}
+
+	// GCM appends the tag to the ciphertext; the wire carries them apart.
+	out := aead.Seal(nil, iv, plaintext, []byte(requestID))
+	ciphertext, tag := out[:len(plaintext)], out[len(plaintext):]
+	return Envelope{
+		PublicKey:  PublicKeyHex(ephemeral),
+		IV:         hex.EncodeToString(iv),
+		Tag:        hex.EncodeToString(tag),
+		Ciphertext: base64.StdEncoding.EncodeToString(ciphertext),
+	}, nil
+}
+
+// Open decrypts env with priv, the recipient's P-256 private key, for the
+// request requestID. Every failure returns exactly ErrOpen: a nil or non-P-256
+// key, an invalid request id, a field that is not in its canonical encoding
+// (lowercase hex, standard padded base64 without line breaks) or not of its
+// exact size (65-byte uncompressed point, 12-byte IV, 16-byte tag), an
+// off-curve point, a ciphertext longer than MaxPlaintext, or a failed
+// authentication, which covers a wrong key, request id, IV, tag or ciphertext.
+func Open(priv *ecdh.PrivateKey, requestID string, env Envelope) ([]byte, error) {
+	if priv == nil || priv.Curve() != ecdh.P256() || !ValidRequestID(requestID) {
+		return nil, ErrOpen
+	}
+	// Check the size before decoding anything, so that an oversized envelope
+	// costs no allocation.
+	if len(env.Ciphertext) > base64.StdEncoding.EncodedLen(MaxPlaintext) {
+		return nil, ErrOpen
+	}
+	sender, err := ParsePublicKey(env.PublicKey)
+	if err != nil {
+		return nil, ErrOpen
+	}
+	iv, ok := decodeHex(env.IV, ivSize)
+	if !ok {
+		return nil, ErrOpen
+	}
+	tag, ok := decodeHex(env.Tag, tagSize)
+	if !ok {
+		return nil, ErrOpen
+	}
+	// The decoder skips line breaks, and a decoded length alone would not
+	// catch them, so refuse them explicitly to keep one encoding per envelope.
+	if strings.ContainsAny(env.Ciphertext, "\r\n") {
+		return nil, ErrOpen
+	}
+	enc := base64.StdEncoding.Strict()
+	buf := make([]byte, enc.DecodedLen(len(env.Ciphertext)), enc.DecodedLen(len(env.Ciphertext))+tagSize)
+	n, err := enc.Decode(buf, []byte(env.Ciphertext))
+	if err != nil || n > MaxPlaintext {
+		return nil, ErrOpen
+	}
+	sealed := append(buf[:n], tag...)
+
+	secret, err := priv.ECDH(sender)
+	if err != nil {
+		return nil, ErrOpen
+	}
+	aead, err := newAEAD(secret, requestID)
+	if err != nil {
+		return nil, ErrOpen
+	}
+	plaintext, err := aead.Open(sealed[:0], iv, sealed, []byte(requestID))
+	if err != nil {
+		return nil, ErrOpen
+	}
+	return plaintext, nil
+}
+
+// newAEAD derives the AES-256-GCM key for requestID from the ECDH secret.
+func newAEAD(secret []byte, requestID string) (cipher.AEAD, error) {
+	key, err := hkdf.Key(sha256.New, secret, []byte(requestID), Label, keySize)
+	if err != nil {
+		return nil, fmt.Errorf("envelope: derive key: %w", err)
+	}
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, fmt.Errorf("envelope: cipher: %w", err)
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, fmt.Errorf("envelope: gcm: %w", err)
+	}
+	return aead, nil
+}
+
+// decodeHex decodes s if it is exactly n bytes in lowercase hex, the only form
+// Node's Buffer.toString('hex') emits.
+func decodeHex(s string, n int) ([]byte, bool) {
+	if len(s) != 2*n {
+		return nil, false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return nil, false
+		}
+	}
+	b, err := hex.DecodeString(s)
+	return b, err == nil
+}
