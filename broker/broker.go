@@ -1,0 +1,200 @@
+package broker
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/go-rod/rod"
+	"github.com/go-rod/rod/lib/proto"
+	"github.com/rs/zerolog"
+)
+
+// startTimeout bounds the CDP calls New makes.
+const startTimeout = 10 * time.Second
+
+// Broker runs the browser tools and observations of one worker session on
+// one Chromium. Make it with New and stop it with Shutdown; Chromium itself
+// belongs to the caller.
+type Broker struct {
+	browser *rod.Browser
+	consume *ConsumeClient
+	cfg     Config
+	logger  zerolog.Logger
+	clock   Clock
+	rand    io.Reader // source of the envelope's randomness
+
+	// tabs is the tab order; only tool operations and Chromium's events
+	// change it, observation only reads it.
+	tabs *tabOrder
+
+	// toolSlots counts the accepted tool operations, waiting or running;
+	// toolQueue carries them to runTools and has room for every slot.
+	toolSlots chan struct{}
+	toolQueue chan *toolOp
+
+	// observing holds a token while an observation runs.
+	observing chan struct{}
+	// lastCapture is when the last real capture started; guarded by the
+	// observing token.
+	lastCapture time.Time
+
+	mu sync.Mutex
+	// sessions are the CDP sessions observation attached to tabs; guarded
+	// by mu (the event loop forgets closed tabs).
+	sessions map[proto.TargetTargetID]proto.TargetSessionID
+
+	done       chan struct{} // closed by Shutdown
+	stopEvents context.CancelFunc
+	closeOnce  sync.Once
+	wg         sync.WaitGroup
+}
+
+// New starts a broker on a connected browser, which should have been
+// connected without a default device (see LaunchChromium). It adopts the
+// page targets that already exist and follows the ones Chromium creates and
+// destroys, including tabs that sites open themselves. consume redeems
+// observation request ids. ctx bounds the start only.
+func New(ctx context.Context, browser *rod.Browser, consume *ConsumeClient, cfg Config, logger zerolog.Logger, clock Clock) (*Broker, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if browser == nil || consume == nil || clock == nil {
+		return nil, fmt.Errorf("broker: nil browser, consume client or clock")
+	}
+	b := &Broker{
+		browser:   browser,
+		consume:   consume,
+		cfg:       cfg,
+		logger:    logger,
+		clock:     clock,
+		rand:      rand.Reader,
+		tabs:      newTabOrder(),
+		toolSlots: make(chan struct{}, cfg.ToolQueueSize),
+		toolQueue: make(chan *toolOp, cfg.ToolQueueSize),
+		observing: make(chan struct{}, 1),
+		sessions:  make(map[proto.TargetTargetID]proto.TargetSessionID),
+		done:      make(chan struct{}),
+	}
+
+	// Subscribe before listing, so that no tab falls between the two.
+	evCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	b.stopEvents = stop
+	events := browser.Context(evCtx).Event()
+	b.wg.Add(1)
+	go b.followTargets(events)
+
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	targets, err := proto.TargetGetTargets{}.Call(browser.Context(ctx))
+	if err != nil {
+		b.Shutdown()
+		return nil, fmt.Errorf("broker: list targets: %w", err)
+	}
+	for _, t := range targets.TargetInfos {
+		if t.Type == proto.TargetTargetInfoTypePage {
+			b.tabs.Opened(string(t.TargetID))
+		}
+	}
+
+	b.wg.Add(1)
+	go b.runTools()
+	return b, nil
+}
+
+// Shutdown stops the tool queue and the event loop and waits for them.
+// Calls waiting for a tool operation get ErrClosed. It leaves Chromium
+// running; its owner closes it.
+func (b *Broker) Shutdown() {
+	b.closeOnce.Do(func() {
+		close(b.done)
+		b.stopEvents()
+	})
+	b.wg.Wait()
+}
+
+// followTargets keeps the tab order in step with Chromium's page targets.
+func (b *Broker) followTargets(events <-chan *rod.Message) {
+	defer b.wg.Done()
+	for msg := range events {
+		switch msg.Method {
+		case "Target.targetCreated":
+			var e proto.TargetTargetCreated
+			if msg.Load(&e) && e.TargetInfo.Type == proto.TargetTargetInfoTypePage {
+				b.tabs.Opened(string(e.TargetInfo.TargetID))
+			}
+		case "Target.targetDestroyed":
+			var e proto.TargetTargetDestroyed
+			if msg.Load(&e) {
+				b.tabs.Closed(string(e.TargetID))
+				b.forgetSession(e.TargetID)
+			}
+		case "Target.detachedFromTarget":
+			var e proto.TargetDetachedFromTarget
+			if msg.Load(&e) {
+				b.forgetSessionID(e.SessionID)
+			}
+		}
+	}
+}
+
+// session returns the observation's CDP session on a tab, attaching one
+// under ctx if needed. It is a session of its own, on which no domain is
+// ever enabled.
+func (b *Broker) session(ctx context.Context, target proto.TargetTargetID) (cdpSession, error) {
+	b.mu.Lock()
+	id, ok := b.sessions[target]
+	b.mu.Unlock()
+	if !ok {
+		res, err := proto.TargetAttachToTarget{TargetID: target, Flatten: true}.Call(b.browser.Context(ctx))
+		if err != nil {
+			return cdpSession{}, fmt.Errorf("attach to target: %w", err)
+		}
+		id = res.SessionID
+		b.mu.Lock()
+		b.sessions[target] = id
+		b.mu.Unlock()
+	}
+	return cdpSession{ctx: ctx, browser: b.browser, id: id}, nil
+}
+
+// dropSession forgets an observation session after a failure and detaches
+// it aside, so that the next observation starts from a fresh one. The
+// detaching goroutine lives at most a second, and observations run one at a
+// time, so these goroutines stay few.
+func (b *Broker) dropSession(target proto.TargetTargetID) {
+	b.mu.Lock()
+	id, ok := b.sessions[target]
+	delete(b.sessions, target)
+	b.mu.Unlock()
+	if !ok {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = proto.TargetDetachFromTarget{SessionID: id}.Call(b.browser.Context(ctx))
+	}()
+}
+
+func (b *Broker) forgetSession(target proto.TargetTargetID) {
+	b.mu.Lock()
+	delete(b.sessions, target)
+	b.mu.Unlock()
+}
+
+func (b *Broker) forgetSessionID(id proto.TargetSessionID) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for t, s := range b.sessions {
+		if s == id {
+			delete(b.sessions, t)
+		}
+	}
+}
+
+// targetID is the CDP type of a tab id.
+type targetID = proto.TargetTargetID

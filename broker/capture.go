@@ -1,0 +1,130 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/go-rod/rod"
+	"github.com/go-rod/rod/lib/proto"
+)
+
+// Page is the plaintext of an observation of a tab: exactly the fields the
+// API validates, in this order.
+type Page struct {
+	// URL is the tab's URL, as Target.getTargetInfo reports it.
+	URL string `json:"url"`
+	// Title is the tab's title, as Target.getTargetInfo reports it.
+	Title string `json:"title"`
+	// CapturedAt is when the capture started, formatted with CapturedAtLayout.
+	CapturedAt string `json:"capturedAt"`
+	// ContentType is always CaptureContentType.
+	ContentType string `json:"contentType"`
+	// Data is the JPEG; encoding/json writes it as standard base64.
+	Data []byte `json:"data"`
+}
+
+// errNotJPEG is Chromium answering a capture with something that is not a
+// complete JPEG.
+var errNotJPEG = errors.New("capture is not a jpeg")
+
+// cdpSession sends CDP commands to one attached target session under one
+// context. It implements proto.Client, proto.Sessionable and
+// proto.Contextable, so typed proto calls can use it without a rod Page,
+// whose construction would enable domains and may emulate a device.
+type cdpSession struct {
+	ctx     context.Context
+	browser *rod.Browser
+	id      proto.TargetSessionID
+}
+
+// Call implements proto.Client.
+func (s cdpSession) Call(ctx context.Context, sessionID, method string, params any) ([]byte, error) {
+	return s.browser.Call(ctx, sessionID, method, params)
+}
+
+// GetSessionID implements proto.Sessionable.
+func (s cdpSession) GetSessionID() proto.TargetSessionID { return s.id }
+
+// GetContext implements proto.Contextable.
+func (s cdpSession) GetContext() context.Context { return s.ctx }
+
+// captureClip returns the screenshot clip for a CSS visual viewport and a
+// device pixel ratio: the visible part of the page, at most MaxCaptureHeight
+// CSS pixels tall, scaled so the image is at most MaxCaptureWidth pixels
+// wide. It fails for an empty viewport.
+func captureClip(vv *proto.PageVisualViewport, dpr float64) (*proto.PageViewport, error) {
+	if vv == nil || !(vv.ClientWidth >= 1 && vv.ClientHeight >= 1) {
+		return nil, errors.New("empty visual viewport")
+	}
+	if !(dpr > 0) || math.IsInf(dpr, 0) {
+		dpr = 1
+	}
+	clip := &proto.PageViewport{
+		X:      vv.PageX,
+		Y:      vv.PageY,
+		Width:  vv.ClientWidth,
+		Height: min(vv.ClientHeight, MaxCaptureHeight),
+		Scale:  1,
+	}
+	if w := vv.ClientWidth * dpr; w > MaxCaptureWidth {
+		clip.Scale = MaxCaptureWidth / w
+	}
+	return clip, nil
+}
+
+// devicePixelRatio derives the ratio of device to CSS pixels from the layout
+// viewport, which pinch zoom does not change; 1 when it cannot.
+func devicePixelRatio(m *proto.PageGetLayoutMetricsResult) float64 {
+	if m.LayoutViewport == nil || m.CSSLayoutViewport == nil || m.CSSLayoutViewport.ClientWidth == 0 {
+		return 1
+	}
+	return float64(m.LayoutViewport.ClientWidth) / float64(m.CSSLayoutViewport.ClientWidth)
+}
+
+// capture takes the read-only snapshot of a tab through an attached session:
+// exactly Target.getTargetInfo, Page.getLayoutMetrics and
+// Page.captureScreenshot, each under ctx. at stamps the page.
+func capture(ctx context.Context, s cdpSession, target proto.TargetTargetID, at time.Time) (*Page, error) {
+	s.ctx = ctx
+	info, err := proto.TargetGetTargetInfo{TargetID: target}.Call(s.browser.Context(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("get target info: %w", err)
+	}
+	metrics, err := proto.PageGetLayoutMetrics{}.Call(s)
+	if err != nil {
+		return nil, fmt.Errorf("get layout metrics: %w", err)
+	}
+	clip, err := captureClip(metrics.CSSVisualViewport, devicePixelRatio(metrics))
+	if err != nil {
+		return nil, err
+	}
+	quality := CaptureQuality
+	shot, err := proto.PageCaptureScreenshot{
+		Format:  proto.PageCaptureScreenshotFormatJpeg,
+		Quality: &quality,
+		Clip:    clip,
+	}.Call(s)
+	if err != nil {
+		return nil, fmt.Errorf("capture screenshot: %w", err)
+	}
+	if !isJPEG(shot.Data) {
+		return nil, errNotJPEG
+	}
+	return &Page{
+		URL:         info.TargetInfo.URL,
+		Title:       info.TargetInfo.Title,
+		CapturedAt:  at.UTC().Format(CapturedAtLayout),
+		ContentType: CaptureContentType,
+		Data:        shot.Data,
+	}, nil
+}
+
+// isJPEG checks the markers the API checks: FF D8 FF at the start, FF D9 at
+// the end.
+func isJPEG(b []byte) bool {
+	return len(b) >= 5 && bytes.HasPrefix(b, []byte{0xFF, 0xD8, 0xFF}) && bytes.HasSuffix(b, []byte{0xFF, 0xD9})
+}

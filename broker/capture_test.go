@@ -1,0 +1,115 @@
+package broker
+
+import (
+	"math"
+	"testing"
+
+	"github.com/go-rod/rod/lib/proto"
+)
+
+func TestCaptureClip(t *testing.T) {
+	tests := []struct {
+		name      string
+		vv        *proto.PageVisualViewport
+		dpr       float64
+		want      proto.PageViewport
+		wantWidth float64 // output width in image pixels
+		wantErr   bool
+	}{
+		{
+			name: "laptop viewport is kept",
+			vv:   &proto.PageVisualViewport{ClientWidth: 1280, ClientHeight: 800},
+			dpr:  1, want: proto.PageViewport{Width: 1280, Height: 800, Scale: 1}, wantWidth: 1280,
+		},
+		{
+			name: "full hd is scaled to 1280",
+			vv:   &proto.PageVisualViewport{ClientWidth: 1920, ClientHeight: 1080},
+			dpr:  1, want: proto.PageViewport{Width: 1920, Height: 1080, Scale: 1280.0 / 1920}, wantWidth: 1280,
+		},
+		{
+			name: "tall viewport is clipped to 2000 before scaling",
+			vv:   &proto.PageVisualViewport{ClientWidth: 1920, ClientHeight: 3000},
+			dpr:  1, want: proto.PageViewport{Width: 1920, Height: 2000, Scale: 1280.0 / 1920}, wantWidth: 1280,
+		},
+		{
+			name: "scrolled page keeps its offset",
+			vv:   &proto.PageVisualViewport{PageX: 10, PageY: 600, ClientWidth: 800, ClientHeight: 600},
+			dpr:  1, want: proto.PageViewport{X: 10, Y: 600, Width: 800, Height: 600, Scale: 1}, wantWidth: 800,
+		},
+		{
+			name: "device pixel ratio counts in the width",
+			vv:   &proto.PageVisualViewport{ClientWidth: 1280, ClientHeight: 800},
+			dpr:  2, want: proto.PageViewport{Width: 1280, Height: 800, Scale: 0.5}, wantWidth: 1280,
+		},
+		{
+			name: "unknown ratio is 1",
+			vv:   &proto.PageVisualViewport{ClientWidth: 640, ClientHeight: 480},
+			dpr:  math.NaN(), want: proto.PageViewport{Width: 640, Height: 480, Scale: 1}, wantWidth: 640,
+		},
+		{name: "empty viewport", vv: &proto.PageVisualViewport{ClientWidth: 0, ClientHeight: 800}, dpr: 1, wantErr: true},
+		{name: "no viewport", vv: nil, dpr: 1, wantErr: true},
+		{name: "NaN viewport", vv: &proto.PageVisualViewport{ClientWidth: math.NaN(), ClientHeight: 800}, dpr: 1, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := captureClip(tt.vv, tt.dpr)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("captureClip() error = %v, wantErr %v", err, tt.wantErr)
+			}
+			if tt.wantErr {
+				return
+			}
+			if *got != tt.want {
+				t.Errorf("captureClip() = %+v, want %+v", *got, tt.want)
+			}
+			dpr := tt.dpr
+			if !(dpr > 0) {
+				dpr = 1
+			}
+			if w := got.Width * got.Scale * dpr; math.Abs(w-tt.wantWidth) > 1e-9 || w > MaxCaptureWidth {
+				t.Errorf("output width %v, want %v", w, tt.wantWidth)
+			}
+		})
+	}
+}
+
+func TestDevicePixelRatio(t *testing.T) {
+	tests := []struct {
+		name string
+		m    proto.PageGetLayoutMetricsResult
+		want float64
+	}{
+		{"missing", proto.PageGetLayoutMetricsResult{}, 1},
+		{"one", proto.PageGetLayoutMetricsResult{LayoutViewport: &proto.PageLayoutViewport{ClientWidth: 1280}, CSSLayoutViewport: &proto.PageLayoutViewport{ClientWidth: 1280}}, 1},
+		{"two", proto.PageGetLayoutMetricsResult{LayoutViewport: &proto.PageLayoutViewport{ClientWidth: 2560}, CSSLayoutViewport: &proto.PageLayoutViewport{ClientWidth: 1280}}, 2},
+		{"zero css width", proto.PageGetLayoutMetricsResult{LayoutViewport: &proto.PageLayoutViewport{ClientWidth: 2560}, CSSLayoutViewport: &proto.PageLayoutViewport{}}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := devicePixelRatio(&tt.m); got != tt.want {
+				t.Errorf("devicePixelRatio() = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestIsJPEG(t *testing.T) {
+	tests := []struct {
+		name string
+		b    []byte
+		want bool
+	}{
+		{"minimal", []byte{0xFF, 0xD8, 0xFF, 0xE0, 0xFF, 0xD9}, true},
+		{"no end marker", []byte{0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x00}, false},
+		{"png", []byte("\x89PNG\r\n\x1a\n"), false},
+		{"too short", []byte{0xFF, 0xD8, 0xFF, 0xD9}, false},
+		{"empty", nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := isJPEG(tt.b); got != tt.want {
+				t.Errorf("isJPEG() = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

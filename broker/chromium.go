@@ -1,0 +1,180 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/go-rod/rod"
+	"github.com/go-rod/rod/lib/launcher"
+	"github.com/go-rod/rod/lib/launcher/flags"
+	"github.com/rs/zerolog"
+)
+
+// Chromium launch defaults.
+const (
+	// DefaultChromium is Debian's Chromium wrapper.
+	DefaultChromium = "/usr/bin/chromium"
+	// WindowSize gives a 1280×800 viewport in headless Chromium (the window
+	// has chrome); every tab gets a window of this size.
+	WindowSize = "1280,887"
+	// DefaultLaunchTimeout bounds the start of Chromium up to its DevTools URL.
+	DefaultLaunchTimeout = 30 * time.Second
+	// closeTimeout bounds each step of stopping Chromium.
+	closeTimeout = 5 * time.Second
+)
+
+// chromiumFlags are the switches of every launch, besides the binary, the
+// profile directory and the DevTools port. There is no startup window: the
+// broker starts with no tab, and every tab gets a window of its own.
+var chromiumFlags = []string{
+	"headless",
+	"no-sandbox",
+	"disable-gpu",
+	"disable-background-networking",
+	"disable-component-update",
+	"disable-sync",
+	"no-first-run",
+	"no-startup-window",
+	"disable-breakpad",
+	"disable-default-apps",
+	"disable-dev-shm-usage",
+	// Windows are never really occluded in headless, but the agent's pages
+	// must keep running and painting whichever window was activated last.
+	"disable-background-timer-throttling",
+	"disable-backgrounding-occluded-windows",
+	"disable-renderer-backgrounding",
+	"force-color-profile=srgb",
+	"window-size=" + WindowSize,
+}
+
+// LaunchConfig says how to start Chromium.
+type LaunchConfig struct {
+	// Bin is the Chromium executable; empty means DefaultChromium. The broker
+	// never downloads a browser.
+	Bin string
+	// ProfileParent is the directory in which a fresh private profile
+	// directory is made; empty means the system temporary directory.
+	ProfileParent string
+	// Leakless runs Chromium under rod's leakless guard, which kills it
+	// when the broker dies without cleaning up.
+	Leakless bool
+	// Env is the environment of Chromium. The caller must strip every
+	// secret from it; nil means none at all.
+	Env []string
+}
+
+// Chromium is a running Chromium and the rod connection that controls it.
+type Chromium struct {
+	// Browser is the rod connection, without default device emulation.
+	Browser *rod.Browser
+
+	launcher *launcher.Launcher
+	profile  string
+	logger   zerolog.Logger
+	cancel   context.CancelFunc // ends the connection's context
+}
+
+// LaunchChromium starts Chromium with a fresh private profile and connects to
+// it. ctx bounds the start only. The caller must Close the result.
+func LaunchChromium(ctx context.Context, cfg LaunchConfig, logger zerolog.Logger) (_ *Chromium, err error) {
+	bin := cfg.Bin
+	if bin == "" {
+		bin = DefaultChromium
+	}
+	if _, err := os.Stat(bin); err != nil {
+		return nil, fmt.Errorf("launch chromium: %w", err)
+	}
+	profile, err := os.MkdirTemp(cfg.ProfileParent, "agentfy-chromium-")
+	if err != nil {
+		return nil, fmt.Errorf("launch chromium: profile: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = os.RemoveAll(profile)
+		}
+	}()
+
+	l := launcher.New().Context(ctx)
+	// Replace rod's defaults wholesale: they disable site isolation and add
+	// switches this broker does not want.
+	l.Flags = map[flags.Flag][]string{}
+	l.Bin(bin).UserDataDir(profile).RemoteDebuggingPort(0).Leakless(cfg.Leakless)
+	for _, f := range chromiumFlags {
+		name, value, hasValue := strings.Cut(f, "=")
+		if hasValue {
+			l.Set(flags.Flag(name), value)
+		} else {
+			l.Set(flags.Flag(name))
+		}
+	}
+	env := cfg.Env
+	if len(env) == 0 {
+		// rod passes a nil environment on as "inherit ours"; a harmless
+		// variable keeps the child's environment empty of our secrets.
+		env = []string{"AGENTFY_CHROMIUM_CHILD=1"}
+	}
+	l.Env(env...)
+
+	u, err := l.Launch()
+	if err != nil {
+		l.Kill()
+		return nil, fmt.Errorf("launch chromium: %w", err)
+	}
+	// The connection and rod's event loop outlive the launch context; Close
+	// ends them. The DevTools URL is on loopback and already listening, so
+	// connecting does not wait on anything slow.
+	connCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	c := &Chromium{launcher: l, profile: profile, logger: logger, cancel: cancel}
+	b := rod.New().ControlURL(u).NoDefaultDevice().Context(connCtx)
+	if err := b.Connect(); err != nil {
+		c.stop()
+		return nil, fmt.Errorf("connect chromium: %w", err)
+	}
+	c.Browser = b
+	logger.Info().Int("pid", l.PID()).Msg("chromium started")
+	return c, nil
+}
+
+// Close stops Chromium, gracefully if it answers in time, and removes its
+// profile directory.
+func (c *Chromium) Close() error {
+	var err error
+	if c.Browser != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+		err = c.Browser.Context(ctx).Close()
+		cancel()
+	}
+	c.stop()
+	if err != nil && !errors.Is(err, context.Canceled) {
+		c.logger.Debug().Err(err).Msg("chromium close")
+	}
+	return nil
+}
+
+// stop waits for Chromium to exit, kills it if it does not in time, and
+// removes the profile.
+func (c *Chromium) stop() {
+	defer c.cancel()
+	exited := make(chan struct{})
+	go func() {
+		c.launcher.Cleanup() // waits for the exit
+		close(exited)
+	}()
+	select {
+	case <-exited:
+	case <-time.After(closeTimeout):
+		c.logger.Warn().Msg("chromium did not exit, killing it")
+		c.launcher.Kill()
+		select {
+		case <-exited:
+		case <-time.After(closeTimeout):
+			c.logger.Error().Int("pid", c.launcher.PID()).Msg("chromium did not die")
+		}
+	}
+	_ = os.RemoveAll(c.profile)
+	c.logger.Info().Msg("chromium stopped")
+}

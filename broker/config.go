@@ -1,0 +1,153 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+)
+
+// Names and limits of the broker. Limits carry their unit in the comment; the
+// durations are defaults that [Config] may override.
+const (
+	// SocketName is the file name of the broker's socket inside the IPC directory.
+	SocketName = "browser.sock"
+	// SocketMode is the permission of the socket: the worker shares the group.
+	SocketMode os.FileMode = 0o660
+
+	// MaxBodyBytes bounds every request body the broker reads.
+	MaxBodyBytes = 64 << 10 // 64 KiB
+	// MaxConsumeResponseBytes bounds the API's answer to a consumption.
+	MaxConsumeResponseBytes = 4 << 10 // 4 KiB
+	// MaxURLBytes bounds a URL given to browser_open or a navigate step.
+	MaxURLBytes = 8 << 10 // 8 KiB
+	// MaxSelectorBytes bounds a CSS selector of a click or type step.
+	MaxSelectorBytes = 4 << 10 // 4 KiB
+	// MaxTextBytes bounds the text of a type step.
+	MaxTextBytes = 16 << 10 // 16 KiB
+	// MaxSteps bounds the steps of one browser_play call.
+	MaxSteps = 32
+	// MaxWaitStep bounds the duration of one wait step.
+	MaxWaitStep = 10 * time.Second
+	// MaxScroll bounds the distance of one scroll step, in CSS pixels.
+	MaxScroll = 100_000
+
+	// CaptureQuality is the JPEG quality of every capture.
+	CaptureQuality = 60
+	// MaxCaptureWidth bounds the width of a capture, in image pixels.
+	MaxCaptureWidth = 1280
+	// MaxCaptureHeight bounds the height of the captured viewport, in CSS
+	// pixels, before scaling.
+	MaxCaptureHeight = 2000
+	// CaptureContentType is the media type of every capture.
+	CaptureContentType = "image/jpeg"
+	// CapturedAtLayout formats capturedAt: UTC with milliseconds and a Z.
+	CapturedAtLayout = "2006-01-02T15:04:05.000Z"
+
+	// DefaultToolQueueSize is how many tool operations may be queued,
+	// the running one included; one more is refused with queue_full.
+	DefaultToolQueueSize = 16
+	// DefaultToolTimeout bounds one tool operation once it runs.
+	DefaultToolTimeout = 60 * time.Second
+	// DefaultLoadTimeout bounds the wait for a page load in browser_open and
+	// in a navigate step; a page still loading then is returned as it is.
+	DefaultLoadTimeout = 15 * time.Second
+	// DefaultMaxTabs bounds the tabs browser_open may create.
+	DefaultMaxTabs = 32
+
+	// DefaultObserveTimeout bounds a whole observation; the API's waiter
+	// gives up at 8 s, so the broker must answer before that.
+	DefaultObserveTimeout = 7 * time.Second
+	// DefaultConsumeTimeout bounds the redemption of a request id at the API.
+	DefaultConsumeTimeout = 3 * time.Second
+	// DefaultCaptureTimeout bounds the CDP calls of one capture. A tab that
+	// does not paint makes captureScreenshot hang; this turns it into a
+	// clean capture_failed.
+	DefaultCaptureTimeout = 5 * time.Second
+	// DefaultMinCaptureInterval spaces real captures apart.
+	DefaultMinCaptureInterval = 2 * time.Second
+)
+
+// Config holds the tunable limits of a [Broker]. Start from [DefaultConfig].
+type Config struct {
+	// ToolQueueSize is the bound of the tool operation queue.
+	ToolQueueSize int
+	// ToolTimeout bounds one tool operation once it starts running.
+	ToolTimeout time.Duration
+	// LoadTimeout bounds the wait for a page load inside a tool operation.
+	LoadTimeout time.Duration
+	// MaxTabs bounds the tabs that browser_open creates.
+	MaxTabs int
+
+	// ObserveTimeout bounds a whole observation.
+	ObserveTimeout time.Duration
+	// ConsumeTimeout bounds the redemption of a request id.
+	ConsumeTimeout time.Duration
+	// CaptureTimeout bounds the CDP calls of one capture.
+	CaptureTimeout time.Duration
+	// MinCaptureInterval is the least time between the starts of two real
+	// captures; zero disables the spacing (benchmarks).
+	MinCaptureInterval time.Duration
+
+	// OnCapture, if set, is called after every capture attempt, for metrics.
+	// It must be quick and must not retain the stats' error for logging
+	// frame contents (it carries none).
+	OnCapture func(CaptureStats)
+}
+
+// CaptureStats describes one capture attempt for [Config.OnCapture]. It
+// never carries the URL, title or image.
+type CaptureStats struct {
+	// Duration is the time the CDP capture sequence took.
+	Duration time.Duration
+	// Bytes is the size of the JPEG, zero on failure.
+	Bytes int
+	// Failed tells whether the capture failed.
+	Failed bool
+}
+
+// DefaultConfig returns the production limits.
+func DefaultConfig() Config {
+	return Config{
+		ToolQueueSize:      DefaultToolQueueSize,
+		ToolTimeout:        DefaultToolTimeout,
+		LoadTimeout:        DefaultLoadTimeout,
+		MaxTabs:            DefaultMaxTabs,
+		ObserveTimeout:     DefaultObserveTimeout,
+		ConsumeTimeout:     DefaultConsumeTimeout,
+		CaptureTimeout:     DefaultCaptureTimeout,
+		MinCaptureInterval: DefaultMinCaptureInterval,
+	}
+}
+
+// validate rejects limits that would make the broker unbounded or useless.
+func (c Config) validate() error {
+	var errs []error
+	if c.ToolQueueSize < 1 {
+		errs = append(errs, errors.New("tool queue size must be at least 1"))
+	}
+	if c.MaxTabs < 1 {
+		errs = append(errs, errors.New("max tabs must be at least 1"))
+	}
+	for _, d := range []struct {
+		name string
+		d    time.Duration
+	}{
+		{"tool timeout", c.ToolTimeout},
+		{"load timeout", c.LoadTimeout},
+		{"observe timeout", c.ObserveTimeout},
+		{"consume timeout", c.ConsumeTimeout},
+		{"capture timeout", c.CaptureTimeout},
+	} {
+		if d.d <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive", d.name))
+		}
+	}
+	if c.MinCaptureInterval < 0 {
+		errs = append(errs, errors.New("min capture interval must not be negative"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("broker config: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,82 @@
+package broker
+
+import (
+	"errors"
+	"net/http"
+)
+
+// Errors the broker's operations return. Callers branch on them with
+// errors.Is; [statusOf] maps each to one HTTP status, code and plain message.
+var (
+	// ErrBadBody is a request body that is not the expected JSON.
+	ErrBadBody = errors.New("malformed request body")
+	// ErrBodyTooLarge is a request body over MaxBodyBytes.
+	ErrBodyTooLarge = errors.New("request body too large")
+	// ErrBadRequestID is a request id that is not 64 lowercase hex digits.
+	ErrBadRequestID = errors.New("malformed request id")
+	// ErrBadURL is a URL that is too long, unparsable or of a refused scheme.
+	ErrBadURL = errors.New("refused url")
+	// ErrBadStep is a browser_play step that is unknown or malformed.
+	ErrBadStep = errors.New("malformed step")
+	// ErrUnknownTab is a tab id that names no live tab.
+	ErrUnknownTab = errors.New("unknown tab")
+	// ErrTooManyTabs is a browser_open beyond Config.MaxTabs live tabs.
+	ErrTooManyTabs = errors.New("too many tabs")
+	// ErrQueueFull is a tool operation refused because the queue is full.
+	ErrQueueFull = errors.New("tool queue full")
+	// ErrToolTimeout is a tool operation that did not finish in time.
+	ErrToolTimeout = errors.New("tool operation timed out")
+	// ErrStepFailed is a browser_play step Chromium could not perform.
+	ErrStepFailed = errors.New("step failed")
+	// ErrBusy is an observation refused because another one is running.
+	ErrBusy = errors.New("observation in progress")
+	// ErrCapabilityRefused is a request id the API did not redeem, for any
+	// reason, including an unreachable API or a malformed public key.
+	ErrCapabilityRefused = errors.New("capability refused")
+	// ErrCaptureFailed is a capture that failed or missed its deadline.
+	ErrCaptureFailed = errors.New("capture failed")
+	// ErrClosed is an operation on a broker that is shutting down.
+	ErrClosed = errors.New("broker closed")
+)
+
+// apiError is what a client sees of an error: a status, a snake_case code and
+// a plain message that never carries internal details.
+type apiError struct {
+	status  int
+	code    string
+	message string
+}
+
+// errorTable is the one place that maps errors to HTTP statuses.
+var errorTable = []struct {
+	err error
+	apiError
+}{
+	{ErrBadBody, apiError{http.StatusBadRequest, "bad_request", "the request body is not valid JSON of the expected shape"}},
+	{ErrBodyTooLarge, apiError{http.StatusRequestEntityTooLarge, "body_too_large", "the request body is too large"}},
+	{ErrBadRequestID, apiError{http.StatusBadRequest, "bad_request_id", "requestId must be 64 lowercase hex digits"}},
+	{ErrBadURL, apiError{http.StatusBadRequest, "bad_url", "the url must be an http or https URL, or about:blank"}},
+	{ErrBadStep, apiError{http.StatusBadRequest, "bad_step", "a step is unknown or malformed"}},
+	{ErrUnknownTab, apiError{http.StatusNotFound, "unknown_tab", "no open tab has this id"}},
+	{ErrTooManyTabs, apiError{http.StatusConflict, "too_many_tabs", "too many tabs are open"}},
+	{ErrQueueFull, apiError{http.StatusTooManyRequests, "queue_full", "too many browser tool calls are waiting"}},
+	{ErrToolTimeout, apiError{http.StatusGatewayTimeout, "tool_timeout", "the browser tool call did not finish in time"}},
+	{ErrStepFailed, apiError{http.StatusUnprocessableEntity, "step_failed", "the browser could not perform a step"}},
+	{ErrBusy, apiError{http.StatusConflict, "busy", "another observation is in progress"}},
+	{ErrCapabilityRefused, apiError{http.StatusBadGateway, "capability_refused", "the observation capability was refused"}},
+	{ErrCaptureFailed, apiError{http.StatusServiceUnavailable, "capture_failed", "the browser could not be captured in time"}},
+	{ErrClosed, apiError{http.StatusServiceUnavailable, "closed", "the broker is shutting down"}},
+}
+
+// internalError is what a client sees of any error not in errorTable.
+var internalError = apiError{http.StatusInternalServerError, "internal", "internal error"}
+
+// statusOf maps an error to what the client sees.
+func statusOf(err error) apiError {
+	for _, e := range errorTable {
+		if errors.Is(err, e.err) {
+			return e.apiError
+		}
+	}
+	return internalError
+}

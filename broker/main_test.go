@@ -1,0 +1,442 @@
+package broker
+
+import (
+	"context"
+	"crypto/ecdh"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-rod/rod/lib/proto"
+	"github.com/rs/zerolog"
+
+	"github.com/agentfy/agentfy/view/envelope"
+)
+
+// testChromium is the one Chromium the package's tests share: the machine
+// has two cores and a launch costs about 0.4 s. Tests that use it must not
+// run in parallel with each other, since each broker follows every tab.
+var testChromium *Chromium
+
+// testPass is the broker pass the fake API expects.
+const testPass = "test-broker-pass-0123456789"
+
+func TestMain(m *testing.M) {
+	os.Exit(runTests(m))
+}
+
+func runTests(m *testing.M) int {
+	bin := os.Getenv("AGENTFY_CHROMIUM")
+	if bin == "" {
+		bin = "/usr/lib/chromium/chromium"
+	}
+	logger := zerolog.New(zerolog.NewTestWriter(nil)).Level(zerolog.Disabled)
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultLaunchTimeout)
+	c, err := LaunchChromium(ctx, LaunchConfig{Bin: bin, Leakless: true, Env: []string{"HOME=" + os.TempDir()}}, logger)
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "broker tests need Chromium:", err)
+		return 1
+	}
+	defer c.Close()
+	testChromium = c
+	return m.Run()
+}
+
+// testLogger writes the broker's logs to the test log.
+func testLogger(tb testing.TB) zerolog.Logger {
+	tb.Helper()
+	return zerolog.New(zerolog.NewTestWriter(tb)).Level(zerolog.DebugLevel).With().Timestamp().Logger()
+}
+
+// fakeAPI is a consumption endpoint: it hands out request ids bound to key
+// pairs and redeems each once for the test pass, as the real API does.
+type fakeAPI struct {
+	srv *httptest.Server
+
+	mu     sync.Mutex
+	keys   map[string]*ecdh.PrivateKey // guarded by mu
+	status int                         // forced status, 0 for normal; guarded by mu
+	body   string                      // forced body with status 200; guarded by mu
+
+	calls atomic.Int64
+	// hold, if set, is received from before answering, to keep a
+	// consumption in flight; entered is sent to when one is held.
+	hold    chan struct{}
+	entered chan struct{}
+}
+
+func newFakeAPI(tb testing.TB) *fakeAPI {
+	tb.Helper()
+	a := &fakeAPI{keys: make(map[string]*ecdh.PrivateKey)}
+	a.srv = httptest.NewServer(http.HandlerFunc(a.serve))
+	tb.Cleanup(a.srv.Close)
+	return a
+}
+
+func (a *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
+	a.calls.Add(1)
+	if a.hold != nil {
+		a.entered <- struct{}{}
+		<-a.hold
+	}
+	if r.Method != http.MethodPost || r.URL.Path != ConsumePath {
+		http.NotFound(w, r)
+		return
+	}
+	if r.Header.Get("Authorization") != "Bearer "+testPass {
+		http.Error(w, `{"error":"forbidden"}`, http.StatusForbidden)
+		return
+	}
+	var req struct {
+		RequestID string `json:"requestId"`
+	}
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1024)).Decode(&req); err != nil {
+		http.Error(w, "bad", http.StatusBadRequest)
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.status != 0 {
+		http.Error(w, `{"error":"refused"}`, a.status)
+		return
+	}
+	if a.body != "" {
+		_, _ = io.WriteString(w, a.body)
+		return
+	}
+	k, ok := a.keys[req.RequestID]
+	delete(a.keys, req.RequestID)
+	if !ok {
+		http.Error(w, `{"error":"not found"}`, http.StatusNotFound)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]string{"publicKey": envelope.PublicKeyHex(k)})
+}
+
+// issue makes a request id bound to a fresh key pair, as a requesting
+// replica does.
+func (a *fakeAPI) issue(tb testing.TB) (string, *ecdh.PrivateKey) {
+	tb.Helper()
+	var id [32]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		tb.Fatal(err)
+	}
+	k, err := envelope.GenerateKey(rand.Reader)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	requestID := hex.EncodeToString(id[:])
+	a.mu.Lock()
+	a.keys[requestID] = k
+	a.mu.Unlock()
+	return requestID, k
+}
+
+// refuse makes every consumption answer status (0 restores).
+func (a *fakeAPI) refuse(status int) {
+	a.mu.Lock()
+	a.status = status
+	a.mu.Unlock()
+}
+
+// answer makes every consumption answer 200 with body ("" restores).
+func (a *fakeAPI) answer(body string) {
+	a.mu.Lock()
+	a.body = body
+	a.mu.Unlock()
+}
+
+// testBroker is a broker on the shared Chromium, served on a unix socket.
+type testBroker struct {
+	*Broker
+	api      *fakeAPI
+	client   *http.Client
+	socket   string
+	captures atomic.Int64 // capture attempts, from Config.OnCapture
+}
+
+// newTestBroker starts a broker on the shared Chromium with no tab open, and
+// serves it on a socket in a fresh directory. edit may change the config.
+func newTestBroker(tb testing.TB, clock Clock, edit func(*Config)) *testBroker {
+	tb.Helper()
+	closeAllTabs(tb)
+	tb.Cleanup(func() { closeAllTabs(tb) })
+
+	tbr := &testBroker{api: newFakeAPI(tb)}
+	consume, err := NewConsumeClient(tbr.api.srv.Client(), tbr.api.srv.URL, testPass)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.OnCapture = func(CaptureStats) { tbr.captures.Add(1) }
+	if edit != nil {
+		edit(&cfg)
+	}
+	if clock == nil {
+		clock = SystemClock{}
+	}
+	b, err := New(tb.Context(), testChromium.Browser, consume, cfg, testLogger(tb), clock)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(b.Shutdown)
+	tbr.Broker = b
+
+	// Unix socket paths are limited to about 100 bytes; t.TempDir can be longer.
+	dir, err := os.MkdirTemp("", "agentfy-broker-test-")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = os.RemoveAll(dir) })
+	ln, err := Listen(dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tbr.socket = ln.Addr().String()
+	srv := &http.Server{Handler: b.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	})
+	tbr.client = &http.Client{
+		Transport: &http.Transport{
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				var d net.Dialer
+				return d.DialContext(ctx, "unix", tbr.socket)
+			},
+		},
+		Timeout: 90 * time.Second,
+	}
+	tb.Cleanup(tbr.client.CloseIdleConnections)
+	return tbr
+}
+
+// post sends a JSON body to path on the broker's socket and returns the
+// status and body.
+func (tbr *testBroker) post(tb testing.TB, path string, body any) (int, []byte) {
+	tb.Helper()
+	var data []byte
+	switch v := body.(type) {
+	case string:
+		data = []byte(v)
+	default:
+		var err error
+		if data, err = json.Marshal(v); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	req, err := http.NewRequestWithContext(tb.Context(), http.MethodPost, "http://broker"+path, strings.NewReader(string(data)))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := tbr.client.Do(req)
+	if err != nil {
+		tb.Fatalf("POST %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return resp.StatusCode, out
+}
+
+// open opens url through browser_open and returns the tab.
+func (tbr *testBroker) open(tb testing.TB, url string) Tab {
+	tb.Helper()
+	status, body := tbr.post(tb, "/tools/browser_open", map[string]string{"url": url})
+	if status != http.StatusOK {
+		tb.Fatalf("browser_open: %d %s", status, body)
+	}
+	var res struct{ Result Tab }
+	if err := json.Unmarshal(body, &res); err != nil || res.Result.TabID == "" {
+		tb.Fatalf("browser_open: %s (%v)", body, err)
+	}
+	return res.Result
+}
+
+// play runs steps through browser_play and returns the tab.
+func (tbr *testBroker) play(tb testing.TB, tabID string, steps ...Step) Tab {
+	tb.Helper()
+	if steps == nil {
+		steps = []Step{}
+	}
+	status, body := tbr.post(tb, "/tools/browser_play", map[string]any{"tabId": tabID, "steps": steps})
+	if status != http.StatusOK {
+		tb.Fatalf("browser_play: %d %s", status, body)
+	}
+	var res struct{ Result Tab }
+	if err := json.Unmarshal(body, &res); err != nil {
+		tb.Fatal(err)
+	}
+	return res.Result
+}
+
+// closeTab closes a tab through browser_close.
+func (tbr *testBroker) closeTab(tb testing.TB, tabID string) {
+	tb.Helper()
+	status, body := tbr.post(tb, "/tools/browser_close", map[string]string{"tabId": tabID})
+	if status != http.StatusOK || string(body) != `{"result":{"closed":true}}`+"\n" {
+		tb.Fatalf("browser_close: %d %s", status, body)
+	}
+}
+
+// observe issues a request id, observes through the socket and returns the
+// status, the body and the key that opens it.
+func (tbr *testBroker) observe(tb testing.TB) (int, []byte, string, *ecdh.PrivateKey) {
+	tb.Helper()
+	id, key := tbr.api.issue(tb)
+	status, body := tbr.post(tb, "/observe", map[string]string{"requestId": id})
+	return status, body, id, key
+}
+
+// observePage observes, expects 200, opens the envelope with envelope.Open
+// and returns the page, or nil for a null plaintext.
+func (tbr *testBroker) observePage(tb testing.TB) *Page {
+	tb.Helper()
+	status, body, id, key := tbr.observe(tb)
+	if status != http.StatusOK {
+		tb.Fatalf("observe: %d %s", status, body)
+	}
+	return openPage(tb, key, id, body, envelopeOpen)
+}
+
+// opener opens a wire body and returns the plaintext.
+type opener func(tb testing.TB, key *ecdh.PrivateKey, requestID string, body []byte) ([]byte, error)
+
+// envelopeOpen opens a wire body with the Go envelope package.
+func envelopeOpen(tb testing.TB, key *ecdh.PrivateKey, requestID string, body []byte) ([]byte, error) {
+	tb.Helper()
+	var sealed envelope.Sealed
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&sealed); err != nil {
+		return nil, err
+	}
+	return envelope.Open(key, requestID, sealed.Envelope)
+}
+
+// openPage opens a wire body and checks the plaintext's exact shape.
+func openPage(tb testing.TB, key *ecdh.PrivateKey, requestID string, body []byte, open opener) *Page {
+	tb.Helper()
+	plaintext, err := open(tb, key, requestID, body)
+	if err != nil {
+		tb.Fatalf("open envelope: %v (body %.200s)", err, body)
+	}
+	if string(plaintext) == "null" {
+		return nil
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(plaintext, &fields); err != nil {
+		tb.Fatalf("plaintext: %v", err)
+	}
+	want := []string{"url", "title", "capturedAt", "contentType", "data"}
+	if len(fields) != len(want) {
+		tb.Fatalf("plaintext fields %v, want exactly %v", keys(fields), want)
+	}
+	for _, k := range want {
+		if _, ok := fields[k]; !ok {
+			tb.Fatalf("plaintext lacks %q", k)
+		}
+	}
+	var p Page
+	if err := json.Unmarshal(plaintext, &p); err != nil {
+		tb.Fatal(err)
+	}
+	if p.ContentType != "image/jpeg" || !isJPEG(p.Data) {
+		tb.Fatalf("plaintext is not a JPEG page: contentType %q, %d bytes", p.ContentType, len(p.Data))
+	}
+	return &p
+}
+
+func keys(m map[string]json.RawMessage) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	return ks
+}
+
+// closeAllTabs closes every page target of the shared Chromium and waits
+// until Chromium reports each destroyed.
+func closeAllTabs(tb testing.TB) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	b := testChromium.Browser.Context(ctx)
+	events := b.Event()
+	targets, err := proto.TargetGetTargets{}.Call(b)
+	if err != nil {
+		tb.Fatalf("list targets: %v", err)
+	}
+	pending := map[proto.TargetTargetID]bool{}
+	for _, t := range targets.TargetInfos {
+		if t.Type != proto.TargetTargetInfoTypePage {
+			continue
+		}
+		pending[t.TargetID] = true
+		if _, err := (proto.TargetCloseTarget{TargetID: t.TargetID}).Call(b); err != nil {
+			tb.Fatalf("close target: %v", err)
+		}
+	}
+	for len(pending) > 0 {
+		select {
+		case msg, ok := <-events:
+			if !ok {
+				tb.Fatalf("closing tabs: %v", ctx.Err())
+			}
+			var e proto.TargetTargetDestroyed
+			if msg.Load(&e) {
+				delete(pending, e.TargetID)
+			}
+		case <-ctx.Done():
+			tb.Fatalf("closing tabs: %d not destroyed", len(pending))
+		}
+	}
+}
+
+// testSession attaches the test's own CDP session to a tab, to change it
+// or its emulation from outside the broker.
+func testSession(tb testing.TB, tabID string) cdpSession {
+	tb.Helper()
+	res, err := proto.TargetAttachToTarget{TargetID: proto.TargetTargetID(tabID), Flatten: true}.Call(testChromium.Browser.Context(tb.Context()))
+	if err != nil {
+		tb.Fatalf("attach: %v", err)
+	}
+	s := cdpSession{ctx: tb.Context(), browser: testChromium.Browser, id: res.SessionID}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = proto.TargetDetachFromTarget{SessionID: res.SessionID}.Call(testChromium.Browser.Context(ctx))
+	})
+	return s
+}
+
+// evaluate runs script in a tab through the test's session.
+func evaluate(tb testing.TB, s cdpSession, script string) {
+	tb.Helper()
+	res, err := proto.RuntimeEvaluate{Expression: script, AwaitPromise: true}.Call(s)
+	if err != nil {
+		tb.Fatalf("evaluate: %v", err)
+	}
+	if res.ExceptionDetails != nil {
+		tb.Fatalf("evaluate: %s", res.ExceptionDetails.Text)
+	}
+}
+

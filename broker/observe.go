@@ -1,0 +1,139 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+
+	"fmt"
+	"time"
+
+	"github.com/agentfy/agentfy/view/envelope"
+)
+
+// nullPage is the plaintext of an observation when no tab is open.
+var nullPage = []byte("null")
+
+// Observe answers one observation request with the wire body
+// {"envelope":{...}}: it redeems requestID at the API, waits until at least
+// Config.MinCaptureInterval has passed since the last capture, captures the
+// selected tab (or seals null when there is none) and seals the page to the
+// public key the API returned. The whole observation runs under
+// Config.ObserveTimeout.
+//
+// It never waits for the tool queue and changes nothing in the browser: no
+// activation, no script, no DOM, no emulation, no tab order.
+//
+// It returns ErrBadRequestID, ErrBusy while another observation runs,
+// ErrCapabilityRefused (and then captures nothing) and ErrCaptureFailed,
+// which includes running out of time.
+func (b *Broker) Observe(ctx context.Context, requestID string) ([]byte, error) {
+	if !envelope.ValidRequestID(requestID) {
+		return nil, ErrBadRequestID
+	}
+	select {
+	case b.observing <- struct{}{}:
+		defer func() { <-b.observing }()
+	default:
+		return nil, ErrBusy
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.ObserveTimeout)
+	defer cancel()
+
+	consumeCtx, cancelConsume := context.WithTimeout(ctx, b.cfg.ConsumeTimeout)
+	key, err := b.consume.Consume(consumeCtx, requestID)
+	cancelConsume()
+	if err != nil {
+		return nil, fmt.Errorf("observe: %w", err)
+	}
+
+	plaintext, err := b.observePage(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("observe: %w", err)
+	}
+	env, err := envelope.Seal(b.rand, key, requestID, plaintext)
+	if err != nil {
+		return nil, fmt.Errorf("observe: seal: %w", err)
+	}
+	body, err := json.Marshal(envelope.Sealed{Envelope: env})
+	if err != nil {
+		return nil, fmt.Errorf("observe: %w", err)
+	}
+	return body, nil
+}
+
+// observePage returns the plaintext of the observation: the selected tab's
+// page as JSON, or null. The caller holds the observing token.
+func (b *Broker) observePage(ctx context.Context) ([]byte, error) {
+	if _, ok := b.tabs.Selected(); !ok {
+		return nullPage, nil
+	}
+	if err := b.spaceCapture(ctx); err != nil {
+		return nil, err
+	}
+	// Select again: a tab may have closed or opened during the wait.
+	target, ok := b.tabs.Selected()
+	if !ok {
+		return nullPage, nil
+	}
+	id := targetID(target)
+
+	start := b.clock.Now()
+	b.lastCapture = start
+	captureCtx, cancel := context.WithTimeout(ctx, b.cfg.CaptureTimeout)
+	defer cancel()
+	page, err := b.captureTab(captureCtx, id, start)
+	stats := CaptureStats{Duration: b.clock.Now().Sub(start), Failed: err != nil}
+	if page != nil {
+		stats.Bytes = len(page.Data)
+	}
+	if b.cfg.OnCapture != nil {
+		b.cfg.OnCapture(stats)
+	}
+	if err != nil {
+		b.dropSession(id)
+		// CDP errors name methods and codes, never page content.
+		b.logger.Warn().Err(err).Dur("duration", stats.Duration).Msg("capture failed")
+		return nil, fmt.Errorf("%w: %w", ErrCaptureFailed, err)
+	}
+	b.logger.Debug().Dur("duration", stats.Duration).Int("bytes", stats.Bytes).Msg("captured")
+	plaintext, err := json.Marshal(page)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCaptureFailed, err)
+	}
+	return plaintext, nil
+}
+
+// spaceCapture waits until Config.MinCaptureInterval has passed since the
+// start of the last capture. A wait that cannot end before ctx's deadline
+// fails at once with ErrCaptureFailed.
+func (b *Broker) spaceCapture(ctx context.Context) error {
+	if b.lastCapture.IsZero() || b.cfg.MinCaptureInterval <= 0 {
+		return nil
+	}
+	wait := b.lastCapture.Add(b.cfg.MinCaptureInterval).Sub(b.clock.Now())
+	if wait <= 0 {
+		return nil
+	}
+	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < wait {
+		return fmt.Errorf("%w: the next capture is due after the deadline", ErrCaptureFailed)
+	}
+	select {
+	case <-b.clock.After(wait):
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", ErrCaptureFailed, ctx.Err())
+	}
+}
+
+// captureTab captures a tab through the observation's own session.
+func (b *Broker) captureTab(ctx context.Context, id targetID, at time.Time) (*Page, error) {
+	s, err := b.session(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	page, err := capture(ctx, s, id, at)
+	if err != nil {
+		return nil, err
+	}
+	return page, nil
+}

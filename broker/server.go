@@ -1,0 +1,216 @@
+package broker
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// Handler returns the broker's HTTP API:
+//
+//	POST /tools/browser_open  {"url"}             → {"result":{"tabId","url","title"}}
+//	POST /tools/browser_play  {"tabId","steps"}   → {"result":{"tabId","url","title"}}
+//	POST /tools/browser_tabs  {}                  → {"result":{"tabs":[{"tabId","url","title"}]}}
+//	POST /tools/browser_close {"tabId"}           → {"result":{"closed":true}}
+//	POST /observe             {"requestId"}       → {"envelope":{"publicKey","iv","tag","ciphertext"}}
+//	GET  /healthz                                 → {"ok":true}
+//
+// Errors answer {"error":{"code","message"}} with the status errorTable
+// gives. Bodies are limited to MaxBodyBytes and must be one JSON object
+// without unknown fields.
+func (b *Broker) Handler() http.Handler {
+	mux := http.NewServeMux()
+	routes := []struct {
+		method, path string
+		handle       http.HandlerFunc
+	}{
+		{http.MethodPost, "/tools/browser_open", b.handleOpen},
+		{http.MethodPost, "/tools/browser_play", b.handlePlay},
+		{http.MethodPost, "/tools/browser_tabs", b.handleTabs},
+		{http.MethodPost, "/tools/browser_close", b.handleClose},
+		{http.MethodPost, "/observe", b.handleObserve},
+		{http.MethodGet, "/healthz", b.handleHealth},
+	}
+	for _, r := range routes {
+		mux.Handle(r.method+" "+r.path, b.logged(r.path, r.handle))
+		mux.Handle(r.path, b.logged(r.path, func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Allow", r.method)
+			writeError(w, apiError{http.StatusMethodNotAllowed, "method_not_allowed", "method not allowed"})
+		}))
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+		writeError(w, apiError{http.StatusNotFound, "not_found", "no such route"})
+	})
+	return mux
+}
+
+// handleOpen serves POST /tools/browser_open.
+func (b *Broker) handleOpen(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		URL string `json:"url"`
+	}
+	if !b.decode(w, r, &req) {
+		return
+	}
+	tab, err := b.Open(r.Context(), req.URL)
+	b.reply(w, r, result{tab}, err)
+}
+
+// handlePlay serves POST /tools/browser_play.
+func (b *Broker) handlePlay(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		TabID string `json:"tabId"`
+		Steps []Step `json:"steps"`
+	}
+	if !b.decode(w, r, &req) {
+		return
+	}
+	tab, err := b.Play(r.Context(), req.TabID, req.Steps)
+	b.reply(w, r, result{tab}, err)
+}
+
+// handleTabs serves POST /tools/browser_tabs.
+func (b *Broker) handleTabs(w http.ResponseWriter, r *http.Request) {
+	var req struct{}
+	if !b.decode(w, r, &req) {
+		return
+	}
+	tabs, err := b.Tabs(r.Context())
+	b.reply(w, r, result{struct {
+		Tabs []Tab `json:"tabs"`
+	}{tabs}}, err)
+}
+
+// handleClose serves POST /tools/browser_close.
+func (b *Broker) handleClose(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		TabID string `json:"tabId"`
+	}
+	if !b.decode(w, r, &req) {
+		return
+	}
+	err := b.Close(r.Context(), req.TabID)
+	b.reply(w, r, result{struct {
+		Closed bool `json:"closed"`
+	}{true}}, err)
+}
+
+// handleObserve serves POST /observe. The envelope passes through as the
+// bytes Observe made.
+func (b *Broker) handleObserve(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		RequestID string `json:"requestId"`
+	}
+	if !b.decode(w, r, &req) {
+		return
+	}
+	body, err := b.Observe(r.Context(), req.RequestID)
+	b.reply(w, r, json.RawMessage(body), err)
+}
+
+// handleHealth serves GET /healthz.
+func (b *Broker) handleHealth(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, struct {
+		OK bool `json:"ok"`
+	}{true})
+}
+
+// result wraps a tool's answer as {"result":…}.
+type result struct {
+	Result any `json:"result"`
+}
+
+// decode reads the body into v: at most MaxBodyBytes, one JSON value, no
+// unknown fields. It answers the error itself and reports whether to go on.
+func (b *Broker) decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		// Exactly one value: anything but trailing space is malformed.
+		if _, extra := dec.Token(); !errors.Is(extra, io.EOF) {
+			err = ErrBadBody
+		}
+	}
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			err = ErrBodyTooLarge
+		} else {
+			err = ErrBadBody
+		}
+		b.reply(w, r, nil, err)
+		return false
+	}
+	return true
+}
+
+// reply writes v with 200, or err as the client may see it.
+func (b *Broker) reply(w http.ResponseWriter, r *http.Request, v any, err error) {
+	if err == nil {
+		writeJSON(w, http.StatusOK, v)
+		return
+	}
+	e := statusOf(err)
+	if e.status >= http.StatusInternalServerError {
+		// Internal errors are logged, never shown; they carry CDP method
+		// names and codes, not page content.
+		zerolog.Ctx(r.Context()).Error().Err(err).Str("code", e.code).Msg("request failed")
+	}
+	writeError(w, e)
+}
+
+// writeError writes {"error":{"code","message"}}.
+func writeError(w http.ResponseWriter, e apiError) {
+	type body struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	}
+	writeJSON(w, e.status, struct {
+		Error body `json:"error"`
+	}{body{e.code, e.message}})
+}
+
+// writeJSON writes v as JSON with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		status, data = http.StatusInternalServerError, []byte(`{"error":{"code":"internal","message":"internal error"}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(data, '\n'))
+}
+
+// statusWriter remembers the status for the access log.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(status int) {
+	w.status = status
+	w.ResponseWriter.WriteHeader(status)
+}
+
+// logged logs each request to route: its route, status and duration, never
+// its body. The request's logger is also reachable through zerolog.Ctx.
+func (b *Broker) logged(route string, h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		logger := b.logger.With().Str("route", route).Logger()
+		r = r.WithContext(logger.WithContext(r.Context()))
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		h(sw, r)
+		level := zerolog.InfoLevel
+		if sw.status >= http.StatusInternalServerError {
+			level = zerolog.WarnLevel
+		}
+		logger.WithLevel(level).Int("status", sw.status).Dur("duration", time.Since(start)).Msg("request")
+	})
+}

@@ -1,0 +1,59 @@
+package broker
+
+import (
+	"fmt"
+	"html"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+)
+
+// site serves the pages the browser tests open.
+type site struct {
+	*httptest.Server
+	// requested receives the path of every request to /signal/.
+	requested chan string
+}
+
+func newSite(tb testing.TB) *site {
+	tb.Helper()
+	s := &site{requested: make(chan string, 16)}
+	mux := http.NewServeMux()
+	// /color/{name}?c=CSS colour: a page of one colour, titled name.
+	mux.HandleFunc("/color/{name}", func(w http.ResponseWriter, r *http.Request) {
+		c := r.URL.Query().Get("c")
+		if c == "" {
+			c = "white"
+		}
+		writeHTML(w, r.PathValue("name"), fmt.Sprintf(`<style>html,body{margin:0;height:100%%;background:%s}</style>`, html.EscapeString(c)))
+	})
+	// /bands: 600 CSS px red, then 3000 CSS px green, to test scrolling.
+	mux.HandleFunc("/bands", func(w http.ResponseWriter, r *http.Request) {
+		writeHTML(w, "bands", `<style>body{margin:0}</style><div style="height:600px;background:rgb(255,0,0)"></div><div style="height:3000px;background:rgb(0,255,0)"></div>`)
+	})
+	// /form: typing and Enter set the title to the text; the button sets
+	// it to "clicked"; the link opens a tab of the site's own.
+	mux.HandleFunc("/form", func(w http.ResponseWriter, r *http.Request) {
+		writeHTML(w, "form", `<form onsubmit="document.title='typed:'+document.getElementById('q').value;return false">
+<input id="q" autofocus><button type="submit" style="display:none">go</button></form>
+<button id="b" style="width:200px;height:100px" onclick="document.title='clicked'">click me</button>
+<a id="popup" href="/color/popup?c=rgb(0,0,255)" target="_blank" style="display:block;width:200px;height:100px">popup</a>`)
+	})
+	// /signal/{name}: a blank page that reports its request.
+	mux.HandleFunc("/signal/{name}", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case s.requested <- r.URL.Path:
+		default:
+		}
+		writeHTML(w, r.PathValue("name"), "")
+	})
+	s.Server = httptest.NewServer(mux)
+	tb.Cleanup(s.Close)
+	return s
+}
+
+func writeHTML(w http.ResponseWriter, title, body string) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	fmt.Fprintf(w, "<!doctype html><html><head><meta charset=utf-8><title>%s</title></head><body>%s</body></html>", html.EscapeString(title), body)
+}
