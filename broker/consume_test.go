@@ -138,4 +138,3 @@ func TestNewConsumeClient(t *testing.T) {
 		})
 	}
 }
-

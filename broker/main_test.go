@@ -439,4 +439,3 @@ func evaluate(tb testing.TB, s cdpSession, script string) {
 		tb.Fatalf("evaluate: %s", res.ExceptionDetails.Text)
 	}
 }
-

@@ -77,7 +77,7 @@ func TestTabOrderPlayedReportsUnknown(t *testing.T) {
 func TestTabOrderForgetsBoundedly(t *testing.T) {
 	o := newTabOrder()
 	for i := range maxForgottenTabs * 3 {
-		id := string(rune('a' + i%26)) + string(rune(i))
+		id := string(rune('a'+i%26)) + string(rune(i))
 		o.Opened(id)
 		o.Closed(id)
 	}
