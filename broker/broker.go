@@ -165,7 +165,7 @@ func (b *Broker) session(ctx context.Context, target proto.TargetTargetID) (cdpS
 // it aside, so that the next observation starts from a fresh one. The
 // detaching goroutine lives at most a second, and observations run one at a
 // time, so these goroutines stay few.
-func (b *Broker) dropSession(target proto.TargetTargetID) {
+func (b *Broker) dropSession(ctx context.Context, target proto.TargetTargetID) {
 	b.mu.Lock()
 	id, ok := b.sessions[target]
 	delete(b.sessions, target)
@@ -173,8 +173,10 @@ func (b *Broker) dropSession(target proto.TargetTargetID) {
 	if !ok {
 		return
 	}
+	// The observation's context may be spent already; the detach gets a
+	// second of its own.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		_ = proto.TargetDetachFromTarget{SessionID: id}.Call(b.browser.Context(ctx))
 	}()

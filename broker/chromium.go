@@ -48,6 +48,9 @@ var chromiumFlags = []string{
 	"disable-backgrounding-occluded-windows",
 	"disable-renderer-backgrounding",
 	"force-color-profile=srgb",
+	// A wheel step scrolls at once, as its result says, rather than
+	// animating after the tool call returned.
+	"disable-smooth-scrolling",
 	"window-size=" + WindowSize,
 }
 

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -20,13 +21,14 @@ const staleDialTimeout = 500 * time.Millisecond
 // directory and renamed into place, so nobody can reach it before its mode
 // is set.
 // Closing the listener removes the socket.
-func Listen(dir string) (net.Listener, error) {
+func Listen(ctx context.Context, dir string) (net.Listener, error) {
 	path := filepath.Join(dir, SocketName)
 	if fi, err := os.Lstat(path); err == nil {
 		if fi.Mode().Type() != fs.ModeSocket {
 			return nil, fmt.Errorf("listen: %s exists and is not a socket", path)
 		}
-		if c, err := net.DialTimeout("unix", path, staleDialTimeout); err == nil {
+		d := net.Dialer{Timeout: staleDialTimeout}
+		if c, err := d.DialContext(ctx, "unix", path); err == nil {
 			_ = c.Close()
 			return nil, fmt.Errorf("listen: another process serves %s", path)
 		}

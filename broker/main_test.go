@@ -201,7 +201,7 @@ func newTestBroker(tb testing.TB, clock Clock, edit func(*Config)) *testBroker {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { _ = os.RemoveAll(dir) })
-	ln, err := Listen(dir)
+	ln, err := Listen(tb.Context(), dir)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -90,7 +90,7 @@ func (b *Broker) observePage(ctx context.Context) ([]byte, error) {
 		b.cfg.OnCapture(stats)
 	}
 	if err != nil {
-		b.dropSession(id)
+		b.dropSession(ctx, id)
 		// CDP errors name methods and codes, never page content.
 		b.logger.Warn().Err(err).Dur("duration", stats.Duration).Msg("capture failed")
 		return nil, fmt.Errorf("%w: %w", ErrCaptureFailed, err)

@@ -55,6 +55,14 @@ func (c *fakeClock) Advance(d time.Duration) time.Time {
 	return c.now
 }
 
+// describe shows a page without its image.
+func describe(p *Page) string {
+	if p == nil {
+		return "null"
+	}
+	return fmt.Sprintf("{url %q, title %q, capturedAt %s, %d bytes}", p.URL, p.Title, p.CapturedAt, len(p.Data))
+}
+
 // decodeJPEG decodes a capture.
 func decodeJPEG(tb testing.TB, data []byte) image.Image {
 	tb.Helper()
@@ -209,7 +217,7 @@ func TestObserveFreshPixels(t *testing.T) {
 		setBackground(t, sess, want)
 		p := tb.observePage(t)
 		if p == nil || p.URL != a.URL {
-			t.Fatalf("observed %+v, want tab a", p)
+			t.Fatalf("observed %s, want tab a", describe(p))
 		}
 		img := decodeJPEG(t, p.Data)
 		for _, pt := range []image.Point{{10, 10}, {640, 400}, {1270, 790}} {
@@ -244,5 +252,257 @@ func TestObserveNoTabs(t *testing.T) {
 	}
 	if n := tb.captures.Load(); n != 0 {
 		t.Fatalf("%d captures, want none", n)
+	}
+}
+
+// TestObserveDuringPlayWait observes while a browser_play call is in its 5 s
+// wait step: observation does not wait for the tool queue.
+func TestObserveDuringPlayWait(t *testing.T) {
+	s := newSite(t)
+	tb := newTestBroker(t, nil, nil)
+	tab := tb.open(t, s.URL+"/color/start?c=rgb(255,0,0)")
+
+	played := make(chan Tab, 1)
+	go func() {
+		status, body := tb.post(t, "/tools/browser_play", map[string]any{"tabId": tab.TabID, "steps": []Step{
+			{Action: ActionNavigate, URL: s.URL + "/signal/waiting"},
+			{Action: ActionWait, MS: 5000},
+		}})
+		var res struct{ Result Tab }
+		if status != http.StatusOK || json.Unmarshal(body, &res) != nil {
+			t.Errorf("browser_play: %d %s", status, body)
+		}
+		played <- res.Result
+	}()
+	select {
+	case <-s.requested:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the play never navigated")
+	}
+
+	start := time.Now()
+	p := tb.observePage(t)
+	took := time.Since(start)
+	select {
+	case <-played:
+		t.Fatalf("the play finished before the observation (%v)", took)
+	default:
+	}
+	if p == nil || !strings.HasSuffix(p.URL, "/signal/waiting") {
+		t.Fatalf("observed %s, want the page being played", describe(p))
+	}
+	if took > 2*time.Second {
+		t.Errorf("observation took %v while the play waited", took)
+	}
+	if got := <-played; !strings.HasSuffix(got.URL, "/signal/waiting") || got.Title != "waiting" {
+		t.Errorf("play result %+v", got)
+	}
+}
+
+// TestObserveBusy refuses a second observation while one is in flight,
+// without redeeming its request id.
+func TestObserveBusy(t *testing.T) {
+	s := newSite(t)
+	tb := newTestBroker(t, nil, nil)
+	tb.open(t, s.URL+"/color/a")
+	tb.api.hold, tb.api.entered = make(chan struct{}), make(chan struct{}, 1)
+
+	first := make(chan int, 1)
+	go func() {
+		status, body, id, key := tb.observe(t)
+		if status == http.StatusOK {
+			openPage(t, key, id, body, envelopeOpen)
+		}
+		first <- status
+	}()
+	<-tb.api.entered // the first observation is redeeming its id
+
+	status, body, _, _ := tb.observe(t)
+	if status != http.StatusConflict || !strings.Contains(string(body), `"code":"busy"`) {
+		t.Errorf("concurrent observation: %d %s, want 409 busy", status, body)
+	}
+	if n := tb.api.calls.Load(); n != 1 {
+		t.Errorf("%d consumptions, want only the first", n)
+	}
+	close(tb.api.hold)
+	if status := <-first; status != http.StatusOK {
+		t.Errorf("first observation: %d", status)
+	}
+	tb.api.hold = nil
+	if n := tb.captures.Load(); n != 1 {
+		t.Errorf("%d captures, want 1", n)
+	}
+}
+
+// TestObserveSpacing sends two observations 0.5 s apart with the default
+// 2 s spacing: both succeed and their captures are at least 2 s apart.
+func TestObserveSpacing(t *testing.T) {
+	s := newSite(t)
+	tb := newTestBroker(t, nil, nil)
+	if tb.cfg.MinCaptureInterval != 2*time.Second {
+		t.Fatalf("default spacing %v", tb.cfg.MinCaptureInterval)
+	}
+	tb.open(t, s.URL+"/color/a")
+
+	first := tb.observePage(t)
+	<-time.After(500 * time.Millisecond) // the gap is the scenario, not a synchronisation
+	start := time.Now()
+	second := tb.observePage(t)
+	waited := time.Since(start)
+
+	gap := parseCapturedAt(t, second.CapturedAt).Sub(parseCapturedAt(t, first.CapturedAt))
+	if gap < 2*time.Second {
+		t.Errorf("captures %v apart, want at least 2s", gap)
+	}
+	if waited < time.Second {
+		t.Errorf("second observation took %v, it should have waited about 1.5s", waited)
+	}
+}
+
+// TestObserveSpacingClock checks the spacing with a clock the test moves:
+// the broker asks to wait exactly the rest of the interval, stamps the
+// capture with the clock, and refuses a wait past its deadline at once.
+func TestObserveSpacingClock(t *testing.T) {
+	s := newSite(t)
+	t0 := time.Date(2030, 1, 2, 3, 4, 5, 678_000_000, time.UTC)
+	clock := newFakeClock(t0)
+	tb := newTestBroker(t, clock, nil)
+	tb.open(t, s.URL+"/color/a")
+
+	first := tb.observePage(t)
+	if first.CapturedAt != "2030-01-02T03:04:05.678Z" {
+		t.Fatalf("capturedAt %q, want the clock's time", first.CapturedAt)
+	}
+
+	clock.Advance(500 * time.Millisecond)
+	done := make(chan *Page, 1)
+	go func() { done <- tb.observePage(t) }()
+	timer := <-clock.timers
+	if timer.d != 1500*time.Millisecond {
+		t.Fatalf("broker waits %v, want 1.5s", timer.d)
+	}
+	select {
+	case p := <-done:
+		t.Fatalf("observation finished before its wait: %s", describe(p))
+	default:
+	}
+	timer.c <- clock.Advance(timer.d)
+	second := <-done
+	gap := parseCapturedAt(t, second.CapturedAt).Sub(parseCapturedAt(t, first.CapturedAt))
+	if gap != 2*time.Second {
+		t.Fatalf("captures %v apart on the clock, want 2s", gap)
+	}
+
+	// Right after a capture, with an interval longer than the observation
+	// deadline, the broker refuses at once rather than wait in vain.
+	tb.cfg.MinCaptureInterval = 2 * tb.cfg.ObserveTimeout
+	captures := tb.captures.Load()
+	start := time.Now()
+	status, body, _, _ := tb.observe(t)
+	if status != http.StatusServiceUnavailable || !strings.Contains(string(body), "capture_failed") {
+		t.Fatalf("observation due after its deadline: %d %s, want 503 capture_failed", status, body)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("refusal took %v", took)
+	}
+	if tb.captures.Load() != captures {
+		t.Error("a capture ran")
+	}
+	select {
+	case timer := <-clock.timers:
+		t.Errorf("broker started a wait of %v", timer.d)
+	default:
+	}
+}
+
+// TestObserveRefused answers 502 and captures nothing when the API refuses
+// the request id, answers a malformed key or cannot be reached.
+func TestObserveRefused(t *testing.T) {
+	s := newSite(t)
+	tb := newTestBroker(t, nil, func(c *Config) { c.MinCaptureInterval = 0 })
+	tb.open(t, s.URL+"/color/a")
+
+	tests := []struct {
+		name  string
+		setup func()
+	}{
+		{"forbidden", func() { tb.api.refuse(http.StatusForbidden) }},
+		{"not found", func() { tb.api.refuse(http.StatusNotFound) }},
+		{"malformed key", func() { tb.api.refuse(0); tb.api.answer(`{"publicKey":"04zz"}`) }},
+		{"no key", func() { tb.api.answer(`{}`) }},
+		{"unreachable", func() { tb.api.answer(""); tb.api.srv.Close() }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.setup()
+			status, body, _, _ := tb.observe(t)
+			if status != http.StatusBadGateway || string(body) != `{"error":{"code":"capability_refused","message":"the observation capability was refused"}}`+"\n" {
+				t.Errorf("observe: %d %s, want 502 capability_refused", status, body)
+			}
+			if n := tb.captures.Load(); n != 0 {
+				t.Errorf("%d captures after a refusal", n)
+			}
+		})
+	}
+}
+
+// TestObserveCaptureFailure answers 503 within the capture deadline when
+// the tab's renderer is stuck in script, and the next observation of a
+// healthy tab works.
+func TestObserveCaptureFailure(t *testing.T) {
+	s := newSite(t)
+	tb := newTestBroker(t, nil, func(c *Config) {
+		c.MinCaptureInterval = 0
+		c.CaptureTimeout = time.Second
+	})
+	tab := tb.open(t, s.URL+"/color/stuck")
+	sess := testSession(t, tab.TabID)
+	evaluate(t, sess, `setTimeout(() => { for (;;) {} }, 0)`)
+	t.Cleanup(func() { _ = proto.RuntimeTerminateExecution{}.Call(sess) })
+
+	start := time.Now()
+	status, body, _, _ := tb.observe(t)
+	took := time.Since(start)
+	if status != http.StatusServiceUnavailable || !strings.Contains(string(body), `"code":"capture_failed"`) {
+		t.Fatalf("observe a stuck tab: %d %s, want 503 capture_failed", status, body)
+	}
+	if took > 3*time.Second {
+		t.Errorf("failure took %v, want about the 1s capture deadline", took)
+	}
+	if err := (proto.RuntimeTerminateExecution{}).Call(sess); err != nil {
+		t.Fatal(err)
+	}
+	tb.closeTab(t, tab.TabID)
+	healthy := tb.open(t, s.URL+"/color/healthy")
+	if p := tb.observePage(t); p == nil || p.URL != healthy.URL {
+		t.Fatalf("after a failure: observed %s", describe(p))
+	}
+}
+
+// TestObserveNodeOpensPage checks the Node reference opens a real page's
+// envelope and reads the same page as Go.
+func TestObserveNodeOpensPage(t *testing.T) {
+	s := newSite(t)
+	tb := newTestBroker(t, nil, nil)
+	tab := tb.open(t, s.URL+"/color/node?c=rgb(0,255,0)")
+	status, body, id, key := tb.observe(t)
+	if status != http.StatusOK {
+		t.Fatalf("observe: %d %s", status, body)
+	}
+	node := openPage(t, key, id, body, envelopetest.NodeOpen)
+	goPage := openPage(t, key, id, body, envelopeOpen)
+	if node.URL != tab.URL || node.Title != "node" || !bytes.Equal(node.Data, goPage.Data) || node.CapturedAt != goPage.CapturedAt {
+		t.Fatalf("node read %s %q, go read %s %q", node.URL, node.Title, goPage.URL, goPage.Title)
+	}
+	if c := decodeJPEG(t, node.Data).At(100, 100); !near(c, green) {
+		t.Errorf("pixel %v, want green", rgbOf(c))
+	}
+	// The envelope is bound to its request id.
+	other, _ := tb.api.issue(t)
+	if _, err := envelopetest.NodeOpen(t, key, other, body); err == nil {
+		t.Error("node opened the envelope under another request id")
+	}
+	if _, err := envelopeOpen(t, key, other, body); err == nil {
+		t.Error("go opened the envelope under another request id")
 	}
 }

@@ -11,7 +11,8 @@ import (
 // site serves the pages the browser tests open.
 type site struct {
 	*httptest.Server
-	// requested receives the path of every request to /signal/.
+	// requested receives the name of every /signal/{name} page that
+	// committed.
 	requested chan string
 }
 
@@ -31,6 +32,11 @@ func newSite(tb testing.TB) *site {
 	mux.HandleFunc("/bands", func(w http.ResponseWriter, r *http.Request) {
 		writeHTML(w, "bands", `<style>body{margin:0}</style><div style="height:600px;background:rgb(255,0,0)"></div><div style="height:3000px;background:rgb(0,255,0)"></div>`)
 	})
+	// /stripes: three bands of 1000 CSS px: red, blue, green, with no
+	// scrollbar (a scrollbar takes 15 px from the visual viewport).
+	mux.HandleFunc("/stripes", func(w http.ResponseWriter, r *http.Request) {
+		writeHTML(w, "stripes", `<style>html{overflow:hidden}body{margin:0}div{height:1000px}</style><div style="background:rgb(255,0,0)"></div><div style="background:rgb(0,0,255)"></div><div style="background:rgb(0,255,0)"></div>`)
+	})
 	// /form: typing and Enter set the title to the text; the button sets
 	// it to "clicked"; the link opens a tab of the site's own.
 	mux.HandleFunc("/form", func(w http.ResponseWriter, r *http.Request) {
@@ -39,13 +45,17 @@ func newSite(tb testing.TB) *site {
 <button id="b" style="width:200px;height:100px" onclick="document.title='clicked'">click me</button>
 <a id="popup" href="/color/popup?c=rgb(0,0,255)" target="_blank" style="display:block;width:200px;height:100px">popup</a>`)
 	})
-	// /signal/{name}: a blank page that reports its request.
+	// /signal/{name}: a blank page whose image reports, on requested, that
+	// the page has committed and is loading.
 	mux.HandleFunc("/signal/{name}", func(w http.ResponseWriter, r *http.Request) {
+		writeHTML(w, r.PathValue("name"), `<img src="/ping/`+html.EscapeString(r.PathValue("name"))+`">`)
+	})
+	mux.HandleFunc("/ping/{name}", func(w http.ResponseWriter, r *http.Request) {
 		select {
-		case s.requested <- r.URL.Path:
+		case s.requested <- r.PathValue("name"):
 		default:
 		}
-		writeHTML(w, r.PathValue("name"), "")
+		w.WriteHeader(http.StatusNoContent)
 	})
 	s.Server = httptest.NewServer(mux)
 	tb.Cleanup(s.Close)

@@ -437,7 +437,8 @@ func click(page *rod.Page, selector string) error {
 	return nil
 }
 
-// scroll turns the mouse wheel at the centre of the layout viewport.
+// scroll turns the mouse wheel at the centre of the layout viewport and
+// waits for two frames, so that the scroll is painted when the step ends.
 func scroll(page *rod.Page, dx, dy float64) error {
 	m, err := proto.PageGetLayoutMetrics{}.Call(page)
 	if err != nil {
@@ -447,7 +448,12 @@ func scroll(page *rod.Page, dx, dy float64) error {
 	if lv := m.CSSLayoutViewport; lv != nil {
 		x, y = float64(lv.ClientWidth)/2, float64(lv.ClientHeight)/2
 	}
-	return proto.InputDispatchMouseEvent{
+	err = proto.InputDispatchMouseEvent{
 		Type: proto.InputDispatchMouseEventTypeMouseWheel, X: x, Y: y, DeltaX: dx, DeltaY: dy,
 	}.Call(page)
+	if err != nil {
+		return err
+	}
+	_, err = page.Eval(`() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))`)
+	return err
 }
