@@ -331,3 +331,11 @@ func (s *Store) ActivityLog(ctx context.Context, id string) ([]Activity, error) 
 	}
 	return out, nil
 }
+
+// Event tells every replica's status feed that a session's status changed.
+type Event struct {
+	AgentID   string    `json:"agentId"`
+	SessionID string    `json:"sessionId"`
+	Status    Status    `json:"status"`
+	At        time.Time `json:"at"`
+}

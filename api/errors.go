@@ -1,0 +1,88 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/agentfy/agentfy/auth"
+	"github.com/agentfy/agentfy/view"
+)
+
+// errorBody is every error response: {"error":{"code","message"}}.
+type errorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// httpError is one row of the table below.
+type httpError struct {
+	status  int
+	code    string
+	message string
+}
+
+// The one place that maps errors to HTTP statuses. Clients see only these plain
+// messages, never an internal error's text.
+var (
+	errUnauthenticated = httpError{http.StatusUnauthorized, "unauthenticated", "a valid bearer credential is required"}
+	errForbidden       = httpError{http.StatusForbidden, "forbidden", "this credential may not do that"}
+	errNotFound        = httpError{http.StatusNotFound, "not_found", "agent not found"}
+	errRateLimited     = httpError{http.StatusTooManyRequests, "rate_limited", "one view per agent every 2 seconds; retry later"}
+	errUnavailable     = httpError{http.StatusServiceUnavailable, "unavailable", "the browser view is temporarily unavailable; retry later"}
+	errBadRequest      = httpError{http.StatusBadRequest, "bad_request", "the request body is not valid"}
+	errCapability      = httpError{http.StatusNotFound, "not_found", "capability not found"}
+)
+
+func classify(err error) httpError {
+	switch {
+	case errors.Is(err, auth.ErrUnauthenticated):
+		return errUnauthenticated
+	case errors.Is(err, auth.ErrForbidden):
+		return errForbidden
+	case errors.Is(err, auth.ErrNotFound):
+		return errNotFound
+	case errors.Is(err, view.ErrRateLimited):
+		return errRateLimited
+	case errors.Is(err, view.ErrCapabilityNotFound):
+		return errCapability
+	default:
+		// Redis or NATS failures, old images, refused capabilities, busy brokers,
+		// capture failures, tampered envelopes, invalid JPEGs: all unavailable, never
+		// "not live".
+		return errUnavailable
+	}
+}
+
+func (e httpError) body() errorBody {
+	var b errorBody
+	b.Error.Code, b.Error.Message = e.code, e.message
+	return b
+}
+
+// abort renders err through the table, logging what the client does not see.
+func (s *Server) abort(c *gin.Context, err error) {
+	e := classify(err)
+	if e.status == http.StatusTooManyRequests {
+		c.Header("Retry-After", "2")
+	}
+	if e.status >= http.StatusInternalServerError {
+		s.log(c).Warn().Err(err).Str("reason", reasonOf(err)).Msg("request failed")
+	}
+	c.Set(ctxOutcome, e.code)
+	c.AbortWithStatusJSON(e.status, e.body())
+}
+
+func reasonOf(err error) string {
+	var u *view.UnavailableError
+	if errors.As(err, &u) {
+		return u.Reason
+	}
+	if errors.Is(err, view.ErrBusy) {
+		return "pending_limit"
+	}
+	return "internal"
+}

@@ -1,0 +1,69 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics are one replica's Prometheus series. Labels carry routes, statuses and
+// reasons only: never a user, agent, session or URL.
+type Metrics struct {
+	reg      *prometheus.Registry
+	outcomes *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+}
+
+// NewMetrics registers the series. pending, waiters and workers are read at scrape time.
+func NewMetrics(pending, waiters, workers, listeners func() int) *Metrics {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := &Metrics{
+		reg: reg,
+		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentfy_view_requests_total",
+			Help: "View requests by route, HTTP status and outcome (frame, no_tab, not_live, rate_limited, not_found, unavailable, …).",
+		}, []string{"route", "status", "outcome"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "agentfy_view_duration_seconds",
+			Help:    "View request latency by route and HTTP status.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .075, .1, .15, .25, .5, 1, 2.5, 5, 9},
+		}, []string{"route", "status"}),
+	}
+	gauge := func(name, help string, f func() int) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return float64(f()) })
+	}
+	reg.MustRegister(m.outcomes, m.latency,
+		gauge("agentfy_view_pending", "View requests this replica waits for (bound 128).", pending),
+		gauge("agentfy_observation_waiters", "View requests relayed to workers held by this replica (bound 8 per connection).", waiters),
+		gauge("agentfy_worker_connections", "Worker sockets held by this replica.", workers),
+		gauge("agentfy_status_listeners", "Open status-feed streams.", listeners),
+	)
+	return m
+}
+
+// Handler serves /metrics.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+func (s *Server) metricView(c *gin.Context) {
+	start := time.Now()
+	c.Next()
+	if s.cfg.Metrics == nil {
+		return
+	}
+	route := c.FullPath()
+	outcome := c.GetString(ctxOutcome)
+	if outcome == "" {
+		outcome = "other"
+	}
+	st := strconv.Itoa(c.Writer.Status())
+	s.cfg.Metrics.outcomes.WithLabelValues(route, st, outcome).Inc()
+	s.cfg.Metrics.latency.WithLabelValues(route, st).Observe(time.Since(start).Seconds())
+}

@@ -1,0 +1,45 @@
+package api
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+)
+
+// jsonRender writes a value with encoding/json (no HTML escaping, no wrapper).
+type jsonRender struct{ v any }
+
+func (r jsonRender) Render(w http.ResponseWriter) error {
+	r.WriteContentType(w)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(r.v)
+}
+
+func (jsonRender) WriteContentType(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+}
+
+// decodeStrict reads one JSON object of at most limit bytes with no unknown fields and
+// nothing after it; otherwise it answers 400 and returns false.
+func decodeStrict(c *gin.Context, limit int64, v any) bool {
+	if ct := c.ContentType(); ct != "" && !strings.EqualFold(ct, "application/json") {
+		c.AbortWithStatusJSON(http.StatusUnsupportedMediaType, httpError{http.StatusUnsupportedMediaType, "unsupported_media_type", "send application/json"}.body())
+		return false
+	}
+	body := http.MaxBytesReader(c.Writer, c.Request.Body, limit)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		c.AbortWithStatusJSON(errBadRequest.status, errBadRequest.body())
+		return false
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		c.AbortWithStatusJSON(errBadRequest.status, errBadRequest.body())
+		return false
+	}
+	return true
+}

@@ -1,0 +1,169 @@
+// Package api is the HTTP edge of an API replica (Gin): it parses requests, calls the
+// services, and renders their results. Every status code comes from one table
+// (errors.go). Routes:
+//
+//	GET  /v1/agents/:id/worker/view                     human JWT           view.Result
+//	GET  /v1/orgs/:orgId/agents/:id/worker/view         org key             view.Result
+//	GET  /v1/agents/:id/worker/status                   human JWT           server-sent events
+//	POST /v1/internal/worker-observations/consume       broker pass         {"publicKey"}
+//	GET  /v1/worker/channel                             worker pass         WebSocket, JSON-RPC 2.0
+//	GET  /healthz, /readyz, /metrics, /openapi.yaml, and the web app at /
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"io/fs"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/rs/zerolog"
+
+	"github.com/agentfy/agentfy/auth"
+	"github.com/agentfy/agentfy/channel"
+	"github.com/agentfy/agentfy/directory"
+	"github.com/agentfy/agentfy/feed"
+	"github.com/agentfy/agentfy/session"
+	"github.com/agentfy/agentfy/view"
+)
+
+// Config wires a Server. Every field but WebApp, Metrics and Ready is required.
+type Config struct {
+	Log      zerolog.Logger
+	JWT      *auth.Verifier
+	Creds    *auth.Store
+	Dir      *directory.Store
+	Sessions *session.Store
+	Views    *view.Service
+	Caps     *view.Capabilities
+	Hub      *channel.Hub
+	Feed     *feed.Feed
+	Metrics  *Metrics
+	// OpenAPI is the document served at /openapi.yaml.
+	OpenAPI []byte
+	// WebApp holds the static web app served at /; nil serves none.
+	WebApp fs.FS
+	// Ready reports whether Redis and NATS answer (for /readyz).
+	Ready func(ctx context.Context) error
+}
+
+// Server is one replica's HTTP edge.
+type Server struct {
+	cfg  Config
+	eng  *gin.Engine
+	done chan struct{} // closed when the replica shuts down: ends status streams
+	once sync.Once
+}
+
+// Shutdown ends the long-lived status streams, so a graceful shutdown need not wait an
+// hour for them. Clients reconnect to another replica.
+func (s *Server) Shutdown() { s.once.Do(func() { close(s.done) }) }
+
+// Limits of the edge.
+const (
+	// MaxConsumeBody bounds the consume request body.
+	MaxConsumeBody = 1 << 10 // 1 KiB
+	// StatusHeartbeat is how often the status feed sends a comment to keep proxies open.
+	StatusHeartbeat = 15 * time.Second
+	// StatusMaxStream ends a status stream after this long; the client reconnects.
+	StatusMaxStream = time.Hour
+)
+
+const (
+	ctxLogger  = "agentfy.log"
+	ctxOutcome = "agentfy.outcome"
+)
+
+// New builds the routes.
+func New(cfg Config) *Server {
+	gin.SetMode(gin.ReleaseMode)
+	eng := gin.New()
+	eng.HandleMethodNotAllowed = true
+	eng.ContextWithFallback = true
+	s := &Server{cfg: cfg, eng: eng, done: make(chan struct{})}
+	eng.Use(s.requestLog, gin.CustomRecovery(func(c *gin.Context, _ any) {
+		c.AbortWithStatusJSON(http.StatusInternalServerError, httpError{http.StatusInternalServerError, "internal", "internal error"}.body())
+	}))
+
+	v1 := eng.Group("/v1", noStore)
+	views := v1.Group("", s.metricView)
+	views.GET("/agents/:id/worker/view", s.agentView)
+	views.GET("/orgs/:orgId/agents/:id/worker/view", s.partnerView)
+	v1.GET("/agents/:id/worker/status", s.status)
+	v1.POST("/internal/worker-observations/consume", s.consume)
+	v1.GET("/worker/channel", gin.WrapH(cfg.Hub))
+
+	eng.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"ok": true}) })
+	eng.GET("/readyz", s.ready)
+	eng.GET("/openapi.yaml", func(c *gin.Context) { c.Data(http.StatusOK, "application/yaml", cfg.OpenAPI) })
+	if cfg.Metrics != nil {
+		eng.GET("/metrics", gin.WrapH(cfg.Metrics.Handler()))
+	}
+	if cfg.WebApp != nil {
+		static := http.FileServer(http.FS(cfg.WebApp))
+		eng.NoRoute(func(c *gin.Context) {
+			if c.Request.Method != http.MethodGet && c.Request.Method != http.MethodHead {
+				c.AbortWithStatusJSON(http.StatusNotFound, errNotFound.body())
+				return
+			}
+			c.Header("Cache-Control", "no-cache")
+			static.ServeHTTP(c.Writer, c.Request)
+		})
+	}
+	return s
+}
+
+// Handler is the replica's http.Handler.
+func (s *Server) Handler() http.Handler { return s.eng }
+
+// noStore marks every /v1 response, errors included, as not to be stored by any cache.
+func noStore(c *gin.Context) {
+	c.Header("Cache-Control", "no-store")
+	c.Next()
+}
+
+// requestLog gives each request an id and logs its route template, status and
+// duration: never its token, query or body.
+func (s *Server) requestLog(c *gin.Context) {
+	start := time.Now()
+	id := c.GetHeader("X-Request-Id")
+	if len(id) == 0 || len(id) > 64 {
+		b := make([]byte, 8)
+		_, _ = rand.Read(b)
+		id = hex.EncodeToString(b)
+	}
+	c.Header("X-Request-Id", id)
+	l := s.cfg.Log.With().Str("request", id).Logger()
+	c.Set(ctxLogger, &l)
+	c.Next()
+	route := c.FullPath()
+	if route == "" {
+		route = "static"
+	}
+	ev := l.Debug()
+	if c.Writer.Status() >= http.StatusInternalServerError {
+		ev = l.Info()
+	}
+	ev.Str("route", route).Str("method", c.Request.Method).Int("status", c.Writer.Status()).
+		Dur("took", time.Since(start)).Msg("request")
+}
+
+func (s *Server) log(c *gin.Context) *zerolog.Logger {
+	if l, ok := c.Get(ctxLogger); ok {
+		return l.(*zerolog.Logger)
+	}
+	return &s.cfg.Log
+}
+
+func (s *Server) ready(c *gin.Context) {
+	if s.cfg.Ready != nil {
+		if err := s.cfg.Ready(c.Request.Context()); err != nil {
+			c.JSON(http.StatusServiceUnavailable, gin.H{"ok": false})
+			return
+		}
+	}
+	c.JSON(http.StatusOK, gin.H{"ok": true})
+}

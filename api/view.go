@@ -1,0 +1,134 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/agentfy/agentfy/auth"
+	"github.com/agentfy/agentfy/directory"
+	"github.com/agentfy/agentfy/view"
+)
+
+// agentView serves GET /v1/agents/:id/worker/view for a member of the agent's team.
+func (s *Server) agentView(c *gin.Context) {
+	user, err := s.cfg.JWT.Verify(auth.BearerToken(c.GetHeader("Authorization")))
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	agentID := c.Param("id")
+	s.renderView(c, agentID, s.memberAccess(user, agentID))
+}
+
+// partnerView serves GET /v1/orgs/:orgId/agents/:id/worker/view for an organisation key
+// with worker:logs:read of the agent's organisation and environment.
+func (s *Server) partnerView(c *gin.Context) {
+	token := auth.BearerToken(c.GetHeader("Authorization"))
+	if _, err := s.cfg.Creds.VerifyOrgKey(c.Request.Context(), token); err != nil {
+		s.abort(c, err)
+		return
+	}
+	agentID := c.Param("id")
+	s.renderView(c, agentID, s.partnerAccess(token, c.Param("orgId"), agentID, auth.ScopeWorkerLogsRead))
+}
+
+func (s *Server) renderView(c *gin.Context, agentID string, authorize view.Authorize) {
+	res, err := s.cfg.Views.View(c.Request.Context(), agentID, authorize)
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	if !res.Live {
+		c.Set(ctxOutcome, "not_live")
+	} else if res.Page == nil {
+		c.Set(ctxOutcome, "no_tab")
+	} else {
+		c.Set(ctxOutcome, "frame")
+	}
+	c.Render(http.StatusOK, jsonRender{res})
+}
+
+// memberAccess: the agent exists and the user is a member of its team. Unknown agent and
+// foreign team are the same ErrNotFound.
+func (s *Server) memberAccess(userID, agentID string) view.Authorize {
+	return func(ctx context.Context) error {
+		agent, err := s.cfg.Dir.Agent(ctx, agentID)
+		if errors.Is(err, directory.ErrNotFound) {
+			return auth.ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		ok, err := s.cfg.Dir.IsMember(ctx, agent.TeamID, userID)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return auth.ErrNotFound
+		}
+		return nil
+	}
+}
+
+// partnerAccess re-verifies the key (it may have been revoked meanwhile), then applies the
+// check every partner route that reads a worker shares.
+func (s *Server) partnerAccess(token, orgID, agentID, scope string) view.Authorize {
+	return func(ctx context.Context) error {
+		key, err := s.cfg.Creds.VerifyOrgKey(ctx, token)
+		if err != nil {
+			return err
+		}
+		agent, err := s.cfg.Dir.Agent(ctx, agentID)
+		if errors.Is(err, directory.ErrNotFound) {
+			return auth.ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		return auth.AuthorizeOrgAgent(key, orgID, agent.OrgID, agent.Environment, scope)
+	}
+}
+
+// consume serves POST /v1/internal/worker-observations/consume: a broker redeems a view
+// capability with its broker pass and receives the destination public key.
+func (s *Server) consume(c *gin.Context) {
+	ctx := c.Request.Context()
+	token := auth.BearerToken(c.GetHeader("Authorization"))
+	if token == "" {
+		s.abort(c, auth.ErrUnauthenticated)
+		return
+	}
+	pass, err := s.cfg.Creds.VerifyPass(ctx, token, auth.RoleBroker)
+	if errors.Is(err, auth.ErrUnauthenticated) && s.isOtherCredential(ctx, token) {
+		err = auth.ErrForbidden // a real credential, just not a broker pass
+	}
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	var req struct {
+		RequestID string `json:"requestId"`
+	}
+	if !decodeStrict(c, MaxConsumeBody, &req) {
+		return
+	}
+	pk, err := s.cfg.Caps.Consume(ctx, req.RequestID, pass.SessionID)
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"publicKey": pk})
+}
+
+// isOtherCredential reports whether token is a valid credential of another kind (a
+// human JWT or an organisation key), which the consume route refuses with 403.
+func (s *Server) isOtherCredential(ctx context.Context, token string) bool {
+	if _, err := s.cfg.JWT.Verify(token); err == nil {
+		return true
+	}
+	_, err := s.cfg.Creds.VerifyOrgKey(ctx, token)
+	return err == nil
+}

@@ -1,0 +1,536 @@
+// Package channel is the API replica's end of the worker tool channel: one WebSocket per
+// worker session, authenticated with the worker pass, speaking JSON-RPC 2.0. While a
+// socket lives, its replica subscribes to the session's view and tool subjects on NATS,
+// so requests from any replica reach the one holding the socket and no other.
+//
+// Views and tools are kept apart: a view request takes a slot of its connection's
+// observation waiter map (MaxObservationWaiters, ObservationTimeout) and is relayed as
+// agentfy/browserView; it never touches tool routing, the session clock or the activity
+// log. Only tool calls do.
+package channel
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+
+	"github.com/agentfy/agentfy/auth"
+	"github.com/agentfy/agentfy/bus"
+	"github.com/agentfy/agentfy/jsonrpc"
+	"github.com/agentfy/agentfy/session"
+	"github.com/agentfy/agentfy/view"
+	"github.com/agentfy/agentfy/view/envelope"
+)
+
+// Limits of one worker connection.
+const (
+	// MaxObservationWaiters is how many view requests one connection relays at once; the
+	// next is refused at once.
+	MaxObservationWaiters = 8
+	// ObservationTimeout bounds one relayed view request.
+	ObservationTimeout = 8 * time.Second
+	// MaxToolWaiters is how many tool calls one connection relays at once.
+	MaxToolWaiters = 16
+	// ToolTimeout bounds one tool call.
+	ToolTimeout = 60 * time.Second
+	// HelloTimeout bounds the wait for the worker's hello after the upgrade.
+	HelloTimeout = 10 * time.Second
+	// WriteTimeout bounds one WebSocket write.
+	WriteTimeout = 10 * time.Second
+	// PingInterval is how often the replica pings the worker; a worker that does not
+	// answer within PingTimeout is dropped.
+	PingInterval = 15 * time.Second
+	PingTimeout  = 10 * time.Second
+	// MaxToolRequest bounds a tool call arriving over NATS.
+	MaxToolRequest = 1 << 20 // 1 MiB
+)
+
+// Status events are published by this package through an EventPublisher.
+type EventPublisher interface {
+	Publish(ctx context.Context, ev session.Event)
+}
+
+// Config wires a Hub.
+type Config struct {
+	ReplicaID string
+	Creds     *auth.Store
+	Sessions  *session.Store
+	NATS      *nats.Conn
+	Namespace bus.Namespace
+	Events    EventPublisher
+	Log       zerolog.Logger
+	// Tick is how often held sessions are checked for idle and stop; 0 means 1 s.
+	Tick time.Duration
+	// GoneAfter is how long a session whose socket closed may stay unowned before it is
+	// stopped ("socket gone for good"); 0 means 30 s.
+	GoneAfter time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Hub holds this replica's worker connections.
+type Hub struct {
+	cfg Config
+
+	mu     sync.Mutex
+	conns  map[string]*Conn // by session id; guarded by mu
+	closed bool             // guarded by mu
+
+	wg sync.WaitGroup
+}
+
+// NewHub returns a Hub; call Run to start its session checks and Close to end it.
+func NewHub(cfg Config) *Hub {
+	if cfg.Tick == 0 {
+		cfg.Tick = time.Second
+	}
+	if cfg.GoneAfter == 0 {
+		cfg.GoneAfter = 30 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Hub{cfg: cfg, conns: map[string]*Conn{}}
+}
+
+// Conns is the number of worker sockets this replica holds.
+func (h *Hub) Conns() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.conns)
+}
+
+// ObservationWaiters is the number of view requests relayed now, over all connections.
+func (h *Hub) ObservationWaiters() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, c := range h.conns {
+		n += int(c.observing.Load())
+	}
+	return n
+}
+
+// Conn is one worker connection.
+type Conn struct {
+	hub     *Hub
+	ws      *websocket.Conn
+	session session.Session
+	log     zerolog.Logger
+	ctx     context.Context // ends when the connection ends
+	cancel  context.CancelFunc
+
+	nextID    atomic.Uint64
+	observing atomic.Int32 // observation waiters in use
+	tooling   atomic.Int32 // tool waiters in use
+
+	mu      sync.Mutex
+	waiters map[uint64]chan *jsonrpc.Message // guarded by mu
+	status  session.Status                   // last published; guarded by mu
+	subs    []*nats.Subscription             // guarded by mu
+}
+
+// errConnClosed is returned to waiters of a connection that ended.
+var errConnClosed = errors.New("channel: connection closed")
+
+// ServeHTTP serves GET /v1/worker/channel: a WebSocket for one worker, authenticated by
+// its worker pass (Authorization: Bearer). A broker pass, an unknown pass or a stopped
+// session's pass are refused before the upgrade.
+func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	token := auth.BearerToken(r.Header.Get("Authorization"))
+	pass, err := h.cfg.Creds.VerifyPass(r.Context(), token, auth.RoleWorker)
+	switch {
+	case errors.Is(err, auth.ErrForbidden):
+		http.Error(w, "worker pass required", http.StatusForbidden)
+		return
+	case errors.Is(err, auth.ErrUnauthenticated):
+		http.Error(w, "worker pass required", http.StatusUnauthorized)
+		return
+	case err != nil:
+		h.cfg.Log.Error().Err(err).Msg("verify worker pass")
+		http.Error(w, "unavailable", http.StatusServiceUnavailable)
+		return
+	}
+	sess, err := h.cfg.Sessions.Get(r.Context(), pass.SessionID)
+	if err != nil || sess.Stopped {
+		http.Error(w, "session is not live", http.StatusUnauthorized)
+		return
+	}
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{})
+	if err != nil {
+		return // Accept has answered
+	}
+	ws.SetReadLimit(jsonrpc.MaxMessage)
+	h.serve(context.WithoutCancel(r.Context()), ws, sess)
+}
+
+func (h *Hub) serve(parent context.Context, ws *websocket.Conn, sess session.Session) {
+	ctx, cancel := context.WithCancel(parent)
+	c := &Conn{
+		hub: h, ws: ws, session: sess, ctx: ctx, cancel: cancel,
+		log:     h.cfg.Log.With().Str("session", sess.ID).Logger(),
+		waiters: map[uint64]chan *jsonrpc.Message{},
+	}
+	defer c.close(websocket.StatusNormalClosure, "bye")
+
+	hello, helloID, err := c.readHello()
+	if err != nil {
+		c.log.Warn().Err(err).Msg("worker hello refused")
+		return
+	}
+	c.session.Hello = hello
+	if err := h.cfg.Sessions.Attach(ctx, sess.ID, h.cfg.ReplicaID, hello); err != nil {
+		c.log.Error().Err(err).Msg("attach session")
+		return
+	}
+	if !h.register(c) {
+		return
+	}
+	defer h.unregister(c)
+	if err := c.subscribe(); err != nil {
+		c.log.Error().Err(err).Msg("subscribe session subjects")
+		return
+	}
+	res, _ := json.Marshal(jsonrpc.HelloResult{SessionID: sess.ID})
+	if err := c.write(jsonrpc.NewResult(helloID, res)); err != nil {
+		return
+	}
+	c.log.Info().Str("image", hello.ImageTag).Strs("capabilities", hello.Capabilities).Msg("worker attached")
+	c.publish(h.cfg.Sessions.Status(c.mustGet()))
+
+	go c.pinger()
+	c.readLoop()
+}
+
+// readHello waits for the worker's first message, which must be an agentfy/hello request
+// stating bootstrap revision 2.
+func (c *Conn) readHello() (session.Hello, uint64, error) {
+	ctx, cancel := context.WithTimeout(c.ctx, HelloTimeout)
+	defer cancel()
+	_, data, err := c.ws.Read(ctx)
+	if err != nil {
+		return session.Hello{}, 0, err
+	}
+	m, err := jsonrpc.Parse(data)
+	if err != nil || !m.IsRequest() || m.Method != jsonrpc.MethodHello {
+		return session.Hello{}, 0, errors.New("first message is not a hello")
+	}
+	var p jsonrpc.HelloParams
+	if err := json.Unmarshal(m.Params, &p); err != nil || p.BootstrapRevision != session.BootstrapRevision || len(p.ImageTag) > 256 || len(p.Capabilities) > 32 {
+		_ = c.write(jsonrpc.NewError(*m.ID, jsonrpc.CodeInvalidParams, "hello: bad image tag, capabilities or bootstrap revision"))
+		return session.Hello{}, 0, errors.New("bad hello")
+	}
+	return session.Hello{ImageTag: p.ImageTag, BootstrapRevision: p.BootstrapRevision, Capabilities: p.Capabilities}, *m.ID, nil
+}
+
+// register makes c the session's connection on this replica, closing an older one (a
+// worker that reconnected before its old socket timed out).
+func (h *Hub) register(c *Conn) bool {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return false
+	}
+	old := h.conns[c.session.ID]
+	h.conns[c.session.ID] = c
+	h.wg.Add(1)
+	h.mu.Unlock()
+	if old != nil {
+		old.close(websocket.StatusPolicyViolation, "replaced by a newer connection")
+	}
+	return true
+}
+
+func (h *Hub) unregister(c *Conn) {
+	h.mu.Lock()
+	if h.conns[c.session.ID] == c {
+		delete(h.conns, c.session.ID)
+	}
+	h.mu.Unlock()
+	c.unsubscribe()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), 2*time.Second)
+	defer cancel()
+	if err := h.cfg.Sessions.Detach(ctx, c.session.ID, h.cfg.ReplicaID); err != nil {
+		c.log.Warn().Err(err).Msg("detach session")
+	}
+	h.watchGone(c)
+	h.wg.Done()
+}
+
+func (c *Conn) mustGet() session.Session {
+	ctx, cancel := context.WithTimeout(c.ctx, 2*time.Second)
+	defer cancel()
+	s, err := c.hub.cfg.Sessions.Get(ctx, c.session.ID)
+	if err != nil {
+		return c.session
+	}
+	return s
+}
+
+func (c *Conn) subscribe() error {
+	ns := c.hub.cfg.Namespace
+	viewSubj, err := ns.Subject(bus.VerbView, c.session.ID)
+	if err != nil {
+		return err
+	}
+	toolSubj, err := ns.Subject(bus.VerbTool, c.session.ID)
+	if err != nil {
+		return err
+	}
+	vs, err := bus.Subscribe(c.hub.cfg.NATS, viewSubj, c.onView)
+	if err != nil {
+		return err
+	}
+	ts, err := bus.Subscribe(c.hub.cfg.NATS, toolSubj, c.onTool)
+	if err != nil {
+		_ = vs.Unsubscribe()
+		return err
+	}
+	c.mu.Lock()
+	c.subs = []*nats.Subscription{vs, ts}
+	c.mu.Unlock()
+	// Make sure the server has the interest before the worker is told it is attached.
+	return c.hub.cfg.NATS.FlushTimeout(5 * time.Second)
+}
+
+func (c *Conn) unsubscribe() {
+	c.mu.Lock()
+	subs := c.subs
+	c.subs = nil
+	c.mu.Unlock()
+	for _, s := range subs {
+		_ = s.Unsubscribe()
+	}
+}
+
+// onView handles a view request from NATS. It runs on the subscription's goroutine, so
+// it decides at once (capability, waiter slot) and hands the wait to a goroutine that the
+// waiter bound limits.
+func (c *Conn) onView(msg *nats.Msg) {
+	requestID := string(msg.Data)
+	if !envelope.ValidRequestID(requestID) {
+		_ = bus.RespondError(msg, view.ReasonFailed, "bad request id")
+		return
+	}
+	if !c.session.HasCapability(session.CapabilityBrowserView) {
+		_ = bus.RespondError(msg, view.ReasonUnsupported, "worker image cannot relay views")
+		return
+	}
+	if c.observing.Add(1) > MaxObservationWaiters {
+		c.observing.Add(-1)
+		_ = bus.RespondError(msg, view.ReasonBusy, "too many observations on this connection")
+		return
+	}
+	go func() {
+		defer c.observing.Add(-1)
+		ctx, cancel := context.WithTimeout(c.ctx, ObservationTimeout)
+		defer cancel()
+		res, err := c.call(ctx, jsonrpc.MethodBrowserView, jsonrpc.BrowserViewParams{RequestID: requestID})
+		if err != nil {
+			code := viewReason(err)
+			c.log.Debug().Str("reason", code).Msg("view relay failed")
+			_ = bus.RespondError(msg, code, "view unavailable")
+			return
+		}
+		// The envelope passes through as raw bytes: this replica cannot read it anyway.
+		_ = bus.Respond(msg, res)
+	}()
+}
+
+func viewReason(err error) string {
+	var rpcErr *jsonrpc.Error
+	switch {
+	case errors.As(err, &rpcErr):
+		switch rpcErr.Code {
+		case jsonrpc.CodeMethodNotFound:
+			return view.ReasonUnsupported
+		case jsonrpc.CodeBusy:
+			return view.ReasonBusy
+		case jsonrpc.CodeRefused:
+			return view.ReasonRefused
+		case jsonrpc.CodeUnavailable:
+			return view.ReasonCapture
+		}
+		return view.ReasonFailed
+	case errors.Is(err, context.DeadlineExceeded):
+		return view.ReasonTimeout
+	case errors.Is(err, errConnClosed):
+		return view.ReasonNoChannel
+	}
+	return view.ReasonFailed
+}
+
+// onTool handles a tool call routed over NATS: the one path that moves the session clock
+// and appends to the activity log.
+func (c *Conn) onTool(msg *nats.Msg) {
+	var p jsonrpc.ToolCallParams
+	if len(msg.Data) > MaxToolRequest || json.Unmarshal(msg.Data, &p) != nil || p.Name == "" || len(p.Name) > 64 {
+		_ = bus.RespondError(msg, "bad_request", "tool call must be {\"name\",\"arguments\"}")
+		return
+	}
+	if c.tooling.Add(1) > MaxToolWaiters {
+		c.tooling.Add(-1)
+		_ = bus.RespondError(msg, "busy", "too many tool calls on this connection")
+		return
+	}
+	go func() {
+		defer c.tooling.Add(-1)
+		ctx, cancel := context.WithTimeout(c.ctx, ToolTimeout)
+		defer cancel()
+		res, err := c.call(ctx, jsonrpc.MethodToolsCall, p)
+		now := c.hub.cfg.Now()
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		if rerr := c.hub.cfg.Sessions.RecordTool(rctx, c.session.ID, session.Activity{At: now, Tool: p.Name, OK: err == nil}); rerr != nil {
+			c.log.Warn().Err(rerr).Msg("record tool activity")
+		}
+		rcancel()
+		c.publish(session.Running)
+		var rpcErr *jsonrpc.Error
+		switch {
+		case err == nil:
+			_ = bus.Respond(msg, res)
+		case errors.As(err, &rpcErr):
+			_ = bus.RespondError(msg, "tool_failed", rpcErr.Message)
+		case errors.Is(err, context.DeadlineExceeded):
+			_ = bus.RespondError(msg, "timeout", "tool call timed out")
+		default:
+			_ = bus.RespondError(msg, "unavailable", "worker unavailable")
+		}
+	}()
+}
+
+// call sends a request on the socket and waits for its response until ctx ends.
+func (c *Conn) call(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	id := c.nextID.Add(1)
+	ch := make(chan *jsonrpc.Message, 1)
+	c.mu.Lock()
+	c.waiters[id] = ch
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.waiters, id)
+		c.mu.Unlock()
+	}()
+	if err := c.write(jsonrpc.NewRequest(id, method, params)); err != nil {
+		return nil, errConnClosed
+	}
+	select {
+	case m := <-ch:
+		if m == nil {
+			return nil, errConnClosed
+		}
+		if m.Error != nil {
+			return nil, m.Error
+		}
+		return m.Result, nil
+	case <-ctx.Done():
+		if c.ctx.Err() != nil {
+			return nil, errConnClosed
+		}
+		return nil, ctx.Err()
+	}
+}
+
+func (c *Conn) write(b []byte, err error) error {
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, WriteTimeout)
+	defer cancel()
+	return c.ws.Write(ctx, websocket.MessageText, b)
+}
+
+// readLoop delivers responses to their waiters until the socket ends. Requests from the
+// worker after the hello are answered with method-not-found.
+func (c *Conn) readLoop() {
+	for {
+		_, data, err := c.ws.Read(c.ctx)
+		if err != nil {
+			return
+		}
+		m, err := jsonrpc.Parse(data)
+		if err != nil {
+			c.log.Warn().Msg("invalid message from worker")
+			continue
+		}
+		switch {
+		case m.IsResponse():
+			c.mu.Lock()
+			ch := c.waiters[*m.ID]
+			c.mu.Unlock()
+			if ch != nil {
+				select {
+				case ch <- m:
+				default:
+				}
+			}
+		case m.IsRequest():
+			_ = c.write(jsonrpc.NewError(*m.ID, jsonrpc.CodeMethodNotFound, "method not found"))
+		}
+	}
+}
+
+func (c *Conn) pinger() {
+	t := time.NewTicker(PingInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(c.ctx, PingTimeout)
+			err := c.ws.Ping(ctx)
+			cancel()
+			if err != nil {
+				c.close(websocket.StatusGoingAway, "ping timeout")
+				return
+			}
+		}
+	}
+}
+
+// close ends the connection; waiters get errConnClosed.
+func (c *Conn) close(code websocket.StatusCode, reason string) {
+	c.cancel()
+	_ = c.ws.Close(code, reason)
+}
+
+// publish sends a status event when the status changed since the last one.
+func (c *Conn) publish(st session.Status) {
+	c.mu.Lock()
+	changed := c.status != st
+	c.status = st
+	c.mu.Unlock()
+	if changed && c.hub.cfg.Events != nil {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), 2*time.Second)
+		defer cancel()
+		c.hub.cfg.Events.Publish(ctx, session.Event{AgentID: c.session.AgentID, SessionID: c.session.ID, Status: st, At: c.hub.cfg.Now()})
+	}
+}
+
+// CallTool sends one tool call over NATS to the replica holding sessionID's worker and
+// waits for its result until ctx ends (ctx must carry a deadline). The operator CLI and
+// the demo agent use it; an error reply comes back as a *bus.RemoteError.
+func CallTool(ctx context.Context, nc *nats.Conn, ns bus.Namespace, sessionID, name string, args any) (json.RawMessage, error) {
+	raw, err := json.Marshal(args)
+	if err != nil {
+		return nil, err
+	}
+	body, err := json.Marshal(jsonrpc.ToolCallParams{Name: name, Arguments: raw})
+	if err != nil {
+		return nil, err
+	}
+	subject, err := ns.Subject(bus.VerbTool, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	return bus.Request(ctx, nc, subject, body)
+}

@@ -1,0 +1,133 @@
+package channel
+
+import (
+	"context"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/agentfy/agentfy/session"
+)
+
+// StatusSessionEnded is the WebSocket close code telling a worker that its session is
+// over: it must not reconnect.
+const StatusSessionEnded websocket.StatusCode = 4000
+
+// Run checks the sessions this replica holds every Tick until ctx ends: it publishes
+// running → idle changes and stops a session past the idle timeout (closing its socket
+// for good). Views never move the clock, so polling cannot keep a session alive.
+func (h *Hub) Run(ctx context.Context) {
+	t := time.NewTicker(h.cfg.Tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			h.check(ctx)
+		}
+	}
+}
+
+func (h *Hub) check(ctx context.Context) {
+	h.mu.Lock()
+	conns := make([]*Conn, 0, len(h.conns))
+	for _, c := range h.conns {
+		conns = append(conns, c)
+	}
+	h.mu.Unlock()
+	for _, c := range conns {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		sess, err := h.cfg.Sessions.Get(cctx, c.session.ID)
+		cancel()
+		if err != nil {
+			continue // Redis unreachable: decide next tick
+		}
+		st := h.cfg.Sessions.Status(sess)
+		if st == session.Stopped {
+			h.stop(ctx, c, sess, "idle timeout")
+			continue
+		}
+		c.publish(st)
+	}
+}
+
+// stop records the stop (if not yet recorded), tells every replica and ends the socket.
+func (h *Hub) stop(ctx context.Context, c *Conn, sess session.Session, reason string) {
+	if !sess.Stopped {
+		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := h.cfg.Sessions.Stop(sctx, sess.ID, reason)
+		cancel()
+		if err != nil {
+			c.log.Warn().Err(err).Msg("stop session")
+			return
+		}
+		c.log.Info().Str("reason", reason).Msg("session stopped")
+	}
+	c.publish(session.Stopped)
+	c.close(StatusSessionEnded, "session stopped")
+}
+
+// StopSession ends a session this replica holds (operator stop relayed over NATS).
+func (h *Hub) StopSession(ctx context.Context, sessionID string) {
+	h.mu.Lock()
+	c := h.conns[sessionID]
+	h.mu.Unlock()
+	if c == nil {
+		return
+	}
+	sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	sess, err := h.cfg.Sessions.Get(sctx, sessionID)
+	cancel()
+	if err == nil {
+		h.stop(ctx, c, sess, "operator")
+	}
+}
+
+// Close ends every worker socket with "going away", so that workers reconnect to another
+// replica, and waits (until ctx ends) for their handlers to finish. Pending observations
+// on those sockets fail as "no channel".
+func (h *Hub) Close(ctx context.Context) {
+	h.mu.Lock()
+	h.closed = true
+	conns := make([]*Conn, 0, len(h.conns))
+	for _, c := range h.conns {
+		conns = append(conns, c)
+	}
+	h.mu.Unlock()
+	for _, c := range conns {
+		c.close(websocket.StatusGoingAway, "replica shutting down")
+	}
+	done := make(chan struct{})
+	go func() { h.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
+// watchGone stops a session whose socket closed and that no replica took over within
+// GoneAfter. A worker moving to another replica re-attaches well before that.
+func (h *Hub) watchGone(c *Conn) {
+	h.mu.Lock()
+	closing := h.closed
+	h.mu.Unlock()
+	if closing {
+		return
+	}
+	time.AfterFunc(h.cfg.GoneAfter, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		sess, err := h.cfg.Sessions.Get(ctx, c.session.ID)
+		if err != nil || sess.Stopped || sess.Owner != "" {
+			return
+		}
+		if _, err := h.cfg.Sessions.Stop(ctx, sess.ID, "worker gone"); err != nil {
+			c.log.Warn().Err(err).Msg("stop abandoned session")
+			return
+		}
+		if h.cfg.Events != nil {
+			h.cfg.Events.Publish(ctx, session.Event{AgentID: sess.AgentID, SessionID: sess.ID, Status: session.Stopped, At: h.cfg.Now()})
+		}
+	})
+}

@@ -1,0 +1,81 @@
+// Command agentfy-api is one API replica: the view routes, the consume route, the worker
+// tool channel, the status feed, health, metrics, the OpenAPI document and the web app.
+// Run several behind a load balancer; they share Redis and NATS.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/agentfy/agentfy/cmd/internal/conf"
+	"github.com/agentfy/agentfy/internal/replica"
+	"github.com/agentfy/agentfy/openapi"
+	"github.com/agentfy/agentfy/session"
+	"github.com/agentfy/agentfy/web"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "agentfy-api:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	listen := flag.String("listen", conf.Env("AGENTFY_LISTEN", ":8080"), "HTTP listen `address` (AGENTFY_LISTEN)")
+	id := flag.String("replica-id", os.Getenv("AGENTFY_REPLICA_ID"), "replica `id` (AGENTFY_REPLICA_ID; default host name + random)")
+	flag.Parse()
+	log := conf.Logger("api")
+	if *id == "" {
+		host, _ := os.Hostname()
+		b := make([]byte, 3)
+		_, _ = rand.Read(b)
+		*id = host + "-" + hex.EncodeToString(b)
+	}
+	ro, err := conf.Redis()
+	if err != nil {
+		return err
+	}
+	nc, err := conf.NATS("agentfy-api " + *id)
+	if err != nil {
+		return err
+	}
+	jwtCfg, err := conf.JWT()
+	if err != nil {
+		return err
+	}
+	var policy session.Policy
+	if policy.IdleAfter, err = conf.Duration("AGENTFY_IDLE_AFTER", session.DefaultPolicy.IdleAfter); err != nil {
+		return err
+	}
+	if policy.StopAfter, err = conf.Duration("AGENTFY_STOP_AFTER", session.DefaultPolicy.StopAfter); err != nil {
+		return err
+	}
+	goneAfter, err := conf.Duration("AGENTFY_GONE_AFTER", 0)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	r, err := replica.New(ctx, replica.Options{
+		ReplicaID: *id, Deployment: conf.Deployment(), Redis: ro, NATS: nc, JWT: jwtCfg,
+		Policy: policy, GoneAfter: goneAfter, OpenAPI: openapi.Document, WebApp: web.Files(), Log: log.With().Str("replica", *id).Logger(),
+	})
+	if err != nil {
+		return err
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", *listen)
+	if err != nil {
+		return err
+	}
+	log.Info().Str("addr", ln.Addr().String()).Str("replica", *id).Msg("listening")
+	return r.Serve(ctx, ln)
+}

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/rs/zerolog"
+
+	"github.com/agentfy/agentfy/broker"
+)
+
+// maxPassFileBytes bounds the pass file.
+const maxPassFileBytes = 4 << 10 // 4 KiB
+
+// Environment variables. Every flag mirrors one; the flag wins. The pass has
+// no flag: a command line is visible to every process on the machine.
+const (
+	envAPIURL     = "AGENTFY_API_URL"
+	envPass       = "AGENTFY_BROKER_PASS"      //nolint:gosec // a variable's name, not a credential
+	envPassFile   = "AGENTFY_BROKER_PASS_FILE" //nolint:gosec // a variable's name, not a credential
+	envIPCDir     = "AGENTFY_IPC_DIR"
+	envChromium   = "AGENTFY_CHROMIUM"
+	envProfileDir = "AGENTFY_BROKER_PROFILE_DIR"
+	envLogLevel   = "AGENTFY_LOG_LEVEL"
+)
+
+// config is the broker process's configuration.
+type config struct {
+	apiURL     string
+	pass       string
+	ipcDir     string
+	chromium   string
+	profileDir string
+	logLevel   zerolog.Level
+}
+
+// loadConfig reads the configuration from args (without the program name)
+// and the environment. It rejects a missing API URL, IPC directory or pass,
+// a pass given both inline and as a file, and an unknown log level.
+func loadConfig(args []string, getenv func(string) string) (config, error) {
+	fs := flag.NewFlagSet("agentfy-broker", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	apiURL := fs.String("api-url", getenv(envAPIURL), "base URL of any API replica ($"+envAPIURL+")")
+	passFile := fs.String("pass-file", getenv(envPassFile), "file holding the broker pass ($"+envPassFile+"; or $"+envPass+")")
+	ipcDir := fs.String("ipc-dir", getenv(envIPCDir), "IPC directory shared with the worker ($"+envIPCDir+")")
+	chromium := fs.String("chromium", or(getenv(envChromium), broker.DefaultChromium), "Chromium executable ($"+envChromium+")")
+	profileDir := fs.String("profile-dir", getenv(envProfileDir), "parent of the private Chromium profile, default $TMPDIR ($"+envProfileDir+")")
+	logLevel := fs.String("log-level", or(getenv(envLogLevel), "info"), "debug, info, warn or error ($"+envLogLevel+")")
+	if err := fs.Parse(args); err != nil {
+		return config{}, fmt.Errorf("flags: %w", err)
+	}
+	if fs.NArg() > 0 {
+		return config{}, fmt.Errorf("flags: unexpected argument %q", fs.Arg(0))
+	}
+
+	c := config{apiURL: *apiURL, ipcDir: *ipcDir, chromium: *chromium, profileDir: *profileDir}
+	var errs []error
+	if c.apiURL == "" {
+		errs = append(errs, fmt.Errorf("%s is required", envAPIURL))
+	}
+	if c.ipcDir == "" {
+		errs = append(errs, fmt.Errorf("%s is required", envIPCDir))
+	}
+	level, err := zerolog.ParseLevel(*logLevel)
+	if err != nil || level == zerolog.NoLevel {
+		errs = append(errs, fmt.Errorf("%s: unknown level %q", envLogLevel, *logLevel))
+	}
+	c.logLevel = level
+	switch inline := getenv(envPass); {
+	case inline != "" && *passFile != "":
+		errs = append(errs, fmt.Errorf("set %s or %s, not both", envPass, envPassFile))
+	case inline != "":
+		c.pass = inline
+	case *passFile != "":
+		pass, err := readPass(*passFile)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		c.pass = pass
+	default:
+		errs = append(errs, fmt.Errorf("%s or %s is required", envPass, envPassFile))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return config{}, fmt.Errorf("config: %w", err)
+	}
+	return c, nil
+}
+
+// readPass reads the pass file, at most maxPassFileBytes, without its
+// trailing newline.
+func readPass(path string) (string, error) {
+	f, err := os.Open(path) //nolint:gosec // the operator names the file
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", envPassFile, err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxPassFileBytes+1))
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", envPassFile, err)
+	}
+	if len(b) > maxPassFileBytes {
+		return "", fmt.Errorf("%s: longer than %d bytes", envPassFile, maxPassFileBytes)
+	}
+	pass := strings.TrimRight(string(b), "\r\n")
+	if pass == "" {
+		return "", fmt.Errorf("%s: empty", envPassFile)
+	}
+	return pass, nil
+}
+
+// childEnv is the environment for Chromium: ours without any AGENTFY_
+// variable, so that neither the pass nor the configuration reaches it.
+func childEnv(environ []string) []string {
+	var env []string
+	for _, kv := range environ {
+		if !strings.HasPrefix(kv, "AGENTFY_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+func or(v, def string) string {
+	if v != "" {
+		return v
+	}
+	return def
+}

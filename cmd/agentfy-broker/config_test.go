@@ -1,0 +1,97 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/rs/zerolog"
+)
+
+func TestLoadConfig(t *testing.T) {
+	dir := t.TempDir()
+	passFile := filepath.Join(dir, "pass")
+	if err := os.WriteFile(passFile, []byte("file-pass\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	emptyFile := filepath.Join(dir, "empty")
+	if err := os.WriteFile(emptyFile, []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hugeFile := filepath.Join(dir, "huge")
+	if err := os.WriteFile(hugeFile, []byte(strings.Repeat("p", maxPassFileBytes+1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := map[string]string{envAPIURL: "http://api:8080", envIPCDir: "/run/ipc", envPass: "env-pass"}
+	with := func(kv ...string) map[string]string {
+		m := map[string]string{}
+		for k, v := range base {
+			m[k] = v
+		}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+
+	tests := []struct {
+		name    string
+		env     map[string]string
+		args    []string
+		want    config
+		wantErr string
+	}{
+		{
+			name: "environment with defaults",
+			env:  base,
+			want: config{apiURL: "http://api:8080", pass: "env-pass", ipcDir: "/run/ipc", chromium: "/usr/bin/chromium", logLevel: zerolog.InfoLevel},
+		},
+		{
+			name: "pass from a file, flags win",
+			env:  with(envPass, "", envPassFile, passFile, envChromium, "/opt/chromium", envLogLevel, "debug"),
+			args: []string{"-ipc-dir", "/other", "-profile-dir", "/var/lib/broker"},
+			want: config{apiURL: "http://api:8080", pass: "file-pass", ipcDir: "/other", chromium: "/opt/chromium", profileDir: "/var/lib/broker", logLevel: zerolog.DebugLevel},
+		},
+		{name: "no pass", env: with(envPass, ""), wantErr: "AGENTFY_BROKER_PASS or AGENTFY_BROKER_PASS_FILE is required"},
+		{name: "both passes", env: with(envPassFile, passFile), wantErr: "not both"},
+		{name: "empty pass file", env: with(envPass, "", envPassFile, emptyFile), wantErr: "empty"},
+		{name: "huge pass file", env: with(envPass, "", envPassFile, hugeFile), wantErr: "longer than"},
+		{name: "missing pass file", env: with(envPass, "", envPassFile, filepath.Join(dir, "nope")), wantErr: "no such file"},
+		{name: "no api url", env: with(envAPIURL, ""), wantErr: "AGENTFY_API_URL is required"},
+		{name: "no ipc dir", env: with(envIPCDir, ""), wantErr: "AGENTFY_IPC_DIR is required"},
+		{name: "bad log level", env: with(envLogLevel, "loud"), wantErr: "unknown level"},
+		{name: "no pass flag", env: base, args: []string{"-pass", "x"}, wantErr: "flag provided but not defined"},
+		{name: "stray argument", env: base, args: []string{"serve"}, wantErr: "unexpected argument"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := loadConfig(tt.args, func(k string) string { return tt.env[k] })
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("loadConfig() error = %v, want %q", err, tt.wantErr)
+				}
+				for _, secret := range []string{"env-pass", "file-pass"} {
+					if strings.Contains(err.Error(), secret) {
+						t.Errorf("error %q shows the pass", err)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("loadConfig() error = %v", err)
+			}
+			if got != tt.want {
+				t.Errorf("loadConfig() = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestChildEnv(t *testing.T) {
+	got := childEnv([]string{"PATH=/bin", "AGENTFY_BROKER_PASS=s3cret", "AGENTFY_API_URL=http://api", "TMPDIR=/tmp", "XAGENTFY_KEEP=1"})
+	if want := []string{"PATH=/bin", "TMPDIR=/tmp", "XAGENTFY_KEEP=1"}; !slices.Equal(got, want) {
+		t.Errorf("childEnv() = %v, want %v", got, want)
+	}
+}

@@ -1,0 +1,142 @@
+// Command agentfy-broker is the browser broker of one worker session: it owns
+// a headless Chromium, serves the browser tools and read-only observation on
+// $AGENTFY_IPC_DIR/browser.sock, and redeems observation request ids at the
+// API with its broker pass.
+//
+// Configuration (environment; flags mirror all but the pass):
+//
+//	AGENTFY_API_URL            base URL of any API replica (required)
+//	AGENTFY_BROKER_PASS        the broker pass, or
+//	AGENTFY_BROKER_PASS_FILE   a file holding it (one of the two is required)
+//	AGENTFY_IPC_DIR            the IPC directory shared with the worker (required)
+//	AGENTFY_CHROMIUM           Chromium executable (default /usr/bin/chromium)
+//	AGENTFY_BROKER_PROFILE_DIR parent of the private profile (default $TMPDIR)
+//	AGENTFY_LOG_LEVEL          debug, info, warn or error (default info)
+//
+// It logs JSON lines to stderr, never the pass, a URL, a title or a frame.
+// SIGINT or SIGTERM stops it: the socket is closed and removed, Chromium is
+// closed and its profile removed.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/agentfy/agentfy/broker"
+)
+
+// Server limits. Every tool call answers within ToolTimeout and every
+// observation within ObserveTimeout, so writes get that and a margin.
+const (
+	readHeaderTimeout = 5 * time.Second
+	readTimeout       = 10 * time.Second
+	writeMargin       = 5 * time.Second
+	idleTimeout       = 60 * time.Second
+	maxHeaderBytes    = 16 << 10 // 16 KiB
+	shutdownTimeout   = 10 * time.Second
+	consumeIdleConns  = 2
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Environ(), os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "agentfy-broker:", err)
+		os.Exit(1)
+	}
+}
+
+// run starts the broker and serves until ctx ends or Chromium exits.
+func run(ctx context.Context, args []string, getenv func(string) string, environ []string, stderr io.Writer) error {
+	cfg, err := loadConfig(args, getenv)
+	if err != nil {
+		return err
+	}
+	// The pass lives in cfg from here on; children get a cleaned
+	// environment (see childEnv), and this process's copy is dropped.
+	_ = os.Unsetenv(envPass)
+	logger := zerolog.New(stderr).Level(cfg.logLevel).With().Timestamp().Str("service", "agentfy-broker").Logger()
+
+	consume, err := broker.NewConsumeClient(&http.Client{
+		Transport: &http.Transport{
+			Proxy:               http.ProxyFromEnvironment,
+			MaxIdleConnsPerHost: consumeIdleConns,
+			IdleConnTimeout:     idleTimeout,
+			TLSHandshakeTimeout: broker.DefaultConsumeTimeout,
+		},
+	}, cfg.apiURL, cfg.pass)
+	if err != nil {
+		return err
+	}
+
+	launchCtx, cancelLaunch := context.WithTimeout(ctx, broker.DefaultLaunchTimeout)
+	chromium, err := broker.LaunchChromium(launchCtx, broker.LaunchConfig{
+		Bin:           cfg.chromium,
+		ProfileParent: cfg.profileDir,
+		Leakless:      true,
+		Env:           childEnv(environ),
+	}, logger)
+	cancelLaunch()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// Stopping must not inherit the cancelled context of the signal.
+		if err := chromium.Close(context.WithoutCancel(ctx)); err != nil {
+			logger.Error().Err(err).Msg("stop chromium")
+		}
+	}()
+
+	bcfg := broker.DefaultConfig()
+	b, err := broker.New(ctx, chromium.Browser, consume, bcfg, logger, broker.SystemClock{})
+	if err != nil {
+		return err
+	}
+	defer b.Shutdown()
+
+	ln, err := broker.Listen(ctx, cfg.ipcDir)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           b.Handler(),
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      max(bcfg.ToolTimeout, bcfg.ObserveTimeout) + writeMargin,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          log.New(logger, "", 0),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	logger.Info().Str("socket", ln.Addr().String()).Msg("listening")
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		logger.Info().Msg("stopping")
+	case <-chromium.Exited():
+		runErr = errors.New("chromium exited")
+		logger.Error().Msg("chromium exited; stopping")
+	case err := <-served:
+		runErr = fmt.Errorf("serve: %w", err)
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+	defer cancel()
+	// Shutdown closes the listener, which removes the socket.
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		logger.Warn().Err(err).Msg("requests still running at shutdown")
+		_ = srv.Close()
+	}
+	return runErr
+}

@@ -1,0 +1,291 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/ecdh"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentfy/agentfy/broker"
+	"github.com/agentfy/agentfy/view/envelope"
+)
+
+const e2ePass = "e2e-broker-pass-4f1c9a"
+
+// TestBrokerProcess runs the built binary against a local consumption
+// endpoint and a local site: it serves the socket, opens a tab, answers an
+// observation the test can open, keeps the pass out of Chromium's command
+// lines and environments and out of the logs, keeps URLs and titles out of
+// the logs, and on SIGTERM removes the socket and stops Chromium.
+func TestBrokerProcess(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "agentfy-broker")
+	build := exec.CommandContext(t.Context(), "go", "build", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+
+	// The site the agent browses: its URL path and title must not be logged.
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `<!doctype html><title>Confidential Title</title><body style="background:rgb(0,0,255)">`)
+	}))
+	t.Cleanup(site.Close)
+	pageURL := site.URL + "/private-path"
+
+	// The API's consumption route, holding one capability.
+	var (
+		mu   sync.Mutex
+		keys = map[string]*ecdh.PrivateKey{}
+	)
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct{ RequestID string }
+		if r.URL.Path != broker.ConsumePath || r.Header.Get("Authorization") != "Bearer "+e2ePass ||
+			json.NewDecoder(io.LimitReader(r.Body, 1024)).Decode(&req) != nil {
+			http.Error(w, "{}", http.StatusForbidden)
+			return
+		}
+		mu.Lock()
+		k, ok := keys[req.RequestID]
+		delete(keys, req.RequestID)
+		mu.Unlock()
+		if !ok {
+			http.Error(w, "{}", http.StatusNotFound)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(map[string]string{"publicKey": envelope.PublicKeyHex(k)})
+	}))
+	t.Cleanup(api.Close)
+
+	ipc, err := os.MkdirTemp("", "agentfy-e2e-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(ipc) })
+	profiles := filepath.Join(ipc, "profiles")
+	if err := os.Mkdir(profiles, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	chromium := os.Getenv("AGENTFY_CHROMIUM")
+	if chromium == "" {
+		chromium = "/usr/bin/chromium"
+	}
+
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(),
+		envAPIURL+"="+api.URL,
+		envPass+"="+e2ePass,
+		envIPCDir+"="+ipc,
+		envChromium+"="+chromium,
+		envProfileDir+"="+profiles,
+		envLogLevel+"=debug",
+	)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// exited receives the exit once; waitDone is closed after it.
+	exited := make(chan error, 1)
+	waitDone := make(chan struct{})
+	var logs bytes.Buffer
+	listening := make(chan struct{})
+	scanned := make(chan struct{})
+	go func() {
+		defer close(scanned)
+		sc := bufio.NewScanner(stderr)
+		once := sync.Once{}
+		for sc.Scan() {
+			logs.Write(sc.Bytes())
+			logs.WriteByte('\n')
+			if strings.Contains(sc.Text(), `"message":"listening"`) {
+				once.Do(func() { close(listening) })
+			}
+		}
+	}()
+	go func() {
+		<-scanned
+		exited <- cmd.Wait()
+		close(waitDone)
+	}()
+	t.Cleanup(func() {
+		// On failure the broker dies at once; leakless then kills Chromium.
+		_ = cmd.Process.Kill()
+		<-waitDone
+	})
+	select {
+	case <-listening:
+	case err := <-exited:
+		t.Fatalf("broker exited: %v\n%s", err, logs.String())
+	case <-time.After(30 * time.Second):
+		t.Fatal("broker did not start listening")
+	}
+
+	socket := filepath.Join(ipc, broker.SocketName)
+	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", socket)
+	}}, Timeout: 30 * time.Second}
+	post := func(path, body string) (int, []byte) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://broker"+path, strings.NewReader(body))
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("POST %s: %v", path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+
+	if fi, err := os.Lstat(socket); err != nil || fi.Mode().Perm() != 0o660 {
+		t.Fatalf("socket %v, %v", fi, err)
+	}
+	if status, body := post("/tools/browser_open", `{"url":"`+pageURL+`"}`); status != 200 || !strings.Contains(string(body), "Confidential Title") {
+		t.Fatalf("browser_open: %d %s", status, body)
+	}
+
+	var id [32]byte
+	_, _ = rand.Read(id[:])
+	requestID := hex.EncodeToString(id[:])
+	key, _ := envelope.GenerateKey(rand.Reader)
+	mu.Lock()
+	keys[requestID] = key
+	mu.Unlock()
+	status, body := post("/observe", `{"requestId":"`+requestID+`"}`)
+	if status != 200 {
+		t.Fatalf("observe: %d %s", status, body)
+	}
+	var sealed envelope.Sealed
+	if err := json.Unmarshal(body, &sealed); err != nil {
+		t.Fatal(err)
+	}
+	plaintext, err := envelope.Open(key, requestID, sealed.Envelope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var page broker.Page
+	if err := json.Unmarshal(plaintext, &page); err != nil || page.URL != pageURL || page.Title != "Confidential Title" {
+		t.Fatalf("page %q %q: %v", page.URL, page.Title, err)
+	}
+
+	// The pass reaches no child: neither its command line nor environment.
+	children := descendants(t, cmd.Process.Pid)
+	if len(children) == 0 {
+		t.Fatal("no child processes found")
+	}
+	for _, pid := range children {
+		for _, f := range []string{"cmdline", "environ"} {
+			b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), f))
+			if err == nil && bytes.Contains(b, []byte(e2ePass)) {
+				t.Errorf("the pass is in the %s of child %d", f, pid)
+			}
+		}
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("broker exit: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("broker did not stop on SIGTERM")
+	}
+	if _, err := os.Lstat(socket); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("socket left behind: %v", err)
+	}
+	if entries, _ := os.ReadDir(profiles); len(entries) != 0 {
+		t.Errorf("profile left behind: %v", entries)
+	}
+	// Chromium's processes go with it; the browser process was waited for,
+	// its helpers may take a moment longer.
+	deadline := time.Now().Add(10 * time.Second)
+	for _, pid := range children {
+		for alive(pid) && time.Now().Before(deadline) {
+			<-time.After(50 * time.Millisecond) // polling another process's exit
+		}
+		if alive(pid) {
+			t.Errorf("child %d still running", pid)
+		}
+	}
+
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		if !json.Valid([]byte(line)) {
+			t.Errorf("log line is not JSON: %s", line)
+		}
+	}
+	for _, secret := range []string{e2ePass, "private-path", "Confidential Title", site.URL, api.URL} {
+		if strings.Contains(logs.String(), secret) {
+			t.Errorf("the logs show %q:\n%s", secret, logs.String())
+		}
+	}
+}
+
+// descendants lists the processes below pid, from /proc.
+func descendants(tb testing.TB, pid int) []int {
+	tb.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	parent := map[int]int{}
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// The command may hold spaces and parentheses; fields resume after
+		// the last ')'.
+		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(fields) > 1 {
+			if pp, err := strconv.Atoi(fields[1]); err == nil {
+				parent[p] = pp
+			}
+		}
+	}
+	var out []int
+	for p := range parent {
+		for q := parent[p]; q > 1; q = parent[q] {
+			if q == pid {
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// alive reports whether pid exists and is not a zombie.
+func alive(pid int) bool {
+	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return false
+	}
+	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	return len(fields) > 0 && fields[0] != "Z"
+}

@@ -1,0 +1,307 @@
+package e2e
+
+import (
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/agentfy/agentfy/auth"
+	"github.com/agentfy/agentfy/internal/stack"
+	"github.com/agentfy/agentfy/session"
+)
+
+func base64Decode(s string) ([]byte, error) { return base64.StdEncoding.Strict().DecodeString(s) }
+
+// replicaA and replicaB: requests go to A, workers attach to B.
+func replicaA() string { return st.Replicas[0].URL }
+
+func startSession(t *testing.T, agent string, o stack.SessionOptions) *stack.Session {
+	t.Helper()
+	o.Replica = 1
+	ss, err := st.StartSession(ctx(t), agent, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ss.Close)
+	return ss
+}
+
+func TestFrameOfTheOpenedPage(t *testing.T) {
+	agent := newAgent(t, "")
+	ss := startSession(t, agent, stack.SessionOptions{})
+	if _, err := ss.Tool(ctx(t), "browser_open", map[string]string{"url": st.Site + "/"}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Watch everything on NATS while viewing.
+	var mu sync.Mutex
+	var seen []*nats.Msg
+	sub, err := st.Bus.Subscribe("agentfy.>", func(m *nats.Msg) { mu.Lock(); seen = append(seen, m); mu.Unlock() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	inbox, err := st.Bus.Subscribe("_INBOX.>", func(m *nats.Msg) { mu.Lock(); seen = append(seen, m); mu.Unlock() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe(); _ = inbox.Unsubscribe() })
+	if err := st.Bus.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	r := get(t, replicaA(), agentPath(agent), token(t, "u-alice"))
+	if r.Status != http.StatusOK {
+		t.Fatalf("status %d: %s", r.Status, r.Body)
+	}
+	res := r.result(t)
+	if !res.Live || res.Page == nil {
+		t.Fatalf("result %.200s", r.Body)
+	}
+	if res.Page.URL != st.Site+"/" || res.Page.Title != "Northwind Supplies — Home" || res.Page.ContentType != "image/jpeg" {
+		t.Fatalf("page url %q title %q type %q", res.Page.URL, res.Page.Title, res.Page.ContentType)
+	}
+	if _, err := time.Parse("2006-01-02T15:04:05.000Z", res.Page.CapturedAt); err != nil {
+		t.Fatalf("capturedAt %q: %v", res.Page.CapturedAt, err)
+	}
+	img := decodeFrame(t, res.Page)
+	if b := img.Bounds(); b.Dx() != 1280 || b.Dy() < 700 || b.Dy() > 900 {
+		t.Fatalf("frame size %v, want the 1280×800 viewport", b)
+	}
+	// The header of the demo page is blue (#2f5bea).
+	if r, g, b, _ := img.At(40, 10).RGBA(); !(b>>8 > 180 && r>>8 < 90 && g>>8 < 130) {
+		t.Fatalf("pixel at the header is %d,%d,%d; want the page's blue", r>>8, g>>8, b>>8)
+	}
+
+	// The partner route gives the same kind of answer.
+	key, _, err := st.Creds.CreateOrgKey(ctx(t), "org-acme", "production", []string{auth.ScopeWorkerLogsRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	openGate(t, agent)
+	r = get(t, replicaA(), partnerPath("org-acme", agent), key)
+	if res := r.result(t); r.Status != http.StatusOK || res.Page == nil || res.Page.Title != "Northwind Supplies — Home" {
+		t.Fatalf("partner view: %d %.200s", r.Status, r.Body)
+	}
+
+	if err := st.Bus.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	_ = sub.Unsubscribe()
+	_ = inbox.Unsubscribe()
+	mu.Lock()
+	defer mu.Unlock()
+	raw, _ := base64Decode(res.Page.Data)
+	var viewRequests, envelopes int
+	for _, m := range seen {
+		data := string(m.Data)
+		for _, secret := range []string{st.Site, "Northwind", res.Page.Data[:64], string(raw[:64]), "/9j/"} {
+			if strings.Contains(data, secret) {
+				t.Fatalf("NATS message on %s carries frame data (%q…)", m.Subject, secret[:min(16, len(secret))])
+			}
+		}
+		switch {
+		case strings.Contains(m.Subject, ".view."):
+			if _, err := hex.DecodeString(data); err != nil || len(data) != 64 {
+				t.Fatalf("view request on %s is not just a request id: %.100q", m.Subject, data)
+			}
+			viewRequests++
+		case strings.HasPrefix(m.Subject, "_INBOX."):
+			var env struct {
+				Envelope map[string]string `json:"envelope"`
+			}
+			if err := json.Unmarshal(m.Data, &env); err != nil || len(env.Envelope) != 4 {
+				t.Fatalf("reply on %s is not an envelope: %.100q", m.Subject, data)
+			}
+			envelopes++
+		}
+	}
+	if viewRequests != 2 || envelopes != 2 {
+		t.Fatalf("saw %d view requests and %d envelopes on NATS, want 2 and 2", viewRequests, envelopes)
+	}
+}
+
+func TestNoTabIsPageNull(t *testing.T) {
+	agent := newAgent(t, "")
+	startSession(t, agent, stack.SessionOptions{})
+	r := get(t, replicaA(), agentPath(agent), token(t, "u-bob"))
+	if r.Status != http.StatusOK || string(r.Body) != "{\"live\":true,\"page\":null}\n" {
+		t.Fatalf("%d %s", r.Status, r.Body)
+	}
+}
+
+func TestNoSessionIsNotLive(t *testing.T) {
+	agent := newAgent(t, "")
+	r := get(t, replicaA(), agentPath(agent), token(t, "u-alice"))
+	if r.Status != http.StatusOK || string(r.Body) != "{\"live\":false}\n" {
+		t.Fatalf("%d %s", r.Status, r.Body)
+	}
+}
+
+func TestRechecksAfterCapture(t *testing.T) {
+	agent := newAgent(t, "")
+	ss := startSession(t, agent, stack.SessionOptions{})
+	if _, err := ss.Tool(ctx(t), "browser_open", map[string]string{"url": st.Site + "/account.html"}); err != nil {
+		t.Fatal(err)
+	}
+	views := st.Replicas[0].Views
+	t.Cleanup(func() { views.OnReply = nil })
+
+	// Membership revoked while the capture runs: 404, no frame.
+	views.OnReply = func(b []byte) []byte {
+		if err := st.Dir.RemoveMember(ctx(t), "team-atlas", "u-bob"); err != nil {
+			t.Error(err)
+		}
+		return b
+	}
+	t.Cleanup(func() { _ = st.Dir.AddMember(ctx(t), "team-atlas", "u-bob") })
+	r := get(t, replicaA(), agentPath(agent), token(t, "u-bob"))
+	if r.Status != http.StatusNotFound || strings.Contains(string(r.Body), "data") {
+		t.Fatalf("revoked during capture: %d %.200s", r.Status, r.Body)
+	}
+	if err := st.Dir.AddMember(ctx(t), "team-atlas", "u-bob"); err != nil {
+		t.Fatal(err)
+	}
+
+	// Session stopped while the capture runs: live:false, never a frame.
+	openGate(t, agent)
+	views.OnReply = func(b []byte) []byte {
+		if err := ss.Stop(ctx(t)); err != nil {
+			t.Error(err)
+		}
+		return b
+	}
+	r = get(t, replicaA(), agentPath(agent), token(t, "u-alice"))
+	if r.Status != http.StatusOK || string(r.Body) != "{\"live\":false}\n" {
+		t.Fatalf("stopped during capture: %d %.200s", r.Status, r.Body)
+	}
+}
+
+func TestAccessAnswers(t *testing.T) {
+	agent := newAgent(t, "")
+	stagingAgent := newAgent(t, "staging")
+	ctx := ctx(t)
+	reader, _, _ := st.Creds.CreateOrgKey(ctx, "org-acme", "production", []string{auth.ScopeWorkerLogsRead})
+	noScope, _, _ := st.Creds.CreateOrgKey(ctx, "org-acme", "production", []string{"agents:read"})
+	otherOrg, _, _ := st.Creds.CreateOrgKey(ctx, "org-globex", "production", []string{auth.ScopeWorkerLogsRead})
+	stagingKey, _, _ := st.Creds.CreateOrgKey(ctx, "org-acme", "staging", []string{auth.ScopeWorkerLogsRead})
+	member, outsider := token(t, "u-alice"), token(t, "u-carol")
+
+	tests := []struct {
+		name, path, bearer string
+		want               int
+	}{
+		{"no token", agentPath(agent), "", http.StatusUnauthorized},
+		{"garbage token", agentPath(agent), "nope", http.StatusUnauthorized},
+		{"org key on the human route", agentPath(agent), reader, http.StatusUnauthorized},
+		{"unknown agent", agentPath("agent-nobody"), member, http.StatusNotFound},
+		{"agent of another team", agentPath("agent-nova"), member, http.StatusNotFound},
+		{"outsider on our agent", agentPath(agent), outsider, http.StatusNotFound},
+		{"partner without scope", partnerPath("org-acme", agent), noScope, http.StatusForbidden},
+		{"partner key of another org", partnerPath("org-globex", agent), otherOrg, http.StatusNotFound},
+		{"partner key for another org's path", partnerPath("org-acme", agent), otherOrg, http.StatusNotFound},
+		{"partner key of another environment", partnerPath("org-acme", agent), stagingKey, http.StatusNotFound},
+		{"partner key of staging on a production agent", partnerPath("org-acme", agent), stagingKey, http.StatusNotFound},
+		{"partner unknown agent", partnerPath("org-acme", "agent-nobody"), reader, http.StatusNotFound},
+		{"partner JWT", partnerPath("org-acme", agent), member, http.StatusUnauthorized},
+		{"partner no credential", partnerPath("org-acme", agent), "", http.StatusUnauthorized},
+	}
+	var notFound []string
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := get(t, replicaA(), tt.path, tt.bearer)
+			if r.Status != tt.want {
+				t.Fatalf("status %d, want %d: %s", r.Status, tt.want, r.Body)
+			}
+			if r.Status == http.StatusNotFound {
+				notFound = append(notFound, string(r.Body))
+			}
+		})
+	}
+	for _, b := range notFound {
+		if b != notFound[0] {
+			t.Fatalf("404 bodies differ: %q vs %q", b, notFound[0])
+		}
+	}
+	// None of those burned the agent's gate: the staging key is right for its agent.
+	if r := get(t, replicaA(), partnerPath("org-acme", stagingAgent), stagingKey); r.Status != http.StatusOK || string(r.Body) != "{\"live\":false}\n" {
+		t.Fatalf("staging key on staging agent: %d %s", r.Status, r.Body)
+	}
+	if r := get(t, replicaA(), agentPath(agent), member); r.Status != http.StatusOK {
+		t.Fatalf("after refusals the member's first view: %d %s", r.Status, r.Body)
+	}
+}
+
+func TestGateAcrossReplicas(t *testing.T) {
+	agent := newAgent(t, "")
+	member := token(t, "u-alice")
+	if r := get(t, st.Replicas[0].URL, agentPath(agent), member); r.Status != http.StatusOK {
+		t.Fatalf("first: %d %s", r.Status, r.Body)
+	}
+	r := get(t, st.Replicas[1].URL, agentPath(agent), member)
+	if r.Status != http.StatusTooManyRequests || r.Header.Get("Retry-After") != "2" {
+		t.Fatalf("second within 2 s on the other replica: %d Retry-After=%q %s", r.Status, r.Header.Get("Retry-After"), r.Body)
+	}
+}
+
+func TestUnavailable(t *testing.T) {
+	member := token(t, "u-alice")
+
+	t.Run("no replica holds the socket", func(t *testing.T) {
+		agent := newAgent(t, "")
+		if _, _, err := st.Sess.Start(ctx(t), agent); err != nil {
+			t.Fatal(err)
+		}
+		r := get(t, replicaA(), agentPath(agent), member)
+		if r.Status != http.StatusServiceUnavailable {
+			t.Fatalf("%d %s", r.Status, r.Body)
+		}
+	})
+	t.Run("worker image without the capability", func(t *testing.T) {
+		agent := newAgent(t, "")
+		ss := startSession(t, agent, stack.SessionOptions{Shell: true, ImageTag: "shell:1.0"})
+		r := get(t, replicaA(), agentPath(agent), member)
+		if r.Status != http.StatusServiceUnavailable {
+			t.Fatalf("%d %s", r.Status, r.Body)
+		}
+		// Observation never restarts the session.
+		cur, err := st.Sess.Current(ctx(t), agent)
+		if err != nil || cur.ID != ss.ID || cur.Hello.ImageTag != "shell:1.0" {
+			t.Fatalf("session after a refused view: %+v %v", cur, err)
+		}
+	})
+	t.Run("worker socket gone", func(t *testing.T) {
+		agent := newAgent(t, "")
+		ss := startSession(t, agent, stack.SessionOptions{})
+		ss.StopWorker()
+		waitOwner(t, ss.ID, "")
+		r := get(t, replicaA(), agentPath(agent), member)
+		if r.Status != http.StatusServiceUnavailable {
+			t.Fatalf("%d %s", r.Status, r.Body)
+		}
+	})
+}
+
+// waitOwner waits until Redis names owner as the session's replica.
+func waitOwner(t *testing.T, sessionID, owner string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s, err := st.Sess.Get(ctx(t), sessionID)
+		if err == nil && s.Owner == owner {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("owner of %s never became %q", sessionID, owner)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition on Redis, not a timing guess
+	}
+}
+
+var _ = session.Running

@@ -1,0 +1,65 @@
+// Package oas validates real HTTP responses against the repository's OpenAPI document
+// (kin-openapi's openapi3filter): status, headers and body bytes. Tests use it on every
+// response of the view routes.
+package oas
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/gorillamux"
+
+	"github.com/agentfy/agentfy/openapi"
+)
+
+// Validator checks responses against the document.
+type Validator struct {
+	router routers.Router
+}
+
+// New loads and validates the document.
+func New(ctx context.Context) (*Validator, error) {
+	loader := openapi3.NewLoader()
+	doc, err := loader.LoadFromData(openapi.Document)
+	if err != nil {
+		return nil, fmt.Errorf("oas: load: %w", err)
+	}
+	if err := doc.Validate(ctx); err != nil {
+		return nil, fmt.Errorf("oas: document invalid: %w", err)
+	}
+	// Match any host: tests run on random loopback ports.
+	doc.Servers = nil
+	r, err := gorillamux.NewRouter(doc)
+	if err != nil {
+		return nil, fmt.Errorf("oas: router: %w", err)
+	}
+	return &Validator{router: r}, nil
+}
+
+// Validate checks one response (its body already read) of req.
+func (v *Validator) Validate(ctx context.Context, req *http.Request, status int, header http.Header, body []byte) error {
+	route, params, err := v.router.FindRoute(req)
+	if err != nil {
+		return fmt.Errorf("oas: no route for %s %s: %w", req.Method, req.URL.Path, err)
+	}
+	opts := &openapi3filter.Options{
+		AuthenticationFunc:    openapi3filter.NoopAuthenticationFunc,
+		IncludeResponseStatus: true,
+		MultiError:            true,
+	}
+	in := &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route, Options: opts},
+		Status:                 status,
+		Header:                 header,
+		Options:                opts,
+	}
+	in.SetBodyBytes(body)
+	if err := openapi3filter.ValidateResponse(ctx, in); err != nil {
+		return fmt.Errorf("oas: %d response of %s does not conform: %w", status, req.URL.Path, err)
+	}
+	return nil
+}

@@ -1,0 +1,163 @@
+// Package replica wires one API replica from plain values: Redis and NATS clients, the
+// stores, the view service, the worker hub, the status feed and the HTTP edge. The
+// binaries, the development stack and the integration tests all start replicas through it.
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+
+	"github.com/agentfy/agentfy/api"
+	"github.com/agentfy/agentfy/auth"
+	"github.com/agentfy/agentfy/bus"
+	"github.com/agentfy/agentfy/channel"
+	"github.com/agentfy/agentfy/directory"
+	"github.com/agentfy/agentfy/feed"
+	"github.com/agentfy/agentfy/session"
+	"github.com/agentfy/agentfy/view"
+)
+
+// Options configure a replica.
+type Options struct {
+	ReplicaID  string
+	Deployment string
+	Redis      *redis.UniversalOptions
+	NATS       bus.Config
+	JWT        auth.JWTConfig
+	Policy     session.Policy
+	// Tick and GoneAfter: see channel.Config.
+	Tick, GoneAfter time.Duration
+	OpenAPI         []byte
+	WebApp          fs.FS
+	Log             zerolog.Logger
+	// DrainTimeout bounds graceful shutdown; 0 means 12 s (longer than a view's 9 s).
+	DrainTimeout time.Duration
+}
+
+// Replica is a wired API replica.
+type Replica struct {
+	opts     Options
+	Redis    redis.UniversalClient
+	NATS     *nats.Conn
+	Sessions *session.Store
+	Dir      *directory.Store
+	Creds    *auth.Store
+	Views    *view.Service
+	Hub      *channel.Hub
+	Feed     *feed.Feed
+	Server   *api.Server
+}
+
+// New connects to Redis and NATS and wires the replica.
+func New(ctx context.Context, o Options) (*Replica, error) {
+	if o.DrainTimeout == 0 {
+		o.DrainTimeout = 12 * time.Second
+	}
+	ns, err := bus.NewNamespace(o.Deployment, o.Redis.DB)
+	if err != nil {
+		return nil, err
+	}
+	verifier, err := auth.NewVerifier(o.JWT)
+	if err != nil {
+		return nil, err
+	}
+	rdb := redis.NewUniversalClient(o.Redis)
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := rdb.Ping(pctx).Err(); err != nil {
+		_ = rdb.Close()
+		return nil, fmt.Errorf("redis: %w", err)
+	}
+	if o.NATS.Name == "" {
+		o.NATS.Name = "agentfy-api " + o.ReplicaID
+	}
+	nc, err := bus.Connect(o.NATS, o.Log)
+	if err != nil {
+		_ = rdb.Close()
+		return nil, err
+	}
+	r := &Replica{opts: o, Redis: rdb, NATS: nc}
+	r.Creds = auth.NewStore(rdb, o.Deployment, nil)
+	r.Dir = directory.NewStore(rdb, o.Deployment)
+	r.Sessions = session.NewStore(rdb, r.Creds, o.Deployment, o.Policy, nil)
+	caps := view.NewCapabilities(rdb, o.Deployment, 0)
+	r.Views = view.NewService(view.NewGate(rdb, o.Deployment, 0), caps, r.Sessions, nc, ns, o.Log)
+	if r.Feed, err = feed.New(nc, ns, o.Log); err != nil {
+		r.close()
+		return nil, err
+	}
+	r.Hub = channel.NewHub(channel.Config{
+		ReplicaID: o.ReplicaID, Creds: r.Creds, Sessions: r.Sessions, NATS: nc, Namespace: ns,
+		Events: r.Feed, Log: o.Log, Tick: o.Tick, GoneAfter: o.GoneAfter,
+	})
+	metrics := api.NewMetrics(r.Views.Pending, r.Hub.ObservationWaiters, r.Hub.Conns, r.Feed.Listeners)
+	r.Server = api.New(api.Config{
+		Log: o.Log, JWT: verifier, Creds: r.Creds, Dir: r.Dir, Sessions: r.Sessions, Views: r.Views,
+		Caps: caps, Hub: r.Hub, Feed: r.Feed, Metrics: metrics, OpenAPI: o.OpenAPI, WebApp: o.WebApp,
+		Ready: r.ready,
+	})
+	return r, nil
+}
+
+func (r *Replica) ready(ctx context.Context) error {
+	if r.NATS.Status() != nats.CONNECTED {
+		return errors.New("nats not connected")
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	return r.Redis.Ping(ctx).Err()
+}
+
+func (r *Replica) close() {
+	if r.Feed != nil {
+		r.Feed.Close()
+	}
+	r.NATS.Close()
+	_ = r.Redis.Close()
+}
+
+// Serve serves HTTP on ln until ctx ends, then shuts down gracefully: it stops accepting,
+// lets pending views finish (they are bounded by 9 s), closes worker sockets so the
+// workers reconnect to another replica, and closes its clients.
+func (r *Replica) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           r.Server.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		MaxHeaderBytes:    32 << 10,
+		IdleTimeout:       2 * time.Minute,
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	srv.RegisterOnShutdown(r.Server.Shutdown)
+	hubCtx, stopHub := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopHub()
+	go r.Hub.Run(hubCtx)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		r.close()
+		return err
+	case <-ctx.Done():
+	}
+	r.opts.Log.Info().Msg("shutting down: draining pending views")
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.DrainTimeout)
+	defer cancel()
+	err := srv.Shutdown(dctx)
+	stopHub()
+	r.Hub.Close(dctx)
+	_ = r.NATS.Drain()
+	r.close()
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}

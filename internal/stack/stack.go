@@ -1,0 +1,273 @@
+// Package stack starts the whole system on one machine: a redis-server, an embedded NATS
+// server, N API replicas, a demo website, and per session a browser broker with its own
+// Chromium plus a worker. The development command, the integration tests, the
+// reliability suite and the benchmarks all use it, so what is tested is what runs.
+package stack
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+
+	"github.com/agentfy/agentfy/auth"
+	"github.com/agentfy/agentfy/bus"
+	"github.com/agentfy/agentfy/directory"
+	"github.com/agentfy/agentfy/internal/redisserver"
+	"github.com/agentfy/agentfy/internal/replica"
+	"github.com/agentfy/agentfy/openapi"
+	"github.com/agentfy/agentfy/session"
+)
+
+// Options configure a stack. The zero value starts two replicas with the shipped seed.
+type Options struct {
+	Replicas   int    // 0 means 2
+	Deployment string // empty means "dev"
+	RedisDB    int
+	// Root is the repository root (for testdata/); empty means found from the working
+	// directory.
+	Root string
+	// Chromium is the browser binary; empty means the broker's default.
+	Chromium string
+	Policy   session.Policy
+	// Tick and GoneAfter: see channel.Config.
+	Tick, GoneAfter time.Duration
+	WebApp          fs.FS
+	Log             zerolog.Logger
+	// NATSServers, when set, replaces the embedded NATS server (a cluster the caller
+	// runs); replica i connects to NATSServers[i % len].
+	NATSServers []string
+}
+
+// Stack is a running system.
+type Stack struct {
+	opts   Options
+	Root   string
+	Redis  *redisserver.Server
+	NATS   *server.Server // nil with Options.NATSServers
+	Secret []byte         // the development JWT secret
+	NS     bus.Namespace
+	Site   string // base URL of the demo website
+
+	Replicas []*Replica
+	// Client is a Redis client and Bus a NATS connection for the harness itself.
+	Client redis.UniversalClient
+	Bus    *nats.Conn
+	Dir    *directory.Store
+	Creds  *auth.Store
+	Sess   *session.Store
+	Seed   directory.Seed
+
+	mu       sync.Mutex
+	sessions []*Session // guarded by mu
+	closers  []func()
+}
+
+// Replica is one running API replica.
+type Replica struct {
+	*replica.Replica
+	ID     string
+	URL    string
+	cancel context.CancelFunc
+	done   chan error
+	ln     net.Listener
+}
+
+// FindRoot walks up from the working directory to the directory holding go.mod.
+func FindRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("stack: go.mod not found above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// Start starts everything but sessions. On error, what started is stopped.
+func Start(ctx context.Context, o Options) (_ *Stack, err error) {
+	if o.Replicas == 0 {
+		o.Replicas = 2
+	}
+	if o.Deployment == "" {
+		o.Deployment = "dev"
+	}
+	s := &Stack{opts: o}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	if s.Root = o.Root; s.Root == "" {
+		if s.Root, err = FindRoot(); err != nil {
+			return nil, err
+		}
+	}
+	if s.NS, err = bus.NewNamespace(o.Deployment, o.RedisDB); err != nil {
+		return nil, err
+	}
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		return nil, err
+	}
+	s.Secret = []byte(base64.RawURLEncoding.EncodeToString(secret))
+
+	if s.Redis, err = redisserver.Start(ctx, redisserver.Options{}); err != nil {
+		return nil, err
+	}
+	s.closers = append(s.closers, s.Redis.Stop)
+	natsURLs := o.NATSServers
+	if len(natsURLs) == 0 {
+		if s.NATS, err = bus.RunEmbedded(bus.EmbeddedOptions{Name: "agentfy-dev", Port: -1, MonitorPort: -1}); err != nil {
+			return nil, err
+		}
+		s.closers = append(s.closers, func() { s.NATS.Shutdown(); s.NATS.WaitForShutdown() })
+		natsURLs = []string{s.NATS.ClientURL()}
+	}
+	s.Client = redis.NewUniversalClient(s.RedisOptions())
+	s.closers = append(s.closers, func() { _ = s.Client.Close() })
+	if s.Bus, err = bus.Connect(bus.Config{Servers: natsURLs, Name: "agentfy-harness"}, o.Log); err != nil {
+		return nil, err
+	}
+	s.closers = append(s.closers, s.Bus.Close)
+
+	s.Creds = auth.NewStore(s.Client, o.Deployment, nil)
+	s.Dir = directory.NewStore(s.Client, o.Deployment)
+	s.Sess = session.NewStore(s.Client, s.Creds, o.Deployment, o.Policy, nil)
+	f, err := os.Open(filepath.Join(s.Root, "testdata", "directory.json"))
+	if err != nil {
+		return nil, err
+	}
+	s.Seed, err = directory.ParseSeed(f)
+	_ = f.Close()
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Dir.Load(ctx, s.Seed); err != nil {
+		return nil, err
+	}
+
+	if err := s.startSite(ctx); err != nil {
+		return nil, err
+	}
+	for i := range o.Replicas {
+		if _, err := s.StartReplica(ctx, i, natsURLs[i%len(natsURLs)]); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// RedisOptions are client options for the stack's Redis.
+func (s *Stack) RedisOptions() *redis.UniversalOptions {
+	return &redis.UniversalOptions{
+		Addrs: []string{s.Redis.Addr()}, DB: s.opts.RedisDB,
+		DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second,
+		MaxRetries: 1, PoolSize: 64,
+	}
+}
+
+// JWTConfig is the verifier configuration the replicas use.
+func (s *Stack) JWTConfig() auth.JWTConfig {
+	return auth.JWTConfig{Issuer: "agentfy-dev", Audience: "agentfy-api", HS256Secret: s.Secret, Leeway: 30 * time.Second}
+}
+
+// Token mints a development JWT for userID.
+func (s *Stack) Token(userID string, ttl time.Duration) (string, error) {
+	c := s.JWTConfig()
+	return auth.MintHS256(c.HS256Secret, c.Issuer, c.Audience, userID, time.Now(), ttl)
+}
+
+// StartReplica starts replica number i (replica-a, replica-b, …) on a free port and
+// connects it to natsURL. It can be called again for an index whose replica stopped.
+func (s *Stack) StartReplica(ctx context.Context, i int, natsURL string) (*Replica, error) {
+	id := fmt.Sprintf("replica-%c", 'a'+i)
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	log := s.opts.Log.With().Str("replica", id).Logger()
+	r, err := replica.New(ctx, replica.Options{
+		ReplicaID: id, Deployment: s.opts.Deployment, Redis: s.RedisOptions(),
+		NATS: bus.Config{Servers: []string{natsURL}, Name: "agentfy-api " + id}, JWT: s.JWTConfig(),
+		Policy: s.opts.Policy, Tick: s.opts.Tick, GoneAfter: s.opts.GoneAfter,
+		OpenAPI: openapi.Document, WebApp: s.opts.WebApp, Log: log, DrainTimeout: 10 * time.Second,
+	})
+	if err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	h := &Replica{Replica: r, ID: id, URL: "http://" + ln.Addr().String(), cancel: cancel, done: make(chan error, 1), ln: ln}
+	go func() { h.done <- r.Serve(rctx, ln) }()
+	s.mu.Lock()
+	for len(s.Replicas) <= i {
+		s.Replicas = append(s.Replicas, nil)
+	}
+	s.Replicas[i] = h
+	s.mu.Unlock()
+	return h, nil
+}
+
+// Stop shuts the replica down gracefully and waits for it.
+func (r *Replica) Stop() error {
+	r.cancel()
+	return <-r.done
+}
+
+// startSite serves testdata/site on a loopback port: the pages the demo agent browses.
+func (s *Stack) startSite(ctx context.Context) error {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: http.FileServer(http.Dir(filepath.Join(s.Root, "testdata", "site"))), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	s.Site = "http://" + ln.Addr().String()
+	s.closers = append(s.closers, func() { _ = srv.Close() })
+	return nil
+}
+
+// Close stops sessions, replicas and servers, newest first.
+func (s *Stack) Close() {
+	s.mu.Lock()
+	sessions := s.sessions
+	s.sessions = nil
+	replicas := s.Replicas
+	s.mu.Unlock()
+	for _, ss := range sessions {
+		ss.Close()
+	}
+	var wg sync.WaitGroup
+	for _, r := range replicas {
+		if r != nil {
+			wg.Go(func() { _ = r.Stop() })
+		}
+	}
+	wg.Wait()
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		s.closers[i]()
+	}
+}

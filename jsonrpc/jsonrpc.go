@@ -1,0 +1,154 @@
+// Package jsonrpc holds the JSON-RPC 2.0 messages of the worker tool channel and a strict
+// reader for them. Both ends — the API replica and the worker — use it.
+package jsonrpc
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Version is the only protocol version accepted.
+const Version = "2.0"
+
+// MaxMessage bounds one message on the channel: a sealed frame of a 1280×2000 viewport
+// with its base64 and JSON overhead stays well below it.
+const MaxMessage = 8 << 20 // 8 MiB
+
+// Methods of the tool channel.
+const (
+	// MethodHello is the worker's first request: its image tag, bootstrap revision and
+	// capabilities.
+	MethodHello = "agentfy/hello"
+	// MethodToolsCall asks the worker to run one tool.
+	MethodToolsCall = "tools/call"
+	// MethodBrowserView asks the worker to relay a view request id to its broker. It is
+	// not a tool: it never passes through tool routing.
+	MethodBrowserView = "agentfy/browserView"
+)
+
+// Standard and application error codes.
+const (
+	CodeParseError     = -32700
+	CodeInvalidRequest = -32600
+	CodeMethodNotFound = -32601
+	CodeInvalidParams  = -32602
+	CodeInternal       = -32603
+	// CodeBusy: a bound was reached (too many observations in flight).
+	CodeBusy = -32001
+	// CodeUnavailable: the broker or browser could not serve the request.
+	CodeUnavailable = -32002
+	// CodeToolFailed: the tool ran and failed.
+	CodeToolFailed = -32003
+	// CodeRefused: the broker could not redeem the view capability.
+	CodeRefused = -32004
+)
+
+// Error is a JSON-RPC error object.
+type Error struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("jsonrpc error %d: %s", e.Code, e.Message) }
+
+// Message is any JSON-RPC message: a request (Method set, ID set), a notification
+// (Method set, no ID) or a response (Result or Error, ID set). Params and Result stay raw
+// so a relay can pass an envelope through without decoding it.
+type Message struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      *uint64         `json:"id,omitempty"`
+	Method  string          `json:"method,omitempty"`
+	Params  json.RawMessage `json:"params,omitempty"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   *Error          `json:"error,omitempty"`
+}
+
+// IsRequest reports whether m is a request expecting a response.
+func (m *Message) IsRequest() bool { return m.Method != "" && m.ID != nil }
+
+// IsResponse reports whether m answers a request.
+func (m *Message) IsResponse() bool { return m.Method == "" && m.ID != nil }
+
+// ErrInvalid is returned by Parse for anything that is not one well-formed message.
+var ErrInvalid = errors.New("jsonrpc: invalid message")
+
+// Parse decodes exactly one message and checks its form: version "2.0"; a request has a
+// method and no result/error; a response has an id and exactly one of result and error.
+// Batches, unknown fields and trailing data are rejected.
+func Parse(b []byte) (*Message, error) {
+	if len(b) > MaxMessage {
+		return nil, fmt.Errorf("%w: too large", ErrInvalid)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var m Message
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%w: trailing data", ErrInvalid)
+	}
+	if m.JSONRPC != Version {
+		return nil, fmt.Errorf("%w: version", ErrInvalid)
+	}
+	hasResult, hasError := len(m.Result) > 0, m.Error != nil
+	switch {
+	case m.Method != "":
+		if hasResult || hasError {
+			return nil, fmt.Errorf("%w: request with result", ErrInvalid)
+		}
+	case m.ID == nil:
+		return nil, fmt.Errorf("%w: neither request nor response", ErrInvalid)
+	case hasResult == hasError:
+		return nil, fmt.Errorf("%w: response needs exactly one of result and error", ErrInvalid)
+	}
+	return &m, nil
+}
+
+// NewRequest builds a request.
+func NewRequest(id uint64, method string, params any) ([]byte, error) {
+	p, err := json.Marshal(params)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(Message{JSONRPC: Version, ID: &id, Method: method, Params: p})
+}
+
+// NewResult builds a success response; result is sent as it is (already JSON).
+func NewResult(id uint64, result json.RawMessage) ([]byte, error) {
+	if len(result) == 0 {
+		result = json.RawMessage("null")
+	}
+	return json.Marshal(Message{JSONRPC: Version, ID: &id, Result: result})
+}
+
+// NewError builds an error response.
+func NewError(id uint64, code int, message string) ([]byte, error) {
+	return json.Marshal(Message{JSONRPC: Version, ID: &id, Error: &Error{Code: code, Message: message}})
+}
+
+// HelloParams is the worker's hello.
+type HelloParams struct {
+	ImageTag          string   `json:"imageTag"`
+	BootstrapRevision int      `json:"bootstrapRevision"`
+	Capabilities      []string `json:"capabilities"`
+}
+
+// HelloResult answers the hello.
+type HelloResult struct {
+	SessionID string `json:"sessionId"`
+}
+
+// ToolCallParams asks for one tool call.
+type ToolCallParams struct {
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+}
+
+// BrowserViewParams carries only the request id: nothing the worker could use to read or
+// forge the frame.
+type BrowserViewParams struct {
+	RequestID string `json:"requestId"`
+}

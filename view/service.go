@@ -1,0 +1,225 @@
+package view
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdh"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+
+	"github.com/agentfy/agentfy/bus"
+	"github.com/agentfy/agentfy/session"
+	"github.com/agentfy/agentfy/view/envelope"
+)
+
+// Bounds of the requesting replica.
+const (
+	// MaxPending is the most view requests one replica waits for at once; the next is
+	// refused at once with ErrBusy.
+	MaxPending = 128
+	// RequestTimeout bounds the whole wait for a frame, NATS to reply.
+	RequestTimeout = 9 * time.Second
+	// MaxReply bounds the sealed reply read from NATS.
+	MaxReply = 8 << 20 // 8 MiB
+)
+
+// Errors the HTTP edge maps to statuses.
+var (
+	// ErrRateLimited: the agent's gate was taken within the window (429, Retry-After).
+	ErrRateLimited = errors.New("view: rate limited")
+	// ErrBusy: this replica already waits for MaxPending views (503).
+	ErrBusy = errors.New("view: too many pending views")
+	// ErrUnavailable: the frame could not be had — no channel, old image, broker busy or
+	// refused, capture failed, timeout, or a reply that does not open or validate (503).
+	// It is never reported as "not live".
+	ErrUnavailable = errors.New("view: unavailable")
+)
+
+// Reasons are the error codes an owning replica sends back in NATS headers; they are
+// also the label of the outcome metric. None holds user, agent or page data.
+const (
+	ReasonNoChannel   = "no_channel"  // no replica holds the worker's socket
+	ReasonUnsupported = "unsupported" // the worker image cannot relay views
+	ReasonBusy        = "busy"        // the connection's observation waiters are full, or the broker is busy
+	ReasonRefused     = "refused"     // the broker could not redeem the capability
+	ReasonCapture     = "capture"     // the broker could not capture
+	ReasonTimeout     = "timeout"     // no answer in time
+	ReasonInvalid     = "invalid"     // the reply did not open or validate
+	ReasonFailed      = "failed"      // anything else
+)
+
+// UnavailableError says why a view was unavailable. errors.Is(err, ErrUnavailable) holds.
+type UnavailableError struct{ Reason string }
+
+func (e *UnavailableError) Error() string   { return "view: unavailable: " + e.Reason }
+func (e *UnavailableError) Is(t error) bool { return t == ErrUnavailable }
+func unavailable(reason string) error       { return &UnavailableError{Reason: reason} }
+
+// Sessions is what the view needs of the session store.
+type Sessions interface {
+	Current(ctx context.Context, agentID string) (session.Session, error)
+}
+
+// Authorize checks the caller's access to the agent. It returns auth.ErrNotFound or
+// auth.ErrForbidden for a refusal, another error when it cannot decide (then 503).
+type Authorize func(ctx context.Context) error
+
+// Service runs a view request on the requesting replica: authorization, gate, session,
+// capability, the NATS request, opening and validating the page, and the re-checks.
+type Service struct {
+	gate     *Gate
+	caps     *Capabilities
+	sessions Sessions
+	nc       *nats.Conn
+	ns       bus.Namespace
+	log      zerolog.Logger
+	pending  chan struct{} // a slot per pending request; guarded by channel semantics
+	// OnReply, when set, may replace a sealed reply before it is opened. Tests use it to
+	// tamper with envelopes on their way back; production leaves it nil.
+	OnReply func([]byte) []byte
+}
+
+// NewService wires the view service of one replica.
+func NewService(gate *Gate, caps *Capabilities, sessions Sessions, nc *nats.Conn, ns bus.Namespace, log zerolog.Logger) *Service {
+	return &Service{gate: gate, caps: caps, sessions: sessions, nc: nc, ns: ns, log: log, pending: make(chan struct{}, MaxPending)}
+}
+
+// Pending is the number of view requests this replica waits for now.
+func (s *Service) Pending() int { return len(s.pending) }
+
+// View answers one view request for agentID. authorize runs before the gate (so that
+// strangers cannot burn another team's window) and again before a frame is returned.
+func (s *Service) View(ctx context.Context, agentID string, authorize Authorize) (Result, error) {
+	if err := authorize(ctx); err != nil {
+		return Result{}, err
+	}
+	ok, err := s.gate.Allow(ctx, agentID)
+	if err != nil {
+		return Result{}, err
+	}
+	if !ok {
+		return Result{}, ErrRateLimited
+	}
+	sess, err := s.sessions.Current(ctx, agentID)
+	if errors.Is(err, session.ErrNoSession) {
+		return Result{Live: false}, nil
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	page, err := s.Observe(ctx, sess)
+	if err != nil {
+		return Result{}, err
+	}
+	// The capture took time: the session may have stopped and access may have been
+	// revoked meanwhile. Check both before any pixel leaves.
+	now, err := s.sessions.Current(ctx, agentID)
+	if errors.Is(err, session.ErrNoSession) || (err == nil && now.ID != sess.ID) {
+		return Result{Live: false}, nil
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	if err := authorize(ctx); err != nil {
+		return Result{}, err
+	}
+	return Result{Live: true, Page: page}, nil
+}
+
+// Observe asks the replica holding sess's worker socket for a frame and opens it. A nil
+// page with a nil error means the worker has no tab open.
+func (s *Service) Observe(ctx context.Context, sess session.Session) (*Page, error) {
+	select {
+	case s.pending <- struct{}{}:
+		defer func() { <-s.pending }()
+	default:
+		return nil, ErrBusy
+	}
+	if !sess.HasCapability(session.CapabilityBrowserView) && sess.Owner != "" {
+		// The worker said in its hello that its image cannot relay views: refuse without
+		// dispatching anything.
+		return nil, unavailable(ReasonUnsupported)
+	}
+	ctx, cancel := context.WithTimeout(ctx, RequestTimeout)
+	defer cancel()
+
+	idb := make([]byte, 32)
+	if _, err := rand.Read(idb); err != nil {
+		return nil, fmt.Errorf("view: request id: %w", err)
+	}
+	requestID := hex.EncodeToString(idb)
+	priv, err := envelope.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("view: key: %w", err)
+	}
+	if err := s.caps.Put(ctx, requestID, sess.ID, envelope.PublicKeyHex(priv)); err != nil {
+		return nil, err
+	}
+	subject, err := s.ns.Subject(bus.VerbView, sess.ID)
+	if err != nil {
+		return nil, err
+	}
+	// Only the request id travels on NATS: the public key goes from Redis to the broker
+	// alone (whoever knows it could seal a forged page).
+	reply, err := bus.Request(ctx, s.nc, subject, []byte(requestID))
+	if err != nil {
+		// The capability may not have been redeemed; do not leave it for 10 s. The
+		// request's own context may be over, so use a short one of our own.
+		dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		_ = s.caps.Delete(dctx, requestID)
+		dcancel()
+		return nil, classify(err)
+	}
+	if s.OnReply != nil {
+		reply = s.OnReply(reply)
+	}
+	page, err := openReply(priv, requestID, reply)
+	if err != nil {
+		return nil, unavailable(ReasonInvalid)
+	}
+	return page, nil
+}
+
+func classify(err error) error {
+	var re *bus.RemoteError
+	switch {
+	case errors.Is(err, bus.ErrNoResponders):
+		return unavailable(ReasonNoChannel)
+	case errors.Is(err, bus.ErrTimeout):
+		return unavailable(ReasonTimeout)
+	case errors.As(err, &re):
+		switch re.Code {
+		case ReasonUnsupported, ReasonBusy, ReasonRefused, ReasonCapture, ReasonTimeout, ReasonNoChannel:
+			return unavailable(re.Code)
+		}
+		return unavailable(ReasonFailed)
+	default:
+		return fmt.Errorf("%w: %v", unavailable(ReasonFailed), err)
+	}
+}
+
+// openReply decodes the wire body strictly, opens it and validates the page. Every
+// failure is the same to the caller.
+func openReply(priv *ecdh.PrivateKey, requestID string, reply []byte) (*Page, error) {
+	if len(reply) > MaxReply {
+		return nil, errInvalidPage
+	}
+	dec := json.NewDecoder(bytes.NewReader(reply))
+	dec.DisallowUnknownFields()
+	var sealed envelope.Sealed
+	if err := dec.Decode(&sealed); err != nil || dec.More() {
+		return nil, errInvalidPage
+	}
+	plain, err := envelope.Open(priv, requestID, sealed.Envelope)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePlaintext(plain)
+}

@@ -1,0 +1,343 @@
+// Package worker is the worker process's end of the tool channel: it connects to an API
+// replica with its worker pass, says hello (image tag, bootstrap revision 2,
+// capabilities), and relays tool calls to the browser broker's tool endpoints and view
+// request ids to the broker's /observe — two separate paths. It never sees a frame in
+// clear nor the key it is sealed to: the broker's answer passes through as bytes.
+package worker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+	"github.com/coder/websocket"
+	"github.com/rs/zerolog"
+
+	"github.com/agentfy/agentfy/jsonrpc"
+	"github.com/agentfy/agentfy/session"
+	"github.com/agentfy/agentfy/view/envelope"
+)
+
+// Limits of the worker.
+const (
+	// MaxConcurrentTools and MaxConcurrentViews bound the requests relayed at once;
+	// more are refused with CodeBusy.
+	MaxConcurrentTools = 16
+	MaxConcurrentViews = 8
+	// ToolTimeout and ObserveTimeout bound one broker call.
+	ToolTimeout    = 60 * time.Second
+	ObserveTimeout = 8 * time.Second
+	// DialTimeout bounds connecting and the hello.
+	DialTimeout = 10 * time.Second
+	// WriteTimeout bounds one WebSocket write.
+	WriteTimeout = 10 * time.Second
+	// SocketName is the broker's socket in the shared IPC directory.
+	SocketName = "browser.sock"
+	// StatusSessionEnded is the close code with which a replica ends a stopped session.
+	StatusSessionEnded websocket.StatusCode = 4000
+)
+
+// ErrSessionEnded is returned by Run when the session is over (stopped, or the pass is
+// no longer accepted): the worker must not reconnect.
+var ErrSessionEnded = errors.New("worker: session ended")
+
+// Config configures a worker.
+type Config struct {
+	// APIURLs are the API replicas (or one load-balanced URL), http:// or https://.
+	APIURLs []string
+	// Pass is the worker pass.
+	Pass string
+	// IPCDir holds the broker's socket. Without a socket there (the shell image) the
+	// worker does not advertise browserView and refuses it with method-not-found.
+	IPCDir string
+	// ImageTag is the worker image's immutable tag, stated in the hello.
+	ImageTag string
+	Log      zerolog.Logger
+}
+
+// Worker relays between the tool channel and the broker.
+type Worker struct {
+	cfg    Config
+	broker *http.Client
+	tools  chan struct{}
+	views  chan struct{}
+}
+
+// New returns a Worker.
+func New(cfg Config) (*Worker, error) {
+	if len(cfg.APIURLs) == 0 || cfg.Pass == "" {
+		return nil, errors.New("worker: API URL and worker pass are required")
+	}
+	sock := filepath.Join(cfg.IPCDir, SocketName)
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		},
+		MaxIdleConns:           4,
+		IdleConnTimeout:        30 * time.Second,
+		MaxResponseHeaderBytes: 16 << 10,
+	}
+	return &Worker{
+		cfg: cfg, broker: &http.Client{Transport: tr},
+		tools: make(chan struct{}, MaxConcurrentTools),
+		views: make(chan struct{}, MaxConcurrentViews),
+	}, nil
+}
+
+// capabilities lists browserView only when the broker's socket exists.
+func (w *Worker) capabilities() []string {
+	if w.cfg.IPCDir == "" {
+		return []string{}
+	}
+	if fi, err := os.Stat(filepath.Join(w.cfg.IPCDir, SocketName)); err == nil && fi.Mode()&os.ModeSocket != 0 {
+		return []string{session.CapabilityBrowserView}
+	}
+	return []string{}
+}
+
+// Run connects and serves until ctx ends or the session ends, reconnecting with
+// exponential backoff and moving on to the next API URL after a failure.
+func (w *Worker) Run(ctx context.Context) error {
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval = 100 * time.Millisecond
+	bo.MaxInterval = 5 * time.Second
+	for i := 0; ; i++ {
+		base := w.cfg.APIURLs[i%len(w.cfg.APIURLs)]
+		start := time.Now()
+		err := w.serve(ctx, base)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, ErrSessionEnded) {
+			return err
+		}
+		if time.Since(start) > 30*time.Second {
+			bo.Reset()
+		}
+		wait := bo.NextBackOff()
+		w.cfg.Log.Warn().Err(err).Dur("retry_in", wait).Msg("tool channel lost")
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func channelURL(base string) (string, error) {
+	u, err := url.Parse(strings.TrimRight(base, "/") + "/v1/worker/channel")
+	if err != nil {
+		return "", err
+	}
+	switch u.Scheme {
+	case "http":
+		u.Scheme = "ws"
+	case "https":
+		u.Scheme = "wss"
+	default:
+		return "", fmt.Errorf("worker: API URL must be http or https, not %q", u.Scheme)
+	}
+	return u.String(), nil
+}
+
+// serve runs one connection.
+func (w *Worker) serve(ctx context.Context, base string) error {
+	target, err := channelURL(base)
+	if err != nil {
+		return err
+	}
+	dctx, cancel := context.WithTimeout(ctx, DialTimeout)
+	defer cancel()
+	ws, resp, err := websocket.Dial(dctx, target, &websocket.DialOptions{
+		HTTPHeader: http.Header{"Authorization": {"Bearer " + w.cfg.Pass}},
+	})
+	if resp != nil && resp.Body != nil {
+		_ = resp.Body.Close()
+	}
+	if err != nil {
+		if resp != nil && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
+			return ErrSessionEnded
+		}
+		return fmt.Errorf("dial: %w", err)
+	}
+	ws.SetReadLimit(jsonrpc.MaxMessage)
+	defer func() { _ = ws.CloseNow() }()
+
+	caps := w.capabilities()
+	hello, err := jsonrpc.NewRequest(1, jsonrpc.MethodHello, jsonrpc.HelloParams{
+		ImageTag: w.cfg.ImageTag, BootstrapRevision: session.BootstrapRevision, Capabilities: caps,
+	})
+	if err != nil {
+		return err
+	}
+	if err := ws.Write(dctx, websocket.MessageText, hello); err != nil {
+		return fmt.Errorf("hello: %w", err)
+	}
+	_, data, err := ws.Read(dctx)
+	if err != nil {
+		return fmt.Errorf("hello: %w", err)
+	}
+	if m, err := jsonrpc.Parse(data); err != nil || !m.IsResponse() || m.Error != nil {
+		return fmt.Errorf("hello refused")
+	}
+	w.cfg.Log.Info().Str("api", base).Strs("capabilities", caps).Msg("tool channel open")
+
+	cctx, ccancel := context.WithCancel(ctx)
+	defer ccancel()
+	for {
+		_, data, err := ws.Read(cctx)
+		if err != nil {
+			if websocket.CloseStatus(err) == StatusSessionEnded {
+				return ErrSessionEnded
+			}
+			return err
+		}
+		m, err := jsonrpc.Parse(data)
+		if err != nil || !m.IsRequest() {
+			continue
+		}
+		w.dispatch(cctx, ws, m)
+	}
+}
+
+// dispatch answers one request on its own goroutine, within the bounds.
+func (w *Worker) dispatch(ctx context.Context, ws *websocket.Conn, m *jsonrpc.Message) {
+	id := *m.ID
+	respond := func(b []byte, err error) {
+		if err != nil {
+			return
+		}
+		wctx, cancel := context.WithTimeout(ctx, WriteTimeout)
+		defer cancel()
+		_ = ws.Write(wctx, websocket.MessageText, b)
+	}
+	var sem chan struct{}
+	var handle func(context.Context) ([]byte, error)
+	switch m.Method {
+	case jsonrpc.MethodBrowserView:
+		if len(w.capabilities()) == 0 {
+			respond(jsonrpc.NewError(id, jsonrpc.CodeMethodNotFound, "method not found"))
+			return
+		}
+		sem = w.views
+		handle = func(ctx context.Context) ([]byte, error) { return w.observe(ctx, id, m.Params) }
+	case jsonrpc.MethodToolsCall:
+		sem = w.tools
+		handle = func(ctx context.Context) ([]byte, error) { return w.tool(ctx, id, m.Params) }
+	default:
+		respond(jsonrpc.NewError(id, jsonrpc.CodeMethodNotFound, "method not found"))
+		return
+	}
+	select {
+	case sem <- struct{}{}:
+	default:
+		respond(jsonrpc.NewError(id, jsonrpc.CodeBusy, "too many requests in flight"))
+		return
+	}
+	go func() {
+		defer func() { <-sem }()
+		respond(handle(ctx))
+	}()
+}
+
+// observe relays only the request id to the broker's /observe on the observation path,
+// and passes its answer (the sealed envelope) back untouched.
+func (w *Worker) observe(ctx context.Context, id uint64, params json.RawMessage) ([]byte, error) {
+	var p jsonrpc.BrowserViewParams
+	if err := json.Unmarshal(params, &p); err != nil || !envelope.ValidRequestID(p.RequestID) {
+		return jsonrpc.NewError(id, jsonrpc.CodeInvalidParams, "requestId must be 64 lowercase hex")
+	}
+	ctx, cancel := context.WithTimeout(ctx, ObserveTimeout)
+	defer cancel()
+	body, _ := json.Marshal(p)
+	status, resp, err := w.post(ctx, "/observe", body)
+	if err != nil {
+		return jsonrpc.NewError(id, jsonrpc.CodeUnavailable, "broker unavailable")
+	}
+	switch status {
+	case http.StatusOK:
+		return jsonrpc.NewResult(id, resp)
+	case http.StatusConflict:
+		return jsonrpc.NewError(id, jsonrpc.CodeBusy, "broker busy")
+	case http.StatusBadGateway:
+		return jsonrpc.NewError(id, jsonrpc.CodeRefused, "capability refused")
+	case http.StatusBadRequest:
+		return jsonrpc.NewError(id, jsonrpc.CodeInvalidParams, "bad request id")
+	default:
+		return jsonrpc.NewError(id, jsonrpc.CodeUnavailable, "capture failed")
+	}
+}
+
+// toolNames are the broker's tools; anything else is refused before reaching it.
+var toolNames = map[string]bool{"browser_open": true, "browser_play": true, "browser_tabs": true, "browser_close": true}
+
+// tool relays a tool call to the broker's tool endpoint.
+func (w *Worker) tool(ctx context.Context, id uint64, params json.RawMessage) ([]byte, error) {
+	var p jsonrpc.ToolCallParams
+	if err := json.Unmarshal(params, &p); err != nil || !toolNames[p.Name] {
+		return jsonrpc.NewError(id, jsonrpc.CodeInvalidParams, "unknown tool")
+	}
+	if len(w.capabilities()) == 0 {
+		return jsonrpc.NewError(id, jsonrpc.CodeToolFailed, "this worker image has no browser")
+	}
+	args := []byte(p.Arguments)
+	if len(args) == 0 {
+		args = []byte("{}")
+	}
+	ctx, cancel := context.WithTimeout(ctx, ToolTimeout)
+	defer cancel()
+	status, resp, err := w.post(ctx, "/tools/"+p.Name, args)
+	if err != nil {
+		return jsonrpc.NewError(id, jsonrpc.CodeUnavailable, "broker unavailable")
+	}
+	var out struct {
+		Result json.RawMessage `json:"result"`
+		Error  *struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(resp, &out); err != nil {
+		return jsonrpc.NewError(id, jsonrpc.CodeUnavailable, "broker answered badly")
+	}
+	if status != http.StatusOK || out.Error != nil {
+		msg := "tool failed"
+		if out.Error != nil {
+			msg = out.Error.Code + ": " + out.Error.Message
+		}
+		return jsonrpc.NewError(id, jsonrpc.CodeToolFailed, msg)
+	}
+	return jsonrpc.NewResult(id, out.Result)
+}
+
+func (w *Worker) post(ctx context.Context, path string, body []byte) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://broker"+path, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := w.broker.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, jsonrpc.MaxMessage))
+	if err != nil {
+		return 0, nil, err
+	}
+	return resp.StatusCode, b, nil
+}
