@@ -2,9 +2,10 @@ package broker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -39,7 +40,11 @@ var chromiumFlags = []string{
 	"disable-sync",
 	"no-first-run",
 	"no-startup-window",
+	// Ask for no crash dumps: a renderer's memory holds what the page
+	// shows. Debian's build starts its crash handler anyway; its database
+	// is kept inside the profile (see the environment below).
 	"disable-breakpad",
+	"disable-crash-reporter",
 	"disable-default-apps",
 	"disable-dev-shm-usage",
 	// Windows are never really occluded in headless, but the agent's pages
@@ -66,7 +71,8 @@ type LaunchConfig struct {
 	// when the broker dies without cleaning up.
 	Leakless bool
 	// Env is the environment of Chromium. The caller must strip every
-	// secret from it; nil means none at all.
+	// secret from it. HOME and the XDG directories are replaced by
+	// directories inside the private profile.
 	Env []string
 }
 
@@ -79,6 +85,7 @@ type Chromium struct {
 	profile  string
 	logger   zerolog.Logger
 	cancel   context.CancelFunc // ends the connection's context
+	exited   chan struct{}      // closed when the process has exited
 }
 
 // LaunchChromium starts Chromium with a fresh private profile and connects to
@@ -114,12 +121,16 @@ func LaunchChromium(ctx context.Context, cfg LaunchConfig, logger zerolog.Logger
 			l.Set(flags.Flag(name))
 		}
 	}
-	env := cfg.Env
-	if len(env) == 0 {
-		// rod passes a nil environment on as "inherit ours"; a harmless
-		// variable keeps the child's environment empty of our secrets.
-		env = []string{"AGENTFY_CHROMIUM_CHILD=1"}
-	}
+	// Chromium keeps some state (crash database, caches) under HOME and the
+	// XDG directories rather than the profile; point them into the profile,
+	// which is removed at the end. The list is never empty, which matters:
+	// rod passes an empty environment on as "inherit ours".
+	env := slices.Clone(cfg.Env)
+	env = slices.DeleteFunc(env, func(kv string) bool {
+		name, _, _ := strings.Cut(kv, "=")
+		return name == "HOME" || name == "XDG_CONFIG_HOME" || name == "XDG_CACHE_HOME"
+	})
+	env = append(env, "HOME="+profile, "XDG_CONFIG_HOME="+filepath.Join(profile, ".config"), "XDG_CACHE_HOME="+filepath.Join(profile, ".cache"))
 	l.Env(env...)
 
 	u, err := l.Launch()
@@ -131,10 +142,15 @@ func LaunchChromium(ctx context.Context, cfg LaunchConfig, logger zerolog.Logger
 	// ends them. The DevTools URL is on loopback and already listening, so
 	// connecting does not wait on anything slow.
 	connCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	c := &Chromium{launcher: l, profile: profile, logger: logger, cancel: cancel}
+	c := &Chromium{launcher: l, profile: profile, logger: logger, cancel: cancel, exited: make(chan struct{})}
+	go func() {
+		l.Cleanup() // waits for the exit, then removes the profile directory
+		close(c.exited)
+	}()
 	b := rod.New().ControlURL(u).NoDefaultDevice().Context(connCtx)
 	if err := b.Connect(); err != nil {
-		c.stop()
+		l.Kill()
+		_ = c.stop()
 		return nil, fmt.Errorf("connect chromium: %w", err)
 	}
 	c.Browser = b
@@ -142,42 +158,42 @@ func LaunchChromium(ctx context.Context, cfg LaunchConfig, logger zerolog.Logger
 	return c, nil
 }
 
-// Close stops Chromium, gracefully if it answers in time, and removes its
-// profile directory.
-func (c *Chromium) Close() error {
-	var err error
+// Close stops Chromium, gracefully if it answers within ctx and
+// closeTimeout, else by killing it, and removes its profile directory. It
+// reports an error only when Chromium would not die.
+func (c *Chromium) Close(ctx context.Context) error {
 	if c.Browser != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
-		err = c.Browser.Context(ctx).Close()
+		ctx, cancel := context.WithTimeout(ctx, closeTimeout)
+		// Chromium closes the connection as it exits, which may fail the call.
+		if err := c.Browser.Context(ctx).Close(); err != nil {
+			c.logger.Debug().Err(err).Msg("chromium close")
+		}
 		cancel()
 	}
-	c.stop()
-	if err != nil && !errors.Is(err, context.Canceled) {
-		c.logger.Debug().Err(err).Msg("chromium close")
-	}
-	return nil
+	return c.stop()
 }
+
+// Exited is closed when the Chromium process has exited, whoever stopped it.
+func (c *Chromium) Exited() <-chan struct{} { return c.exited }
 
 // stop waits for Chromium to exit, kills it if it does not in time, and
 // removes the profile.
-func (c *Chromium) stop() {
+func (c *Chromium) stop() error {
 	defer c.cancel()
-	exited := make(chan struct{})
-	go func() {
-		c.launcher.Cleanup() // waits for the exit
-		close(exited)
-	}()
+	defer os.RemoveAll(c.profile)
 	select {
-	case <-exited:
+	case <-c.exited:
+		c.logger.Info().Msg("chromium stopped")
+		return nil
 	case <-time.After(closeTimeout):
-		c.logger.Warn().Msg("chromium did not exit, killing it")
-		c.launcher.Kill()
-		select {
-		case <-exited:
-		case <-time.After(closeTimeout):
-			c.logger.Error().Int("pid", c.launcher.PID()).Msg("chromium did not die")
-		}
 	}
-	_ = os.RemoveAll(c.profile)
-	c.logger.Info().Msg("chromium stopped")
+	c.logger.Warn().Msg("chromium did not exit, killing it")
+	c.launcher.Kill()
+	select {
+	case <-c.exited:
+		c.logger.Info().Msg("chromium killed")
+		return nil
+	case <-time.After(closeTimeout):
+		return fmt.Errorf("chromium (pid %d) did not die", c.launcher.PID())
+	}
 }

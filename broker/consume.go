@@ -65,8 +65,11 @@ func (c *ConsumeClient) Consume(ctx context.Context, requestID string) (*ecdh.Pu
 	req.Header.Set("Accept", "application/json")
 	resp, err := c.client.Do(req)
 	if err != nil {
-		// The *url.Error names the endpoint, which is configuration, not a
-		// secret; it never holds the pass, which travels in a header.
+		// Keep the endpoint out of the error, and so out of the logs.
+		var urlErr *url.Error
+		if errors.As(err, &urlErr) {
+			err = urlErr.Err
+		}
 		return nil, fmt.Errorf("consume capability: %w: %w", ErrCapabilityRefused, err)
 	}
 	defer resp.Body.Close()

@@ -49,7 +49,7 @@ func runTests(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "broker tests need Chromium:", err)
 		return 1
 	}
-	defer c.Close()
+	defer func() { _ = c.Close(context.Background()) }()
 	testChromium = c
 	return m.Run()
 }

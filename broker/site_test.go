@@ -5,6 +5,7 @@ import (
 	"html"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 )
 
@@ -36,6 +37,14 @@ func newSite(tb testing.TB) *site {
 	// scrollbar (a scrollbar takes 15 px from the visual viewport).
 	mux.HandleFunc("/stripes", func(w http.ResponseWriter, r *http.Request) {
 		writeHTML(w, "stripes", `<style>html{overflow:hidden}body{margin:0}div{height:1000px}</style><div style="background:rgb(255,0,0)"></div><div style="background:rgb(0,0,255)"></div><div style="background:rgb(0,255,0)"></div>`)
+	})
+	// /text: a page of text, like most pages an agent reads.
+	mux.HandleFunc("/text", func(w http.ResponseWriter, r *http.Request) {
+		var b strings.Builder
+		for i := range 60 {
+			fmt.Fprintf(&b, "<p>Paragraph %d. The quick brown fox jumps over the lazy dog; pack my box with five dozen liquor jugs.</p>", i)
+		}
+		writeHTML(w, "text", b.String())
 	})
 	// /form: typing and Enter set the title to the text; the button sets
 	// it to "clicked"; the link opens a tab of the site's own.

@@ -1,0 +1,87 @@
+package broker
+
+import (
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/go-rod/rod/lib/proto"
+)
+
+// BenchmarkObserveVsBareCapture measures a whole observation through the
+// unix socket (HTTP, consumption at a local endpoint, capture, JSON, seal),
+// with no capture spacing, against the bare CDP capture sequence
+// (getTargetInfo, getLayoutMetrics, captureScreenshot) on the same tab
+// through a session of the benchmark's own. The two alternate within one
+// run, so that both see the same machine; it reports both medians and their
+// ratio.
+func BenchmarkObserveVsBareCapture(b *testing.B) {
+	s := newSite(b)
+	tb := newTestBroker(b, nil, func(c *Config) { c.MinCaptureInterval = 0 })
+	tab := tb.open(b, s.URL+"/text")
+	sess := testSession(b, tab.TabID)
+	target := proto.TargetTargetID(tab.TabID)
+	quality := CaptureQuality
+
+	bare := func() {
+		if _, err := (proto.TargetGetTargetInfo{TargetID: target}).Call(testChromium.Browser.Context(b.Context())); err != nil {
+			b.Fatal(err)
+		}
+		m, err := proto.PageGetLayoutMetrics{}.Call(sess)
+		if err != nil {
+			b.Fatal(err)
+		}
+		clip, err := captureClip(m.CSSVisualViewport, devicePixelRatio(m))
+		if err != nil {
+			b.Fatal(err)
+		}
+		shot, err := proto.PageCaptureScreenshot{Format: proto.PageCaptureScreenshotFormatJpeg, Quality: &quality, Clip: clip}.Call(sess)
+		if err != nil || !isJPEG(shot.Data) {
+			b.Fatalf("bare capture: %v", err)
+		}
+	}
+	observe := func() {
+		status, body, _, _ := tb.observe(b)
+		if status != http.StatusOK {
+			b.Fatalf("observe: %d %s", status, body)
+		}
+	}
+	// Warm both paths: the broker's session attach, connections, JIT.
+	observe()
+	bare()
+
+	var observeTimes, bareTimes []time.Duration
+	i := 0
+	for b.Loop() {
+		// Alternate which goes first, so neither always follows the other.
+		first, second := observe, bare
+		firstTimes, secondTimes := &observeTimes, &bareTimes
+		if i%2 == 1 {
+			first, second = bare, observe
+			firstTimes, secondTimes = &bareTimes, &observeTimes
+		}
+		i++
+		start := time.Now()
+		first()
+		mid := time.Now()
+		second()
+		*firstTimes = append(*firstTimes, mid.Sub(start))
+		*secondTimes = append(*secondTimes, time.Since(mid))
+	}
+	obs, bar := median(observeTimes), median(bareTimes)
+	b.ReportMetric(float64(obs.Microseconds())/1000, "observe-p50-ms")
+	b.ReportMetric(float64(bar.Microseconds())/1000, "bare-p50-ms")
+	if bar > 0 {
+		b.ReportMetric(float64(obs)/float64(bar), "observe/bare")
+	}
+}
+
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
