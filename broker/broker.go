@@ -161,33 +161,15 @@ func (b *Broker) session(ctx context.Context, target proto.TargetTargetID) (cdpS
 	return cdpSession{ctx: ctx, browser: b.browser, id: id}, nil
 }
 
-// dropSession forgets an observation session after a failure and detaches
-// it aside, so that the next observation starts from a fresh one. The
-// detaching goroutine lives at most a second, and observations run one at a
-// time, so these goroutines stay few.
-func (b *Broker) dropSession(ctx context.Context, target proto.TargetTargetID) {
-	b.mu.Lock()
-	id, ok := b.sessions[target]
-	delete(b.sessions, target)
-	b.mu.Unlock()
-	if !ok {
-		return
-	}
-	// The observation's context may be spent already; the detach gets a
-	// second of its own.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-	go func() {
-		defer cancel()
-		_ = proto.TargetDetachFromTarget{SessionID: id}.Call(b.browser.Context(ctx))
-	}()
-}
-
+// forgetSession forgets the observation session of a tab, so that the next
+// observation attaches a fresh one.
 func (b *Broker) forgetSession(target proto.TargetTargetID) {
 	b.mu.Lock()
 	delete(b.sessions, target)
 	b.mu.Unlock()
 }
 
+// forgetSessionID forgets an observation session Chromium detached.
 func (b *Broker) forgetSessionID(id proto.TargetSessionID) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -81,11 +81,12 @@ type Chromium struct {
 	// Browser is the rod connection, without default device emulation.
 	Browser *rod.Browser
 
-	launcher *launcher.Launcher
-	profile  string
-	logger   zerolog.Logger
-	cancel   context.CancelFunc // ends the connection's context
-	exited   chan struct{}      // closed when the process has exited
+	launcher   *launcher.Launcher
+	controlURL string // the DevTools WebSocket URL
+	profile    string
+	logger     zerolog.Logger
+	cancel     context.CancelFunc // ends the connection's context
+	exited     chan struct{}      // closed when the process has exited
 }
 
 // LaunchChromium starts Chromium with a fresh private profile and connects to
@@ -142,7 +143,7 @@ func LaunchChromium(ctx context.Context, cfg LaunchConfig, logger zerolog.Logger
 	// ends them. The DevTools URL is on loopback and already listening, so
 	// connecting does not wait on anything slow.
 	connCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	c := &Chromium{launcher: l, profile: profile, logger: logger, cancel: cancel, exited: make(chan struct{})}
+	c := &Chromium{launcher: l, controlURL: u, profile: profile, logger: logger, cancel: cancel, exited: make(chan struct{})}
 	go func() {
 		l.Cleanup() // waits for the exit, then removes the profile directory
 		close(c.exited)

@@ -89,9 +89,8 @@ type Config struct {
 	// captures; zero disables the spacing (benchmarks).
 	MinCaptureInterval time.Duration
 
-	// OnCapture, if set, is called after every capture attempt, for metrics.
-	// It must be quick and must not retain the stats' error for logging
-	// frame contents (it carries none).
+	// OnCapture, if set, is called after every capture attempt, on the
+	// observation's goroutine, for metrics. It must return quickly.
 	OnCapture func(CaptureStats)
 }
 

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-rod/rod"
 	"github.com/go-rod/rod/lib/proto"
 	"github.com/rs/zerolog"
 
@@ -172,6 +173,13 @@ type testBroker struct {
 // serves it on a socket in a fresh directory. edit may change the config.
 func newTestBroker(tb testing.TB, clock Clock, edit func(*Config)) *testBroker {
 	tb.Helper()
+	return newTestBrokerOn(tb, testChromium.Browser, clock, edit)
+}
+
+// newTestBrokerOn is newTestBroker on a given connection to the shared
+// Chromium.
+func newTestBrokerOn(tb testing.TB, browser *rod.Browser, clock Clock, edit func(*Config)) *testBroker {
+	tb.Helper()
 	closeAllTabs(tb)
 	tb.Cleanup(func() { closeAllTabs(tb) })
 
@@ -188,7 +196,7 @@ func newTestBroker(tb testing.TB, clock Clock, edit func(*Config)) *testBroker {
 	if clock == nil {
 		clock = SystemClock{}
 	}
-	b, err := New(tb.Context(), testChromium.Browser, consume, cfg, testLogger(tb), clock)
+	b, err := New(tb.Context(), browser, consume, cfg, testLogger(tb), clock)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -90,7 +90,12 @@ func (b *Broker) observePage(ctx context.Context) ([]byte, error) {
 		b.cfg.OnCapture(stats)
 	}
 	if err != nil {
-		b.dropSession(ctx, id)
+		// A session that answered with an error may be gone; one that
+		// timed out is fine and stays (a tab that does not paint would time
+		// out again through a new one).
+		if captureCtx.Err() == nil {
+			b.forgetSession(id)
+		}
 		// CDP errors name methods and codes, never page content.
 		b.logger.Warn().Err(err).Dur("duration", stats.Duration).Msg("capture failed")
 		return nil, fmt.Errorf("%w: %w", ErrCaptureFailed, err)

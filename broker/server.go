@@ -56,7 +56,7 @@ func (b *Broker) handleOpen(w http.ResponseWriter, r *http.Request) {
 	if !b.decode(w, r, &req) {
 		return
 	}
-	tab, err := b.Open(r.Context(), req.URL)
+	tab, err := b.OpenTab(r.Context(), req.URL)
 	b.reply(w, r, result{tab}, err)
 }
 
@@ -93,7 +93,7 @@ func (b *Broker) handleClose(w http.ResponseWriter, r *http.Request) {
 	if !b.decode(w, r, &req) {
 		return
 	}
-	err := b.Close(r.Context(), req.TabID)
+	err := b.CloseTab(r.Context(), req.TabID)
 	b.reply(w, r, result{struct {
 		Closed bool `json:"closed"`
 	}{true}}, err)
@@ -156,10 +156,19 @@ func (b *Broker) reply(w http.ResponseWriter, r *http.Request, v any, err error)
 		return
 	}
 	e := statusOf(err)
-	if e.status >= http.StatusInternalServerError {
-		// Internal errors are logged, never shown; they carry CDP method
-		// names and codes, not page content.
-		zerolog.Ctx(r.Context()).Error().Err(err).Str("code", e.code).Msg("request failed")
+	logger := zerolog.Ctx(r.Context())
+	switch e.status {
+	case http.StatusInternalServerError:
+		// Internal errors are logged, never shown. They carry CDP method
+		// names and codes, never page content.
+		logger.Error().Err(err).Msg("request failed")
+	case http.StatusBadGateway, http.StatusServiceUnavailable:
+		// Observation failures: consumption and CDP capture errors, which
+		// hold neither the pass, nor a URL, nor page content.
+		logger.Warn().Err(err).Str("code", e.code).Msg("request failed")
+	default:
+		// Tool failures may quote the agent's selectors or the page's own
+		// script errors: only the status reaches the log.
 	}
 	writeError(w, e)
 }

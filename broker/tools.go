@@ -209,10 +209,10 @@ func isClientError(err error) bool {
 	return false
 }
 
-// Open opens url in a new tab in a new window and waits for it to load,
+// OpenTab opens url in a new tab in a new window and waits for it to load,
 // at most Config.LoadTimeout; a page still loading then is returned as it
 // is. It returns ErrBadURL, ErrTooManyTabs, ErrQueueFull or ErrToolTimeout.
-func (b *Broker) Open(ctx context.Context, rawURL string) (Tab, error) {
+func (b *Broker) OpenTab(ctx context.Context, rawURL string) (Tab, error) {
 	if err := validateURL(rawURL); err != nil {
 		return Tab{}, err
 	}
@@ -304,9 +304,9 @@ func (b *Broker) Tabs(ctx context.Context) ([]Tab, error) {
 	return v.([]Tab), nil
 }
 
-// Close closes a tab and its window. It returns ErrUnknownTab, ErrQueueFull
+// CloseTab closes a tab and its window. It returns ErrUnknownTab, ErrQueueFull
 // or ErrToolTimeout.
-func (b *Broker) Close(ctx context.Context, tabID string) error {
+func (b *Broker) CloseTab(ctx context.Context, tabID string) error {
 	_, err := b.runTool(ctx, func(ctx context.Context) (any, error) {
 		if !b.tabs.Has(tabID) {
 			return nil, ErrUnknownTab
@@ -387,10 +387,7 @@ func (b *Broker) step(ctx context.Context, page *rod.Page, s Step) error {
 	case ActionClick:
 		err = click(page, s.Selector)
 	case ActionType:
-		var el *rod.Element
-		if el, err = page.Element(s.Selector); err == nil {
-			err = el.Input(s.Text)
-		}
+		err = typeText(page, s.Selector, s.Text)
 	case ActionPress:
 		key := pressKeys[s.Key]
 		if err = key.Encode(proto.InputDispatchKeyEventTypeKeyDown, 0).Call(page); err == nil {
@@ -413,17 +410,41 @@ func (b *Broker) step(ctx context.Context, page *rod.Page, s Step) error {
 	return err
 }
 
-// click moves the mouse to the centre of the first element matching
-// selector and clicks it, once it can be clicked. The input events are sent
-// here rather than through rod's Mouse, which ignores the page's context.
+// Element helpers of rod (ScrollIntoView, Focus, Click, Input,
+// WaitInteractable) wait for animation frames through a page that ignores
+// the caller's context, so a page that does not paint would hold the tool
+// queue forever. click and typeText use plain CDP calls under the page's
+// context instead.
+
+// interactionRetry is the pause between attempts to find where to click.
+const interactionRetry = 100 * time.Millisecond
+
+// click scrolls the first element matching selector into view and clicks
+// the centre of its first box, once it has one, as a mouse would.
 func click(page *rod.Page, selector string) error {
 	el, err := page.Element(selector)
 	if err != nil {
 		return err
 	}
-	pt, err := el.WaitInteractable()
-	if err != nil {
-		return err
+	ctx := page.GetContext()
+	var pt *proto.Point
+	for {
+		if err := (proto.DOMScrollIntoViewIfNeeded{ObjectID: el.Object.ObjectID}).Call(page); err != nil {
+			return err
+		}
+		quads, err := proto.DOMGetContentQuads{ObjectID: el.Object.ObjectID}.Call(page)
+		if err != nil {
+			return err
+		}
+		if pt = quads.OnePointInside(); pt != nil {
+			break
+		}
+		// Not laid out yet (or hidden): try again until the deadline.
+		select {
+		case <-time.After(interactionRetry):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	for _, ev := range []proto.InputDispatchMouseEvent{
 		{Type: proto.InputDispatchMouseEventTypeMouseMoved, X: pt.X, Y: pt.Y},
@@ -435,6 +456,25 @@ func click(page *rod.Page, selector string) error {
 		}
 	}
 	return nil
+}
+
+// typeText focuses the first element matching selector and inserts text as
+// a keyboard would, firing the page's input events.
+func typeText(page *rod.Page, selector, text string) error {
+	el, err := page.Element(selector)
+	if err != nil {
+		return err
+	}
+	if err := (proto.DOMScrollIntoViewIfNeeded{ObjectID: el.Object.ObjectID}).Call(page); err != nil {
+		return err
+	}
+	if err := (proto.DOMFocus{ObjectID: el.Object.ObjectID}).Call(page); err != nil {
+		return err
+	}
+	if text == "" {
+		return nil
+	}
+	return proto.InputInsertText{Text: text}.Call(page)
 }
 
 // scroll turns the mouse wheel at the centre of the layout viewport and

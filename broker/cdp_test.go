@@ -1,0 +1,201 @@
+package broker
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-rod/rod"
+	"github.com/go-rod/rod/lib/cdp"
+	"github.com/go-rod/rod/lib/proto"
+)
+
+// cdpCall is one command sent to Chromium.
+type cdpCall struct {
+	method      string
+	hasDeadline bool
+}
+
+// recordingClient is a CDP connection that records the commands it sends.
+type recordingClient struct {
+	*cdp.Client
+
+	mu    sync.Mutex
+	calls []cdpCall // guarded by mu
+}
+
+// Call records the command and sends it.
+func (c *recordingClient) Call(ctx context.Context, sessionID, method string, params any) ([]byte, error) {
+	_, ok := ctx.Deadline()
+	c.mu.Lock()
+	c.calls = append(c.calls, cdpCall{method, ok})
+	c.mu.Unlock()
+	return c.Client.Call(ctx, sessionID, method, params)
+}
+
+// take returns the recorded commands and forgets them.
+func (c *recordingClient) take() []cdpCall {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	calls := c.calls
+	c.calls = nil
+	return calls
+}
+
+// recordingBrowser opens a second, recorded connection to the shared
+// Chromium, without a default device.
+func recordingBrowser(tb testing.TB) (*rod.Browser, *recordingClient) {
+	tb.Helper()
+	ws := &cdp.WebSocket{}
+	ctx, cancel := context.WithTimeout(tb.Context(), 5*time.Second)
+	defer cancel()
+	if err := ws.Connect(ctx, testChromium.controlURL, nil); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = ws.Close() })
+	rec := &recordingClient{Client: cdp.New().Start(ws)}
+	browser := rod.New().Client(rec).NoDefaultDevice()
+	if err := browser.Connect(); err != nil {
+		tb.Fatal(err)
+	}
+	return browser, rec
+}
+
+// TestObserveCDPCalls records what observation sends to Chromium: only the
+// read-only capture sequence (and the attachment of its own session), each
+// under a deadline; no activation, script, DOM, input or emulation.
+func TestObserveCDPCalls(t *testing.T) {
+	s := newSite(t)
+	browser, rec := recordingBrowser(t)
+	tb := newTestBrokerOn(t, browser, nil, func(c *Config) {
+		c.MinCaptureInterval = 0
+		c.CaptureTimeout = time.Second
+	})
+	a := tb.open(t, s.URL+"/color/a")
+	tb.play(t, a.TabID, Step{Action: ActionClick, Selector: "body"})
+	b := tb.open(t, s.URL+"/bands")
+	if got := rec.take(); !slices.ContainsFunc(got, func(c cdpCall) bool { return c.method == "Target.activateTarget" }) {
+		t.Fatalf("the recorder missed the tools' calls: %v", got)
+	}
+
+	allowed := []string{
+		"Target.attachToTarget", // once per tab, a session of its own
+		"Target.getTargetInfo",
+		"Page.getLayoutMetrics",
+		"Page.captureScreenshot",
+	}
+	check := func(what string) {
+		t.Helper()
+		calls := rec.take()
+		if len(calls) == 0 {
+			t.Fatalf("%s: no CDP calls recorded", what)
+		}
+		for _, c := range calls {
+			if !slices.Contains(allowed, c.method) {
+				t.Errorf("%s sent %s", what, c.method)
+			}
+			if !c.hasDeadline {
+				t.Errorf("%s sent %s without a deadline", what, c.method)
+			}
+		}
+	}
+
+	for range 2 {
+		if p := tb.observePage(t); p == nil || p.URL != a.URL {
+			t.Fatalf("observed %s, want a", describe(p))
+		}
+		check("observing the played tab")
+	}
+	tb.closeTab(t, a.TabID)
+	rec.take()
+	if p := tb.observePage(t); p == nil || p.URL != b.URL {
+		t.Fatalf("observed %s, want b", describe(p))
+	}
+	check("observing the last opened tab")
+
+	// A stuck tab: the capture fails under its deadline, still with nothing
+	// but the allowed calls.
+	sess := testSession(t, b.TabID)
+	evaluate(t, sess, `setTimeout(() => { for (;;) {} }, 0)`)
+	rec.take()
+	if status, body, _, _ := tb.observe(t); status != http.StatusServiceUnavailable {
+		t.Fatalf("observing a stuck tab: %d %s", status, body)
+	}
+	if err := (proto.RuntimeTerminateExecution{}).Call(sess); err != nil {
+		t.Fatal(err)
+	}
+	check("a failed capture")
+
+	tb.closeTab(t, b.TabID)
+	rec.take()
+	if p := tb.observePage(t); p != nil {
+		t.Fatalf("observed %s, want null", describe(p))
+	}
+	if calls := rec.take(); len(calls) != 0 {
+		t.Errorf("a null observation sent %v", calls)
+	}
+}
+
+// TestToolCallsUnderDeadline records the CDP calls of every tool step: all
+// run under the operation's deadline, but for the two that rod's
+// PageFromTarget makes once per tab, which the broker runs aside and
+// abandons at the deadline.
+func TestToolCallsUnderDeadline(t *testing.T) {
+	s := newSite(t)
+	browser, rec := recordingBrowser(t)
+	tb := newTestBrokerOn(t, browser, nil, nil)
+	rec.take()
+	tab := tb.open(t, s.URL+"/form")
+	tb.play(t, tab.TabID,
+		Step{Action: ActionType, Selector: "#q", Text: "x"},
+		Step{Action: ActionPress, Key: "Enter"},
+		Step{Action: ActionClick, Selector: "#b"},
+		Step{Action: ActionScroll, Y: 10},
+		Step{Action: ActionWait, MS: 1},
+		Step{Action: ActionNavigate, URL: s.URL + "/color/x"},
+	)
+	tb.post(t, "/tools/browser_tabs", "{}")
+	tb.closeTab(t, tab.TabID)
+	aside := []string{"Target.attachToTarget", "Page.enable"}
+	calls := rec.take()
+	if len(calls) < 10 {
+		t.Fatalf("only %d calls recorded", len(calls))
+	}
+	for _, c := range calls {
+		if !c.hasDeadline && !slices.Contains(aside, c.method) {
+			t.Errorf("%s ran without a deadline", c.method)
+		}
+	}
+}
+
+// TestStuckPageReleasesToolQueue checks that a page stuck in script fails a
+// tool call at its deadline and leaves the queue free.
+func TestStuckPageReleasesToolQueue(t *testing.T) {
+	s := newSite(t)
+	tb := newTestBroker(t, nil, func(c *Config) { c.ToolTimeout = 2 * time.Second })
+	tab := tb.open(t, s.URL+"/form")
+	sess := testSession(t, tab.TabID)
+	evaluate(t, sess, `setTimeout(() => { for (;;) {} }, 0)`)
+	t.Cleanup(func() { _ = proto.RuntimeTerminateExecution{}.Call(sess) })
+
+	for _, step := range []Step{
+		{Action: ActionClick, Selector: "#b"},
+		{Action: ActionType, Selector: "#q", Text: "x"},
+		{Action: ActionScroll, Y: 100},
+	} {
+		start := time.Now()
+		status, body := tb.post(t, "/tools/browser_play", map[string]any{"tabId": tab.TabID, "steps": []Step{step}})
+		if status != http.StatusGatewayTimeout {
+			t.Errorf("%s on a stuck page: %d %s, want 504", step.Action, status, body)
+		}
+		if took := time.Since(start); took > 4*time.Second {
+			t.Errorf("%s on a stuck page took %v", step.Action, took)
+		}
+	}
+	if status, body := tb.post(t, "/tools/browser_tabs", "{}"); status != http.StatusOK {
+		t.Fatalf("browser_tabs after the stuck page: %d %s", status, body)
+	}
+}
