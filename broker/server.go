@@ -100,7 +100,7 @@ func (b *Broker) handleClose(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleObserve serves POST /observe. The envelope passes through as the
-// bytes Observe made.
+// bytes Observe made, without another round of JSON.
 func (b *Broker) handleObserve(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		RequestID string `json:"requestId"`
@@ -109,7 +109,11 @@ func (b *Broker) handleObserve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, err := b.Observe(r.Context(), req.RequestID)
-	b.reply(w, r, json.RawMessage(body), err)
+	if err != nil {
+		b.reply(w, r, nil, err)
+		return
+	}
+	writeBody(w, http.StatusOK, body)
 }
 
 // handleHealth serves GET /healthz.
@@ -190,6 +194,11 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	if err != nil {
 		status, data = http.StatusInternalServerError, []byte(`{"error":{"code":"internal","message":"internal error"}}`)
 	}
+	writeBody(w, status, data)
+}
+
+// writeBody writes a JSON body as it is, with a final newline.
+func writeBody(w http.ResponseWriter, status int, data []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
@@ -217,6 +226,9 @@ func (b *Broker) logged(route string, h http.HandlerFunc) http.Handler {
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		h(sw, r)
 		level := zerolog.InfoLevel
+		if route == "/healthz" {
+			level = zerolog.DebugLevel // probes would drown the rest
+		}
 		if sw.status >= http.StatusInternalServerError {
 			level = zerolog.WarnLevel
 		}

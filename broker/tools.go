@@ -30,7 +30,7 @@ const (
 	ActionClick = "click"
 	// ActionType focuses the first element matching Selector and types Text.
 	ActionType = "type"
-	// ActionPress presses and releases Key (see pressKeys).
+	// ActionPress presses and releases Key.
 	ActionPress = "press"
 	// ActionScroll turns the mouse wheel by X and Y CSS pixels at the centre
 	// of the viewport.
@@ -42,14 +42,24 @@ const (
 // Step is one action of a browser_play call. Which fields an action uses is
 // documented on its constant; other fields must be empty.
 type Step struct {
-	Action   string  `json:"action"`
-	URL      string  `json:"url,omitempty"`
-	Selector string  `json:"selector,omitempty"`
-	Text     string  `json:"text,omitempty"`
-	Key      string  `json:"key,omitempty"`
-	X        float64 `json:"x,omitempty"`
-	Y        float64 `json:"y,omitempty"`
-	MS       int64   `json:"ms,omitempty"`
+	// Action is one of the Action constants.
+	Action string `json:"action"`
+	// URL is the page a navigate step loads: http, https or about:blank.
+	URL string `json:"url,omitempty"`
+	// Selector is the CSS selector of a click or type step's element.
+	Selector string `json:"selector,omitempty"`
+	// Text is what a type step types.
+	Text string `json:"text,omitempty"`
+	// Key is the key a press step presses, one of: Enter, Tab, Escape,
+	// Backspace, Delete, Space, ArrowUp, ArrowDown, ArrowLeft, ArrowRight,
+	// PageUp, PageDown, Home, End.
+	Key string `json:"key,omitempty"`
+	// X and Y are a scroll step's distances in CSS pixels, positive to the
+	// right and down.
+	X float64 `json:"x,omitempty"`
+	Y float64 `json:"y,omitempty"`
+	// MS is a wait step's duration in milliseconds.
+	MS int64 `json:"ms,omitempty"`
 }
 
 // pressKeys are the key names a press step accepts.
