@@ -179,6 +179,3 @@ func (b *Broker) forgetSessionID(id proto.TargetSessionID) {
 		}
 	}
 }
-
-// targetID is the CDP type of a tab id.
-type targetID = proto.TargetTargetID

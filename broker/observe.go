@@ -3,9 +3,10 @@ package broker
 import (
 	"context"
 	"encoding/json"
-
 	"fmt"
 	"time"
+
+	"github.com/go-rod/rod/lib/proto"
 
 	"github.com/agentfy/agentfy/view/envelope"
 )
@@ -75,7 +76,7 @@ func (b *Broker) observePage(ctx context.Context) ([]byte, error) {
 	if !ok {
 		return nullPage, nil
 	}
-	id := targetID(target)
+	id := proto.TargetTargetID(target)
 
 	start := b.clock.Now()
 	b.lastCapture = start
@@ -131,7 +132,7 @@ func (b *Broker) spaceCapture(ctx context.Context) error {
 }
 
 // captureTab captures a tab through the observation's own session.
-func (b *Broker) captureTab(ctx context.Context, id targetID, at time.Time) (*Page, error) {
+func (b *Broker) captureTab(ctx context.Context, id proto.TargetTargetID, at time.Time) (*Page, error) {
 	s, err := b.session(ctx, id)
 	if err != nil {
 		return nil, err
