@@ -143,11 +143,11 @@ func (s *Server) requestLog(c *gin.Context) {
 	if route == "" {
 		route = "static"
 	}
-	ev := l.Debug()
+	level := zerolog.DebugLevel
 	if c.Writer.Status() >= http.StatusInternalServerError {
-		ev = l.Info()
+		level = zerolog.InfoLevel
 	}
-	ev.Str("route", route).Str("method", c.Request.Method).Int("status", c.Writer.Status()).
+	l.WithLevel(level).Str("route", route).Str("method", c.Request.Method).Int("status", c.Writer.Status()).
 		Dur("took", time.Since(start)).Msg("request")
 }
 

@@ -181,7 +181,7 @@ func (h *Hub) serve(parent context.Context, ws *websocket.Conn, sess session.Ses
 	}
 	defer c.close(websocket.StatusNormalClosure, "bye")
 
-	hello, helloID, err := c.readHello()
+	hello, helloID, err := c.readHello(ctx)
 	if err != nil {
 		c.log.Warn().Err(err).Msg("worker hello refused")
 		return
@@ -194,26 +194,26 @@ func (h *Hub) serve(parent context.Context, ws *websocket.Conn, sess session.Ses
 	if !h.register(c) {
 		return
 	}
-	defer h.unregister(c)
+	defer h.unregister(c) //nolint:contextcheck // the abandoned-session check outlives the connection by design
 	if err := c.subscribe(); err != nil {
 		c.log.Error().Err(err).Msg("subscribe session subjects")
 		return
 	}
 	res, _ := json.Marshal(jsonrpc.HelloResult{SessionID: sess.ID})
-	if err := c.write(jsonrpc.NewResult(helloID, res)); err != nil {
+	if err := c.write(ctx, encoded(jsonrpc.NewResult(helloID, res))); err != nil {
 		return
 	}
 	c.log.Info().Str("image", hello.ImageTag).Strs("capabilities", hello.Capabilities).Msg("worker attached")
-	c.publish(h.cfg.Sessions.Status(c.mustGet()))
+	c.publish(ctx, h.cfg.Sessions.Status(c.mustGet(ctx)))
 
-	go c.pinger()
-	c.readLoop()
+	go c.pinger(ctx)
+	c.readLoop(ctx)
 }
 
 // readHello waits for the worker's first message, which must be an agentfy/hello request
 // stating bootstrap revision 2.
-func (c *Conn) readHello() (session.Hello, uint64, error) {
-	ctx, cancel := context.WithTimeout(c.ctx, HelloTimeout)
+func (c *Conn) readHello(ctx context.Context) (session.Hello, uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, HelloTimeout)
 	defer cancel()
 	_, data, err := c.ws.Read(ctx)
 	if err != nil {
@@ -225,7 +225,7 @@ func (c *Conn) readHello() (session.Hello, uint64, error) {
 	}
 	var p jsonrpc.HelloParams
 	if err := json.Unmarshal(m.Params, &p); err != nil || p.BootstrapRevision != session.BootstrapRevision || len(p.ImageTag) > 256 || len(p.Capabilities) > 32 {
-		_ = c.write(jsonrpc.NewError(*m.ID, jsonrpc.CodeInvalidParams, "hello: bad image tag, capabilities or bootstrap revision"))
+		_ = c.write(ctx, encoded(jsonrpc.NewError(*m.ID, jsonrpc.CodeInvalidParams, "hello: bad image tag, capabilities or bootstrap revision")))
 		return session.Hello{}, 0, errors.New("bad hello")
 	}
 	return session.Hello{ImageTag: p.ImageTag, BootstrapRevision: p.BootstrapRevision, Capabilities: p.Capabilities}, *m.ID, nil
@@ -265,8 +265,8 @@ func (h *Hub) unregister(c *Conn) {
 	h.wg.Done()
 }
 
-func (c *Conn) mustGet() session.Session {
-	ctx, cancel := context.WithTimeout(c.ctx, 2*time.Second)
+func (c *Conn) mustGet(ctx context.Context) session.Session {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	s, err := c.hub.cfg.Sessions.Get(ctx, c.session.ID)
 	if err != nil {
@@ -392,7 +392,7 @@ func (c *Conn) onTool(msg *nats.Msg) {
 			c.log.Warn().Err(rerr).Msg("record tool activity")
 		}
 		rcancel()
-		c.publish(session.Running)
+		c.publish(ctx, session.Running)
 		var rpcErr *jsonrpc.Error
 		switch {
 		case err == nil:
@@ -419,7 +419,7 @@ func (c *Conn) call(ctx context.Context, method string, params any) (json.RawMes
 		delete(c.waiters, id)
 		c.mu.Unlock()
 	}()
-	if err := c.write(jsonrpc.NewRequest(id, method, params)); err != nil {
+	if err := c.write(ctx, encoded(jsonrpc.NewRequest(id, method, params))); err != nil {
 		return nil, errConnClosed
 	}
 	select {
@@ -439,20 +439,29 @@ func (c *Conn) call(ctx context.Context, method string, params any) (json.RawMes
 	}
 }
 
-func (c *Conn) write(b []byte, err error) error {
-	if err != nil {
-		return err
+// message is an encoded JSON-RPC message or the error of encoding it.
+type message struct {
+	b   []byte
+	err error
+}
+
+func encoded(b []byte, err error) message { return message{b, err} }
+
+func (c *Conn) write(ctx context.Context, m message) error {
+	if m.err != nil {
+		return m.err
 	}
-	ctx, cancel := context.WithTimeout(c.ctx, WriteTimeout)
+	b := m.b
+	ctx, cancel := context.WithTimeout(ctx, WriteTimeout)
 	defer cancel()
 	return c.ws.Write(ctx, websocket.MessageText, b)
 }
 
 // readLoop delivers responses to their waiters until the socket ends. Requests from the
 // worker after the hello are answered with method-not-found.
-func (c *Conn) readLoop() {
+func (c *Conn) readLoop(ctx context.Context) {
 	for {
-		_, data, err := c.ws.Read(c.ctx)
+		_, data, err := c.ws.Read(ctx)
 		if err != nil {
 			return
 		}
@@ -473,21 +482,21 @@ func (c *Conn) readLoop() {
 				}
 			}
 		case m.IsRequest():
-			_ = c.write(jsonrpc.NewError(*m.ID, jsonrpc.CodeMethodNotFound, "method not found"))
+			_ = c.write(ctx, encoded(jsonrpc.NewError(*m.ID, jsonrpc.CodeMethodNotFound, "method not found")))
 		}
 	}
 }
 
-func (c *Conn) pinger() {
+func (c *Conn) pinger(ctx context.Context) {
 	t := time.NewTicker(PingInterval)
 	defer t.Stop()
 	for {
 		select {
-		case <-c.ctx.Done():
+		case <-ctx.Done():
 			return
 		case <-t.C:
-			ctx, cancel := context.WithTimeout(c.ctx, PingTimeout)
-			err := c.ws.Ping(ctx)
+			pctx, cancel := context.WithTimeout(ctx, PingTimeout)
+			err := c.ws.Ping(pctx)
 			cancel()
 			if err != nil {
 				c.close(websocket.StatusGoingAway, "ping timeout")
@@ -504,13 +513,13 @@ func (c *Conn) close(code websocket.StatusCode, reason string) {
 }
 
 // publish sends a status event when the status changed since the last one.
-func (c *Conn) publish(st session.Status) {
+func (c *Conn) publish(ctx context.Context, st session.Status) {
 	c.mu.Lock()
 	changed := c.status != st
 	c.status = st
 	c.mu.Unlock()
 	if changed && c.hub.cfg.Events != nil {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), 2*time.Second)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer cancel()
 		c.hub.cfg.Events.Publish(ctx, session.Event{AgentID: c.session.AgentID, SessionID: c.session.ID, Status: st, At: c.hub.cfg.Now()})
 	}

@@ -48,7 +48,7 @@ func (h *Hub) check(ctx context.Context) {
 			h.stop(ctx, c, sess, "idle timeout")
 			continue
 		}
-		c.publish(st)
+		c.publish(ctx, st)
 	}
 }
 
@@ -64,7 +64,7 @@ func (h *Hub) stop(ctx context.Context, c *Conn, sess session.Session, reason st
 		}
 		c.log.Info().Str("reason", reason).Msg("session stopped")
 	}
-	c.publish(session.Stopped)
+	c.publish(ctx, session.Stopped)
 	c.close(StatusSessionEnded, "session stopped")
 }
 

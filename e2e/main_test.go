@@ -13,7 +13,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -171,11 +170,4 @@ func decodeFrame(t *testing.T, p *view.Page) image.Image {
 		t.Fatal(err)
 	}
 	return img
-}
-
-func mustContain(t *testing.T, s, sub string) {
-	t.Helper()
-	if !strings.Contains(s, sub) {
-		t.Fatalf("%q does not contain %q", s, sub)
-	}
 }

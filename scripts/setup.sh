@@ -2,13 +2,16 @@
 # Idempotent setup of a fresh Debian machine: installs only what is missing.
 #   redis-server and chromium (Debian packages, as root), the pinned golangci-lint, and
 #   the Node packages of the web app and SDK (npm ci).
+#   --runtime installs only what the development stack needs (redis-server, chromium).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+runtime_only=false
+[ "${1:-}" = "--runtime" ] && runtime_only=true
 
 need_apt=()
 command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 [ -x /usr/lib/chromium/chromium ] || [ -x /usr/bin/chromium ] || need_apt+=(chromium)
-command -v docker-compose >/dev/null 2>&1 || need_apt+=(docker-compose)
+$runtime_only || command -v docker-compose >/dev/null 2>&1 || need_apt+=(docker-compose)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "setup: missing ${need_apt[*]}; run as root or: sudo apt-get install -y ${need_apt[*]}" >&2
@@ -19,6 +22,8 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
 fi
+
+$runtime_only && exit 0
 
 GOBIN="$(go env GOPATH)/bin"
 LINT_VERSION=v2.15.0

@@ -19,11 +19,13 @@ import (
 const usage = `agentfy — operator CLI of Agentfy browser view
 
 Usage:
+  agentfy dev [--ready-file f.json]                  run the whole local stack (installs what is missing)
   agentfy seed [-file testdata/directory.json]       load users, teams, orgs and agents
   agentfy token -user ID [-ttl 12h]                  mint a development JWT (HS256)
   agentfy orgkey -org ID -env NAME [-scope S,...]    create an organisation API key (shown once)
   agentfy session start -agent ID                    start a worker session (prints both passes once)
   agentfy session stop (-session ID | -agent ID)     stop a session and revoke its passes
+  agentfy tool -agent ID -name TOOL [-args JSON]     run a tool in the agent's session (over NATS)
 
 Configuration comes from the environment (see README.md): AGENTFY_DEPLOYMENT,
 AGENTFY_REDIS_URL (or _ADDRS/_MASTER/_DB), AGENTFY_NATS_URL, AGENTFY_JWT_*.
@@ -50,6 +52,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		"token":   cmdToken,
 		"orgkey":  cmdOrgKey,
 		"session": cmdSession,
+		"tool":    cmdTool,
+		"dev":     cmdDev,
 	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(stdout, usage)

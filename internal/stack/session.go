@@ -3,6 +3,7 @@ package stack
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"os"
 	"sync"
@@ -24,6 +25,9 @@ type SessionOptions struct {
 	Broker *broker.Config
 	// ImageTag is stated in the worker's hello.
 	ImageTag string
+	// BrokerHandler, when set, serves the broker socket instead of a real broker (tests
+	// that need a broker which holds or misbehaves).
+	BrokerHandler http.Handler
 }
 
 // Session is a started worker session with its broker (own Chromium) and worker.
@@ -63,7 +67,15 @@ func (s *Stack) StartSession(ctx context.Context, agentID string, o SessionOptio
 	s.mu.Unlock()
 	log := s.opts.Log.With().Str("session", sess.ID).Logger()
 
-	if !o.Shell {
+	if o.BrokerHandler != nil {
+		ln, err := broker.Listen(ctx, ss.IPCDir)
+		if err != nil {
+			return nil, err
+		}
+		srv := &http.Server{Handler: o.BrokerHandler, ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		ss.stopBroker = func() { _ = srv.Close() }
+	} else if !o.Shell {
 		if ss.Chromium, err = broker.LaunchChromium(ctx, broker.LaunchConfig{Bin: s.opts.Chromium, Leakless: true, Env: []string{"HOME=" + os.TempDir()}}, log); err != nil {
 			return nil, err
 		}
@@ -84,10 +96,11 @@ func (s *Stack) StartSession(ctx context.Context, agentID string, o SessionOptio
 		}
 		srv := &http.Server{Handler: ss.Broker.Handler(), ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = srv.Serve(ln) }()
+		stopCtx := context.WithoutCancel(ctx)
 		ss.stopBroker = func() {
 			_ = srv.Close()
 			ss.Broker.Shutdown()
-			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			cctx, cancel := context.WithTimeout(stopCtx, 10*time.Second)
 			defer cancel()
 			_ = ss.Chromium.Close(cctx)
 		}
@@ -145,7 +158,9 @@ func (ss *Session) Stop(ctx context.Context) error {
 func (ss *Session) StopWorker() {
 	if ss.stopWorker != nil {
 		ss.stopWorker()
-		<-ss.workerDone
+		if err := <-ss.workerDone; err != nil && !errors.Is(err, worker.ErrSessionEnded) {
+			ss.stack.opts.Log.Warn().Err(err).Msg("worker ended")
+		}
 		ss.stopWorker = nil
 	}
 }

@@ -1,0 +1,331 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/agentfy/agentfy/auth"
+	"github.com/agentfy/agentfy/broker"
+	"github.com/agentfy/agentfy/internal/stack"
+	"github.com/agentfy/agentfy/session"
+	"github.com/agentfy/agentfy/web"
+)
+
+// The demo: who is who in testdata/directory.json.
+const (
+	demoAgent    = "agent-scout"  // browses the demo site in a live session
+	idleAgent    = "agent-ledger" // same team, no session
+	foreignAgent = "agent-nova"   // another team
+	memberUser   = "u-alice"
+	outsiderUser = "u-carol"
+	demoOrg      = "org-acme"
+	otherOrg     = "org-globex"
+)
+
+// readyFile is what --ready-file receives once everything answers.
+type readyFile struct {
+	Replicas     []string          `json:"replicas"`
+	App          string            `json:"app"`
+	NATS         string            `json:"nats"`
+	Redis        string            `json:"redis"`
+	Deployment   string            `json:"deployment"`
+	Agent        string            `json:"agent"`
+	IdleAgent    string            `json:"idleAgent"`
+	ForeignAgent string            `json:"foreignAgent"`
+	Tokens       map[string]string `json:"tokens"`
+	OrgID        string            `json:"orgId"`
+	OrgKeys      map[string]string `json:"orgKeys"`
+	Site         string            `json:"site"`
+	SessionID    string            `json:"sessionId"`
+	Metrics      []string          `json:"metrics"`
+	NATSMonitor  string            `json:"natsMonitor"`
+	JWTSecret    string            `json:"jwtSecret"`
+}
+
+func cmdDev(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
+	readyPath := fs.String("ready-file", "", "write the stack's addresses and credentials as JSON to this `file` once it is ready")
+	restartAfter := fs.Duration("restart-after", 10*time.Second, "start a new demo session this long after the demo session stops (0: never)")
+	chromium := fs.String("chromium", os.Getenv("AGENTFY_CHROMIUM"), "Chromium `binary` (default /usr/bin/chromium)")
+	verbose := fs.Bool("v", false, "log every component at debug level")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	progress := func(format string, a ...any) { fmt.Fprintf(os.Stderr, "• "+format+"\n", a...) }
+	start := time.Now()
+	if err := ensureInstalled(ctx, progress); err != nil {
+		return err
+	}
+
+	level := zerolog.WarnLevel
+	if *verbose {
+		level = zerolog.DebugLevel
+	}
+	log := zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: "15:04:05"}).Level(level).With().Timestamp().Logger()
+
+	progress("starting redis-server, NATS and two API replicas")
+	st, err := stack.Start(ctx, stack.Options{Chromium: *chromium, WebApp: web.Files(), Log: log})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		progress("stopping")
+		st.Close()
+	}()
+	progress("redis %s, NATS %s, replicas %s and %s", st.Redis.Addr(), st.NATS.ClientURL(), st.Replicas[0].URL, st.Replicas[1].URL)
+
+	tokens := map[string]string{}
+	for name, user := range map[string]string{"member": memberUser, "outsider": outsiderUser} {
+		if tokens[name], err = st.Token(user, 12*time.Hour); err != nil {
+			return err
+		}
+	}
+	keys := map[string]string{}
+	for name, k := range map[string]struct {
+		org    string
+		scopes []string
+	}{
+		"reader":   {demoOrg, []string{auth.ScopeWorkerLogsRead}},
+		"noScope":  {demoOrg, []string{"agents:read"}},
+		"otherOrg": {otherOrg, []string{auth.ScopeWorkerLogsRead}},
+	} {
+		if keys[name], _, err = st.Creds.CreateOrgKey(ctx, k.org, "production", k.scopes); err != nil {
+			return err
+		}
+	}
+
+	progress("starting a browser broker with Chromium and a worker for %s (attached to replica-b)", demoAgent)
+	demo := &demoRunner{st: st, log: log, progress: progress}
+	if err := demo.startSession(ctx); err != nil {
+		return err
+	}
+
+	rf := readyFile{
+		Replicas: []string{st.Replicas[0].URL, st.Replicas[1].URL}, App: st.Replicas[0].URL + "/",
+		NATS: st.NATS.ClientURL(), Redis: st.Redis.URL(0), Deployment: "dev",
+		Agent: demoAgent, IdleAgent: idleAgent, ForeignAgent: foreignAgent, Tokens: tokens,
+		OrgID: demoOrg, OrgKeys: keys, Site: st.Site, SessionID: demo.sessionID(),
+		Metrics:     []string{st.Replicas[0].URL + "/metrics", st.Replicas[1].URL + "/metrics"},
+		NATSMonitor: "http://" + st.NATS.MonitorAddr().String(), JWTSecret: string(st.Secret),
+	}
+	// Ready means a frame can be had: wait for the first tab before saying so.
+	if err := demo.waitFirstTab(ctx); err != nil {
+		return err
+	}
+	if *readyPath != "" {
+		b, _ := json.MarshalIndent(rf, "", "  ")
+		if err := writeFileAtomic(*readyPath, b); err != nil {
+			return err
+		}
+	}
+	printBanner(stdout, rf, time.Since(start))
+
+	var wg sync.WaitGroup
+	wg.Go(func() { demo.run(ctx, *restartAfter) })
+	<-ctx.Done()
+	wg.Wait()
+	return nil
+}
+
+// ensureInstalled runs the idempotent setup when redis-server or Chromium is missing.
+func ensureInstalled(ctx context.Context, progress func(string, ...any)) error {
+	_, redisErr := exec.LookPath("redis-server")
+	_, chromeErr := os.Stat(broker.DefaultChromium)
+	if redisErr == nil && chromeErr == nil {
+		return nil
+	}
+	progress("installing what is missing (scripts/setup.sh)")
+	root, err := stack.FindRoot()
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "scripts", "setup.sh"), "--runtime") //nolint:gosec // the repository's own script
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("setup: %w", err)
+	}
+	return nil
+}
+
+func writeFileAtomic(path string, b []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func printBanner(w io.Writer, rf readyFile, took time.Duration) {
+	q := func(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+	fmt.Fprintf(w, `
+Agentfy browser view is running (ready in %.1fs). Ctrl-C stops everything.
+
+  Web app:        %s
+                  sign in with the development token below (pasted into the page,
+                  kept in the tab's session storage, never put in a URL)
+  API replicas:   %s  %s
+  NATS:           %s      Redis: %s      deployment: %s
+  Demo agent:     %s, browsing %s
+
+Member token (u-alice, team Atlas):
+  %s
+
+See the agent's browser (human JWT), as JSON:
+  curl -sS -H 'Authorization: Bearer %s' %s/v1/agents/%s/worker/view | head -c 300; echo
+
+Save the frame as a JPEG:
+  curl -sS -H 'Authorization: Bearer %s' %s/v1/agents/%s/worker/view \
+    | python3 -c 'import sys,json,base64; p=json.load(sys.stdin)["page"]; open("frame.jpg","wb").write(base64.b64decode(p["data"])); print(p["title"], p["url"])'
+
+The partner route (organisation key with worker:logs:read):
+  curl -sS -H 'Authorization: Bearer %s' %s/v1/orgs/%s/agents/%s/worker/view | head -c 300; echo
+
+Watch NATS (ciphertext only; go install github.com/nats-io/natscli/nats@v0.5.0):
+  nats --server %s sub 'agentfy.%s.>'
+
+Stop and start the demo session (a new one starts %s after a stop):
+  AGENTFY_REDIS_URL=%s go run ./cmd/agentfy session stop -agent %s
+`, took.Seconds(), rf.App, rf.Replicas[0], rf.Replicas[1], rf.NATS, rf.Redis, rf.Deployment, rf.Agent, rf.Site,
+		rf.Tokens["member"],
+		rf.Tokens["member"], rf.Replicas[0], rf.Agent,
+		rf.Tokens["member"], rf.Replicas[0], rf.Agent,
+		rf.OrgKeys["reader"], rf.Replicas[0], rf.OrgID, rf.Agent,
+		rf.NATS, rf.Deployment, "10s",
+		q(rf.Redis), rf.Agent)
+}
+
+// demoRunner keeps a demo session alive: it browses the demo site through tool calls
+// (several tabs, browser_play steps), and starts a new session after the old one stops.
+type demoRunner struct {
+	st       *stack.Stack
+	log      zerolog.Logger
+	progress func(string, ...any)
+
+	mu   sync.Mutex
+	sess *stack.Session // guarded by mu
+}
+
+func (d *demoRunner) sessionID() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.sess.ID
+}
+
+func (d *demoRunner) startSession(ctx context.Context) error {
+	ss, err := d.st.StartSession(ctx, demoAgent, stack.SessionOptions{Replica: 1, ImageTag: "browser-worker:dev"})
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	old := d.sess
+	d.sess = ss
+	d.mu.Unlock()
+	if old != nil {
+		old.Close()
+	}
+	return nil
+}
+
+func (d *demoRunner) current() *stack.Session {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.sess
+}
+
+// waitFirstTab opens the first tab of the demo site.
+func (d *demoRunner) waitFirstTab(ctx context.Context) error {
+	_, err := d.current().Tool(ctx, "browser_open", map[string]string{"url": d.st.Site + "/"})
+	return err
+}
+
+// run browses until ctx ends; when the session stops, it waits restartAfter and starts
+// a new one (as the platform does when new work arrives).
+func (d *demoRunner) run(ctx context.Context, restartAfter time.Duration) {
+	for ctx.Err() == nil {
+		d.browse(ctx)
+		if ctx.Err() != nil || restartAfter == 0 {
+			return
+		}
+		d.progress("demo session stopped; a new one starts in %s", restartAfter)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(restartAfter):
+		}
+		if err := d.startSession(ctx); err != nil {
+			d.log.Error().Err(err).Msg("start demo session")
+			continue
+		}
+		if err := d.waitFirstTab(ctx); err != nil {
+			d.log.Warn().Err(err).Msg("demo: first tab")
+		}
+		d.progress("new demo session %s", d.sessionID())
+	}
+}
+
+// browse plays a loop of tool calls every 3 s until the session ends.
+func (d *demoRunner) browse(ctx context.Context) {
+	ss := d.current()
+	site := d.st.Site
+	tabs := map[string]string{}
+	open := func(name, path string) {
+		res, err := ss.Tool(ctx, "browser_open", map[string]string{"url": site + path})
+		if err != nil {
+			d.log.Warn().Err(err).Msg("demo: open")
+			return
+		}
+		var tab struct {
+			TabID string `json:"tabId"`
+		}
+		if json.Unmarshal(res, &tab) == nil {
+			tabs[name] = tab.TabID
+		}
+	}
+	play := func(name string, steps ...map[string]any) error {
+		_, err := ss.Tool(ctx, "browser_play", map[string]any{"tabId": tabs[name], "steps": steps})
+		return err
+	}
+	open("catalog", "/catalog.html")
+	open("account", "/account.html")
+	script := []func() error{
+		func() error { return play("catalog", map[string]any{"action": "type", "selector": "#q", "text": "stapler"}) },
+		func() error { return play("catalog", map[string]any{"action": "scroll", "y": 400}) },
+		func() error { return play("account", map[string]any{"action": "scroll", "y": 200}) },
+		func() error { return play("catalog", map[string]any{"action": "scroll", "y": -400}) },
+		func() error {
+			return play("catalog", map[string]any{"action": "navigate", "url": site + "/"}, map[string]any{"action": "click", "selector": "#to-catalog"})
+		},
+		func() error { return play("account", map[string]any{"action": "navigate", "url": site + "/account.html"}) },
+	}
+	tick := time.NewTicker(3 * time.Second)
+	defer tick.Stop()
+	for i := 0; ; i++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		cur, err := d.st.Sess.Get(ctx, ss.ID)
+		if err == nil && d.st.Sess.Status(cur) == session.Stopped {
+			return
+		}
+		if err := script[i%len(script)](); err != nil {
+			d.log.Warn().Err(err).Msg("demo: tool call")
+			if errors.Is(ctx.Err(), context.Canceled) {
+				return
+			}
+		}
+	}
+}

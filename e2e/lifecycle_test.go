@@ -1,0 +1,199 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/agentfy/agentfy/internal/stack"
+	"github.com/agentfy/agentfy/session"
+)
+
+// statusStream reads the status feed of one agent from one replica.
+func statusStream(t *testing.T, c context.Context, base, agent, bearer string) <-chan map[string]any {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(c, http.MethodGet, base+"/v1/agents/"+agent+"/worker/status", nil)
+	req.Header.Set("Authorization", "Bearer "+bearer)
+	resp, err := http.DefaultClient.Do(req) //nolint:bodyclose // the reader goroutine closes it
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" || resp.Header.Get("Cache-Control") != "no-store" {
+		t.Fatalf("status feed: %d %v", resp.StatusCode, resp.Header)
+	}
+	out := make(chan map[string]any, 64)
+	go func() {
+		defer close(out)
+		defer func() { _ = resp.Body.Close() }()
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				var ev map[string]any
+				if json.Unmarshal([]byte(data), &ev) == nil {
+					out <- ev
+				}
+			}
+		}
+	}()
+	return out
+}
+
+// TestPollingDoesNotKeepASessionAlive polls an agent every second for 30 s without any
+// tool call: the session still goes idle and stops on time, the views never touch the
+// activity log, and every replica's status feed tells.
+func TestPollingDoesNotKeepASessionAlive(t *testing.T) {
+	t.Parallel()
+	const idleAfter, stopAfter = 10 * time.Second, 20 * time.Second
+	c := ctx(t)
+	s2, err := stack.Start(c, stack.Options{
+		Policy: session.Policy{IdleAfter: idleAfter, StopAfter: stopAfter}, Tick: 100 * time.Millisecond,
+		Log: zerolog.New(os.Stderr).Level(zerolog.WarnLevel),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s2.Close)
+	member, err := s2.Token("u-alice", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	feedCtx, stopFeed := context.WithTimeout(context.Background(), time.Minute)
+	defer stopFeed()
+	events := statusStream(t, feedCtx, s2.Replicas[0].URL, "agent-scout", member)
+	if ev := <-events; ev["status"] != "stopped" || ev["live"] != false {
+		t.Fatalf("first event before any session: %v", ev)
+	}
+
+	ss, err := s2.StartSession(c, "agent-scout", stack.SessionOptions{Replica: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ss.Close)
+	if _, err := ss.Tool(c, "browser_open", map[string]string{"url": s2.Site + "/catalog.html"}); err != nil {
+		t.Fatal(err)
+	}
+	sess, err := s2.Sess.Get(c, ss.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lastTool := sess.LastToolAt
+
+	// Record each status change with the time it arrived, while polling.
+	type change struct {
+		status string
+		at     time.Duration
+	}
+	changes := make(chan change, 16)
+	go func() {
+		last := ""
+		for ev := range events {
+			st, _ := ev["status"].(string)
+			if st != last {
+				last = st
+				changes <- change{st, time.Since(lastTool)}
+			}
+		}
+		close(changes)
+	}()
+
+	type sample struct {
+		at     time.Duration
+		status int
+		live   bool
+	}
+	var samples []sample
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for range 30 {
+		<-tick.C
+		req, _ := http.NewRequestWithContext(c, http.MethodGet, s2.Replicas[0].URL+agentPath("agent-scout"), nil)
+		req.Header.Set("Authorization", "Bearer "+member)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct{ Live bool }
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		_ = resp.Body.Close()
+		samples = append(samples, sample{time.Since(lastTool), resp.StatusCode, body.Live})
+	}
+	stopFeed()
+
+	// The feed said running, then idle after 10 s, then stopped after 20 s (the replica
+	// checks every 100 ms; allow a second for scheduling on a loaded machine).
+	var got []change
+	for ch := range changes {
+		got = append(got, ch)
+	}
+	if len(got) != 3 || got[0].status != "running" || got[1].status != "idle" || got[2].status != "stopped" {
+		t.Fatalf("status changes %+v, want running, idle, stopped", got)
+	}
+	if got[1].at < idleAfter || got[1].at > idleAfter+time.Second {
+		t.Errorf("idle reported %v after the last tool call, want %v", got[1].at, idleAfter)
+	}
+	if got[2].at < stopAfter || got[2].at > stopAfter+time.Second {
+		t.Errorf("stop reported %v after the last tool call, want %v", got[2].at, stopAfter)
+	}
+	var frames, notLive int
+	for _, s := range samples {
+		switch {
+		case s.status == http.StatusOK && s.live:
+			frames++
+			if s.at > stopAfter+time.Second {
+				t.Fatalf("a frame %v after the last tool call, past the idle timeout", s.at)
+			}
+		case s.status == http.StatusOK && !s.live:
+			notLive++
+			if s.at < stopAfter {
+				t.Fatalf("live:false %v after the last tool call, before the idle timeout", s.at)
+			}
+		case s.status == http.StatusTooManyRequests:
+		default:
+			t.Fatalf("poll at %v answered %d", s.at, s.status)
+		}
+	}
+	// Polls every second against a 2 s gate: about half pass, on either side of the stop.
+	if frames < 4 || notLive < 2 {
+		t.Fatalf("%d frames and %d live:false answers over 30 polls", frames, notLive)
+	}
+	after, err := s2.Sess.Get(c, ss.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !after.Stopped || after.StopReason != "idle timeout" || !after.LastToolAt.Equal(lastTool) {
+		t.Fatalf("session after polling: stopped=%v reason=%q lastTool moved=%v", after.Stopped, after.StopReason, !after.LastToolAt.Equal(lastTool))
+	}
+	log, err := s2.Sess.ActivityLog(c, ss.ID)
+	if err != nil || len(log) != 1 || log[0].Tool != "browser_open" {
+		t.Fatalf("activity log = %+v %v; views must add nothing", log, err)
+	}
+}
+
+func TestRedisDownIsUnavailable(t *testing.T) {
+	t.Parallel()
+	c := ctx(t)
+	s2, err := stack.Start(c, stack.Options{Log: zerolog.New(os.Stderr).Level(zerolog.Disabled)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s2.Close)
+	member, _ := s2.Token("u-alice", time.Hour)
+	s2.Redis.Stop()
+	for _, path := range []string{agentPath("agent-scout"), partnerPath("org-acme", "agent-scout")} {
+		bearer := member
+		if strings.HasPrefix(path, "/v1/orgs") {
+			bearer = "afk_0123456789abcdef_" + strings.Repeat("ab", 32)
+		}
+		r := get(t, s2.Replicas[0].URL, path, bearer)
+		if r.Status != http.StatusServiceUnavailable {
+			t.Fatalf("%s with Redis down: %d %s", path, r.Status, r.Body)
+		}
+	}
+}
