@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -27,6 +26,7 @@ import (
 const (
 	demoAgent    = "agent-scout"  // browses the demo site in a live session
 	idleAgent    = "agent-ledger" // same team, no session
+	emptyAgent   = "agent-quill"  // same team, a live session with no tab open
 	foreignAgent = "agent-nova"   // another team
 	memberUser   = "u-alice"
 	outsiderUser = "u-carol"
@@ -43,6 +43,7 @@ type readyFile struct {
 	Deployment   string            `json:"deployment"`
 	Agent        string            `json:"agent"`
 	IdleAgent    string            `json:"idleAgent"`
+	EmptyAgent   string            `json:"emptyAgent"`
 	ForeignAgent string            `json:"foreignAgent"`
 	Tokens       map[string]string `json:"tokens"`
 	OrgID        string            `json:"orgId"`
@@ -112,10 +113,16 @@ func cmdDev(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 
+	progress("starting a session with no tab for %s", emptyAgent)
+	empty, err := st.StartSession(ctx, emptyAgent, stack.SessionOptions{Replica: 1, ImageTag: "browser-worker:dev"})
+	if err != nil {
+		return err
+	}
+
 	rf := readyFile{
 		Replicas: []string{st.Replicas[0].URL, st.Replicas[1].URL}, App: st.Replicas[0].URL + "/",
 		NATS: st.NATS.ClientURL(), Redis: st.Redis.URL(0), Deployment: "dev",
-		Agent: demoAgent, IdleAgent: idleAgent, ForeignAgent: foreignAgent, Tokens: tokens,
+		Agent: demoAgent, IdleAgent: idleAgent, EmptyAgent: emptyAgent, ForeignAgent: foreignAgent, Tokens: tokens,
 		OrgID: demoOrg, OrgKeys: keys, Site: st.Site, SessionID: demo.sessionID(),
 		Metrics:     []string{st.Replicas[0].URL + "/metrics", st.Replicas[1].URL + "/metrics"},
 		NATSMonitor: "http://" + st.NATS.MonitorAddr().String(), JWTSecret: string(st.Secret),
@@ -134,6 +141,22 @@ func cmdDev(ctx context.Context, args []string, stdout io.Writer) error {
 
 	var wg sync.WaitGroup
 	wg.Go(func() { demo.run(ctx, *restartAfter) })
+	// The tab-less agent lists its tabs now and then, as a working agent would, so its
+	// session does not reach the idle timeout.
+	wg.Go(func() {
+		t := time.NewTicker(time.Minute)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if _, err := empty.Tool(ctx, "browser_tabs", struct{}{}); err != nil {
+					log.Warn().Err(err).Msg("demo: empty agent")
+				}
+			}
+		}
+	})
 	<-ctx.Done()
 	wg.Wait()
 	return nil
@@ -168,42 +191,41 @@ func writeFileAtomic(path string, b []byte) error {
 }
 
 func printBanner(w io.Writer, rf readyFile, took time.Duration) {
-	q := func(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 	fmt.Fprintf(w, `
 Agentfy browser view is running (ready in %.1fs). Ctrl-C stops everything.
 
-  Web app:        %s
-                  sign in with the development token below (pasted into the page,
-                  kept in the tab's session storage, never put in a URL)
-  API replicas:   %s  %s
-  NATS:           %s      Redis: %s      deployment: %s
-  Demo agent:     %s, browsing %s
+  Web app        %s#token=%s
+                 (the token travels in the URL fragment, which browsers never send to a
+                 server; the page moves it into the tab's session storage at once)
+  API replicas   %s  %s
+  NATS           %s   (monitoring %s)
+  Redis          %s   deployment %q
+  Demo agent     %s, browsing %s; %s has a session with no tab; %s has none
 
-Member token (u-alice, team Atlas):
-  %s
+In another terminal:
 
-See the agent's browser (human JWT), as JSON:
-  curl -sS -H 'Authorization: Bearer %s' %s/v1/agents/%s/worker/view | head -c 300; echo
+  export TOKEN='%s'   # u-alice, team Atlas
+  export ORG_KEY='%s'   # org-acme, worker:logs:read
 
-Save the frame as a JPEG:
-  curl -sS -H 'Authorization: Bearer %s' %s/v1/agents/%s/worker/view \
+  # the agent's browser as JSON (human JWT), then as a JPEG file
+  curl -sS -H "Authorization: Bearer $TOKEN" %s/v1/agents/%s/worker/view | head -c 300; echo
+  curl -sS -H "Authorization: Bearer $TOKEN" %s/v1/agents/%s/worker/view \
     | python3 -c 'import sys,json,base64; p=json.load(sys.stdin)["page"]; open("frame.jpg","wb").write(base64.b64decode(p["data"])); print(p["title"], p["url"])'
 
-The partner route (organisation key with worker:logs:read):
-  curl -sS -H 'Authorization: Bearer %s' %s/v1/orgs/%s/agents/%s/worker/view | head -c 300; echo
+  # the partner route (organisation key)
+  curl -sS -H "Authorization: Bearer $ORG_KEY" %s/v1/orgs/%s/agents/%s/worker/view | head -c 300; echo
 
-Watch NATS (ciphertext only; go install github.com/nats-io/natscli/nats@v0.5.0):
+  # everything on NATS is request ids and ciphertext (go install github.com/nats-io/natscli/nats@v0.5.0)
   nats --server %s sub 'agentfy.%s.>'
 
-Stop and start the demo session (a new one starts %s after a stop):
-  AGENTFY_REDIS_URL=%s go run ./cmd/agentfy session stop -agent %s
-`, took.Seconds(), rf.App, rf.Replicas[0], rf.Replicas[1], rf.NATS, rf.Redis, rf.Deployment, rf.Agent, rf.Site,
-		rf.Tokens["member"],
-		rf.Tokens["member"], rf.Replicas[0], rf.Agent,
-		rf.Tokens["member"], rf.Replicas[0], rf.Agent,
-		rf.OrgKeys["reader"], rf.Replicas[0], rf.OrgID, rf.Agent,
-		rf.NATS, rf.Deployment, "10s",
-		q(rf.Redis), rf.Agent)
+  # stop the demo session (the web app shows "Браузер закрыт"; a new session starts 10 s later)
+  AGENTFY_REDIS_URL='%s' go run ./cmd/agentfy session stop -agent %s
+`, took.Seconds(), rf.App, rf.Tokens["member"], rf.Replicas[0], rf.Replicas[1], rf.NATS, rf.NATSMonitor, rf.Redis, rf.Deployment,
+		rf.Agent, rf.Site, rf.EmptyAgent, rf.IdleAgent,
+		rf.Tokens["member"], rf.OrgKeys["reader"],
+		rf.Replicas[0], rf.Agent, rf.Replicas[0], rf.Agent,
+		rf.Replicas[0], rf.OrgID, rf.Agent,
+		rf.NATS, rf.Deployment, rf.Redis, rf.Agent)
 }
 
 // demoRunner keeps a demo session alive: it browses the demo site through tool calls

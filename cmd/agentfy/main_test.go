@@ -31,7 +31,7 @@ func TestOperatorCommands(t *testing.T) {
 		return out.String()
 	}
 
-	if out := exec("seed"); !strings.Contains(out, "4 agents") {
+	if out := exec("seed"); !strings.Contains(out, "5 agents") {
 		t.Fatalf("seed: %q", out)
 	}
 	tok := strings.TrimSpace(exec("token", "-user", "u-alice"))
