@@ -1,10 +1,14 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -14,7 +18,7 @@ import (
 
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/internal/stack"
-	"github.com/agentfy/agentfy/session"
+	"github.com/agentfy/agentfy/openapi"
 )
 
 func base64Decode(s string) ([]byte, error) { return base64.StdEncoding.Strict().DecodeString(s) }
@@ -276,6 +280,22 @@ func TestUnavailable(t *testing.T) {
 			t.Fatalf("session after a refused view: %+v %v", cur, err)
 		}
 	})
+	t.Run("worker answers method not found", func(t *testing.T) {
+		// The hello listed browserView, but by the time a view arrives the worker has no
+		// broker socket any more (an old image would answer the same way).
+		agent := newAgent(t, "")
+		ss := startSession(t, agent, stack.SessionOptions{BrokerHandler: http.NotFoundHandler()})
+		if err := os.Remove(filepath.Join(ss.IPCDir, "browser.sock")); err != nil {
+			t.Fatal(err)
+		}
+		r := get(t, replicaA(), agentPath(agent), member)
+		if r.Status != http.StatusServiceUnavailable {
+			t.Fatalf("%d %s", r.Status, r.Body)
+		}
+		if cur, err := st.Sess.Current(ctx(t), agent); err != nil || cur.ID != ss.ID {
+			t.Fatalf("session after method-not-found: %+v %v", cur, err)
+		}
+	})
 	t.Run("worker socket gone", func(t *testing.T) {
 		agent := newAgent(t, "")
 		ss := startSession(t, agent, stack.SessionOptions{})
@@ -304,4 +324,29 @@ func waitOwner(t *testing.T, sessionID, owner string) {
 	}
 }
 
-var _ = session.Running
+func TestServiceRoutes(t *testing.T) {
+	for _, r := range st.Replicas {
+		for path, want := range map[string]string{"/healthz": `{"ok":true}`, "/readyz": `{"ok":true}`} {
+			req, _ := http.NewRequestWithContext(ctx(t), http.MethodGet, r.URL+path, nil)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || string(b) != want {
+				t.Fatalf("%s%s: %d %s", r.URL, path, resp.StatusCode, b)
+			}
+		}
+		req, _ := http.NewRequestWithContext(ctx(t), http.MethodGet, r.URL+"/openapi.yaml", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !bytes.Equal(b, openapi.Document) {
+			t.Fatalf("/openapi.yaml: %d, %d bytes", resp.StatusCode, len(b))
+		}
+	}
+}
