@@ -136,6 +136,8 @@ func cmdSession(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("session "+args[0], flag.ContinueOnError)
 	agent := fs.String("agent", "", "agent `id`")
 	id := fs.String("session", "", "session `id` (stop)")
+	workerPassFile := fs.String("worker-pass-file", "", "start: write the worker pass to this `file` (mode 0600) instead of printing it")
+	brokerPassFile := fs.String("broker-pass-file", "", "start: write the broker pass to this `file` (mode 0600) instead of printing it")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -155,7 +157,22 @@ func cmdSession(ctx context.Context, args []string, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		return enc.Encode(map[string]string{"sessionId": sess.ID, "agentId": *agent, "workerPass": passes.Worker, "brokerPass": passes.Broker})
+		out := map[string]string{"sessionId": sess.ID, "agentId": *agent, "workerPass": passes.Worker, "brokerPass": passes.Broker}
+		// Deployments hand each pass to its own container through a file, so neither
+		// pass is ever printed where the other side could read it.
+		for _, f := range []struct{ path, key, pass string }{
+			{*workerPassFile, "workerPass", passes.Worker},
+			{*brokerPassFile, "brokerPass", passes.Broker},
+		} {
+			if f.path == "" {
+				continue
+			}
+			if err := os.WriteFile(f.path, []byte(f.pass+"\n"), 0o600); err != nil {
+				return fmt.Errorf("session start: %w", err)
+			}
+			out[f.key] = "written to " + f.path
+		}
+		return enc.Encode(out)
 	default:
 		sid := *id
 		if sid == "" {
