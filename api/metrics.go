@@ -17,6 +17,7 @@ type Metrics struct {
 	reg      *prometheus.Registry
 	outcomes *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+	gate     prometheus.Counter
 }
 
 // NewMetrics registers the series. pending, waiters and workers are read at scrape time.
@@ -35,10 +36,14 @@ func NewMetrics(pending, waiters, workers, listeners func() int) *Metrics {
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .075, .1, .15, .25, .5, 1, 2.5, 5, 9},
 		}, []string{"route", "status"}),
 	}
+	m.gate = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "agentfy_gate_refusals_total",
+		Help: "View requests refused by the per-agent 2 s gate (429).",
+	})
 	gauge := func(name, help string, f func() int) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return float64(f()) })
 	}
-	reg.MustRegister(m.outcomes, m.latency,
+	reg.MustRegister(m.outcomes, m.latency, m.gate,
 		gauge("agentfy_view_pending", "View requests this replica waits for (bound 128).", pending),
 		gauge("agentfy_observation_waiters", "View requests relayed to workers held by this replica (bound 8 per connection).", waiters),
 		gauge("agentfy_worker_connections", "Worker sockets held by this replica.", workers),
@@ -62,6 +67,9 @@ func (s *Server) metricView(c *gin.Context) {
 	outcome := c.GetString(ctxOutcome)
 	if outcome == "" {
 		outcome = "other"
+	}
+	if outcome == errRateLimited.code {
+		s.cfg.Metrics.gate.Inc()
 	}
 	st := strconv.Itoa(c.Writer.Status())
 	s.cfg.Metrics.outcomes.WithLabelValues(route, st, outcome).Inc()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentfy/agentfy/broker"
+	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/channel"
 	"github.com/agentfy/agentfy/session"
 	"github.com/agentfy/agentfy/worker"
@@ -61,8 +62,14 @@ func (s *Stack) StartSession(ctx context.Context, agentID string, o SessionOptio
 	if ss.IPCDir, err = os.MkdirTemp("", "agentfy-ipc-"); err != nil {
 		return nil, err
 	}
+	// The worker knows every replica, its own first: when that one goes away it moves on.
 	s.mu.Lock()
-	apiURL := s.Replicas[o.Replica].URL
+	var apiURLs []string
+	for i := range s.Replicas {
+		if r := s.Replicas[(o.Replica+i)%len(s.Replicas)]; r != nil {
+			apiURLs = append(apiURLs, r.URL)
+		}
+	}
 	s.sessions = append(s.sessions, ss)
 	s.mu.Unlock()
 	log := s.opts.Log.With().Str("session", sess.ID).Logger()
@@ -79,7 +86,7 @@ func (s *Stack) StartSession(ctx context.Context, agentID string, o SessionOptio
 		if ss.Chromium, err = broker.LaunchChromium(ctx, broker.LaunchConfig{Bin: s.opts.Chromium, Leakless: true, Env: []string{"HOME=" + os.TempDir()}}, log); err != nil {
 			return nil, err
 		}
-		consume, err := broker.NewConsumeClient(&http.Client{}, apiURL, passes.Broker)
+		consume, err := broker.NewConsumeClient(&http.Client{}, s.LB, passes.Broker)
 		if err != nil {
 			return nil, err
 		}
@@ -110,7 +117,7 @@ func (s *Stack) StartSession(ctx context.Context, agentID string, o SessionOptio
 	if tag == "" {
 		tag = "browser-worker:dev"
 	}
-	w, err := worker.New(worker.Config{APIURLs: []string{apiURL}, Pass: passes.Worker, IPCDir: ss.IPCDir, ImageTag: tag, Log: log.With().Str("component", "worker").Logger()})
+	w, err := worker.New(worker.Config{APIURLs: apiURLs, Pass: passes.Worker, IPCDir: ss.IPCDir, ImageTag: tag, Log: log.With().Str("component", "worker").Logger()})
 	if err != nil {
 		return nil, err
 	}
@@ -123,14 +130,27 @@ func (s *Stack) StartSession(ctx context.Context, agentID string, o SessionOptio
 	return ss, nil
 }
 
-// WaitAttached waits until the session's owner in Redis is replicaID.
+// WaitAttached waits until the session's owner in Redis is replicaID and the owner's
+// subscription is visible from the harness's NATS server (on a cluster, interest takes
+// a moment to travel the routes). The probe is a view request with a malformed id,
+// which the owner refuses at once without touching the worker.
 func (ss *Session) WaitAttached(ctx context.Context, replicaID string) error {
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
+	subject, err := ss.stack.NS.Subject(bus.VerbView, ss.ID)
+	if err != nil {
+		return err
+	}
 	for {
 		cur, err := ss.stack.Sess.Get(ctx, ss.ID)
 		if err == nil && cur.Owner == replicaID {
-			return nil
+			pctx, cancel := context.WithTimeout(ctx, time.Second)
+			_, err := bus.Request(pctx, ss.stack.Bus, subject, []byte("probe"))
+			cancel()
+			var re *bus.RemoteError
+			if errors.As(err, &re) {
+				return nil
+			}
 		}
 		select {
 		case <-ctx.Done():

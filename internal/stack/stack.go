@@ -61,6 +61,7 @@ type Stack struct {
 	Secret []byte         // the development JWT secret
 	NS     bus.Namespace
 	Site   string // base URL of the demo website
+	LB     string // a load balancer over the replicas (what brokers are configured with)
 
 	Replicas []*Replica
 	// Client is a Redis client and Bus a NATS connection for the harness itself.
@@ -84,6 +85,9 @@ type Replica struct {
 	cancel context.CancelFunc
 	done   chan error
 	ln     net.Listener
+
+	stopOnce sync.Once
+	stopErr  error
 }
 
 // FindRoot walks up from the working directory to the directory holding go.mod.
@@ -170,6 +174,9 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if err := s.startSite(ctx); err != nil {
 		return nil, err
 	}
+	if err := s.startBalancer(ctx); err != nil {
+		return nil, err
+	}
 	for i := range o.Replicas {
 		if _, err := s.StartReplica(ctx, i, natsURLs[i%len(natsURLs)]); err != nil {
 			return nil, err
@@ -230,10 +237,13 @@ func (s *Stack) StartReplica(ctx context.Context, i int, natsURL string) (*Repli
 	return h, nil
 }
 
-// Stop shuts the replica down gracefully and waits for it.
+// Stop shuts the replica down gracefully and waits for it. It may be called again.
 func (r *Replica) Stop() error {
-	r.cancel()
-	return <-r.done
+	r.stopOnce.Do(func() {
+		r.cancel()
+		r.stopErr = <-r.done
+	})
+	return r.stopErr
 }
 
 // startSite serves testdata/site on a loopback port: the pages the demo agent browses.
