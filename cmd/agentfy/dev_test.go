@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// descendants lists the live processes below pid, read from /proc.
+func descendants(t *testing.T, pid int) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := map[int]int{}
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …; comm may hold spaces, so split after the last ')'.
+		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(fields) > 1 {
+			pp, _ := strconv.Atoi(fields[1])
+			parent[p] = pp
+		}
+	}
+	var out []int
+	for p := range parent {
+		for q := parent[p]; q > 1; q = parent[q] {
+			if q == pid {
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// TestDevStackStartsAndStopsCleanly runs `agentfy dev` as a user would: it becomes ready
+// well within a minute, the first replica serves a live JPEG of the demo agent, and
+// Ctrl-C (SIGINT) ends it with no process left behind.
+func TestDevStackStartsAndStopsCleanly(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "agentfy")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	ready := filepath.Join(dir, "ready.json")
+	cmd := exec.CommandContext(ctx, bin, "dev", "--ready-file", ready)
+	cmd.Dir = "../.."
+	cmd.Stdout, cmd.Stderr = &strings.Builder{}, &strings.Builder{}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+
+	var rf readyFile
+	for {
+		if b, err := os.ReadFile(ready); err == nil && json.Unmarshal(b, &rf) == nil {
+			break
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("dev exited before ready: %v\n%s", err, cmd.Stderr)
+		case <-time.After(50 * time.Millisecond): // polling for the ready file
+		}
+		if time.Since(start) > 60*time.Second {
+			t.Fatalf("not ready within 60 s\n%s", cmd.Stderr)
+		}
+	}
+	t.Logf("ready in %v", time.Since(start))
+	for _, f := range []string{rf.App, rf.NATS, rf.Redis, rf.Agent, rf.IdleAgent, rf.ForeignAgent, rf.Tokens["member"], rf.Tokens["outsider"], rf.OrgID, rf.OrgKeys["reader"], rf.OrgKeys["noScope"], rf.OrgKeys["otherOrg"]} {
+		if f == "" {
+			t.Fatalf("ready file lacks a field: %+v", rf)
+		}
+	}
+	if len(rf.Replicas) != 2 || rf.Deployment != "dev" || !strings.HasPrefix(rf.Redis, "redis://127.0.0.1:") {
+		t.Fatalf("ready file: %+v", rf)
+	}
+
+	// The README's curl line: a live JPEG from the first replica.
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, rf.Replicas[0]+"/v1/agents/"+rf.Agent+"/worker/view", nil)
+	req.Header.Set("Authorization", "Bearer "+rf.Tokens["member"])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body struct {
+		Live bool `json:"live"`
+		Page *struct {
+			Data string `json:"data"`
+		} `json:"page"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&body)
+	_ = resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || !body.Live || body.Page == nil {
+		t.Fatalf("view: %d live=%v err=%v", resp.StatusCode, body.Live, err)
+	}
+	jpg, err := base64.StdEncoding.DecodeString(body.Page.Data)
+	if err != nil || len(jpg) < 1000 || jpg[0] != 0xFF || jpg[1] != 0xD8 {
+		t.Fatalf("frame is not a JPEG (%d bytes, %v)", len(jpg), err)
+	}
+
+	children := descendants(t, cmd.Process.Pid)
+	if len(children) < 3 { // redis-server, Chromium and its helpers
+		t.Fatalf("dev runs only %d child processes", len(children))
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("dev exited with %v after Ctrl-C\n%s", err, cmd.Stderr)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("dev did not stop within 30 s of Ctrl-C")
+	}
+	for _, p := range children {
+		if syscall.Kill(p, 0) == nil {
+			// A zombie is gone but for its exit status; anything else is left behind.
+			stat, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p), "stat"))
+			if !strings.Contains(string(stat), ") Z ") {
+				t.Errorf("process %d (%s) survived Ctrl-C", p, strings.Fields(string(stat))[1])
+			}
+		}
+	}
+}
