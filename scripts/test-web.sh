@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The web app's and the SDK's checks and tests (issue 6). Idempotent; CI runs it as root
+# with no TTY from a fresh clone.
+#   1. npm ci in sdk/ and web/, only when node_modules is missing or differs from the lockfile;
+#   2. the committed generated SDK (sdk/src) and web build (web/static/js) match a fresh
+#      generation and build;
+#   3. tsc --strict over the SDK with its usage example (the web build is strict too);
+#   4. builds the agentfy binary once, then runs the Node tests (playwright-core driving
+#      Debian's Chromium) against the real local stack that each test file starts and stops.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# lock_fresh DIR succeeds when DIR/node_modules holds exactly what DIR/package-lock.json
+# pins (npm keeps a copy of the installed tree in node_modules/.package-lock.json).
+lock_fresh() {
+  node -e '
+    const fs = require("fs"), { isDeepStrictEqual } = require("util");
+    const dir = process.argv[1];
+    try {
+      const want = JSON.parse(fs.readFileSync(dir + "/package-lock.json", "utf8")).packages;
+      const have = JSON.parse(fs.readFileSync(dir + "/node_modules/.package-lock.json", "utf8")).packages;
+      delete want[""];
+      process.exit(isDeepStrictEqual(want, have) ? 0 : 1);
+    } catch { process.exit(1); }
+  ' "$1"
+}
+
+for dir in sdk web; do
+  if ! lock_fresh "$dir"; then
+    echo "== npm ci in $dir" >&2
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+done
+
+echo "== sdk: generated code matches openapi/openapi.yaml" >&2
+(cd sdk && npm run --silent check)
+echo "== sdk: tsc --strict (SDK and usage example)" >&2
+(cd sdk && npm run --silent typecheck)
+echo "== web: committed build matches src (tsc --strict)" >&2
+(cd web && npm run --silent check)
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+echo "== go build ./cmd/agentfy" >&2
+go build -o "$tmp/agentfy" ./cmd/agentfy
+
+echo "== node --test web/test (real stack, Chromium)" >&2
+status=0
+(
+  cd web
+  # Each test has 3 minutes; the whole run 15. On a timeout the test processes get
+  # SIGTERM and stop the stacks and browsers they started.
+  AGENTFY_BIN="$tmp/agentfy" timeout --kill-after=30s 15m \
+    node --test --test-concurrency=1 --test-timeout=180000 \
+    --test-reporter=spec --test-reporter-destination=stdout \
+    --test-reporter=tap --test-reporter-destination="$tmp/web.tap" \
+    test/*.test.mjs
+) || status=$?
+
+pass=$(sed -n 's/^# pass //p' "$tmp/web.tap" | tail -1)
+fail=$(sed -n 's/^# fail //p' "$tmp/web.tap" | tail -1)
+echo "web: ${pass:-0} passed, ${fail:-0} failed"
+if [ "$status" -ne 0 ] && [ "${fail:-0}" = 0 ]; then
+  echo "web: the test run ended with status $status" >&2
+fi
+exit "$status"

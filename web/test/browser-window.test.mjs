@@ -1,0 +1,348 @@
+// The web app in Chromium against the real local stack: sign-in, the «Браузер агента»
+// window's polling rules, decode-before-swap, failures that keep the frame, a stopped
+// and a new session, and no token in any URL. Screenshots go to .artifacts/.
+
+import assert from 'node:assert/strict';
+import { mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { after, afterEach, before, describe, test } from 'node:test';
+import { setTimeout as observe } from 'node:timers/promises';
+import { repoRoot, startBrowser, startStack } from './harness.mjs';
+
+const artifacts = join(repoRoot, '.artifacts');
+
+/** The app's cadence and the API's gate (web/src/browser-window.ts). */
+const intervalMs = 5_000;
+const toleranceMs = 1_000;
+
+const isView = (req) => req.url().includes('/worker/view');
+
+let stack;
+let r;
+let browser;
+/** Every request any page made: checked for tokens at the end. */
+const requests = [];
+
+before(async () => {
+  [stack, browser] = await Promise.all([startStack({ restartAfter: '3s' }), startBrowser()]);
+  r = stack.ready;
+  browser.context.on('request', (req) => requests.push({ url: req.url(), headers: req.headers() }));
+  await mkdir(artifacts, { recursive: true });
+});
+after(async () => {
+  await browser?.close();
+  await stack?.close();
+});
+
+/**
+ * openApp opens a tab in front at route with the token handed over in the fragment, as
+ * the dev banner does, and records the tab's view requests with their start and end times.
+ */
+async function openApp(route, token = r.tokens.member) {
+  const page = await browser.context.newPage();
+  await page.bringToFront();
+  const views = [];
+  let inFlight = 0;
+  let maxInFlight = 0;
+  page.on('request', (req) => {
+    if (isView(req)) {
+      inFlight++;
+      maxInFlight = Math.max(maxInFlight, inFlight);
+      views.push({ at: Date.now(), req });
+    }
+  });
+  const settle = (req) => {
+    if (isView(req)) {
+      inFlight--;
+    }
+  };
+  page.on('requestfinished', settle);
+  page.on('requestfailed', settle);
+  // `#token=…` alone (as the dev banner prints it), or after the route.
+  const sep = route === '' ? '' : route.includes('?') ? '&' : '?';
+  await page.goto(`${r.app}#${route}${token ? `${sep}token=${encodeURIComponent(token)}` : ''}`);
+  return { page, views, maxInFlight: () => maxInFlight };
+}
+
+/** The parts of the «Браузер агента» window, found as a person (or screen reader) would. */
+function windowOf(page) {
+  const section = page.getByRole('region', { name: 'Браузер агента', exact: true });
+  return {
+    section,
+    toggle: page.getByRole('button', { name: 'Браузер агента', exact: true }),
+    image: section.locator('img'),
+    placeholder: section.locator('.bw-placeholder'),
+    notice: section.getByRole('status'),
+    caption: section.locator('figcaption'),
+  };
+}
+
+const visibleImage = (page) => page.locator('.bw-image:not([hidden])').waitFor({ timeout: 20_000 });
+
+describe('sign-in', () => {
+  let page;
+  afterEach(async () => page?.close());
+
+  test('takes the token from the fragment and removes it from the address bar', async () => {
+    ({ page } = await openApp(''));
+    await page.getByRole('heading', { name: 'Открыть агента' }).waitFor();
+    assert.equal(new URL(page.url()).hash, '');
+    assert.equal(await page.evaluate(() => sessionStorage.getItem('agentfy.token')), r.tokens.member);
+    await page.getByLabel('Идентификатор агента').fill(r.agent);
+    await page.getByLabel('Идентификатор агента').press('Enter');
+    await windowOf(page).toggle.waitFor();
+    assert.equal(new URL(page.url()).hash, `#/agents/${r.agent}/worker`);
+  });
+
+  test('takes a pasted token and returns to the screen asked for', async () => {
+    ({ page } = await openApp(`/agents/${r.agent}/chat`, null));
+    await page.getByRole('heading', { name: 'Вход' }).waitFor();
+    await page.getByLabel('Токен доступа').fill(r.tokens.member);
+    await page.getByRole('button', { name: 'Войти' }).click();
+    await windowOf(page).toggle.waitFor();
+    await page.getByRole('heading', { name: 'Переписка' }).waitFor();
+  });
+
+  test('a refused token leads back to sign-in', async () => {
+    ({ page } = await openApp(`/agents/${r.agent}/worker`, 'not-a-token'));
+    await page.getByRole('heading', { name: 'Вход' }).waitFor();
+    await page.getByRole('alert').filter({ hasText: 'Токен не подошёл' }).waitFor();
+    assert.equal(await page.evaluate(() => sessionStorage.getItem('agentfy.token')), null);
+  });
+});
+
+describe('the window on the worker screen of a browsing agent', () => {
+  // One tab walks through the scenario in order, as a person watching would.
+  let app;
+  let page;
+  let w;
+  before(async () => {
+    app = await openApp(`/agents/${r.agent}/worker`);
+    page = app.page;
+    w = windowOf(page);
+  });
+  after(async () => page?.close());
+
+  test('is expanded and shows the frame with its title, URL and age', async () => {
+    assert.equal(await w.toggle.getAttribute('aria-expanded'), 'true');
+    const controls = await w.toggle.getAttribute('aria-controls');
+    assert.equal(await page.locator(`#${controls}`).isVisible(), true);
+    await visibleImage(page);
+    assert.match(await w.image.getAttribute('src'), /^blob:/);
+    assert.match(await w.image.getAttribute('alt'), /^Снимок вкладки «.+»$/);
+    assert.match(await w.caption.locator('.bw-page-url').textContent(), new RegExp(`^${r.site}/`));
+    assert.notEqual((await w.caption.locator('.bw-page-title').textContent()).trim(), '');
+    const age = w.caption.locator('time');
+    assert.match(await age.getAttribute('datetime'), /Z$/);
+    await page.waitForFunction(() => /\d+ с назад/.test(document.querySelector('.bw-age')?.textContent ?? ''), null, { timeout: 5_000 });
+    await page.locator('.browser-window').screenshot({ path: join(artifacts, 'browser-window-desktop.png') });
+    await page.screenshot({ path: join(artifacts, 'worker-screen-desktop.png'), fullPage: true });
+  });
+
+  test('asks every 5 s while expanded, and swaps a frame in only once it decoded', async () => {
+    // Watch the <img>: every change of src must land on an image that is already
+    // decoded (complete, with pixels), and src must never be emptied between frames.
+    await page.evaluate(() => {
+      const img = document.querySelector('.bw-image');
+      window.__frames = [];
+      new MutationObserver(() => {
+        window.__frames.push({ src: img.getAttribute('src'), hidden: img.hidden, complete: img.complete, width: img.naturalWidth });
+      }).observe(img, { attributes: true, attributeFilter: ['src', 'hidden'] });
+    });
+    const start = Date.now();
+    await observe(16_000);
+    const seen = app.views.filter((v) => v.at >= start).map((v) => v.at);
+    assert.ok(seen.length >= 3 && seen.length <= 4, `${seen.length} view requests in 16 s`);
+    for (let i = 1; i < seen.length; i++) {
+      const gap = seen[i] - seen[i - 1];
+      assert.ok(Math.abs(gap - intervalMs) <= toleranceMs, `interval ${gap} ms`);
+    }
+    assert.equal(app.maxInFlight(), 1, 'never two view requests at once');
+
+    const frames = await page.evaluate(() => window.__frames);
+    const srcs = new Set(frames.map((f) => f.src));
+    assert.ok(srcs.size >= 2, `${srcs.size} different frames`);
+    for (const f of frames) {
+      assert.match(f.src ?? '', /^blob:/, 'src never becomes empty');
+      assert.equal(f.hidden, false);
+      assert.ok(f.complete && f.width > 0, 'a frame is shown only once decoded');
+    }
+    // A replaced frame's blob: URL was revoked.
+    const revoked = await page.evaluate((url) => fetch(url).then(() => false, () => true), frames[0].src);
+    assert.equal(revoked, true);
+  });
+
+  test('asks nothing while collapsed, and at once when expanded again (keyboard)', async () => {
+    await w.toggle.focus();
+    await page.keyboard.press('Enter');
+    assert.equal(await w.toggle.getAttribute('aria-expanded'), 'false');
+    assert.equal(await page.locator(`#${await w.toggle.getAttribute('aria-controls')}`).isHidden(), true);
+    const collapsedAt = Date.now();
+    await observe(intervalMs + 2_000);
+    assert.deepEqual(app.views.filter((v) => v.at > collapsedAt + 100).map((v) => v.at), [], 'no request while collapsed');
+
+    const expandedAt = Date.now();
+    const next = page.waitForRequest(isView);
+    await page.keyboard.press('Space');
+    await next;
+    assert.equal(await w.toggle.getAttribute('aria-expanded'), 'true');
+    assert.ok(Date.now() - expandedAt < toleranceMs, `asked ${Date.now() - expandedAt} ms after expanding`);
+  });
+
+  test('asks nothing while the tab is hidden, and at once when it is shown again', async () => {
+    const other = await browser.context.newPage();
+    await other.bringToFront();
+    await page.waitForFunction(() => document.visibilityState === 'hidden');
+    const hiddenAt = Date.now();
+    await observe(intervalMs + 2_000);
+    assert.equal(await page.evaluate(() => document.visibilityState), 'hidden');
+    assert.deepEqual(app.views.filter((v) => v.at > hiddenAt + 100).map((v) => v.at), [], 'no request while hidden');
+
+    const shownAt = Date.now();
+    const next = page.waitForRequest(isView);
+    await page.bringToFront();
+    await next;
+    assert.equal(await page.evaluate(() => document.visibilityState), 'visible');
+    assert.ok(Date.now() - shownAt < toleranceMs + 500, `asked ${Date.now() - shownAt} ms after showing`);
+    await other.close();
+    await visibleImage(page);
+  });
+
+  test('expanding right after a frame waits only for the 2 s gate', async () => {
+    await visibleImage(page);
+    const shown = await w.image.getAttribute('src');
+    await page.waitForRequest(isView);
+    const askedAt = Date.now();
+    await page.waitForFunction((src) => document.querySelector('.bw-image')?.getAttribute('src') !== src, shown);
+    const next = page.waitForRequest(isView);
+    await w.toggle.click();
+    await w.toggle.click();
+    await next;
+    const gap = Date.now() - askedAt;
+    assert.ok(gap >= 1_800 && gap < 3_000, `asked again ${gap} ms after the previous request`);
+  });
+
+  test('shows the page title and URL as text, never as markup', async () => {
+    const title = '<img src=x onerror="window.__injected=1">Заголовок';
+    const url = 'https://example.com/?q=<b>bold</b>';
+    await page.route(
+      '**/worker/view',
+      async (route) => {
+        const response = await route.fetch();
+        const body = await response.json();
+        if (body.live && body.page) {
+          Object.assign(body.page, { title, url });
+        }
+        await route.fulfill({ response, json: body });
+      },
+      { times: 1 },
+    );
+    await page.waitForFunction((t) => document.querySelector('.bw-page-title')?.textContent === t, title, { timeout: intervalMs * 2 });
+    assert.equal(await w.caption.locator('.bw-page-url').textContent(), url);
+    assert.equal(await w.section.locator('img').count(), 1);
+    assert.equal(await page.evaluate(() => window.__injected), undefined);
+  });
+
+  for (const failure of [
+    { name: '503', answer: (route) => route.fulfill({ status: 503, headers: { 'Cache-Control': 'no-store' }, json: { error: { code: 'unavailable', message: 'view unavailable' } } }) },
+    { name: '429', answer: (route) => route.fulfill({ status: 429, headers: { 'Cache-Control': 'no-store', 'Retry-After': '2' }, json: { error: { code: 'rate_limited', message: 'too many view requests' } } }) },
+    { name: 'network failure', answer: (route) => route.abort('failed') },
+  ]) {
+    test(`a ${failure.name} keeps the last frame, says so, and retries at the normal interval`, async () => {
+      await visibleImage(page);
+      await page.route('**/worker/view', failure.answer, { times: 1 });
+      const failed = await page.waitForRequest(isView, { timeout: intervalMs + toleranceMs });
+      // The window asks only after the previous frame was swapped in: this is the last frame.
+      const before = await w.image.getAttribute('src');
+      await w.notice.filter({ hasText: 'временно недоступен' }).waitFor();
+      assert.equal(await w.image.getAttribute('src'), before, 'the same frame stays');
+      assert.equal(await w.image.isVisible(), true);
+      assert.equal(await w.placeholder.isVisible(), false, 'never «Браузер закрыт»');
+      const failedAt = Date.now();
+      const retry = await page.waitForRequest((req) => isView(req) && req !== failed, { timeout: intervalMs + toleranceMs });
+      const gap = Date.now() - failedAt;
+      assert.ok(gap > intervalMs - toleranceMs - 500, `retried after ${gap} ms`);
+      await retry.response();
+      await page.waitForFunction(() => document.querySelector('.bw-notice')?.textContent === '');
+    });
+  }
+
+  test('a stopped session shows «Браузер закрыт» with no image; a new one brings frames back without a reload', async () => {
+    await visibleImage(page);
+    await page.evaluate(() => {
+      window.__sameDocument = true;
+    });
+    await stack.stopSession();
+    await w.placeholder.filter({ hasText: 'Браузер закрыт' }).waitFor({ timeout: 10_000 });
+    assert.equal(await w.image.isVisible(), false);
+    assert.equal(await w.image.getAttribute('src'), null);
+    await page.screenshot({ path: join(artifacts, 'worker-screen-closed.png'), fullPage: true });
+
+    // agentfy dev starts a new session 3 s later; the status feed reports it.
+    await visibleImage(page);
+    assert.match(await w.image.getAttribute('src'), /^blob:/);
+    assert.equal(await w.placeholder.isVisible(), false);
+    assert.equal(await page.evaluate(() => window.__sameDocument), true, 'no reload');
+  });
+});
+
+describe('other agents and screens', () => {
+  let page;
+  afterEach(async () => page?.close());
+
+  test('a live session without a tab says no tab is open', async () => {
+    ({ page } = await openApp(`/agents/${r.emptyAgent}/worker`));
+    const w = windowOf(page);
+    await w.placeholder.filter({ hasText: 'Нет открытых вкладок' }).waitFor();
+    assert.equal(await w.image.isVisible(), false);
+  });
+
+  test('an agent without a session is closed, and its window asks nothing', async () => {
+    const app = await openApp(`/agents/${r.idleAgent}/worker`);
+    page = app.page;
+    const w = windowOf(page);
+    await page.getByText('Сессия агента: остановлена').waitFor();
+    await w.placeholder.filter({ hasText: 'Браузер закрыт' }).waitFor();
+    assert.deepEqual(app.views, []);
+  });
+
+  test('an agent of another team is not found', async () => {
+    ({ page } = await openApp(`/agents/${r.foreignAgent}/worker`));
+    await windowOf(page).placeholder.filter({ hasText: 'Агент не найден' }).waitFor();
+  });
+
+  test('the chat screen has the same window, and both fit 360 px', async () => {
+    ({ page } = await openApp(`/agents/${r.agent}/chat`));
+    const w = windowOf(page);
+    await page.getByRole('heading', { name: 'Браузер агента', exact: true }).waitFor();
+    assert.equal(await page.getByRole('link', { name: 'Чат' }).getAttribute('aria-current'), 'page');
+    await visibleImage(page);
+    await page.screenshot({ path: join(artifacts, 'chat-screen-desktop.png'), fullPage: true });
+
+    await page.setViewportSize({ width: 360, height: 800 });
+    assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= 360), 'no horizontal scrolling at 360 px');
+    await page.screenshot({ path: join(artifacts, 'chat-screen-360.png'), fullPage: true });
+    await page.getByRole('link', { name: 'Рабочий экран' }).click();
+    await w.toggle.waitFor();
+    await visibleImage(page);
+    assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= 360), 'no horizontal scrolling at 360 px');
+    await page.locator('.browser-window').screenshot({ path: join(artifacts, 'browser-window-360.png') });
+    await page.screenshot({ path: join(artifacts, 'worker-screen-360.png'), fullPage: true });
+  });
+});
+
+test('no request URL or Referer carries a token', () => {
+  // The fragment never leaves the browser (Playwright reports it as part of a
+  // navigation's URL): what reaches a server is the URL without it.
+  const secrets = [r.tokens.member, r.tokens.outsider, 'not-a-token'];
+  assert.ok(requests.length > 20, `${requests.length} requests seen`);
+  for (const { url: full, headers } of requests) {
+    const url = full.split('#')[0];
+    for (const secret of secrets) {
+      assert.ok(!url.includes(secret) && !url.includes(encodeURIComponent(secret)), `token in ${url.slice(0, 120)}`);
+      assert.ok(!(headers.referer ?? '').includes(secret), `token in the Referer of ${url.slice(0, 120)}`);
+    }
+  }
+  const withAuth = requests.filter(({ headers }) => headers.authorization);
+  assert.ok(withAuth.length > 0 && withAuth.every(({ url }) => new URL(url).pathname.startsWith('/v1/')), 'the token travels only in the Authorization header of API calls');
+});

@@ -1,0 +1,207 @@
+// Test harness: the real local stack (`agentfy dev`) and a Chromium driven by
+// playwright-core. Everything started here is stopped by the returned close functions,
+// which the tests call in `after` hooks, also when a test fails.
+
+import { execFile, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtemp, readFile, rm, watch } from 'node:fs/promises';
+import { openSync, closeSync, readFileSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { chromium } from 'playwright-core';
+
+export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+
+/** Bounds of the harness's waits. */
+const stackReadyTimeoutMs = 90_000;
+const stopTimeoutMs = 15_000;
+const chromiumStartTimeoutMs = 30_000;
+
+const run = promisify(execFile);
+
+/**
+ * agentfyBinary returns $AGENTFY_BIN, or builds ./cmd/agentfy into dir (scripts/test-web.sh
+ * builds it once for every test file).
+ */
+async function agentfyBinary(dir) {
+  if (process.env.AGENTFY_BIN) {
+    return process.env.AGENTFY_BIN;
+  }
+  const bin = join(dir, 'agentfy');
+  await run('go', ['build', '-o', bin, './cmd/agentfy'], { cwd: repoRoot, timeout: 300_000 });
+  return bin;
+}
+
+/**
+ * startStack runs `agentfy dev` in its own process group and resolves with the parsed
+ * ready file once the stack answers. `close()` stops the whole group (redis, NATS,
+ * Chromium of the demo agent).
+ */
+export async function startStack({ restartAfter = '3s' } = {}) {
+  const dir = await mkdtemp(join(tmpdir(), 'agentfy-web-test-'));
+  const bin = await agentfyBinary(dir);
+  const readyPath = join(dir, 'ready.json');
+  const logPath = join(dir, 'dev.log');
+  const log = openSync(logPath, 'a');
+  const child = spawn(bin, ['dev', '--ready-file', readyPath, '--restart-after', restartAfter], {
+    cwd: repoRoot,
+    detached: true, // its own process group, so close() reaches every descendant
+    stdio: ['ignore', log, log],
+  });
+  closeSync(log);
+  groups.add(child.pid);
+  const exited = once(child, 'exit');
+
+  const close = async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      killGroup(child.pid, 'SIGTERM');
+      const timer = setTimeout(() => killGroup(child.pid, 'SIGKILL'), stopTimeoutMs);
+      await exited;
+      clearTimeout(timer);
+    }
+    killGroup(child.pid, 'SIGKILL'); // anything the dev command left behind
+    groups.delete(child.pid);
+    await rm(dir, { recursive: true, force: true });
+  };
+
+  try {
+    await waitForFile(readyPath, exited, stackReadyTimeoutMs);
+  } catch (err) {
+    const tail = existsSync(logPath) ? readFileSync(logPath, 'utf8').slice(-4000) : '';
+    await close();
+    throw new Error(`agentfy dev did not become ready: ${err.message}\n${tail}`);
+  }
+  const ready = JSON.parse(await readFile(readyPath, 'utf8'));
+
+  /** stopSession stops the demo session with the operator CLI, as a person would. */
+  const stopSession = async (agent = ready.agent) => {
+    await run(bin, ['session', 'stop', '-agent', agent], {
+      cwd: repoRoot,
+      env: { ...process.env, AGENTFY_REDIS_URL: ready.redis },
+      timeout: 30_000,
+    });
+  };
+  return { ready, stopSession, close };
+}
+
+/**
+ * Process groups started here and not yet stopped. If the test process ends without its
+ * `after` hooks (a signal from `timeout`, a crash), they are killed on the way out.
+ */
+const groups = new Set();
+process.on('exit', () => {
+  for (const pid of groups) {
+    killGroup(pid, 'SIGKILL');
+  }
+});
+for (const signal of ['SIGINT', 'SIGTERM']) {
+  process.once(signal, () => process.exit(128 + (signal === 'SIGINT' ? 2 : 15)));
+}
+
+function killGroup(pid, signal) {
+  try {
+    process.kill(-pid, signal);
+  } catch {
+    // Already gone.
+  }
+}
+
+/** waitForFile resolves when path exists (it is written by an atomic rename). */
+async function waitForFile(path, exited, timeoutMs) {
+  const ac = new AbortController();
+  const timer = setTimeout(() => ac.abort(new Error(`no ${path} after ${timeoutMs} ms`)), timeoutMs);
+  try {
+    const appeared = (async () => {
+      const watcher = watch(dirname(path), { signal: ac.signal });
+      if (existsSync(path)) {
+        return;
+      }
+      for await (const _ of watcher) {
+        if (existsSync(path)) {
+          return;
+        }
+      }
+    })();
+    const died = exited.then(([code, signal]) => {
+      throw new Error(`agentfy dev exited (${code ?? signal})`);
+    });
+    await Promise.race([appeared, died]);
+  } catch (err) {
+    throw ac.signal.aborted ? ac.signal.reason : err;
+  } finally {
+    clearTimeout(timer);
+    ac.abort();
+  }
+}
+
+/** The Chromium flags the project uses (see shared NOTES.md). */
+export const chromiumArgs = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'];
+
+/**
+ * startBrowser runs Debian's Chromium and connects playwright-core to it over CDP with
+ * `noDefaults`. Why not chromium.launch(): Playwright turns on focus emulation for every
+ * page it creates, which keeps each page "visible" forever, so a test could never see
+ * `document.visibilityState === 'hidden'`. Pages of the browser's own context are tabs of
+ * one window, exactly as a person's: the tab in front is visible, the others are hidden.
+ */
+export async function startBrowser() {
+  const dir = await mkdtemp(join(tmpdir(), 'agentfy-web-chromium-'));
+  const proc = spawn(
+    '/usr/bin/chromium',
+    [
+      ...chromiumArgs,
+      '--remote-debugging-port=0',
+      `--user-data-dir=${dir}`,
+      '--no-first-run',
+      '--disable-component-update',
+      '--disable-sync',
+      '--window-size=1280,900',
+      'about:blank',
+    ],
+    { detached: true, stdio: ['ignore', 'ignore', 'pipe'] },
+  );
+  groups.add(proc.pid);
+  const exited = once(proc, 'exit');
+  const close = async () => {
+    await browser?.close().catch(() => {});
+    if (proc.exitCode === null && proc.signalCode === null) {
+      killGroup(proc.pid, 'SIGTERM');
+      const timer = setTimeout(() => killGroup(proc.pid, 'SIGKILL'), stopTimeoutMs);
+      await exited;
+      clearTimeout(timer);
+    }
+    killGroup(proc.pid, 'SIGKILL'); // renderer and helper processes
+    groups.delete(proc.pid);
+    await rm(dir, { recursive: true, force: true });
+  };
+  let browser;
+  try {
+    const endpoint = await new Promise((resolve, reject) => {
+      let err = '';
+      const timer = setTimeout(() => reject(new Error('Chromium did not start')), chromiumStartTimeoutMs);
+      const onData = (chunk) => {
+        err = (err + chunk).slice(-8000);
+        const m = /DevTools listening on (ws:\/\/\S+)/.exec(err);
+        if (m) {
+          clearTimeout(timer);
+          proc.stderr.off('data', onData);
+          resolve(m[1]);
+        }
+      };
+      proc.stderr.on('data', onData);
+      exited.then(() => {
+        clearTimeout(timer);
+        reject(new Error(`Chromium exited: ${err.slice(-2000)}`));
+      });
+    });
+    proc.stderr.resume();
+    browser = await chromium.connectOverCDP(endpoint, { noDefaults: true, isLocal: true });
+  } catch (err) {
+    await close();
+    throw err;
+  }
+  const context = browser.contexts()[0];
+  return { browser, context, close };
+}
