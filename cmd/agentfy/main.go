@@ -20,6 +20,7 @@ const usage = `agentfy — operator CLI of Agentfy browser view
 
 Usage:
   agentfy dev [--ready-file f.json]                  run the whole local stack (installs what is missing)
+  agentfy bench [-out BENCHMARKS.md]                 measure the stack and print a table
   agentfy seed [-file testdata/directory.json]       load users, teams, orgs and agents
   agentfy token -user ID [-ttl 12h]                  mint a development JWT (HS256)
   agentfy orgkey -org ID -env NAME [-scope S,...]    create an organisation API key (shown once)
@@ -54,6 +55,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		"session": cmdSession,
 		"tool":    cmdTool,
 		"dev":     cmdDev,
+		"bench":   cmdBench,
 	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(stdout, usage)
