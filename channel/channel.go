@@ -74,6 +74,9 @@ type Config struct {
 	GoneAfter time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// OnEnvelope, when set, may replace a worker's sealed answer before it is relayed.
+	// The reliability suite uses it to tamper with envelopes; production leaves it nil.
+	OnEnvelope func([]byte) []byte
 }
 
 // Hub holds this replica's worker connections.
@@ -341,6 +344,9 @@ func (c *Conn) onView(msg *nats.Msg) {
 			return
 		}
 		// The envelope passes through as raw bytes: this replica cannot read it anyway.
+		if h := c.hub.cfg.OnEnvelope; h != nil {
+			res = h(res)
+		}
 		_ = bus.Respond(msg, res)
 	}()
 }

@@ -84,6 +84,9 @@ type Service struct {
 	// OnReply, when set, may replace a sealed reply before it is opened. Tests use it to
 	// tamper with envelopes on their way back; production leaves it nil.
 	OnReply func([]byte) []byte
+	// OnKey, when set, sees each request's private key. Only the reliability suite sets
+	// it, to prove that no key material reaches Redis; production leaves it nil.
+	OnKey func(requestID string, privateKey []byte)
 }
 
 // NewService wires the view service of one replica.
@@ -114,17 +117,21 @@ func (s *Service) View(ctx context.Context, agentID string, authorize Authorize)
 	if err != nil {
 		return Result{}, err
 	}
-	page, err := s.Observe(ctx, sess)
-	if err != nil {
-		return Result{}, err
-	}
+	page, obsErr := s.Observe(ctx, sess)
 	// The capture took time: the session may have stopped and access may have been
-	// revoked meanwhile. Check both before any pixel leaves.
+	// revoked meanwhile. Check both before any pixel leaves. A session that stopped
+	// explains a failed capture too (its passes were revoked, its socket closed): that
+	// is "not live", which is true, rather than "unavailable".
 	now, err := s.sessions.Current(ctx, agentID)
-	if errors.Is(err, session.ErrNoSession) || (err == nil && now.ID != sess.ID) {
+	switch {
+	case errors.Is(err, session.ErrNoSession) || (err == nil && now.ID != sess.ID):
+		if authErr := authorize(ctx); authErr != nil {
+			return Result{}, authErr
+		}
 		return Result{Live: false}, nil
-	}
-	if err != nil {
+	case obsErr != nil:
+		return Result{}, obsErr
+	case err != nil:
 		return Result{}, err
 	}
 	if err := authorize(ctx); err != nil {
@@ -158,6 +165,9 @@ func (s *Service) Observe(ctx context.Context, sess session.Session) (*Page, err
 	priv, err := envelope.GenerateKey(rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("view: key: %w", err)
+	}
+	if s.OnKey != nil {
+		s.OnKey(requestID, priv.Bytes())
 	}
 	if err := s.caps.Put(ctx, requestID, sess.ID, envelope.PublicKeyHex(priv)); err != nil {
 		return nil, err
