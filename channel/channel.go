@@ -74,9 +74,6 @@ type Config struct {
 	GoneAfter time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-	// OnEnvelope, when set, may replace a worker's sealed answer before it is relayed.
-	// The reliability suite uses it to tamper with envelopes; production leaves it nil.
-	OnEnvelope func([]byte) []byte
 }
 
 // Hub holds this replica's worker connections.
@@ -88,6 +85,19 @@ type Hub struct {
 	closed bool             // guarded by mu
 
 	wg sync.WaitGroup
+
+	envelopeHook atomic.Pointer[func([]byte) []byte] // test hook; nil in production
+}
+
+// SetEnvelopeHook installs a function that may replace a worker's sealed answer before
+// it is relayed (the reliability suite tampers with envelopes through it); nil removes
+// it. Production never sets it.
+func (h *Hub) SetEnvelopeHook(f func([]byte) []byte) {
+	if f == nil {
+		h.envelopeHook.Store(nil)
+		return
+	}
+	h.envelopeHook.Store(&f)
 }
 
 // NewHub returns a Hub; call Run to start its session checks and Close to end it.
@@ -344,8 +354,8 @@ func (c *Conn) onView(msg *nats.Msg) {
 			return
 		}
 		// The envelope passes through as raw bytes: this replica cannot read it anyway.
-		if h := c.hub.cfg.OnEnvelope; h != nil {
-			res = h(res)
+		if h := c.hub.envelopeHook.Load(); h != nil {
+			res = (*h)(res)
 		}
 		_ = bus.Respond(msg, res)
 	}()

@@ -19,6 +19,7 @@ import (
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/internal/stack"
 	"github.com/agentfy/agentfy/openapi"
+	"github.com/agentfy/agentfy/view"
 )
 
 func base64Decode(s string) ([]byte, error) { return base64.StdEncoding.Strict().DecodeString(s) }
@@ -155,15 +156,15 @@ func TestRechecksAfterCapture(t *testing.T) {
 		t.Fatal(err)
 	}
 	views := st.Replicas[0].Views
-	t.Cleanup(func() { views.OnReply = nil })
+	t.Cleanup(func() { views.SetHooks(nil) })
 
 	// Membership revoked while the capture runs: 404, no frame.
-	views.OnReply = func(b []byte) []byte {
+	views.SetHooks(&view.Hooks{OnReply: func(b []byte) []byte {
 		if err := st.Dir.RemoveMember(ctx(t), "team-atlas", "u-bob"); err != nil {
 			t.Error(err)
 		}
 		return b
-	}
+	}})
 	t.Cleanup(func() { _ = st.Dir.AddMember(ctx(t), "team-atlas", "u-bob") })
 	r := get(t, replicaA(), agentPath(agent), token(t, "u-bob"))
 	if r.Status != http.StatusNotFound || strings.Contains(string(r.Body), "data") {
@@ -175,12 +176,12 @@ func TestRechecksAfterCapture(t *testing.T) {
 
 	// Session stopped while the capture runs: live:false, never a frame.
 	openGate(t, agent)
-	views.OnReply = func(b []byte) []byte {
+	views.SetHooks(&view.Hooks{OnReply: func(b []byte) []byte {
 		if err := ss.Stop(ctx(t)); err != nil {
 			t.Error(err)
 		}
 		return b
-	}
+	}})
 	r = get(t, replicaA(), agentPath(agent), token(t, "u-alice"))
 	if r.Status != http.StatusOK || string(r.Body) != "{\"live\":false}\n" {
 		t.Fatalf("stopped during capture: %d %.200s", r.Status, r.Body)

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -81,13 +82,20 @@ type Service struct {
 	ns       bus.Namespace
 	log      zerolog.Logger
 	pending  chan struct{} // a slot per pending request; guarded by channel semantics
-	// OnReply, when set, may replace a sealed reply before it is opened. Tests use it to
-	// tamper with envelopes on their way back; production leaves it nil.
+	hooks atomic.Pointer[Hooks] // test hooks; nil in production
+}
+
+// Hooks let tests look into a running service. Production never sets them.
+type Hooks struct {
+	// OnReply may replace a sealed reply before it is opened (tampering, or acting
+	// "while the capture runs").
 	OnReply func([]byte) []byte
-	// OnKey, when set, sees each request's private key. Only the reliability suite sets
-	// it, to prove that no key material reaches Redis; production leaves it nil.
+	// OnKey sees each request's private key, to prove that no key material reaches Redis.
 	OnKey func(requestID string, privateKey []byte)
 }
+
+// SetHooks installs test hooks (nil removes them).
+func (s *Service) SetHooks(h *Hooks) { s.hooks.Store(h) }
 
 // NewService wires the view service of one replica.
 func NewService(gate *Gate, caps *Capabilities, sessions Sessions, nc *nats.Conn, ns bus.Namespace, log zerolog.Logger) *Service {
@@ -166,8 +174,9 @@ func (s *Service) Observe(ctx context.Context, sess session.Session) (*Page, err
 	if err != nil {
 		return nil, fmt.Errorf("view: key: %w", err)
 	}
-	if s.OnKey != nil {
-		s.OnKey(requestID, priv.Bytes())
+	hooks := s.hooks.Load()
+	if hooks != nil && hooks.OnKey != nil {
+		hooks.OnKey(requestID, priv.Bytes())
 	}
 	if err := s.caps.Put(ctx, requestID, sess.ID, envelope.PublicKeyHex(priv)); err != nil {
 		return nil, err
@@ -187,8 +196,8 @@ func (s *Service) Observe(ctx context.Context, sess session.Session) (*Page, err
 		dcancel()
 		return nil, classify(err)
 	}
-	if s.OnReply != nil {
-		reply = s.OnReply(reply)
+	if hooks != nil && hooks.OnReply != nil {
+		reply = hooks.OnReply(reply)
 	}
 	page, err := openReply(priv, requestID, reply)
 	if err != nil {
