@@ -382,39 +382,40 @@ func keys(m map[string]json.RawMessage) []string {
 }
 
 // closeAllTabs closes every page target of the shared Chromium and waits
-// until Chromium reports each destroyed.
+// until Chromium lists none. A target may be closing already (listed, but
+// unknown to closeTarget); its destruction is awaited all the same.
 func closeAllTabs(tb testing.TB) {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	b := testChromium.Browser.Context(ctx)
 	events := b.Event()
-	targets, err := proto.TargetGetTargets{}.Call(b)
-	if err != nil {
-		tb.Fatalf("list targets: %v", err)
-	}
-	pending := map[proto.TargetTargetID]bool{}
-	for _, t := range targets.TargetInfos {
-		if t.Type != proto.TargetTargetInfoTypePage {
-			continue
+	for {
+		targets, err := proto.TargetGetTargets{}.Call(b)
+		if err != nil {
+			tb.Fatalf("list targets: %v", err)
 		}
-		pending[t.TargetID] = true
-		if _, err := (proto.TargetCloseTarget{TargetID: t.TargetID}).Call(b); err != nil {
-			tb.Fatalf("close target: %v", err)
+		pages := 0
+		for _, t := range targets.TargetInfos {
+			if t.Type == proto.TargetTargetInfoTypePage {
+				pages++
+				_, _ = proto.TargetCloseTarget{TargetID: t.TargetID}.Call(b)
+			}
 		}
-	}
-	for len(pending) > 0 {
-		select {
-		case msg, ok := <-events:
-			if !ok {
-				tb.Fatalf("closing tabs: %v", ctx.Err())
+		if pages == 0 {
+			return
+		}
+		// Wait for a destruction before listing again.
+		for destroyed := false; !destroyed; {
+			select {
+			case msg, ok := <-events:
+				if !ok {
+					tb.Fatalf("closing tabs: %v", ctx.Err())
+				}
+				destroyed = msg.Method == "Target.targetDestroyed"
+			case <-ctx.Done():
+				tb.Fatalf("closing tabs: %d still open", pages)
 			}
-			var e proto.TargetTargetDestroyed
-			if msg.Load(&e) {
-				delete(pending, e.TargetID)
-			}
-		case <-ctx.Done():
-			tb.Fatalf("closing tabs: %d not destroyed", len(pending))
 		}
 	}
 }

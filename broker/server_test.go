@@ -142,7 +142,13 @@ func TestToolFailures(t *testing.T) {
 		}})
 		done <- status
 	}()
-	<-s.requested
+	select {
+	case <-s.requested:
+	case status := <-done:
+		t.Fatalf("the play ended with %d before its page committed", status)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the play never navigated")
+	}
 	status, body = tb.post(t, "/tools/browser_tabs", "{}")
 	if status != http.StatusTooManyRequests || !strings.Contains(string(body), `"queue_full"`) {
 		t.Errorf("tool call on a full queue: %d %s, want 429 queue_full", status, body)

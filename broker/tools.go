@@ -194,8 +194,10 @@ func (b *Broker) runTools() {
 					res.err = toolError(op.ctx, res.err)
 				}
 			}
-			op.done <- res
+			// Free the slot before answering, so that a caller who
+			// sends its next call on the answer finds room.
 			<-b.toolSlots
+			op.done <- res
 		}
 	}
 }
@@ -241,8 +243,8 @@ func (b *Broker) OpenTab(ctx context.Context, rawURL string) (Tab, error) {
 		if err != nil {
 			return nil, err
 		}
-		b.waitLoad(ctx, page)
-		return b.tabInfo(ctx, created.TargetID)
+		b.waitLoad(ctx, page, rawURL)
+		return b.tabInfo(ctx, page, created.TargetID)
 	})
 	if err != nil {
 		return Tab{}, fmt.Errorf("browser_open: %w", err)
@@ -280,7 +282,7 @@ func (b *Broker) Play(ctx context.Context, tabID string, steps []Step) (Tab, err
 				return nil, fmt.Errorf("step %d (%s): %w", i, s.Action, err)
 			}
 		}
-		return b.tabInfo(ctx, id)
+		return b.tabInfo(ctx, page, id)
 	})
 	if err != nil {
 		return Tab{}, fmt.Errorf("browser_play: %w", err)
@@ -340,13 +342,21 @@ func (b *Broker) CloseTab(ctx context.Context, tabID string) error {
 	return nil
 }
 
-// tabInfo reads a tab's URL and title.
-func (b *Broker) tabInfo(ctx context.Context, id proto.TargetTargetID) (Tab, error) {
+// tabInfo reads a tab's URL from Chromium and its title from the page: the
+// browser learns a new title from the renderer a moment later, so right
+// after a load or a step its target info may still show the old one. If the
+// page cannot answer (it is navigating), the target info's title stands.
+func (b *Broker) tabInfo(ctx context.Context, page *rod.Page, id proto.TargetTargetID) (Tab, error) {
 	info, err := proto.TargetGetTargetInfo{TargetID: id}.Call(b.browser.Context(ctx))
 	if err != nil {
 		return Tab{}, fmt.Errorf("get target info: %w", err)
 	}
-	return Tab{TabID: string(id), URL: info.TargetInfo.URL, Title: info.TargetInfo.Title}, nil
+	tab := Tab{TabID: string(id), URL: info.TargetInfo.URL, Title: info.TargetInfo.Title}
+	res, err := proto.RuntimeEvaluate{Expression: "document.title", ReturnByValue: true}.Call(page.Context(ctx))
+	if err == nil && res.ExceptionDetails == nil && res.Result != nil && res.Result.Type == proto.RuntimeRemoteObjectTypeString {
+		tab.Title = res.Result.Value.Str()
+	}
+	return tab, nil
 }
 
 // page returns rod's page for a tab of the tool path, under ctx. rod caches
@@ -375,13 +385,35 @@ func (b *Broker) page(ctx context.Context, id proto.TargetTargetID) (*rod.Page, 
 	}
 }
 
-// waitLoad waits for the page's load event, at most Config.LoadTimeout. A
-// page that is slow to load is not an error of the tool.
-func (b *Broker) waitLoad(ctx context.Context, page *rod.Page) {
+// loadPoll is the pause between two looks at a loading page.
+const loadPoll = 25 * time.Millisecond
+
+// waitLoad waits until the page's current document has loaded, at most
+// Config.LoadTimeout; a page that is slow to load is not an error of the
+// tool. A tab made with a URL starts on an initial about:blank document
+// that is complete at once, so unless about:blank itself was asked for, that
+// document does not count. It asks the page's main world directly rather
+// than through rod's helpers, which would keep the initial document's
+// context and fail as the navigation replaces it.
+func (b *Broker) waitLoad(ctx context.Context, page *rod.Page, rawURL string) {
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.LoadTimeout)
 	defer cancel()
-	if err := page.Context(ctx).WaitLoad(); err != nil {
-		b.logger.Debug().Err(err).Msg("page did not finish loading")
+	page = page.Context(ctx)
+	expr := `document.readyState === "complete" && location.href !== "about:blank"`
+	if rawURL == "about:blank" {
+		expr = `document.readyState === "complete"`
+	}
+	for {
+		res, err := proto.RuntimeEvaluate{Expression: expr, ReturnByValue: true}.Call(page)
+		if err == nil && res.ExceptionDetails == nil && res.Result != nil && res.Result.Value.Bool() {
+			return
+		}
+		select {
+		case <-time.After(loadPoll):
+		case <-ctx.Done():
+			b.logger.Debug().Msg("page did not finish loading in time")
+			return
+		}
 	}
 }
 
@@ -392,7 +424,7 @@ func (b *Broker) step(ctx context.Context, page *rod.Page, s Step) error {
 	switch s.Action {
 	case ActionNavigate:
 		if err = page.Navigate(s.URL); err == nil {
-			b.waitLoad(ctx, page)
+			b.waitLoad(ctx, page, s.URL)
 		}
 	case ActionClick:
 		err = click(page, s.Selector)

@@ -106,7 +106,7 @@ func TestBrokerProcess(t *testing.T) {
 	// exited receives the exit once; waitDone is closed after it.
 	exited := make(chan error, 1)
 	waitDone := make(chan struct{})
-	var logs bytes.Buffer
+	var logs lockedBuffer
 	listening := make(chan struct{})
 	scanned := make(chan struct{})
 	go func() {
@@ -114,8 +114,7 @@ func TestBrokerProcess(t *testing.T) {
 		sc := bufio.NewScanner(stderr)
 		once := sync.Once{}
 		for sc.Scan() {
-			logs.Write(sc.Bytes())
-			logs.WriteByte('\n')
+			logs.writeLine(sc.Bytes())
 			if strings.Contains(sc.Text(), `"message":"listening"`) {
 				once.Do(func() { close(listening) })
 			}
@@ -240,6 +239,25 @@ func TestBrokerProcess(t *testing.T) {
 			t.Errorf("the logs show %q:\n%s", secret, logs.String())
 		}
 	}
+}
+
+// lockedBuffer collects the broker's log lines while the test reads them.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer // guarded by mu
+}
+
+func (b *lockedBuffer) writeLine(line []byte) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf.Write(line)
+	b.buf.WriteByte('\n')
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // isJPEGPage checks the page carries a JPEG.
