@@ -92,6 +92,8 @@ type Hooks struct {
 	OnReply func([]byte) []byte
 	// OnKey sees each request's private key, to prove that no key material reaches Redis.
 	OnKey func(requestID string, privateKey []byte)
+	// OnGate sees each gate decision as it is made.
+	OnGate func(agentID string, allowed bool)
 }
 
 // SetHooks installs test hooks (nil removes them).
@@ -114,6 +116,9 @@ func (s *Service) View(ctx context.Context, agentID string, authorize Authorize)
 	ok, err := s.gate.Allow(ctx, agentID)
 	if err != nil {
 		return Result{}, err
+	}
+	if h := s.hooks.Load(); h != nil && h.OnGate != nil {
+		h.OnGate(agentID, ok)
 	}
 	if !ok {
 		return Result{}, ErrRateLimited
@@ -161,6 +166,11 @@ func (s *Service) Observe(ctx context.Context, sess session.Session) (*Page, err
 		// The worker said in its hello that its image cannot relay views: refuse without
 		// dispatching anything.
 		return nil, unavailable(ReasonUnsupported)
+	}
+	if !s.nc.IsConnected() {
+		// While NATS reconnects a request would sit in the reconnect buffer until its
+		// deadline; answer at once instead.
+		return nil, unavailable(ReasonNoChannel)
 	}
 	ctx, cancel := context.WithTimeout(ctx, RequestTimeout)
 	defer cancel()

@@ -31,10 +31,14 @@ type Options struct {
 	Dir string
 	// Port to listen on; 0 picks a free loopback port.
 	Port int
+	// Persist saves the dataset to Dir on shutdown and loads it at start, so a test can
+	// stop Redis and start it again with its data (production Redis is the operator's).
+	Persist bool
 }
 
 // Server is a running redis-server. Stop must be called to end it.
 type Server struct {
+	opts    Options // as started, with the chosen dir and port
 	cmd     *exec.Cmd
 	addr    string
 	dir     string
@@ -70,9 +74,13 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	}
 	// Nothing is persisted: frames never reach Redis anyway, and a development or test
 	// server must leave nothing behind.
+	save := ""
+	if opts.Persist {
+		save = "3600 1" // any save point makes a SIGTERM shutdown write dump.rdb
+	}
 	args := []string{
 		"--bind", "127.0.0.1", "--port", strconv.Itoa(port),
-		"--save", "", "--appendonly", "no", "--dir", dir,
+		"--save", save, "--appendonly", "no", "--dir", dir,
 		"--protected-mode", "yes", "--daemonize", "no", "--loglevel", "warning",
 		"--databases", "16",
 	}
@@ -86,7 +94,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		}
 		return nil, fmt.Errorf("start redis-server: %w", err)
 	}
-	s := &Server{cmd: cmd, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, ownDir: ownDir, done: make(chan struct{})}
+	s := &Server{opts: Options{Bin: opts.Bin, Dir: dir, Port: port, Persist: opts.Persist}, cmd: cmd, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, ownDir: ownDir, done: make(chan struct{})}
 	go func() { s.waitErr = cmd.Wait(); close(s.done) }()
 
 	ctx, cancel := context.WithTimeout(ctx, StartTimeout)
@@ -136,6 +144,25 @@ func ping(ctx context.Context, addr string) error {
 		return errors.New("unexpected answer to PING")
 	}
 	return nil
+}
+
+// Halt stops the server like Stop but keeps its directory for Restart.
+func (s *Server) Halt() {
+	owned := s.ownDir
+	s.ownDir = false
+	s.Stop()
+	s.ownDir = owned
+}
+
+// Restart starts a new server on the same port and directory (with Persist, the same
+// data) after Halt. The new server owns the directory from then on.
+func (s *Server) Restart(ctx context.Context) (*Server, error) {
+	n, err := Start(ctx, s.opts)
+	if err != nil {
+		return nil, err
+	}
+	n.ownDir, s.ownDir = s.ownDir, false
+	return n, nil
 }
 
 // Addr is host:port of the server.

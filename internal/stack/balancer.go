@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -24,6 +25,9 @@ type balancer struct {
 }
 
 func (b *balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h := b.s.consumeHook.Load(); h != nil && strings.HasSuffix(r.URL.Path, "/worker-observations/consume") {
+		(*h)()
+	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBalancedBody))
 	if err != nil {
 		http.Error(w, "bad request body", http.StatusBadRequest)

@@ -4,8 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
 	"sync"
 	"time"
 
@@ -29,6 +34,12 @@ type SessionOptions struct {
 	// BrokerHandler, when set, serves the broker socket instead of a real broker (tests
 	// that need a broker which holds or misbehaves).
 	BrokerHandler http.Handler
+	// BrokerProcess runs the broker as the Options.BrokerBin binary in a process of its
+	// own (fault tests kill it); otherwise it runs in this process.
+	BrokerProcess bool
+	// CuttableLink puts a TCP proxy between the worker and its replica, which CutLink
+	// cuts (the worker then reconnects through it).
+	CuttableLink bool
 }
 
 // Session is a started worker session with its broker (own Chromium) and worker.
@@ -40,6 +51,11 @@ type Session struct {
 	Broker   *broker.Broker
 
 	stack      *Stack
+	brokerOpts SessionOptions
+	brokerProc *exec.Cmd     // with Options.BrokerBin
+	brokerLog  *syncBuffer   // the broker process's stderr
+	brokerDone chan struct{} // closed when brokerProc exits
+	link       *link
 	stopWorker context.CancelFunc
 	workerDone chan error
 	stopBroker func()
@@ -63,12 +79,20 @@ func (s *Stack) StartSession(ctx context.Context, agentID string, o SessionOptio
 		return nil, err
 	}
 	// The worker knows every replica, its own first: when that one goes away it moves on.
+	// With CuttableLink its own replica is reached through a proxy a test can cut.
 	s.mu.Lock()
 	var apiURLs []string
 	for i := range s.Replicas {
 		if r := s.Replicas[(o.Replica+i)%len(s.Replicas)]; r != nil {
 			apiURLs = append(apiURLs, r.URL)
 		}
+	}
+	if o.CuttableLink {
+		if ss.link, err = newLink(ctx, strings.TrimPrefix(apiURLs[0], "http://")); err != nil {
+			s.mu.Unlock()
+			return nil, err
+		}
+		apiURLs[0] = "http://" + ss.link.addr
 	}
 	s.sessions = append(s.sessions, ss)
 	s.mu.Unlock()
@@ -83,33 +107,9 @@ func (s *Stack) StartSession(ctx context.Context, agentID string, o SessionOptio
 		go func() { _ = srv.Serve(ln) }()
 		ss.stopBroker = func() { _ = srv.Close() }
 	} else if !o.Shell {
-		if ss.Chromium, err = broker.LaunchChromium(ctx, broker.LaunchConfig{Bin: s.opts.Chromium, Leakless: true, Env: []string{"HOME=" + os.TempDir()}}, log); err != nil {
+		ss.brokerOpts = o
+		if err := ss.StartBroker(ctx); err != nil {
 			return nil, err
-		}
-		consume, err := broker.NewConsumeClient(&http.Client{}, s.LB, passes.Broker)
-		if err != nil {
-			return nil, err
-		}
-		cfg := broker.DefaultConfig()
-		if o.Broker != nil {
-			cfg = *o.Broker
-		}
-		if ss.Broker, err = broker.New(ctx, ss.Chromium.Browser, consume, cfg, log.With().Str("component", "broker").Logger(), broker.SystemClock{}); err != nil {
-			return nil, err
-		}
-		ln, err := broker.Listen(ctx, ss.IPCDir)
-		if err != nil {
-			return nil, err
-		}
-		srv := &http.Server{Handler: ss.Broker.Handler(), ReadHeaderTimeout: 5 * time.Second}
-		go func() { _ = srv.Serve(ln) }()
-		stopCtx := context.WithoutCancel(ctx)
-		ss.stopBroker = func() {
-			_ = srv.Close()
-			ss.Broker.Shutdown()
-			cctx, cancel := context.WithTimeout(stopCtx, 10*time.Second)
-			defer cancel()
-			_ = ss.Chromium.Close(cctx)
 		}
 	}
 
@@ -128,6 +128,146 @@ func (s *Stack) StartSession(ctx context.Context, agentID string, o SessionOptio
 		return nil, err
 	}
 	return ss, nil
+}
+
+// StartBroker starts the session's broker: in-process with its own Chromium, or as an
+// agentfy-broker process with Options.BrokerBin. It can start a broker again after
+// KillBroker.
+func (ss *Session) StartBroker(ctx context.Context) error {
+	s, o := ss.stack, ss.brokerOpts
+	log := s.opts.Log.With().Str("session", ss.ID).Str("component", "broker").Logger()
+	if o.BrokerProcess {
+		if s.opts.BrokerBin == "" {
+			return errors.New("stack: BrokerProcess needs Options.BrokerBin")
+		}
+		return ss.startBrokerProcess(ctx)
+	}
+	var err error
+	if ss.Chromium, err = broker.LaunchChromium(ctx, broker.LaunchConfig{Bin: s.opts.Chromium, Leakless: true, Env: []string{"HOME=" + os.TempDir()}}, log); err != nil {
+		return err
+	}
+	consume, err := broker.NewConsumeClient(&http.Client{}, s.LB, ss.Passes.Broker)
+	if err != nil {
+		return err
+	}
+	cfg := broker.DefaultConfig()
+	if o.Broker != nil {
+		cfg = *o.Broker
+	}
+	if ss.Broker, err = broker.New(ctx, ss.Chromium.Browser, consume, cfg, log, broker.SystemClock{}); err != nil {
+		return err
+	}
+	ln, err := broker.Listen(ctx, ss.IPCDir)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: ss.Broker.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	stopCtx := context.WithoutCancel(ctx)
+	ss.stopBroker = func() {
+		_ = srv.Close()
+		ss.Broker.Shutdown()
+		cctx, cancel := context.WithTimeout(stopCtx, 10*time.Second)
+		defer cancel()
+		_ = ss.Chromium.Close(cctx)
+	}
+	return nil
+}
+
+// startBrokerProcess runs the agentfy-broker binary with the session's broker pass in a
+// private file, and waits for its socket.
+func (ss *Session) startBrokerProcess(ctx context.Context) error {
+	s := ss.stack
+	passDir, err := os.MkdirTemp("", "agentfy-broker-pass-")
+	if err != nil {
+		return err
+	}
+	passFile := filepath.Join(passDir, "pass")
+	if err := os.WriteFile(passFile, []byte(ss.Passes.Broker), 0o600); err != nil {
+		return err
+	}
+	chromium := s.opts.Chromium
+	if chromium == "" {
+		chromium = broker.DefaultChromium
+	}
+	cmd := exec.Command(s.opts.BrokerBin) //nolint:gosec,noctx // the test's own broker build; it outlives ctx
+	cmd.Env = []string{
+		"PATH=" + os.Getenv("PATH"), "HOME=" + os.TempDir(), "TMPDIR=" + os.TempDir(),
+		"AGENTFY_API_URL=" + s.LB, "AGENTFY_BROKER_PASS_FILE=" + passFile,
+		"AGENTFY_IPC_DIR=" + ss.IPCDir, "AGENTFY_CHROMIUM=" + chromium, "AGENTFY_LOG_LEVEL=debug",
+	}
+	ss.brokerLog = &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = ss.brokerLog, ss.brokerLog
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		_ = os.RemoveAll(passDir)
+		return err
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); _ = os.RemoveAll(passDir); close(done) }()
+	ss.brokerProc, ss.brokerDone = cmd, done
+	ss.stopBroker = func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}
+	sock := filepath.Join(ss.IPCDir, broker.SocketName)
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if c, err := (&net.Dialer{}).DialContext(ctx, "unix", sock); err == nil {
+			_ = c.Close()
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-done:
+			return errors.New("stack: broker process exited: " + ss.brokerLog.String())
+		case <-t.C:
+		}
+	}
+}
+
+// KillBroker kills the broker process with SIGKILL, as a crash would (leakless then
+// ends its Chromium), and waits for it to exit.
+func (ss *Session) KillBroker() {
+	if ss.brokerProc == nil {
+		return
+	}
+	_ = ss.brokerProc.Process.Kill()
+	<-ss.brokerDone
+	ss.brokerProc = nil
+}
+
+// BrokerPID is the broker process's id (0 for an in-process broker).
+func (ss *Session) BrokerPID() int {
+	if ss.brokerProc == nil {
+		return 0
+	}
+	return ss.brokerProc.Process.Pid
+}
+
+// BrokerExited is closed when the broker process exits.
+func (ss *Session) BrokerExited() <-chan struct{} { return ss.brokerDone }
+
+// BrokerLog is what the broker process wrote.
+func (ss *Session) BrokerLog() string {
+	if ss.brokerLog == nil {
+		return ""
+	}
+	return ss.brokerLog.String()
+}
+
+// CutLink drops every connection between the worker and its replica.
+func (ss *Session) CutLink() {
+	if ss.link != nil {
+		ss.link.cut()
+	}
 }
 
 // WaitAttached waits until the session's owner in Redis is replicaID and the owner's
@@ -190,6 +330,9 @@ func (ss *Session) Close() {
 	ss.once.Do(func() {
 		ss.StopWorker()
 		ss.stopBroker()
+		if ss.link != nil {
+			ss.link.close()
+		}
 		if ss.IPCDir != "" {
 			_ = os.RemoveAll(ss.IPCDir)
 		}

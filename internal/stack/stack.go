@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -50,6 +51,10 @@ type Options struct {
 	// NATSServers, when set, replaces the embedded NATS server (a cluster the caller
 	// runs); replica i connects to NATSServers[i % len].
 	NATSServers []string
+	// PersistRedis lets StopRedis and RestartRedis keep the data (fault tests).
+	PersistRedis bool
+	// BrokerBin is the agentfy-broker binary for sessions started with BrokerProcess.
+	BrokerBin string
 }
 
 // Stack is a running system.
@@ -75,6 +80,49 @@ type Stack struct {
 	mu       sync.Mutex
 	sessions []*Session // guarded by mu
 	closers  []func()
+	natsPort int
+
+	consumeHook atomic.Pointer[func()] // called by the balancer before it forwards a consume
+}
+
+// StopRedis stops the Redis server, keeping its data when Options.PersistRedis.
+func (s *Stack) StopRedis() { s.Redis.Halt() }
+
+// RestartRedis starts Redis again on the same port.
+func (s *Stack) RestartRedis(ctx context.Context) error {
+	n, err := s.Redis.Restart(ctx)
+	if err != nil {
+		return err
+	}
+	s.Redis = n
+	return nil
+}
+
+// StopNATS shuts the embedded NATS server down.
+func (s *Stack) StopNATS() {
+	s.NATS.Shutdown()
+	s.NATS.WaitForShutdown()
+}
+
+// RestartNATS starts the embedded NATS server again on the same port; clients reconnect
+// on their own.
+func (s *Stack) RestartNATS() error {
+	n, err := bus.RunEmbedded(bus.EmbeddedOptions{Name: "agentfy-dev", Port: s.natsPort, MonitorPort: -1})
+	if err != nil {
+		return err
+	}
+	s.NATS = n
+	return nil
+}
+
+// SetConsumeHook installs f to run each time a broker's consume request passes the
+// balancer, that is in the middle of an observation (nil removes it).
+func (s *Stack) SetConsumeHook(f func()) {
+	if f == nil {
+		s.consumeHook.Store(nil)
+		return
+	}
+	s.consumeHook.Store(&f)
 }
 
 // Replica is one running API replica.
@@ -136,16 +184,17 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	}
 	s.Secret = []byte(base64.RawURLEncoding.EncodeToString(secret))
 
-	if s.Redis, err = redisserver.Start(ctx, redisserver.Options{}); err != nil {
+	if s.Redis, err = redisserver.Start(ctx, redisserver.Options{Persist: o.PersistRedis}); err != nil {
 		return nil, err
 	}
-	s.closers = append(s.closers, s.Redis.Stop)
+	s.closers = append(s.closers, func() { s.Redis.Stop() })
 	natsURLs := o.NATSServers
 	if len(natsURLs) == 0 {
 		if s.NATS, err = bus.RunEmbedded(bus.EmbeddedOptions{Name: "agentfy-dev", Port: -1, MonitorPort: -1}); err != nil {
 			return nil, err
 		}
 		s.closers = append(s.closers, func() { s.NATS.Shutdown(); s.NATS.WaitForShutdown() })
+		s.natsPort = s.NATS.Addr().(*net.TCPAddr).Port
 		natsURLs = []string{s.NATS.ClientURL()}
 	}
 	s.Client = redis.NewUniversalClient(s.RedisOptions())
