@@ -131,7 +131,7 @@ function showSignIn(expired: boolean): void {
 
 function showHome(): void {
   document.title = 'Agentfy';
-  const input = el('input', { id: 'agent-id', type: 'text', required: true, pattern: agentIdPattern.source, autocomplete: 'off', spellcheck: 'false', placeholder: 'agent-scout' });
+  const input = el('input', { id: 'agent-id', type: 'text', required: true, pattern: agentIdPattern.source, autocomplete: 'off', spellcheck: 'false', placeholder: 'например, agent-scout' });
   const open = (tab: 'worker' | 'chat') => (event: Event) => {
     event.preventDefault();
     if (input.reportValidity()) {

@@ -104,7 +104,7 @@ function showSignIn(expired) {
 }
 function showHome() {
     document.title = 'Agentfy';
-    const input = el('input', { id: 'agent-id', type: 'text', required: true, pattern: agentIdPattern.source, autocomplete: 'off', spellcheck: 'false', placeholder: 'agent-scout' });
+    const input = el('input', { id: 'agent-id', type: 'text', required: true, pattern: agentIdPattern.source, autocomplete: 'off', spellcheck: 'false', placeholder: 'например, agent-scout' });
     const open = (tab) => (event) => {
         event.preventDefault();
         if (input.reportValidity()) {
