@@ -32,13 +32,21 @@ if ! "$GOBIN/golangci-lint" version 2>/dev/null | grep -q "${LINT_VERSION#v}"; t
   go install "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$LINT_VERSION"
 fi
 
-for dir in . web sdk; do
-  if [ -f "$dir/package-lock.json" ]; then
-    stamp="$dir/node_modules/.package-lock.json"
-    if [ ! -f "$stamp" ] || ! cmp -s <(sed -n '/"packages"/,$p' "$dir/package-lock.json" | md5sum) <(sed -n '/"packages"/,$p' "$stamp" | md5sum); then
-      echo "setup: npm ci in $dir" >&2
-      (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
-    fi
+# npm ci where node_modules is missing or differs from the lockfile (npm keeps a copy of
+# the installed tree in node_modules/.package-lock.json, without the root entry).
+for dir in web sdk; do
+  [ -f "$dir/package-lock.json" ] || continue
+  if ! node -e '
+      const fs = require("fs"), { isDeepStrictEqual } = require("util");
+      const dir = process.argv[1];
+      try {
+        const want = JSON.parse(fs.readFileSync(dir + "/package-lock.json", "utf8")).packages;
+        const have = JSON.parse(fs.readFileSync(dir + "/node_modules/.package-lock.json", "utf8")).packages;
+        delete want[""];
+        process.exit(isDeepStrictEqual(want, have) ? 0 : 1);
+      } catch { process.exit(1); }' "$dir"; then
+    echo "setup: npm ci in $dir" >&2
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
   fi
 done
 go mod download

@@ -194,7 +194,7 @@ func printBanner(w io.Writer, rf readyFile, took time.Duration) {
 	fmt.Fprintf(w, `
 Agentfy browser view is running (ready in %.1fs). Ctrl-C stops everything.
 
-  Web app        %s#token=%s
+  Web app        %s#/agents/%s/worker?token=%s
                  (the token travels in the URL fragment, which browsers never send to a
                  server; the page moves it into the tab's session storage at once)
   API replicas   %s  %s
@@ -220,7 +220,7 @@ In another terminal:
 
   # stop the demo session (the web app shows "Браузер закрыт"; a new session starts 10 s later)
   AGENTFY_REDIS_URL='%s' go run ./cmd/agentfy session stop -agent %s
-`, took.Seconds(), rf.App, rf.Tokens["member"], rf.Replicas[0], rf.Replicas[1], rf.NATS, rf.NATSMonitor, rf.Redis, rf.Deployment,
+`, took.Seconds(), rf.App, rf.Agent, rf.Tokens["member"], rf.Replicas[0], rf.Replicas[1], rf.NATS, rf.NATSMonitor, rf.Redis, rf.Deployment,
 		rf.Agent, rf.Site, rf.EmptyAgent, rf.IdleAgent,
 		rf.Tokens["member"], rf.OrgKeys["reader"],
 		rf.Replicas[0], rf.Agent, rf.Replicas[0], rf.Agent,

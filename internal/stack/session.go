@@ -270,7 +270,8 @@ func (ss *Session) CutLink() {
 	}
 }
 
-// WaitAttached waits until the session's owner in Redis is replicaID and the owner's
+// WaitAttached waits until the session's owner in Redis is replicaID (any replica for
+// "") and the owner's
 // subscription is visible from the harness's NATS server (on a cluster, interest takes
 // a moment to travel the routes). The probe is a view request with a malformed id,
 // which the owner refuses at once without touching the worker.
@@ -283,7 +284,7 @@ func (ss *Session) WaitAttached(ctx context.Context, replicaID string) error {
 	}
 	for {
 		cur, err := ss.stack.Sess.Get(ctx, ss.ID)
-		if err == nil && cur.Owner == replicaID {
+		if err == nil && cur.Owner != "" && (replicaID == "" || cur.Owner == replicaID) {
 			pctx, cancel := context.WithTimeout(ctx, time.Second)
 			_, err := bus.Request(pctx, ss.stack.Bus, subject, []byte("probe"))
 			cancel()

@@ -1,0 +1,219 @@
+package reliability
+
+import (
+	"net/http"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentfy/agentfy/internal/stack"
+)
+
+// liveSession starts a session for a fresh agent whose worker is on replica B, with one
+// tab open on the demo site.
+func liveSession(t *testing.T, agent string, o stack.SessionOptions) *stack.Session {
+	t.Helper()
+	newAgent(t, agent)
+	o.Replica = 1
+	ss, err := st.StartSession(ctx(t), agent, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ss.Close)
+	if _, err := ss.Tool(ctx(t), "browser_open", map[string]string{"url": st.Site + "/account.html"}); err != nil {
+		t.Fatal(err)
+	}
+	if a := poll(t, agent); a.summary() != "200 frame" {
+		t.Fatalf("before the fault: %s", a.summary())
+	}
+	return ss
+}
+
+// fault runs one fault case: the answer during the fault must be want (never
+// live:false for a failure), and the first poll after recovery must be a live answer.
+func fault(t *testing.T, agent string, want int, inject func(), recover func()) string {
+	t.Helper()
+	inject()
+	during := poll(t, agent)
+	recover()
+	after := poll(t, agent)
+	observed := during.summary() + "; after recovery " + after.summary()
+	if during.Status != want {
+		t.Errorf("during the fault: %s, want %d", during.summary(), want)
+	}
+	if strings.Contains(during.Body, `"live":false`) && want != http.StatusOK {
+		t.Errorf("a failure answered live:false")
+	}
+	if after.Status != http.StatusOK || !strings.HasPrefix(after.Body, `{"live":true`) {
+		t.Errorf("after recovery: %s, want a live answer", after.summary())
+	}
+	return observed
+}
+
+func TestFaults(t *testing.T) {
+	t.Run("Redis_stopped", func(t *testing.T) {
+		observed := ""
+		record(t, "Faults", "503 while Redis is down; a frame once it is back", &observed)
+		agent := "agent-f-redis"
+		liveSession(t, agent, stack.SessionOptions{})
+		observed = fault(t, agent, http.StatusServiceUnavailable, st.StopRedis, func() {
+			if err := st.RestartRedis(ctx(t)); err != nil {
+				t.Fatal(err)
+			}
+		})
+	})
+
+	t.Run("NATS_stopped", func(t *testing.T) {
+		observed := ""
+		record(t, "Faults", "503 while NATS is down; a frame once every replica reconnected", &observed)
+		agent := "agent-f-nats"
+		ss := liveSession(t, agent, stack.SessionOptions{})
+		observed = fault(t, agent, http.StatusServiceUnavailable, st.StopNATS, func() {
+			if err := st.RestartNATS(); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, 15*time.Second, "reconnection of every replica", func() bool {
+				for _, r := range st.Replicas {
+					if !r.NATS.IsConnected() {
+						return false
+					}
+				}
+				return st.Bus.IsConnected()
+			})
+			if err := ss.WaitAttached(ctx(t), st.Replicas[1].ID); err != nil {
+				t.Fatal(err)
+			}
+		})
+	})
+
+	t.Run("worker_socket_dropped_mid_observation", func(t *testing.T) {
+		observed := ""
+		record(t, "Faults", "503 (the owner loses the socket while waiting); a frame after the worker reconnects (to either replica)", &observed)
+		agent := "agent-f-socket"
+		ss := liveSession(t, agent, stack.SessionOptions{CuttableLink: true})
+		observed = fault(t, agent, http.StatusServiceUnavailable, func() {
+			st.SetConsumeHook(func() { st.SetConsumeHook(nil); ss.CutLink() })
+		}, func() {
+			st.SetConsumeHook(nil)
+			if err := ss.WaitAttached(ctx(t), ""); err != nil {
+				t.Fatal(err)
+			}
+		})
+	})
+
+	t.Run("broker_process_killed_mid_capture", func(t *testing.T) {
+		observed := ""
+		record(t, "Faults", "503; after the broker restarts (a fresh browser) a live answer", &observed)
+		agent := "agent-f-broker"
+		ss := liveSession(t, agent, stack.SessionOptions{BrokerProcess: true})
+		observed = fault(t, agent, http.StatusServiceUnavailable, func() {
+			st.SetConsumeHook(func() { st.SetConsumeHook(nil); ss.KillBroker() })
+		}, func() {
+			st.SetConsumeHook(nil)
+			if err := ss.StartBroker(ctx(t)); err != nil {
+				t.Fatal(err)
+			}
+		})
+	})
+
+	t.Run("Chromium_killed", func(t *testing.T) {
+		observed := ""
+		record(t, "Faults", "503; the broker exits with its browser and, restarted, answers again", &observed)
+		agent := "agent-f-chromium"
+		ss := liveSession(t, agent, stack.SessionOptions{BrokerProcess: true})
+		observed = fault(t, agent, http.StatusServiceUnavailable, func() {
+			pid := chromiumOf(t, ss.BrokerPID())
+			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+		}, func() {
+			select {
+			case <-ss.BrokerExited():
+			case <-time.After(15 * time.Second):
+				t.Error("the broker kept running without its browser")
+				ss.KillBroker()
+			}
+			if err := ss.StartBroker(ctx(t)); err != nil {
+				t.Fatal(err)
+			}
+		})
+	})
+
+	t.Run("capture_deadline_on_a_hung_tab", func(t *testing.T) {
+		observed := ""
+		record(t, "Faults", "503 after the broker's 5 s capture deadline, within the 9 s bound; a frame once the agent closes the tab", &observed)
+		agent := "agent-f-hung"
+		ss := liveSession(t, agent, stack.SessionOptions{})
+		var hung string
+		start := time.Time{}
+		observed = fault(t, agent, http.StatusServiceUnavailable, func() {
+			res, err := ss.Tool(ctx(t), "browser_open", map[string]string{"url": st.Site + "/hang.html"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			hung = tabID(t, res)
+			start = time.Now()
+		}, func() {
+			if took := time.Since(start); took > 9*time.Second || took < 4*time.Second {
+				t.Errorf("the hung capture answered after %v", took)
+			}
+			if _, err := ss.Tool(ctx(t), "browser_close", map[string]string{"tabId": hung}); err != nil {
+				t.Fatal(err)
+			}
+		})
+	})
+
+	t.Run("session_stopped_mid_capture", func(t *testing.T) {
+		observed := ""
+		record(t, "Faults", `200 {"live":false}: the session really stopped`, &observed)
+		agent := "agent-f-stop"
+		ss := liveSession(t, agent, stack.SessionOptions{})
+		st.SetConsumeHook(func() {
+			st.SetConsumeHook(nil)
+			if err := ss.Stop(ctx(t)); err != nil {
+				t.Error(err)
+			}
+		})
+		a := poll(t, agent)
+		observed = a.summary()
+		if a.Status != http.StatusOK || strings.TrimSpace(a.Body) != `{"live":false}` {
+			t.Errorf("got %s", observed)
+		}
+	})
+
+	t.Run("membership_revoked_mid_capture", func(t *testing.T) {
+		observed := ""
+		record(t, "Faults", "404, the same body as for an unknown agent; no frame", &observed)
+		agent := "agent-f-member"
+		liveSession(t, agent, stack.SessionOptions{})
+		st.SetConsumeHook(func() {
+			st.SetConsumeHook(nil)
+			if err := st.Dir.RemoveMember(ctx(t), "team-atlas", "u-alice"); err != nil {
+				t.Error(err)
+			}
+		})
+		t.Cleanup(func() { _ = st.Dir.AddMember(ctx(t), "team-atlas", "u-alice") })
+		a := poll(t, agent)
+		unknown := do(t, http.MethodGet, viewURL(0, "agent-nobody"), token(t, "u-bob"), nil)
+		observed = a.summary()
+		if a.Status != http.StatusNotFound || a.Body != unknown.Body {
+			t.Errorf("got %s %.80s, want the unknown agent's 404", observed, a.Body)
+		}
+	})
+}
+
+// chromiumOf finds the main Chromium process below a broker process.
+func chromiumOf(t *testing.T, brokerPID int) int {
+	t.Helper()
+	for _, p := range descendants(brokerPID) {
+		cmdline, _ := os.ReadFile("/proc/" + itoa(p) + "/cmdline")
+		args := strings.Split(string(cmdline), "\x00")
+		if strings.HasSuffix(args[0], "/chromium") && !strings.Contains(string(cmdline), "--type=") {
+			return p
+		}
+	}
+	t.Fatal("no Chromium below the broker")
+	return 0
+}

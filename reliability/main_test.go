@@ -1,0 +1,259 @@
+// Package reliability breaks the real stack — two replicas, workers, brokers with
+// Chromium, Redis and NATS — and checks that every failure gives the status SPEC §3
+// names, recovers by the next poll, leaks nothing, and stays within its bounds. It
+// writes its results as a table: AGENTFY_RELIABILITY_REPORT=RELIABILITY.md go test ./reliability
+package reliability
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/agentfy/agentfy/directory"
+	"github.com/agentfy/agentfy/internal/oas"
+	"github.com/agentfy/agentfy/internal/stack"
+)
+
+var (
+	st        *stack.Stack
+	validator *oas.Validator
+	logs      = &lockedBuffer{} // every log line of every in-process component
+	report    = &recorder{}
+)
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	root, err := stack.FindRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	binDir, err := os.MkdirTemp("", "agentfy-reliability-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = os.RemoveAll(binDir) }()
+	brokerBin := filepath.Join(binDir, "agentfy-broker")
+	build := exec.CommandContext(ctx, "go", "build", "-o", brokerBin, "./cmd/agentfy-broker")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build broker: %v\n%s", err, out)
+		return 1
+	}
+	if validator, err = oas.New(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	st, err = stack.Start(ctx, stack.Options{
+		PersistRedis: true, BrokerBin: brokerBin,
+		Log: zerolog.New(logs).Level(zerolog.DebugLevel).With().Timestamp().Logger(),
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start stack:", err)
+		return 1
+	}
+	code := m.Run()
+	st.Close()
+	if path := os.Getenv("AGENTFY_RELIABILITY_REPORT"); path != "" && code == 0 {
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(root, path)
+		}
+		if err := os.WriteFile(path, report.markdown(), 0o644); err != nil { //nolint:gosec // a report for people
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	if code != 0 && os.Getenv("AGENTFY_TEST_LOG") != "" {
+		fmt.Fprintln(os.Stderr, logs.String())
+	}
+	return code
+}
+
+// recorder collects one row per case for RELIABILITY.md.
+type recorder struct {
+	mu   sync.Mutex
+	rows []row
+}
+
+type row struct {
+	area, name, expected, observed, rerun string
+	failed                                bool
+}
+
+// record adds a row for the current test; its verdict is read when the test ends.
+func record(t *testing.T, area, expected string, observed *string) {
+	t.Helper()
+	name := t.Name()
+	t.Cleanup(func() {
+		report.mu.Lock()
+		defer report.mu.Unlock()
+		report.rows = append(report.rows, row{
+			area: area, name: name, expected: expected, observed: *observed, failed: t.Failed(),
+			rerun: fmt.Sprintf("`go test ./reliability -run '^%s$'`", strings.ReplaceAll(strings.SplitN(name, "/", 2)[0], "'", "")),
+		})
+	})
+}
+
+func (r *recorder) markdown() []byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "# Reliability\n\nWritten by the suite itself (`reliability/`) on %s: two API replicas, workers, brokers with Debian's Chromium, a real redis-server and an embedded NATS server, broken for real. Rerun everything with\n\n    AGENTFY_RELIABILITY_REPORT=RELIABILITY.md go test -count=1 ./reliability\n\n", time.Now().UTC().Format("2006-01-02"))
+	area := ""
+	for _, rw := range r.rows {
+		if rw.area != area {
+			area = rw.area
+			fmt.Fprintf(&b, "\n## %s\n\n| case | expected | observed | result | how to rerun |\n|---|---|---|---|---|\n", area)
+		}
+		verdict := "pass"
+		if rw.failed {
+			verdict = "**FAIL**"
+		}
+		name := rw.name
+		if i := strings.Index(name, "/"); i >= 0 {
+			name = name[i+1:]
+		}
+		name = strings.ReplaceAll(name, "_", " ")
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", esc(name), esc(rw.expected), esc(rw.observed), verdict, rw.rerun)
+	}
+	return b.Bytes()
+}
+
+func esc(s string) string { return strings.ReplaceAll(strings.ReplaceAll(s, "|", `\|`), "\n", " ") }
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func ctx(t *testing.T) context.Context {
+	t.Helper()
+	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return c
+}
+
+// newAgent adds a production agent of team-atlas and org-acme.
+func newAgent(t *testing.T, id string) string {
+	t.Helper()
+	err := st.Dir.Load(ctx(t), directory.Seed{Agents: []directory.Agent{{ID: id, Name: id, TeamID: "team-atlas", OrgID: "org-acme", Environment: "production"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func token(t *testing.T, user string) string {
+	t.Helper()
+	tok, err := st.Token(user, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// answer is a read response.
+type answer struct {
+	Status int
+	Header http.Header
+	Body   string
+}
+
+// summary describes an answer for the report without any page content.
+func (a answer) summary() string {
+	switch {
+	case a.Status == http.StatusOK && strings.HasPrefix(a.Body, `{"live":true,"page":{`):
+		return "200 frame"
+	case a.Status == http.StatusOK:
+		return "200 " + strings.TrimSpace(a.Body)
+	case a.Status == http.StatusTooManyRequests:
+		return "429 Retry-After: " + a.Header.Get("Retry-After")
+	default:
+		return fmt.Sprint(a.Status)
+	}
+}
+
+// do sends a request and validates a view route's response against the OpenAPI document
+// and Cache-Control: no-store.
+func do(t *testing.T, method, url, bearer string, body io.Reader) answer {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx(t), method, url, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(url, "/v1/") && resp.Header.Get("Cache-Control") != "no-store" {
+		t.Errorf("%s %s: Cache-Control %q", method, url, resp.Header.Get("Cache-Control"))
+	}
+	if strings.HasSuffix(url, "/worker/view") {
+		if err := validator.Validate(ctx(t), req, resp.StatusCode, resp.Header, b); err != nil {
+			t.Errorf("%v", err)
+		}
+	}
+	return answer{resp.StatusCode, resp.Header, string(b)}
+}
+
+func viewURL(replica int, agent string) string {
+	return st.Replicas[replica].URL + "/v1/agents/" + agent + "/worker/view"
+}
+
+// poll asks replica A for a view as a client polling every 5 s would: the previous
+// poll's gate window is over by then, which the test stands for by clearing it.
+func poll(t *testing.T, agent string) answer {
+	t.Helper()
+	_ = st.Client.Del(ctx(t), "agentfy:dev:gate:{a:"+agent+"}").Err() // fails only with Redis down, when no gate is kept
+	return do(t, http.MethodGet, viewURL(0, agent), token(t, "u-alice"), nil)
+}
+
+// waitFor polls cond, a condition on the real system, until it holds.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s within %v", what, d)
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition, not a timing guess
+	}
+}
