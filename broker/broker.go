@@ -27,6 +27,11 @@ type Broker struct {
 	clock   Clock
 	rand    io.Reader // source of the envelope's randomness
 
+	// browserContext is the off-the-record context every tab is made in: Chromium
+	// keeps its history, cache and session state in memory, so no page URL, title or
+	// content reaches the profile directory on disk.
+	browserContext proto.BrowserBrowserContextID
+
 	// tabs is the tab order; only tool operations and Chromium's events
 	// change it, observation only reads it.
 	tabs *tabOrder
@@ -89,6 +94,12 @@ func New(ctx context.Context, browser *rod.Browser, consume *ConsumeClient, cfg 
 
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
+	bc, err := proto.TargetCreateBrowserContext{}.Call(browser.Context(ctx))
+	if err != nil {
+		b.Shutdown()
+		return nil, fmt.Errorf("broker: create browser context: %w", err)
+	}
+	b.browserContext = bc.BrowserContextID
 	targets, err := proto.TargetGetTargets{}.Call(browser.Context(ctx))
 	if err != nil {
 		b.Shutdown()

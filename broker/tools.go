@@ -233,8 +233,9 @@ func (b *Broker) OpenTab(ctx context.Context, rawURL string) (Tab, error) {
 			return nil, ErrTooManyTabs
 		}
 		// A window of its own: a background tab in headless Chromium does
-		// not paint, so it could not be observed.
-		created, err := proto.TargetCreateTarget{URL: rawURL, NewWindow: true}.Call(b.browser.Context(ctx))
+		// not paint, so it could not be observed. The off-the-record context
+		// keeps the page's traces off the disk.
+		created, err := proto.TargetCreateTarget{URL: rawURL, NewWindow: true, BrowserContextID: b.browserContext}.Call(b.browser.Context(ctx))
 		if err != nil {
 			return nil, fmt.Errorf("create target: %w", err)
 		}

@@ -51,3 +51,5 @@ func tabID(t *testing.T, res json.RawMessage) string {
 	}
 	return tab.TabID
 }
+
+func stringsReader(s string) *strings.Reader { return strings.NewReader(s) }

@@ -1,0 +1,199 @@
+package reliability
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/agentfy/agentfy/internal/stack"
+	"github.com/agentfy/agentfy/view"
+)
+
+// needle is something that must be found nowhere: a piece of a frame, its URL or title,
+// or a private key.
+type needle struct {
+	what string
+	b    []byte
+}
+
+// TestNothingPersists runs views of a page with a unique URL and title, then searches
+// the whole Redis keyspace, every NATS message a wildcard subscriber saw, every log line
+// of every process, and the temporary and profile directories.
+func TestNothingPersists(t *testing.T) {
+	c := ctx(t)
+	agent := newAgent(t, "agent-persist")
+	ss, err := st.StartSession(c, agent, stack.SessionOptions{Replica: 1, BrokerProcess: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ss.Close)
+	ref := make([]byte, 8)
+	_, _ = rand.Read(ref)
+	secretRef := hex.EncodeToString(ref)
+	pageURL := st.Site + "/secret.html?ref=" + secretRef
+	if _, err := ss.Tool(c, "browser_open", map[string]string{"url": pageURL}); err != nil {
+		t.Fatal(err)
+	}
+
+	// From here on, watch NATS and collect the requesters' private keys.
+	var mu sync.Mutex
+	var msgs [][]byte
+	sub, err := st.Bus.Subscribe(">", func(m *nats.Msg) {
+		mu.Lock()
+		msgs = append(msgs, append([]byte(m.Subject+" "), m.Data...))
+		mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	_ = st.Bus.Flush()
+	var keys [][]byte
+	for _, r := range st.Replicas {
+		r.Views.SetHooks(&view.Hooks{OnKey: func(_ string, priv []byte) { mu.Lock(); keys = append(keys, priv); mu.Unlock() }})
+		t.Cleanup(func() { r.Views.SetHooks(nil) })
+	}
+
+	var needles []needle
+	title := ""
+	for i := range 4 {
+		a := poll(t, agent)
+		var res struct {
+			Page *view.Page `json:"page"`
+		}
+		if a.Status != 200 || json.Unmarshal([]byte(a.Body), &res) != nil || res.Page == nil {
+			t.Fatalf("view %d: %s", i, a.summary())
+		}
+		title = res.Page.Title
+		raw, err := base64.StdEncoding.DecodeString(res.Page.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mid := len(raw) / 2
+		needles = append(needles,
+			needle{"JPEG bytes", raw[mid : mid+48]},
+			needle{"JPEG bytes", raw[len(raw)-48:]},
+			needle{"base64 of the JPEG", []byte(res.Page.Data[len(res.Page.Data)/2 : len(res.Page.Data)/2+48])},
+		)
+	}
+	_ = st.Bus.Flush()
+	if !strings.Contains(title, secretRef) {
+		t.Fatalf("the page's title %q does not hold the run's reference", title)
+	}
+	needles = append(needles, needle{"page URL", []byte(secretRef)}, needle{"page title", []byte(title)})
+	mu.Lock()
+	keyNeedles := make([]needle, 0, 2*len(keys))
+	for _, k := range keys {
+		keyNeedles = append(keyNeedles, needle{"private key", k}, needle{"private key (hex)", []byte(hex.EncodeToString(k))})
+	}
+	natsCopy := append([][]byte(nil), msgs...)
+	mu.Unlock()
+	if len(keyNeedles) == 0 || len(natsCopy) == 0 {
+		t.Fatalf("%d keys and %d NATS messages collected", len(keyNeedles), len(natsCopy))
+	}
+
+	scan := func(t *testing.T, where string, blobs func(yield func(name string, b []byte) bool), ns []needle) string {
+		t.Helper()
+		hits, n := 0, 0
+		blobs(func(name string, b []byte) bool {
+			n++
+			for _, nd := range ns {
+				if bytes.Contains(b, nd.b) {
+					hits++
+					t.Errorf("%s: %s found in %s", where, nd.what, name)
+				}
+			}
+			return true
+		})
+		if n == 0 {
+			t.Errorf("%s: nothing to scan", where)
+		}
+		return "0 hits in " + itoa(n) + " " + where
+	}
+
+	t.Run("Redis_keyspace", func(t *testing.T) {
+		observed := ""
+		record(t, "Nothing persists", "no frame byte, URL, title or private key in any key or value", &observed)
+		observed = scan(t, "keys and values", func(yield func(string, []byte) bool) {
+			iter := st.Client.Scan(c, 0, "*", 1000).Iterator()
+			for iter.Next(c) {
+				k := iter.Val()
+				var vals []string
+				switch typ, _ := st.Client.Type(c, k).Result(); typ {
+				case "string":
+					v, _ := st.Client.Get(c, k).Result()
+					vals = []string{v}
+				case "hash":
+					m, _ := st.Client.HGetAll(c, k).Result()
+					for f, v := range m {
+						vals = append(vals, f, v)
+					}
+				case "list":
+					vals, _ = st.Client.LRange(c, k, 0, -1).Result()
+				case "set":
+					vals, _ = st.Client.SMembers(c, k).Result()
+				}
+				if !yield(k, []byte(k+"\x00"+strings.Join(vals, "\x00"))) {
+					return
+				}
+			}
+		}, append(append([]needle(nil), needles...), keyNeedles...))
+	})
+	t.Run("NATS_messages", func(t *testing.T) {
+		observed := ""
+		record(t, "Nothing persists", "a subscriber on '>' sees request ids, envelopes and status events only", &observed)
+		observed = scan(t, "messages", func(yield func(string, []byte) bool) {
+			for _, m := range natsCopy {
+				if !yield(string(m[:bytes.IndexByte(m, ' ')]), m) {
+					return
+				}
+			}
+		}, needles)
+	})
+	t.Run("log_lines", func(t *testing.T) {
+		observed := ""
+		record(t, "Nothing persists", "no frame, URL or title in the logs of the replicas, workers and brokers (debug level)", &observed)
+		all := logs.String() + "\n" + ss.BrokerLog()
+		observed = scan(t, "log lines", func(yield func(string, []byte) bool) {
+			for i, line := range strings.Split(all, "\n") {
+				if line != "" && !yield("line "+itoa(i), []byte(line)) {
+					return
+				}
+			}
+		}, needles)
+	})
+	t.Run("temporary_and_profile_directories", func(t *testing.T) {
+		observed := ""
+		record(t, "Nothing persists", "no frame, URL or title in any file of the temporary directory, Chromium's profile included", &observed)
+		observed = scan(t, "files", func(yield func(string, []byte) bool) {
+			_ = filepath.WalkDir(os.TempDir(), func(path string, d fs.DirEntry, err error) error {
+				if err != nil || d.IsDir() || !strings.Contains(path, "agentfy-") {
+					return nil
+				}
+				info, err := d.Info()
+				if err != nil || !info.Mode().IsRegular() || info.Size() > 64<<20 || time.Since(info.ModTime()) > 10*time.Minute {
+					return nil
+				}
+				b, err := os.ReadFile(path) //nolint:gosec // the test's own temporary files
+				if err != nil {
+					return nil
+				}
+				if !yield(path, b) {
+					return filepath.SkipAll
+				}
+				return nil
+			})
+		}, needles)
+	})
+}

@@ -1,0 +1,220 @@
+package reliability
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"image"
+	"image/color"
+	"image/jpeg"
+	"image/png"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/agentfy/agentfy/internal/stack"
+	"github.com/agentfy/agentfy/view/envelope"
+)
+
+// mutateField returns the sealed body with one envelope field changed by f.
+func mutateField(field string, f func(string) string) func([]byte) []byte {
+	return func(b []byte) []byte {
+		var body map[string]map[string]string
+		if json.Unmarshal(b, &body) != nil || body["envelope"] == nil {
+			return b
+		}
+		body["envelope"][field] = f(body["envelope"][field])
+		out, _ := json.Marshal(body)
+		return out
+	}
+}
+
+// flip changes the last-but-one character to another one of the same alphabet.
+func flip(s string) string {
+	if len(s) < 2 {
+		return s + "0"
+	}
+	i := len(s) - 2
+	c := s[i]
+	switch {
+	case c == 'a':
+		c = 'b'
+	case c == 'A':
+		c = 'B'
+	default:
+		c = 'a'
+	}
+	return s[:i] + string(c) + s[i+1:]
+}
+
+func TestTampering(t *testing.T) {
+	agent := "agent-tamper"
+	liveSession(t, agent, stack.SessionOptions{})
+	owner := st.Replicas[1].Hub
+	t.Cleanup(func() { owner.SetEnvelopeHook(nil) })
+
+	// A real envelope of an earlier request, to replay against a later one.
+	var earlier atomic.Pointer[[]byte]
+	owner.SetEnvelopeHook(func(b []byte) []byte { c := append([]byte(nil), b...); earlier.Store(&c); return b })
+	if a := poll(t, agent); a.summary() != "200 frame" {
+		t.Fatalf("control: %s", a.summary())
+	}
+
+	cases := []struct {
+		name   string
+		tamper func([]byte) []byte
+	}{
+		{"publicKey_altered", mutateField("publicKey", flip)},
+		{"publicKey_of_another_point", mutateField("publicKey", func(string) string {
+			k, _ := envelope.GenerateKey(rand.Reader)
+			return envelope.PublicKeyHex(k)
+		})},
+		{"iv_altered", mutateField("iv", flip)},
+		{"tag_altered", mutateField("tag", flip)},
+		{"tag_truncated", mutateField("tag", func(s string) string { return s[:len(s)-2] })},
+		{"ciphertext_altered", mutateField("ciphertext", flip)},
+		{"ciphertext_truncated", mutateField("ciphertext", func(s string) string { return s[:len(s)/2] })},
+		{"field_missing", func(b []byte) []byte { return bytes.Replace(b, []byte(`"iv":`), []byte(`"iw":`), 1) }},
+		{"extra_field", func(b []byte) []byte { return bytes.Replace(b, []byte(`{"envelope":{`), []byte(`{"envelope":{"x":"1",`), 1) }},
+		{"envelope_of_another_request_replayed", func([]byte) []byte { return *earlier.Load() }},
+		{"not_JSON", func([]byte) []byte { return []byte("not json") }},
+		{"empty", func([]byte) []byte { return nil }},
+		{"plaintext_page_instead_of_envelope", func([]byte) []byte {
+			return []byte(`{"live":true,"page":{"url":"https://evil.example","title":"x","capturedAt":"2026-11-30T00:00:00.000Z","contentType":"image/jpeg","data":"/9j/2Q=="}}`)
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			observed := ""
+			record(t, "Tampering (envelope altered at the owning replica)", "503; never a frame, never live:false", &observed)
+			owner.SetEnvelopeHook(tc.tamper)
+			a := poll(t, agent)
+			owner.SetEnvelopeHook(nil)
+			observed = a.summary()
+			if a.Status != http.StatusServiceUnavailable {
+				t.Errorf("got %s", observed)
+			}
+		})
+	}
+	t.Run("untampered_afterwards", func(t *testing.T) {
+		observed := ""
+		record(t, "Tampering (envelope altered at the owning replica)", "200 frame", &observed)
+		observed = poll(t, agent).summary()
+		if observed != "200 frame" {
+			t.Errorf("got %s", observed)
+		}
+	})
+}
+
+// forgingBroker redeems the capability like a real broker, then seals whatever page the
+// test chose: a compromised or buggy broker's output must still be validated.
+type forgingBroker struct {
+	pass  atomic.Pointer[string]
+	plain atomic.Pointer[[]byte]
+}
+
+func (f *forgingBroker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/observe" {
+		http.NotFound(w, r)
+		return
+	}
+	var req struct {
+		RequestID string `json:"requestId"`
+	}
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<10)).Decode(&req); err != nil {
+		http.Error(w, "bad", http.StatusBadRequest)
+		return
+	}
+	creq, _ := http.NewRequestWithContext(context.WithoutCancel(r.Context()), http.MethodPost, st.LB+"/v1/internal/worker-observations/consume", strings.NewReader(`{"requestId":"`+req.RequestID+`"}`))
+	creq.Header.Set("Authorization", "Bearer "+*f.pass.Load())
+	creq.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(creq)
+	if err != nil {
+		http.Error(w, "consume", http.StatusBadGateway)
+		return
+	}
+	var ok struct{ PublicKey string }
+	_ = json.NewDecoder(resp.Body).Decode(&ok)
+	_ = resp.Body.Close()
+	pub, err := envelope.ParsePublicKey(ok.PublicKey)
+	if err != nil {
+		http.Error(w, "refused", http.StatusBadGateway)
+		return
+	}
+	env, err := envelope.Seal(rand.Reader, pub, req.RequestID, *f.plain.Load())
+	if err != nil {
+		http.Error(w, "seal", http.StatusInternalServerError)
+		return
+	}
+	_ = json.NewEncoder(w).Encode(envelope.Sealed{Envelope: env})
+}
+
+func encodeJPEG(t *testing.T, w, h int) string {
+	t.Helper()
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	for i := range img.Pix {
+		img.Pix[i] = 0x80
+	}
+	var b bytes.Buffer
+	if err := jpeg.Encode(&b, img, &jpeg.Options{Quality: 60}); err != nil {
+		t.Fatal(err)
+	}
+	return base64.StdEncoding.EncodeToString(b.Bytes())
+}
+
+func TestForgedPagesAreValidated(t *testing.T) {
+	agent := newAgent(t, "agent-forged")
+	fb := &forgingBroker{}
+	ss, err := st.StartSession(ctx(t), agent, stack.SessionOptions{Replica: 1, BrokerHandler: fb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ss.Close)
+	fb.pass.Store(&ss.Passes.Broker)
+
+	var pngBuf bytes.Buffer
+	_ = png.Encode(&pngBuf, image.NewGray(image.Rect(0, 0, 4, 4)))
+	page := func(mod func(map[string]any)) []byte {
+		p := map[string]any{"url": "https://example.com/", "title": "Example", "capturedAt": "2026-11-30T12:00:00.000Z", "contentType": "image/jpeg", "data": encodeJPEG(t, 64, 48)}
+		if mod != nil {
+			mod(p)
+		}
+		b, _ := json.Marshal(p)
+		return b
+	}
+	_ = color.Black
+	cases := []struct {
+		name  string
+		plain []byte
+		want  string
+	}{
+		{"valid_page_control", page(nil), "200 frame"},
+		{"not_a_JPEG_PNG_bytes", page(func(p map[string]any) { p["data"] = base64.StdEncoding.EncodeToString(pngBuf.Bytes()) }), "503"},
+		{"JPEG_without_end_marker", page(func(p map[string]any) {
+			raw, _ := base64.StdEncoding.DecodeString(encodeJPEG(t, 64, 48))
+			p["data"] = base64.StdEncoding.EncodeToString(raw[:len(raw)-2])
+		}), "503"},
+		{"JPEG_wider_than_1280", page(func(p map[string]any) { p["data"] = encodeJPEG(t, 1600, 100) }), "503"},
+		{"JPEG_taller_than_2000", page(func(p map[string]any) { p["data"] = encodeJPEG(t, 100, 2100) }), "503"},
+		{"other_content_type", page(func(p map[string]any) { p["contentType"] = "image/png" }), "503"},
+		{"capturedAt_not_UTC_milliseconds", page(func(p map[string]any) { p["capturedAt"] = "2026-11-30T12:00:00+01:00" }), "503"},
+		{"unknown_field", page(func(p map[string]any) { p["script"] = "alert(1)" }), "503"},
+		{"not_JSON", []byte("<html>"), "503"},
+		{"no_tab_null_control", []byte("null"), `200 {"live":true,"page":null}`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			observed := ""
+			record(t, "Tampering (pages sealed by a forging broker)", tc.want, &observed)
+			fb.plain.Store(&tc.plain)
+			observed = poll(t, agent).summary()
+			if observed != tc.want {
+				t.Errorf("got %s, want %s", observed, tc.want)
+			}
+		})
+	}
+}
