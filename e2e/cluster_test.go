@@ -161,7 +161,7 @@ func TestGracefulShutdownDrainsPendingViews(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(s2.Close)
-	hb := &holdingBroker{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	hb := stack.NewHoldingBroker(1)
 	if _, err := s2.StartSession(c, "agent-scout", stack.SessionOptions{Replica: 1, BrokerHandler: hb}); err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +178,7 @@ func TestGracefulShutdownDrainsPendingViews(t *testing.T) {
 		_ = resp.Body.Close()
 		got <- resp.StatusCode
 	}()
-	<-hb.entered
+	<-hb.Entered
 	var wg sync.WaitGroup
 	stopped := make(chan error, 1)
 	wg.Go(func() { stopped <- s2.Replicas[0].Stop() })
@@ -188,7 +188,7 @@ func TestGracefulShutdownDrainsPendingViews(t *testing.T) {
 		t.Fatalf("replica stopped before its pending view finished: %v", err)
 	case <-time.After(300 * time.Millisecond):
 	}
-	close(hb.release)
+	hb.Release()
 	if status := <-got; status != http.StatusServiceUnavailable {
 		t.Fatalf("pending view answered %d during shutdown, want the broker's failure as 503", status)
 	}

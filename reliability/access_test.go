@@ -42,7 +42,9 @@ func TestAccess(t *testing.T) {
 	noScope, _, _ := st.Creds.CreateOrgKey(c, "org-acme", "production", nil)
 
 	human := func(r int) string { return viewURL(r, agent) }
-	partner := func(org string) string { return st.Replicas[0].URL + "/v1/orgs/" + org + "/agents/" + agent + "/worker/view" }
+	partner := func(org string) string {
+		return st.Replicas[0].URL + "/v1/orgs/" + org + "/agents/" + agent + "/worker/view"
+	}
 	consumeURL := st.Replicas[0].URL + "/v1/internal/worker-observations/consume"
 	unknown := do(t, http.MethodGet, viewURL(0, "agent-nobody"), token(t, "u-alice"), nil)
 

@@ -79,7 +79,9 @@ func TestTampering(t *testing.T) {
 		{"ciphertext_altered", mutateField("ciphertext", flip)},
 		{"ciphertext_truncated", mutateField("ciphertext", func(s string) string { return s[:len(s)/2] })},
 		{"field_missing", func(b []byte) []byte { return bytes.Replace(b, []byte(`"iv":`), []byte(`"iw":`), 1) }},
-		{"extra_field", func(b []byte) []byte { return bytes.Replace(b, []byte(`{"envelope":{`), []byte(`{"envelope":{"x":"1",`), 1) }},
+		{"extra_field", func(b []byte) []byte {
+			return bytes.Replace(b, []byte(`{"envelope":{`), []byte(`{"envelope":{"x":"1",`), 1)
+		}},
 		{"envelope_of_another_request_replayed", func([]byte) []byte { return *earlier.Load() }},
 		{"not_JSON", func([]byte) []byte { return []byte("not json") }},
 		{"empty", func([]byte) []byte { return nil }},

@@ -1,4 +1,4 @@
-package e2e
+package reliability
 
 import (
 	"context"
@@ -25,6 +25,8 @@ import (
 const refusedAtOnce = time.Second
 
 func TestPendingLimitPerReplica(t *testing.T) {
+	observed := ""
+	record(t, "Bounds", "128 views wait at replica A; the 129th gets 503 at once (under 1 s)", &observed)
 	// 129 agents with sessions whose view requests reach a holder that never answers
 	// until released: 128 of them wait at replica A, the 129th is refused at once.
 	n := view.MaxPending + 1
@@ -67,8 +69,7 @@ func TestPendingLimitPerReplica(t *testing.T) {
 	var wg sync.WaitGroup
 	for _, a := range seed.Agents[:view.MaxPending] {
 		wg.Go(func() {
-			r := get(t, replicaA(), agentPath(a.ID), member)
-			statuses <- r.Status
+			statuses <- do(t, http.MethodGet, viewURL(0, a.ID), member, nil).Status
 		})
 	}
 	deadline := time.Now().Add(20 * time.Second)
@@ -79,8 +80,10 @@ func TestPendingLimitPerReplica(t *testing.T) {
 		time.Sleep(5 * time.Millisecond) // polling the replica's own gauge
 	}
 	start := time.Now()
-	r := get(t, replicaA(), agentPath(seed.Agents[view.MaxPending].ID), member)
-	if took := time.Since(start); r.Status != http.StatusServiceUnavailable || took > refusedAtOnce {
+	r := do(t, http.MethodGet, viewURL(0, seed.Agents[view.MaxPending].ID), member, nil)
+	took := time.Since(start)
+	observed = fmt.Sprintf("%d pending, the 129th answered %d after %v", views.Pending(), r.Status, took.Round(time.Millisecond))
+	if r.Status != http.StatusServiceUnavailable || took > refusedAtOnce {
 		t.Fatalf("129th: %d after %v: %s", r.Status, took, r.Body)
 	}
 	if views.Pending() != view.MaxPending {
@@ -96,29 +99,16 @@ func TestPendingLimitPerReplica(t *testing.T) {
 	}
 }
 
-// holdingBroker holds every /observe until released; tools answer nothing useful.
-type holdingBroker struct {
-	entered chan struct{}
-	release chan struct{}
-}
-
-func (b *holdingBroker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != "/observe" {
-		http.Error(w, `{"error":{"code":"not_found","message":"no"}}`, http.StatusNotFound)
-		return
-	}
-	b.entered <- struct{}{}
-	select {
-	case <-b.release:
-	case <-r.Context().Done():
-	}
-	http.Error(w, `{"error":{"code":"capture_failed","message":"released"}}`, http.StatusServiceUnavailable)
-}
-
 func TestObservationWaitersPerConnection(t *testing.T) {
-	agent := newAgent(t, "")
-	hb := &holdingBroker{entered: make(chan struct{}, 16), release: make(chan struct{})}
-	ss := startSession(t, agent, stack.SessionOptions{BrokerHandler: hb})
+	observed := ""
+	record(t, "Bounds", "8 observations wait on one worker connection; the 9th is refused (busy) at once", &observed)
+	agent := newAgent(t, "agent-waiters")
+	hb := stack.NewHoldingBroker(16)
+	ss, err := st.StartSession(ctx(t), agent, stack.SessionOptions{Replica: 1, BrokerHandler: hb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ss.Close)
 	subject, err := st.NS.Subject(bus.VerbView, ss.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -137,7 +127,7 @@ func TestObservationWaitersPerConnection(t *testing.T) {
 	}
 	for range channel.MaxObservationWaiters {
 		select {
-		case <-hb.entered:
+		case <-hb.Entered:
 		case <-time.After(10 * time.Second):
 			t.Fatal("the broker did not receive 8 observations")
 		}
@@ -145,10 +135,12 @@ func TestObservationWaitersPerConnection(t *testing.T) {
 	start := time.Now()
 	err = request(reqCtx)
 	var re *bus.RemoteError
-	if took := time.Since(start); !errors.As(err, &re) || re.Code != view.ReasonBusy || took > refusedAtOnce {
+	took := time.Since(start)
+	observed = fmt.Sprintf("the 9th: %v after %v", err, took.Round(time.Millisecond))
+	if !errors.As(err, &re) || re.Code != view.ReasonBusy || took > refusedAtOnce {
 		t.Fatalf("9th waiter: %v after %v, want busy at once", err, took)
 	}
-	close(hb.release)
+	hb.Release()
 	for range channel.MaxObservationWaiters {
 		if err := <-errs; !errors.As(err, &re) || re.Code != view.ReasonCapture {
 			t.Fatalf("held observation ended with %v, want a capture failure", err)
