@@ -136,7 +136,7 @@ func TestObservationWaitersPerConnection(t *testing.T) {
 	err = request(reqCtx)
 	var re *bus.RemoteError
 	took := time.Since(start)
-	observed = fmt.Sprintf("the 9th: %v after %v", err, took.Round(time.Millisecond))
+	observed = fmt.Sprintf("8 held at the broker; the 9th refused after %v (%v)", took.Round(time.Microsecond), err)
 	if !errors.As(err, &re) || re.Code != view.ReasonBusy || took > refusedAtOnce {
 		t.Fatalf("9th waiter: %v after %v, want busy at once", err, took)
 	}

@@ -126,12 +126,25 @@ func (r *recorder) markdown() []byte {
 		}
 		name := rw.name
 		if i := strings.Index(name, "/"); i >= 0 {
-			name = name[i+1:]
+			name = strings.ReplaceAll(name[i+1:], "_", " ")
+		} else {
+			name = words(strings.TrimPrefix(name, "Test"))
 		}
-		name = strings.ReplaceAll(name, "_", " ")
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", esc(name), esc(rw.expected), esc(rw.observed), verdict, rw.rerun)
 	}
 	return b.Bytes()
+}
+
+// words turns a CamelCase test name into lowercase words.
+func words(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && r >= 'A' && r <= 'Z' {
+			b.WriteByte(' ')
+		}
+		b.WriteRune(r)
+	}
+	return strings.ToLower(b.String())
 }
 
 func esc(s string) string { return strings.ReplaceAll(strings.ReplaceAll(s, "|", `\|`), "\n", " ") }
@@ -145,6 +158,13 @@ func (l *lockedBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.Write(p)
+}
+
+// Cap is the buffer's capacity: the memory it holds.
+func (l *lockedBuffer) Cap() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Cap()
 }
 
 func (l *lockedBuffer) String() string {

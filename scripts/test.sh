@@ -15,6 +15,15 @@ go vet ./...
 echo "== golangci-lint" >&2
 "$(go env GOPATH)/bin/golangci-lint" run ./...
 echo "== go test -race" >&2
-go test -race -count=1 -timeout 20m ./...
+# The reliability suite runs on its own below: its load test keeps about 5,000
+# goroutines alive, near the race detector's limit, and it measures memory.
+go test -race -count=1 -timeout 20m $(go list ./... | grep -v /reliability)
+echo "== reliability suite (faults, tampering, capabilities, load, leaks, access)" >&2
+go test -count=1 -timeout 15m ./reliability
+echo "== fuzzing, 10 s per target, from the committed corpora" >&2
+for target in "FuzzOpen ./view/envelope" "FuzzParse ./jsonrpc" "FuzzConsumeBody ./api" "FuzzParsePlaintext ./view"; do
+  set -- $target
+  go test -run='^$' -fuzz="^$1\$" -fuzztime=10s "$2"
+done
 echo "== web app and SDK" >&2
 scripts/test-web.sh

@@ -81,8 +81,8 @@ type Service struct {
 	nc       *nats.Conn
 	ns       bus.Namespace
 	log      zerolog.Logger
-	pending  chan struct{} // a slot per pending request; guarded by channel semantics
-	hooks atomic.Pointer[Hooks] // test hooks; nil in production
+	pending  chan struct{}         // a slot per pending request; guarded by channel semantics
+	hooks    atomic.Pointer[Hooks] // test hooks; nil in production
 }
 
 // Hooks let tests look into a running service. Production never sets them.
@@ -92,8 +92,8 @@ type Hooks struct {
 	OnReply func([]byte) []byte
 	// OnKey sees each request's private key, to prove that no key material reaches Redis.
 	OnKey func(requestID string, privateKey []byte)
-	// OnGate sees each gate decision as it is made.
-	OnGate func(agentID string, allowed bool)
+	// OnGate sees each gate decision, with the time just before the gate was asked.
+	OnGate func(agentID string, allowed bool, asked time.Time)
 }
 
 // SetHooks installs test hooks (nil removes them).
@@ -113,12 +113,13 @@ func (s *Service) View(ctx context.Context, agentID string, authorize Authorize)
 	if err := authorize(ctx); err != nil {
 		return Result{}, err
 	}
+	asked := time.Now()
 	ok, err := s.gate.Allow(ctx, agentID)
 	if err != nil {
 		return Result{}, err
 	}
 	if h := s.hooks.Load(); h != nil && h.OnGate != nil {
-		h.OnGate(agentID, ok)
+		h.OnGate(agentID, ok, asked)
 	}
 	if !ok {
 		return Result{}, ErrRateLimited

@@ -322,14 +322,18 @@ func (d *demoRunner) browse(ctx context.Context) {
 	open("catalog", "/catalog.html")
 	open("account", "/account.html")
 	script := []func() error{
-		func() error { return play("catalog", map[string]any{"action": "type", "selector": "#q", "text": "stapler"}) },
+		func() error {
+			return play("catalog", map[string]any{"action": "type", "selector": "#q", "text": "stapler"})
+		},
 		func() error { return play("catalog", map[string]any{"action": "scroll", "y": 400}) },
 		func() error { return play("account", map[string]any{"action": "scroll", "y": 200}) },
 		func() error { return play("catalog", map[string]any{"action": "scroll", "y": -400}) },
 		func() error {
 			return play("catalog", map[string]any{"action": "navigate", "url": site + "/"}, map[string]any{"action": "click", "selector": "#to-catalog"})
 		},
-		func() error { return play("account", map[string]any{"action": "navigate", "url": site + "/account.html"}) },
+		func() error {
+			return play("account", map[string]any{"action": "navigate", "url": site + "/account.html"})
+		},
 	}
 	tick := time.NewTicker(3 * time.Second)
 	defer tick.Stop()

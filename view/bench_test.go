@@ -1,0 +1,124 @@
+package view_test
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentfy/agentfy/internal/testenv"
+	"github.com/agentfy/agentfy/view"
+)
+
+// The capability and the gate are one or two Redis round trips each, so their physical
+// limit is a Redis round trip: BenchmarkRedisPing measures it on the same server and
+// connection pool, to read the others against.
+
+func benchRedis(b *testing.B) redis.UniversalClient {
+	b.Helper()
+	return testenv.RedisClient(b, testenv.Redis(b), 3)
+}
+
+// benchRequestIDs returns a function that makes distinct valid request ids (64
+// lowercase hex): a random prefix and a counter, cheaper than crypto/rand per id.
+func benchRequestIDs(b *testing.B) func() string {
+	b.Helper()
+	p := make([]byte, 24)
+	if _, err := rand.Read(p); err != nil {
+		b.Fatal(err)
+	}
+	prefix := hex.EncodeToString(p)
+	var n uint64
+	return func() string {
+		n++
+		return fmt.Sprintf("%s%016x", prefix, n)
+	}
+}
+
+// BenchmarkRedisPing is one round trip to redis-server: the floor of every benchmark
+// below.
+func BenchmarkRedisPing(b *testing.B) {
+	rdb := benchRedis(b)
+	ctx := b.Context()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := rdb.Ping(ctx).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCapabilityPutConsume stores a capability (SET NX PX) and redeems it with the
+// consume script (EVALSHA), as one view does: two round trips.
+func BenchmarkCapabilityPutConsume(b *testing.B) {
+	rdb := benchRedis(b)
+	ctx := b.Context()
+	caps := view.NewCapabilities(rdb, testenv.Deployment(b), 0)
+	next := benchRequestIDs(b)
+	const pk = "04" + "ab" // opaque to the store
+	b.ReportAllocs()
+	for b.Loop() {
+		id := next()
+		if err := caps.Put(ctx, id, "sess-bench", pk); err != nil {
+			b.Fatal(err)
+		}
+		got, err := caps.Consume(ctx, id, "sess-bench")
+		if err != nil || got != pk {
+			b.Fatalf("consume = %q, %v", got, err)
+		}
+	}
+}
+
+// BenchmarkCapabilityConsumeRefused redeems a capability for another session: the
+// script reads it, refuses, and leaves it (one round trip).
+func BenchmarkCapabilityConsumeRefused(b *testing.B) {
+	rdb := benchRedis(b)
+	ctx := b.Context()
+	caps := view.NewCapabilities(rdb, testenv.Deployment(b), time.Minute)
+	id := benchRequestIDs(b)()
+	if err := caps.Put(ctx, id, "sess-owner", "04ab"); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := caps.Consume(ctx, id, "sess-other"); !errors.Is(err, view.ErrCapabilityNotFound) {
+			b.Fatalf("consume by another session: %v", err)
+		}
+	}
+}
+
+// BenchmarkGateAllow takes the gate of a fresh agent every time (won) or of one agent
+// over and over (lost after the first): one SET NX PX either way.
+func BenchmarkGateAllow(b *testing.B) {
+	rdb := benchRedis(b)
+	gate := view.NewGate(rdb, testenv.Deployment(b), 0)
+	b.Run("won", func(b *testing.B) {
+		ctx := b.Context()
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			i++
+			ok, err := gate.Allow(ctx, fmt.Sprintf("agent-b%08d", i))
+			if err != nil || !ok {
+				b.Fatalf("allow = %v, %v", ok, err)
+			}
+		}
+	})
+	b.Run("lost", func(b *testing.B) {
+		ctx := b.Context()
+		if _, err := gate.Allow(ctx, "agent-busy"); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			// Once in a long run the 2 s window ends and one call wins: same cost.
+			if _, err := gate.Allow(ctx, "agent-busy"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
