@@ -40,10 +40,10 @@ func flip(s string) string {
 	}
 	i := len(s) - 2
 	c := s[i]
-	switch {
-	case c == 'a':
+	switch c {
+	case 'a':
 		c = 'b'
-	case c == 'A':
+	case 'A':
 		c = 'B'
 	default:
 		c = 'a'

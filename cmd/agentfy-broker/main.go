@@ -12,6 +12,7 @@
 //	AGENTFY_CHROMIUM           Chromium executable (default /usr/bin/chromium)
 //	AGENTFY_BROKER_PROFILE_DIR parent of the private profile (default $TMPDIR)
 //	AGENTFY_LOG_LEVEL          debug, info, warn or error (default info)
+//	AGENTFY_METRICS_ADDR       serve Prometheus metrics (capture durations, frame sizes) on this TCP address
 //
 // It logs JSON lines to stderr, never the pass, a URL, a title or a frame.
 // SIGINT or SIGTERM stops it: the socket is closed and removed, Chromium is
@@ -98,6 +99,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, environ
 	}()
 
 	bcfg := broker.DefaultConfig()
+	if addr := getenv(envMetricsAddr); addr != "" {
+		m := newCaptureMetrics()
+		bcfg.OnCapture = m.observe
+		if err := m.serve(ctx, addr, logger); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
+	}
 	b, err := broker.New(ctx, chromium.Browser, consume, bcfg, logger, broker.SystemClock{})
 	if err != nil {
 		return err

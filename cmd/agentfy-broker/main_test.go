@@ -87,8 +87,17 @@ func TestBrokerProcess(t *testing.T) {
 		chromium = "/usr/bin/chromium"
 	}
 
+	var lc net.ListenConfig
+	ml, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metricsAddr := ml.Addr().String()
+	_ = ml.Close()
+
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(),
+		envMetricsAddr+"="+metricsAddr,
 		envAPIURL+"="+api.URL,
 		envPass+"="+e2ePass,
 		envIPCDir+"="+ipc,
@@ -184,6 +193,23 @@ func TestBrokerProcess(t *testing.T) {
 	var page broker.Page
 	if err := json.Unmarshal(plaintext, &page); err != nil || page.URL != pageURL || !isJPEGPage(page) {
 		t.Fatalf("page %q %q: %v", page.URL, page.Title, err)
+	}
+
+	// The capture is counted on the metrics endpoint, with no URL or title in it.
+	mreq, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, "http://"+metricsAddr+"/metrics", nil)
+	mresp, err := http.DefaultClient.Do(mreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(mresp.Body)
+	_ = mresp.Body.Close()
+	for _, want := range []string{`agentfy_broker_captures_total{result="ok"} 1`, "agentfy_broker_capture_duration_seconds_count 1", "agentfy_broker_frame_bytes_count 1"} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if strings.Contains(string(metrics), pageURL) || strings.Contains(string(metrics), "Confidential") {
+		t.Error("/metrics names the page")
 	}
 
 	// The pass reaches no child: neither its command line nor environment.

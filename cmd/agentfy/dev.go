@@ -132,7 +132,9 @@ func cmdDev(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	if *readyPath != "" {
-		b, _ := json.MarshalIndent(rf, "", "  ")
+		// The ready file is for the developer and tests on this machine (mode 0600): its
+		// credentials are development ones by design.
+		b, _ := json.MarshalIndent(rf, "", "  ") //nolint:gosec // see above
 		if err := writeFileAtomic(*readyPath, b); err != nil {
 			return err
 		}

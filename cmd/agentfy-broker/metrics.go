@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+
+	"github.com/agentfy/agentfy/broker"
+)
+
+// envMetricsAddr, when set, serves Prometheus metrics on that TCP address (for example
+// 127.0.0.1:9464 inside the browser worker container). Off by default: the broker's
+// only interface is its socket.
+const envMetricsAddr = "AGENTFY_METRICS_ADDR"
+
+// captureMetrics are the broker's series: no URL, title or session labels.
+type captureMetrics struct {
+	reg      *prometheus.Registry
+	duration prometheus.Histogram
+	bytes    prometheus.Histogram
+	total    *prometheus.CounterVec
+}
+
+func newCaptureMetrics() *captureMetrics {
+	m := &captureMetrics{
+		reg: prometheus.NewRegistry(),
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "agentfy_broker_capture_duration_seconds",
+			Help:    "Duration of the CDP capture sequence (getTargetInfo, getLayoutMetrics, captureScreenshot).",
+			Buckets: []float64{.01, .025, .04, .05, .06, .075, .1, .15, .25, .5, 1, 2.5, 5},
+		}),
+		bytes: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "agentfy_broker_frame_bytes",
+			Help:    "Size of captured JPEG frames.",
+			Buckets: prometheus.ExponentialBuckets(16<<10, 2, 8),
+		}),
+		total: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentfy_broker_captures_total",
+			Help: "Capture attempts by result (ok, failed).",
+		}, []string{"result"}),
+	}
+	m.reg.MustRegister(m.duration, m.bytes, m.total, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// observe is the broker's OnCapture hook.
+func (m *captureMetrics) observe(s broker.CaptureStats) {
+	if s.Failed {
+		m.total.WithLabelValues("failed").Inc()
+		return
+	}
+	m.total.WithLabelValues("ok").Inc()
+	m.duration.Observe(s.Duration.Seconds())
+	m.bytes.Observe(float64(s.Bytes))
+}
+
+// serve exposes /metrics on addr until ctx ends.
+func (m *captureMetrics) serve(ctx context.Context, addr string, logger zerolog.Logger) error {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderTimeout}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Warn().Err(err).Msg("metrics server")
+		}
+	}()
+	logger.Info().Str("addr", ln.Addr().String()).Msg("metrics")
+	return nil
+}
