@@ -146,7 +146,11 @@ type Conn struct {
 	tooling   atomic.Int32 // tool waiters in use
 
 	mu      sync.Mutex
-	waiters map[uint64]chan *jsonrpc.Message // guarded by mu
+	// Two waiter maps, so that observations never share a bound or a table with tool
+	// routing: viewWaiters holds at most MaxObservationWaiters, toolWaiters at most
+	// MaxToolWaiters (the counters above reserve the slots).
+	viewWaiters map[uint64]chan *jsonrpc.Message // guarded by mu
+	toolWaiters map[uint64]chan *jsonrpc.Message // guarded by mu
 	status  session.Status                   // last published; guarded by mu
 	subs    []*nats.Subscription             // guarded by mu
 }
@@ -190,7 +194,8 @@ func (h *Hub) serve(parent context.Context, ws *websocket.Conn, sess session.Ses
 	c := &Conn{
 		hub: h, ws: ws, session: sess, ctx: ctx, cancel: cancel,
 		log:     h.cfg.Log.With().Str("session", sess.ID).Logger(),
-		waiters: map[uint64]chan *jsonrpc.Message{},
+		viewWaiters: map[uint64]chan *jsonrpc.Message{},
+		toolWaiters: map[uint64]chan *jsonrpc.Message{},
 	}
 	defer c.close(websocket.StatusNormalClosure, "bye")
 
@@ -427,12 +432,16 @@ func (c *Conn) onTool(msg *nats.Msg) {
 func (c *Conn) call(ctx context.Context, method string, params any) (json.RawMessage, error) {
 	id := c.nextID.Add(1)
 	ch := make(chan *jsonrpc.Message, 1)
+	waiters := c.toolWaiters
+	if method == jsonrpc.MethodBrowserView {
+		waiters = c.viewWaiters
+	}
 	c.mu.Lock()
-	c.waiters[id] = ch
+	waiters[id] = ch
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
-		delete(c.waiters, id)
+		delete(waiters, id)
 		c.mu.Unlock()
 	}()
 	if err := c.write(ctx, encoded(jsonrpc.NewRequest(id, method, params))); err != nil {
@@ -489,7 +498,10 @@ func (c *Conn) readLoop(ctx context.Context) {
 		switch {
 		case m.IsResponse():
 			c.mu.Lock()
-			ch := c.waiters[*m.ID]
+			ch, ok := c.viewWaiters[*m.ID]
+			if !ok {
+				ch = c.toolWaiters[*m.ID]
+			}
 			c.mu.Unlock()
 			if ch != nil {
 				select {
