@@ -145,14 +145,14 @@ type Conn struct {
 	observing atomic.Int32 // observation waiters in use
 	tooling   atomic.Int32 // tool waiters in use
 
-	mu      sync.Mutex
+	mu sync.Mutex
 	// Two waiter maps, so that observations never share a bound or a table with tool
 	// routing: viewWaiters holds at most MaxObservationWaiters, toolWaiters at most
 	// MaxToolWaiters (the counters above reserve the slots).
 	viewWaiters map[uint64]chan *jsonrpc.Message // guarded by mu
 	toolWaiters map[uint64]chan *jsonrpc.Message // guarded by mu
-	status  session.Status                   // last published; guarded by mu
-	subs    []*nats.Subscription             // guarded by mu
+	status      session.Status                   // last published; guarded by mu
+	subs        []*nats.Subscription             // guarded by mu
 }
 
 // errConnClosed is returned to waiters of a connection that ended.
@@ -193,7 +193,7 @@ func (h *Hub) serve(parent context.Context, ws *websocket.Conn, sess session.Ses
 	ctx, cancel := context.WithCancel(parent)
 	c := &Conn{
 		hub: h, ws: ws, session: sess, ctx: ctx, cancel: cancel,
-		log:     h.cfg.Log.With().Str("session", sess.ID).Logger(),
+		log:         h.cfg.Log.With().Str("session", sess.ID).Logger(),
 		viewWaiters: map[uint64]chan *jsonrpc.Message{},
 		toolWaiters: map[uint64]chan *jsonrpc.Message{},
 	}
