@@ -2,12 +2,294 @@ package main
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
+	"flag"
+	"fmt"
 	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/agentfy/agentfy/internal/stack"
+	"github.com/agentfy/agentfy/view"
 )
+
+// Who and what the bench views: the demo agent of testdata/directory.json, a member of
+// its team, and the demo site's home page.
+const (
+	benchDeployment = "bench"
+	benchAgent      = "agent-scout"
+	benchUser       = "u-alice"
+	benchPage       = "/"
+)
+
+// Bounds of a whole run, compile time not included (the issue allows five minutes from
+// a fresh clone, compile included; a full run takes about two and a half).
+const (
+	benchFullTimeout  = 4 * time.Minute
+	benchQuickTimeout = 90 * time.Second
+)
+
+// benchOptions size the suites.
+type benchOptions struct {
+	quick      bool
+	chromium   string
+	log        zerolog.Logger
+	cpuProfile string // where to write a CPU profile of the end-to-end suite
+
+	e2eWarm, e2ePairs int
+
+	routingViews, routingSims int
+
+	fastConcurrency int
+	fastPhase       time.Duration
+	fastRounds      int
+	liveFalsePool   int // agents for live:false per round
+
+	cpuCaptures int
+	goBenchTime string
+}
+
+func fullOptions() benchOptions {
+	return benchOptions{
+		e2eWarm: 10, e2ePairs: 200,
+		routingViews: 40, routingSims: 400,
+		fastConcurrency: 16, fastPhase: 2 * time.Second, fastRounds: 3, liveFalsePool: 15000,
+		cpuCaptures: 60, goBenchTime: "500ms",
+	}
+}
+
+func quickOptions() benchOptions {
+	return benchOptions{
+		quick:   true,
+		e2eWarm: 3, e2ePairs: 20,
+		routingViews: 6, routingSims: 40,
+		fastConcurrency: 16, fastPhase: 300 * time.Millisecond, fastRounds: 1, liveFalsePool: 3000,
+		cpuCaptures: 8, goBenchTime: "200x",
+	}
+}
+
+// benchResults is everything one run measured; -json writes it as is.
+type benchResults struct {
+	Machine    machine         `json:"machine"`
+	Command    string          `json:"command"`
+	Quick      bool            `json:"quick"`
+	Started    time.Time       `json:"started"`
+	Elapsed    time.Duration   `json:"elapsed"`
+	E2E        e2eResult       `json:"e2e"`
+	Routing    []routingResult `json:"routing"`
+	ReplyBytes int             `json:"replyBytes"` // a sealed reply on NATS
+	FastPaths  fastPathResult  `json:"fastPaths"`
+	Footprint  footprintResult `json:"footprint"`
+	GoBench    []goBench       `json:"goBench"`
+}
+
+// machine describes where the run happened.
+type machine struct {
+	CPU      string `json:"cpu"`
+	Cores    int    `json:"cores"`
+	Memory   int64  `json:"memory"`
+	Kernel   string `json:"kernel"`
+	Go       string `json:"go"`
+	Chromium string `json:"chromium"`
+	Commit   string `json:"commit"`
+}
 
 // cmdBench runs the benchmark suite against a real local stack and prints a table
 // (see BENCHMARKS.md).
 func cmdBench(ctx context.Context, args []string, stdout io.Writer) error {
-	return errors.New("bench: not built yet")
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	out := fs.String("out", "", "write the report to this Markdown `file` (default BENCHMARKS.md at the repository root; - for none)")
+	jsonOut := fs.String("json", "", "also write the raw results to this JSON `file`")
+	quick := fs.Bool("quick", false, "small samples: a smoke run of every suite in well under a minute")
+	chromium := fs.String("chromium", os.Getenv("AGENTFY_CHROMIUM"), "Chromium `binary` (default /usr/bin/chromium)")
+	verbose := fs.Bool("v", false, "log the stack's warnings")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the end-to-end suite to this `file` (go tool pprof)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("bench: unexpected arguments %q", fs.Args())
+	}
+	o := fullOptions()
+	timeout := benchFullTimeout
+	if *quick {
+		o, timeout = quickOptions(), benchQuickTimeout
+	}
+	o.chromium, o.cpuProfile = *chromium, *cpuProfile
+	level := zerolog.ErrorLevel
+	if *verbose {
+		level = zerolog.WarnLevel
+	}
+	o.log = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: "15:04:05"}).Level(level).With().Timestamp().Logger()
+	progress := func(format string, a ...any) { fmt.Fprintf(os.Stderr, "• "+format+"\n", a...) }
+
+	if err := ensureInstalled(ctx, progress); err != nil {
+		return err
+	}
+	root, err := stack.FindRoot()
+	if err != nil {
+		return err
+	}
+	if *out == "" {
+		*out = filepath.Join(root, "BENCHMARKS.md")
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	res := &benchResults{Quick: o.quick, Started: time.Now().UTC(), Command: benchCommand(args)}
+	res.Machine = describeMachine(ctx, root)
+	if err := runBench(ctx, root, o, res, progress); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	res.Elapsed = time.Since(res.Started)
+
+	report := renderReport(res, false)
+	if _, err := io.WriteString(stdout, report); err != nil {
+		return err
+	}
+	if *out != "-" {
+		if err := writeFileAtomic(*out, []byte(renderReport(res, true))); err != nil {
+			return err
+		}
+		progress("wrote %s", *out)
+	}
+	if *jsonOut != "" {
+		b, err := json.MarshalIndent(res, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := writeFileAtomic(*jsonOut, b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runBench runs every suite in turn; none runs beside another.
+func runBench(ctx context.Context, root string, o benchOptions, res *benchResults, progress func(string, ...any)) error {
+	var err error
+	progress("routing: a stack of one replica growing to eight, one broker with Chromium")
+	if res.Routing, res.ReplyBytes, err = benchRouting(ctx, o, progress); err != nil {
+		return err
+	}
+	if err := benchMainStack(ctx, o, res, progress); err != nil {
+		return err
+	}
+	progress("go test -bench %s (benchtime %s)", strings.Join(goBenchPackages, " "), o.goBenchTime)
+	if res.GoBench, err = runGoBenchmarks(ctx, root, o.goBenchTime); err != nil {
+		return err
+	}
+	return nil
+}
+
+// benchMainStack runs the suites that share one stack of two replicas with the worker
+// on the second: end to end, fast paths and footprint.
+func benchMainStack(ctx context.Context, o benchOptions, res *benchResults, progress func(string, ...any)) error {
+	progress("starting the stack: redis-server, NATS, two replicas, a broker with Chromium and a worker on replica-b")
+	st, err := stack.Start(ctx, stack.Options{Replicas: 2, Deployment: benchDeployment, Chromium: o.chromium, Log: o.log})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	bs, err := startBenchSession(ctx, st, benchAgent, 1, o.chromium, benchPage, o.log)
+	if err != nil {
+		return err
+	}
+	defer bs.Close(ctx)
+	res.Machine.Chromium = bs.chromiumVersion(ctx)
+	token, err := st.Token(benchUser, time.Hour)
+	if err != nil {
+		return err
+	}
+	v := newViewer(token, st.Client, benchDeployment)
+
+	progress("end to end: %d views at replica-a against %d bare captures, interleaved", o.e2ePairs, o.e2ePairs)
+	stopProfile, err := startCPUProfile(o.cpuProfile)
+	if err != nil {
+		return err
+	}
+	res.E2E, err = benchE2E(ctx, st, bs, v, st.Replicas[0], benchAgent, o.e2eWarm, o.e2ePairs)
+	if perr := stopProfile(); err == nil {
+		err = perr
+	}
+	if err != nil {
+		return fmt.Errorf("end to end: %w", err)
+	}
+	progress("fast paths: %d round(s) of %s per answer at concurrency %d", o.fastRounds, o.fastPhase, o.fastConcurrency)
+	if res.FastPaths, err = benchFastPaths(ctx, st, st.Replicas[0], token, o); err != nil {
+		return fmt.Errorf("fast paths: %w", err)
+	}
+	progress("footprint: CPU over %d captures; memory of a third replica idle and with %d pending views", o.cpuCaptures, view.MaxPending)
+	if err := benchCPU(ctx, bs, v, st.Replicas[0].URL, benchAgent, o.cpuCaptures, &res.Footprint); err != nil {
+		return fmt.Errorf("footprint: %w", err)
+	}
+	if err := benchMemory(ctx, st, token, &res.Footprint); err != nil {
+		return fmt.Errorf("footprint: %w", err)
+	}
+	return nil
+}
+
+// startCPUProfile starts profiling this process into path (nothing when path is empty)
+// and returns the function that stops it.
+func startCPUProfile(path string) (func() error, error) {
+	if path == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(path) //nolint:gosec // the operator's own -cpuprofile path
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
+	}, nil
+}
+
+// benchCommand is the command line that reproduces the run.
+func benchCommand(args []string) string {
+	return strings.TrimSpace("go run ./cmd/agentfy bench " + strings.Join(args, " "))
+}
+
+// describeMachine reads the CPU model, memory and kernel from /proc and the commit
+// from git; what it cannot read it leaves empty.
+func describeMachine(ctx context.Context, root string) machine {
+	m := machine{Cores: runtime.NumCPU(), Go: runtime.Version()}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPU = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+				var kb int64
+				if _, err := fmt.Sscanf(strings.TrimSpace(v), "%d kB", &kb); err == nil {
+					m.Memory = kb << 10
+				}
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = strings.TrimSpace(string(b))
+	}
+	cmd := exec.CommandContext(ctx, "git", "describe", "--always", "--dirty", "--exclude", "*")
+	cmd.Dir = root
+	if b, err := cmd.Output(); err == nil {
+		m.Commit = strings.TrimSpace(string(b))
+	}
+	return m
 }

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+)
+
+// goBenchPackages hold the testing.B benchmarks the bench runs: the envelope (seal and
+// open of a 100 KB page), the capability script and the gate.
+var goBenchPackages = []string{"./view/", "./view/envelope/"}
+
+// goBench is one line of `go test -bench` output.
+type goBench struct {
+	Package     string  `json:"package"`
+	Name        string  `json:"name"`
+	Iterations  int     `json:"iterations"`
+	NsPerOp     float64 `json:"nsPerOp"`
+	MBPerSec    float64 `json:"mbPerSec,omitempty"`
+	BytesPerOp  int     `json:"bytesPerOp"`
+	AllocsPerOp int     `json:"allocsPerOp"`
+}
+
+// runGoBenchmarks runs the packages' benchmarks (no tests) in root with benchtime and
+// parses their results.
+func runGoBenchmarks(ctx context.Context, root, benchtime string) ([]goBench, error) {
+	args := append([]string{"test", "-run", "^$", "-bench", ".", "-benchmem", "-count", "1", "-benchtime", benchtime}, goBenchPackages...)
+	cmd := exec.CommandContext(ctx, "go", args...) //nolint:gosec // constant arguments but the benchtime of the bench's own options
+	cmd.Dir = root
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("go %s: %w\n%s%s", strings.Join(args, " "), err, out, stderr.Bytes())
+	}
+	res := parseGoBench(out)
+	if len(res) == 0 {
+		return nil, fmt.Errorf("go test -bench printed no benchmark:\n%s", out)
+	}
+	return res, nil
+}
+
+// parseGoBench reads the benchmark lines of `go test -bench -benchmem` output.
+func parseGoBench(out []byte) []goBench {
+	var res []goBench
+	pkg := ""
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		line := sc.Text()
+		if p, ok := strings.CutPrefix(line, "pkg: "); ok {
+			pkg = strings.TrimPrefix(p, "github.com/agentfy/agentfy/")
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
+			continue
+		}
+		b := goBench{Package: pkg, Name: f[0]}
+		if i := strings.LastIndexByte(b.Name, '-'); i > 0 {
+			b.Name = b.Name[:i] // the GOMAXPROCS suffix
+		}
+		b.Iterations, _ = strconv.Atoi(f[1])
+		for i := 2; i+1 < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err != nil {
+				continue
+			}
+			switch f[i+1] {
+			case "ns/op":
+				b.NsPerOp = v
+			case "MB/s":
+				b.MBPerSec = v
+			case "B/op":
+				b.BytesPerOp = int(v)
+			case "allocs/op":
+				b.AllocsPerOp = int(v)
+			}
+		}
+		res = append(res, b)
+	}
+	return res
+}

@@ -1,0 +1,173 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentfy/agentfy/internal/testenv"
+	"github.com/agentfy/agentfy/view"
+)
+
+// TestBenchQuick runs `agentfy bench -quick` on a real stack (redis-server, NATS,
+// replicas, brokers with Chromium, go test -bench) and checks that the report has every
+// section and that the numbers are sane: the counts that are exact by design (NATS
+// deliveries per view, pending views, each answer's status) exactly, the others by
+// relations that must hold whatever the machine's speed.
+func TestBenchQuick(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the whole stack and two Chromiums")
+	}
+	dir := t.TempDir()
+	mdPath, jsonPath := filepath.Join(dir, "BENCHMARKS.md"), filepath.Join(dir, "bench.json")
+	ctx := testenv.Context(t, 3*time.Minute)
+	var stdout bytes.Buffer
+	start := time.Now()
+	if err := run(ctx, []string{"bench", "-quick", "-out", mdPath, "-json", jsonPath}, &stdout); err != nil {
+		t.Fatalf("agentfy bench -quick: %v", err)
+	}
+	t.Logf("bench -quick took %v", time.Since(start))
+
+	md, err := os.ReadFile(mdPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range append([]string{"| CPU |", "| Chromium | ", "| Go | go1.", "`go run ./cmd/agentfy bench -quick"}, benchSections...) {
+		if !bytes.Contains(md, []byte(want)) {
+			t.Errorf("BENCHMARKS.md lacks %q", want)
+		}
+	}
+	for _, want := range benchSections {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("stdout lacks %q", want)
+		}
+	}
+
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r benchResults
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	o := quickOptions()
+
+	t.Run("end to end", func(t *testing.T) {
+		e := r.E2E
+		if e.View.N+e.Spied.N != o.e2ePairs || e.View.N == 0 || e.Spied.N == 0 || e.Bare.N != o.e2ePairs || e.InCap.N != e.View.N {
+			t.Fatalf("samples: view %d + %d timed per hop, bare %d, capture %d; want %d pairs", e.View.N, e.Spied.N, e.Bare.N, e.InCap.N, o.e2ePairs)
+		}
+		// Every view contains its own capture, so its quantiles cannot be below the
+		// capture's.
+		if e.View.P50 < e.InCap.P50 || e.View.P99 < e.InCap.P99 || e.Overhead.P50 <= 0 {
+			t.Errorf("view %v/%v below its capture %v/%v (overhead %v)", e.View.P50, e.View.P99, e.InCap.P50, e.InCap.P99, e.Overhead.P50)
+		}
+		if e.Bare.P50 < time.Millisecond || e.Bare.P50 > 5*time.Second {
+			t.Errorf("bare capture p50 %v", e.Bare.P50)
+		}
+		if e.RatioP50 < 0.5 || e.RatioP50 > 20 || math.Abs(e.RatioP50-ratio(e.View.P50, e.Bare.P50)) > 1e-9 {
+			t.Errorf("ratio p50 %.3f for %v / %v", e.RatioP50, e.View.P50, e.Bare.P50)
+		}
+		// The sealed envelope carries the page JSON, which carries the JPEG in base64,
+		// in base64 again; the HTTP body carries it in base64 once.
+		if e.JPEGBytes < 1000 || e.SealedBytes < e.JPEGBytes*4/3 || e.BodyBytes < e.JPEGBytes*4/3 || e.Width < 1 || e.Width > 1280 {
+			t.Errorf("sizes: jpeg %d, sealed %d, body %d, width %d", e.JPEGBytes, e.SealedBytes, e.BodyBytes, e.Width)
+		}
+		if len(e.Hops) != 8 {
+			t.Fatalf("%d hops", len(e.Hops))
+		}
+		for _, h := range e.Hops {
+			if h.Dist.N == 0 || h.Dist.N > e.Spied.N || h.Dist.P50 < 0 {
+				t.Errorf("hop %q: %+v", h.Name, h.Dist)
+			}
+		}
+	})
+
+	t.Run("routing", func(t *testing.T) {
+		if len(r.Routing) != 4 {
+			t.Fatalf("%d replica counts", len(r.Routing))
+		}
+		for i, x := range r.Routing {
+			if want := 1 << i; x.Replicas != want {
+				t.Errorf("row %d: %d replicas, want %d", i, x.Replicas, want)
+			}
+			// Routed: the request to the owner and the reply to the requester,
+			// whatever the number of replicas. Broadcast: every replica gets the
+			// request, the requester the reply.
+			for _, c := range []struct {
+				name      string
+				got, want float64
+			}{
+				{"real view deliveries", x.ViewDeliveries, 2},
+				{"real view publications", x.ViewPublished, 2},
+				{"routed deliveries", x.RoutedDeliveries, 2},
+				{"broadcast deliveries", x.BroadcastDelivered, float64(x.Replicas + 1)},
+			} {
+				if math.Abs(c.got-c.want) > 0.2 {
+					t.Errorf("%d replicas: %s %.2f, want %.0f", x.Replicas, c.name, c.got, c.want)
+				}
+			}
+			if x.ViewLatency.N != o.routingViews || x.RoutedLatency.N != o.routingSims || x.BroadcastLatency.N != o.routingSims {
+				t.Errorf("%d replicas: samples %d/%d/%d", x.Replicas, x.ViewLatency.N, x.RoutedLatency.N, x.BroadcastLatency.N)
+			}
+			if x.ViewOutBytes < float64(r.ReplyBytes) {
+				t.Errorf("%d replicas: %.0f bytes delivered per view, less than the %d-byte reply", x.Replicas, x.ViewOutBytes, r.ReplyBytes)
+			}
+		}
+	})
+
+	t.Run("fast paths", func(t *testing.T) {
+		if len(r.FastPaths.Paths) != 4 {
+			t.Fatalf("%d paths", len(r.FastPaths.Paths))
+		}
+		for _, p := range r.FastPaths.Paths {
+			if p.Requests < 10 || p.Errors != 0 || p.RPS <= 0 || p.Latency.P99 <= 0 || p.Latency.P99 < p.Latency.P50 {
+				t.Errorf("%s: %d requests, %d errors, %.0f/s, p50 %v, p99 %v", p.Name, p.Requests, p.Errors, p.RPS, p.Latency.P50, p.Latency.P99)
+			}
+		}
+		// Each live:false request used an agent of its own.
+		if lf := r.FastPaths.Paths[3]; lf.Requests > o.liveFalsePool*o.fastRounds {
+			t.Errorf("live:false: %d requests from %d agents", lf.Requests, o.liveFalsePool*o.fastRounds)
+		}
+	})
+
+	t.Run("footprint", func(t *testing.T) {
+		f := r.Footprint
+		if f.PendingViews != view.MaxPending || f.PendingAnswered503 != view.MaxPending {
+			t.Errorf("pending %d, answered 503 %d; want %d", f.PendingViews, f.PendingAnswered503, view.MaxPending)
+		}
+		// Each pending view holds at least its HTTP handler's goroutine.
+		if f.Pending.Goroutines < f.Idle.Goroutines+view.MaxPending || f.Idle.RSS <= 0 || f.Pending.Heap <= f.Idle.Heap {
+			t.Errorf("memory: idle %+v, pending %+v", f.Idle, f.Pending)
+		}
+		if f.Captures != o.cpuCaptures || f.ChromiumProcesses < 2 || f.ChromiumPerView <= 0 || f.ChromiumPerBare <= 0 || f.GoPerView <= 0 {
+			t.Errorf("cpu: %+v", f)
+		}
+	})
+
+	t.Run("go benchmarks", func(t *testing.T) {
+		got := map[string]goBench{}
+		for _, g := range r.GoBench {
+			got[g.Package+" "+g.Name] = g
+		}
+		for _, name := range []string{
+			"view BenchmarkRedisPing", "view BenchmarkCapabilityPutConsume", "view BenchmarkGateAllow/won",
+			"view BenchmarkGateAllow/lost", "view/envelope BenchmarkSeal", "view/envelope BenchmarkOpen",
+		} {
+			g, ok := got[name]
+			if !ok {
+				t.Errorf("no %s in %v", name, r.GoBench)
+				continue
+			}
+			if g.NsPerOp <= 0 || g.AllocsPerOp <= 0 || g.Iterations < 1 {
+				t.Errorf("%s: %+v", name, g)
+			}
+		}
+	})
+}
