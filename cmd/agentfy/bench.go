@@ -60,8 +60,8 @@ func fullOptions() benchOptions {
 	return benchOptions{
 		e2eWarm: 10, e2ePairs: 200,
 		routingViews: 40, routingSims: 400,
-		fastConcurrency: 16, fastPhase: 2 * time.Second, fastRounds: 3, liveFalsePool: 15000,
-		cpuCaptures: 60, goBenchTime: "500ms",
+		fastConcurrency: 16, fastPhase: 1500 * time.Millisecond, fastRounds: 3, liveFalsePool: 12000,
+		cpuCaptures: 60, goBenchTime: "300ms",
 	}
 }
 

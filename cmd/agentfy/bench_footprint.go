@@ -191,9 +191,14 @@ func benchMemory(ctx context.Context, st *stack.Stack, token string, r *footprin
 	return err
 }
 
+// cpuBlock is how many operations one CPU measurement window holds; the windows of the
+// three kinds alternate, so that all see the same machine.
+const cpuBlock = 10
+
 // benchCPU measures the CPU time of the Chromium processes and of this process over
-// captures views of agentID and as many bare captures, each net of an idle window of
-// the same length measured just before.
+// captures views of agentID and as many bare captures, in alternating windows of
+// cpuBlock operations, each net of idle windows (nothing happening) of the same length
+// that alternate with them.
 func benchCPU(ctx context.Context, bs *benchSession, v *viewer, base, agentID string, captures int, r *footprintResult) error {
 	type sample struct {
 		chromium, self time.Duration
@@ -208,23 +213,30 @@ func benchCPU(ctx context.Context, bs *benchSession, v *viewer, base, agentID st
 		s, err := selfCPU()
 		return sample{chromium: c, self: s, at: time.Now()}, err
 	}
-	window := func(name string, op func() error) (chromium, self time.Duration, wall time.Duration, err error) {
+	totals := map[string]*cpuWindow{}
+	window := func(name string, n int, op func() error) error {
 		a, err := read()
 		if err != nil {
-			return 0, 0, 0, err
+			return err
 		}
-		for range captures {
+		for range n {
 			if err := op(); err != nil {
-				return 0, 0, 0, err
+				return err
 			}
 		}
 		b, err := read()
 		if err != nil {
-			return 0, 0, 0, err
+			return err
 		}
 		w := cpuWindow{Name: name, Chromium: b.chromium - a.chromium, Go: b.self - a.self, Wall: b.at.Sub(a.at)}
 		r.CPUWindows = append(r.CPUWindows, w)
-		return w.Chromium, w.Go, w.Wall, nil
+		t := totals[name]
+		if t == nil {
+			t = &cpuWindow{Name: name}
+			totals[name] = t
+		}
+		t.Chromium, t.Go, t.Wall = t.Chromium+w.Chromium, t.Go+w.Go, t.Wall+w.Wall
+		return nil
 	}
 	viewOnce := func() error {
 		if err := v.openGate(ctx, agentID); err != nil {
@@ -239,27 +251,30 @@ func benchCPU(ctx context.Context, bs *benchSession, v *viewer, base, agentID st
 		_, err := bs.bare.Capture(cctx)
 		return err
 	}
-	vc, vs, vwall, err := window("views", viewOnce)
-	if err != nil {
-		return err
+	for done := 0; done < captures; done += cpuBlock {
+		n := min(cpuBlock, captures-done)
+		if err := window("views", n, viewOnce); err != nil {
+			return err
+		}
+		if err := window("bare captures", n, bareOnce); err != nil {
+			return err
+		}
+		// As long as the longer of the two windows just measured.
+		last := r.CPUWindows[len(r.CPUWindows)-2:]
+		idle := max(last[0].Wall, last[1].Wall)
+		if err := window("idle", 1, func() error { return sleepCtx(ctx, idle) }); err != nil {
+			return err
+		}
 	}
-	bc, bsCPU, bwall, err := window("bare captures", bareOnce)
-	if err != nil {
-		return err
-	}
-	idleWall := max(vwall, bwall)
-	ic, is, iwall, err := window("idle", func() error { return sleepCtx(ctx, idleWall/time.Duration(captures)) })
-	if err != nil {
-		return err
-	}
+	idle, views, bares := totals["idle"], totals["views"], totals["bare captures"]
 	perSec := func(d, wall time.Duration) time.Duration { return time.Duration(float64(d) / wall.Seconds()) }
-	r.ChromiumIdle, r.GoIdle = perSec(ic, iwall), perSec(is, iwall)
+	r.ChromiumIdle, r.GoIdle = perSec(idle.Chromium, idle.Wall), perSec(idle.Go, idle.Wall)
 	netPer := func(d, wall time.Duration, idleRate time.Duration) time.Duration {
 		return max(0, d-time.Duration(float64(idleRate)*wall.Seconds())) / time.Duration(captures)
 	}
 	r.Captures = captures
-	r.ChromiumPerView, r.GoPerView = netPer(vc, vwall, r.ChromiumIdle), netPer(vs, vwall, r.GoIdle)
-	r.ChromiumPerBare, r.GoPerBare = netPer(bc, bwall, r.ChromiumIdle), netPer(bsCPU, bwall, r.GoIdle)
+	r.ChromiumPerView, r.GoPerView = netPer(views.Chromium, views.Wall, r.ChromiumIdle), netPer(views.Go, views.Wall, r.GoIdle)
+	r.ChromiumPerBare, r.GoPerBare = netPer(bares.Chromium, bares.Wall, r.ChromiumIdle), netPer(bares.Go, bares.Wall, r.GoIdle)
 	return nil
 }
 
