@@ -11,8 +11,11 @@ package channel
 
 import (
 	"context"
+	"crypto/ecdh"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -87,6 +90,10 @@ type Hub struct {
 	wg sync.WaitGroup
 
 	envelopeHook atomic.Pointer[func([]byte) []byte] // test hook; nil in production
+
+	// key opens tool calls sealed to this replica; its public half is published with
+	// each session this replica holds. It lives only in this process's memory.
+	key *ecdh.PrivateKey
 }
 
 // SetEnvelopeHook installs a function that may replace a worker's sealed answer before
@@ -111,7 +118,11 @@ func NewHub(cfg Config) *Hub {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Hub{cfg: cfg, conns: map[string]*Conn{}}
+	key, err := envelope.GenerateKey(rand.Reader)
+	if err != nil {
+		panic(fmt.Sprintf("channel: generate key: %v", err)) // crypto/rand does not fail
+	}
+	return &Hub{cfg: cfg, conns: map[string]*Conn{}, key: key}
 }
 
 // Conns is the number of worker sockets this replica holds.
@@ -205,7 +216,7 @@ func (h *Hub) serve(parent context.Context, ws *websocket.Conn, sess session.Ses
 		return
 	}
 	c.session.Hello = hello
-	if err := h.cfg.Sessions.Attach(ctx, sess.ID, h.cfg.ReplicaID, hello); err != nil {
+	if err := h.cfg.Sessions.Attach(ctx, sess.ID, h.cfg.ReplicaID, envelope.PublicKeyHex(h.key), hello); err != nil {
 		c.log.Error().Err(err).Msg("attach session")
 		return
 	}
@@ -389,12 +400,12 @@ func viewReason(err error) string {
 	return view.ReasonFailed
 }
 
-// onTool handles a tool call routed over NATS: the one path that moves the session clock
-// and appends to the activity log.
+// onTool handles a sealed tool call routed over NATS: the one path that moves the
+// session clock and appends to the activity log.
 func (c *Conn) onTool(msg *nats.Msg) {
-	var p jsonrpc.ToolCallParams
-	if len(msg.Data) > MaxToolRequest || json.Unmarshal(msg.Data, &p) != nil || p.Name == "" || len(p.Name) > 64 {
-		_ = bus.RespondError(msg, "bad_request", "tool call must be {\"name\",\"arguments\"}")
+	req, p, replyKey, err := openToolRequest(c.hub.key, msg.Data)
+	if err != nil {
+		_ = bus.RespondError(msg, "bad_request", err.Error())
 		return
 	}
 	if c.tooling.Add(1) > MaxToolWaiters {
@@ -417,8 +428,15 @@ func (c *Conn) onTool(msg *nats.Msg) {
 		var rpcErr *jsonrpc.Error
 		switch {
 		case err == nil:
-			_ = bus.Respond(msg, res)
+			env, serr := envelope.Seal(rand.Reader, replyKey, req.RequestID, res)
+			if serr != nil {
+				_ = bus.RespondError(msg, "unavailable", "cannot seal the result")
+				return
+			}
+			b, _ := json.Marshal(envelope.Sealed{Envelope: env})
+			_ = bus.Respond(msg, b)
 		case errors.As(err, &rpcErr):
+			// Broker error messages are plain and carry no URL or page text.
 			_ = bus.RespondError(msg, "tool_failed", rpcErr.Message)
 		case errors.Is(err, context.DeadlineExceeded):
 			_ = bus.RespondError(msg, "timeout", "tool call timed out")
@@ -551,23 +569,4 @@ func (c *Conn) publish(ctx context.Context, st session.Status) {
 		defer cancel()
 		c.hub.cfg.Events.Publish(ctx, session.Event{AgentID: c.session.AgentID, SessionID: c.session.ID, Status: st, At: c.hub.cfg.Now()})
 	}
-}
-
-// CallTool sends one tool call over NATS to the replica holding sessionID's worker and
-// waits for its result until ctx ends (ctx must carry a deadline). The operator CLI and
-// the demo agent use it; an error reply comes back as a *bus.RemoteError.
-func CallTool(ctx context.Context, nc *nats.Conn, ns bus.Namespace, sessionID, name string, args any) (json.RawMessage, error) {
-	raw, err := json.Marshal(args)
-	if err != nil {
-		return nil, err
-	}
-	body, err := json.Marshal(jsonrpc.ToolCallParams{Name: name, Arguments: raw})
-	if err != nil {
-		return nil, err
-	}
-	subject, err := ns.Subject(bus.VerbTool, sessionID)
-	if err != nil {
-		return nil, err
-	}
-	return bus.Request(ctx, nc, subject, body)
 }

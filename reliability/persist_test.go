@@ -42,11 +42,9 @@ func TestNothingPersists(t *testing.T) {
 	_, _ = rand.Read(ref)
 	secretRef := hex.EncodeToString(ref)
 	pageURL := st.Site + "/secret.html?ref=" + secretRef
-	if _, err := ss.Tool(c, "browser_open", map[string]string{"url": pageURL}); err != nil {
-		t.Fatal(err)
-	}
 
-	// From here on, watch NATS and collect the requesters' private keys.
+	// From here on, watch NATS (the agent's tool calls included) and collect the
+	// requesters' private keys.
 	var mu sync.Mutex
 	var msgs [][]byte
 	sub, err := st.Bus.Subscribe(">", func(m *nats.Msg) {
@@ -59,6 +57,9 @@ func TestNothingPersists(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = sub.Unsubscribe() })
 	_ = st.Bus.Flush()
+	if _, err := ss.Tool(c, "browser_open", map[string]string{"url": pageURL}); err != nil {
+		t.Fatal(err)
+	}
 	var keys [][]byte
 	for _, r := range st.Replicas {
 		r.Views.SetHooks(&view.Hooks{OnKey: func(_ string, priv []byte) { mu.Lock(); keys = append(keys, priv); mu.Unlock() }})
@@ -152,7 +153,7 @@ func TestNothingPersists(t *testing.T) {
 	})
 	t.Run("NATS_messages", func(t *testing.T) {
 		observed := ""
-		record(t, "Nothing persists", "a subscriber on '>' sees request ids, envelopes and status events only", &observed)
+		record(t, "Nothing persists", "a subscriber on '>' sees request ids, envelopes, sealed tool calls and status events only", &observed)
 		observed = scan(t, "messages", func(yield func(string, []byte) bool) {
 			for _, m := range natsCopy {
 				if !yield(string(m[:bytes.IndexByte(m, ' ')]), m) {

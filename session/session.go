@@ -76,6 +76,7 @@ type Session struct {
 	LastToolAt   time.Time
 	StoppedAt    time.Time
 	Owner        string // replica holding the worker's socket; "" when none
+	OwnerKey     string // the owner's public key (hex) that tool calls are sealed to
 	Hello        Hello
 	WorkerPassID string
 	BrokerPassID string
@@ -197,7 +198,7 @@ func (s *Store) Get(ctx context.Context, id string) (Session, error) {
 	sess := Session{
 		ID: id, AgentID: m["agent"], Stopped: m["stopped"] != "", StopReason: m["stopReason"],
 		StartedAt: parseMS(m["started"]), LastToolAt: parseMS(m["lastTool"]), StoppedAt: parseMS(m["stopped"]),
-		Owner: m["owner"], WorkerPassID: m["workerPass"], BrokerPassID: m["brokerPass"],
+		Owner: m["owner"], OwnerKey: m["ownerKey"], WorkerPassID: m["workerPass"], BrokerPassID: m["brokerPass"],
 	}
 	if h := m["hello"]; h != "" {
 		if err := json.Unmarshal([]byte(h), &sess.Hello); err != nil {
@@ -264,13 +265,14 @@ var delIfEqual = redis.NewScript(`
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0`)
 
-// Attach records the worker's hello and the replica now holding its socket.
-func (s *Store) Attach(ctx context.Context, id, owner string, hello Hello) error {
+// Attach records the worker's hello, the replica now holding its socket, and that
+// replica's public key (tool calls to the session are sealed to it).
+func (s *Store) Attach(ctx context.Context, id, owner, ownerKey string, hello Hello) error {
 	h, err := json.Marshal(hello)
 	if err != nil {
 		return fmt.Errorf("session: attach: %w", err)
 	}
-	if err := s.rdb.HSet(ctx, s.sessionKey(id), "owner", owner, "hello", string(h)).Err(); err != nil {
+	if err := s.rdb.HSet(ctx, s.sessionKey(id), "owner", owner, "ownerKey", ownerKey, "hello", string(h)).Err(); err != nil {
 		return fmt.Errorf("session: attach: %w", err)
 	}
 	return nil

@@ -53,11 +53,11 @@ func TestLifecycle(t *testing.T) {
 	}
 
 	hello := session.Hello{ImageTag: "browser:1.4.2", BootstrapRevision: 2, Capabilities: []string{session.CapabilityBrowserView}}
-	if err := st.Attach(ctx, sess.ID, "replica-b", hello); err != nil {
+	if err := st.Attach(ctx, sess.ID, "replica-b", "04ab", hello); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := st.Get(ctx, sess.ID)
-	if got.Owner != "replica-b" || !got.HasCapability(session.CapabilityBrowserView) || got.Hello.ImageTag != "browser:1.4.2" {
+	if got.Owner != "replica-b" || got.OwnerKey != "04ab" || !got.HasCapability(session.CapabilityBrowserView) || got.Hello.ImageTag != "browser:1.4.2" {
 		t.Fatalf("after attach: %+v", got)
 	}
 	if err := st.Detach(ctx, sess.ID, "replica-a"); err != nil {

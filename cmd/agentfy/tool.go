@@ -65,8 +65,8 @@ func cmdTool(ctx context.Context, args []string, stdout io.Writer) error {
 	defer nc.Close()
 	cctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	res, err := channel.CallTool(cctx, nc, ns, sess.ID, *name, argv)
-	if errors.Is(err, bus.ErrNoResponders) {
+	res, err := channel.CallTool(cctx, nc, ns, sess, *name, argv)
+	if errors.Is(err, bus.ErrNoResponders) || errors.Is(err, channel.ErrNoOwner) {
 		return fmt.Errorf("tool: no replica holds session %s's worker (is the worker running?)", sess.ID)
 	}
 	if err != nil {

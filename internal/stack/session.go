@@ -305,7 +305,11 @@ func (ss *Session) WaitAttached(ctx context.Context, replicaID string) error {
 func (ss *Session) Tool(ctx context.Context, name string, args any) (json.RawMessage, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	return channel.CallTool(ctx, ss.stack.Bus, ss.stack.NS, ss.ID, name, args)
+	cur, err := ss.stack.Sess.Get(ctx, ss.ID)
+	if err != nil {
+		return nil, err
+	}
+	return channel.CallTool(ctx, ss.stack.Bus, ss.stack.NS, cur, name, args)
 }
 
 // Stop stops the session like the operator command does (the worker is told by its

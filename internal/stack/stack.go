@@ -150,7 +150,7 @@ func FindRoot() (string, error) {
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("stack: go.mod not found above the working directory")
+			return "", errors.New("stack: run this from the repository (it needs testdata/): go.mod not found above the working directory")
 		}
 		dir = parent
 	}

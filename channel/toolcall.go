@@ -1,0 +1,110 @@
+package channel
+
+import (
+	"context"
+	"crypto/ecdh"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/agentfy/agentfy/bus"
+	"github.com/agentfy/agentfy/jsonrpc"
+	"github.com/agentfy/agentfy/session"
+	"github.com/agentfy/agentfy/view/envelope"
+)
+
+// A tool call carries the agent's URLs and typed text, and its result carries titles, so
+// on NATS it travels sealed like a frame: the requester seals the call to the owner
+// replica's key (published with the session in Redis) and sends its own one-time key;
+// the owner seals the result to that key. A subscriber on the bus sees ciphertext only.
+
+// toolRequest is the NATS payload of a tool call.
+type toolRequest struct {
+	RequestID string            `json:"requestId"`
+	ReplyKey  string            `json:"replyKey"`
+	Envelope  envelope.Envelope `json:"envelope"`
+}
+
+// ErrNoOwner means the session has no replica holding its worker (or an owner that does
+// not publish a key).
+var ErrNoOwner = errors.New("channel: no replica holds the session's worker")
+
+// ErrToolReply is the one error for a tool result that does not open.
+var ErrToolReply = errors.New("channel: tool result does not open")
+
+// CallTool sends one tool call over NATS to the replica holding sess's worker and waits
+// for its result until ctx ends (ctx must carry a deadline). The operator CLI and the
+// demo agent use it. An error reply comes back as a *bus.RemoteError.
+func CallTool(ctx context.Context, nc *nats.Conn, ns bus.Namespace, sess session.Session, name string, args any) (json.RawMessage, error) {
+	if sess.Owner == "" || sess.OwnerKey == "" {
+		return nil, ErrNoOwner
+	}
+	ownerKey, err := envelope.ParsePublicKey(sess.OwnerKey)
+	if err != nil {
+		return nil, ErrNoOwner
+	}
+	raw, err := json.Marshal(args)
+	if err != nil {
+		return nil, err
+	}
+	plain, err := json.Marshal(jsonrpc.ToolCallParams{Name: name, Arguments: raw})
+	if err != nil {
+		return nil, err
+	}
+	idb := make([]byte, 32)
+	if _, err := rand.Read(idb); err != nil {
+		return nil, err
+	}
+	requestID := hex.EncodeToString(idb)
+	replyKey, err := envelope.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	env, err := envelope.Seal(rand.Reader, ownerKey, requestID, plain)
+	if err != nil {
+		return nil, err
+	}
+	body, err := json.Marshal(toolRequest{RequestID: requestID, ReplyKey: envelope.PublicKeyHex(replyKey), Envelope: env})
+	if err != nil {
+		return nil, err
+	}
+	subject, err := ns.Subject(bus.VerbTool, sess.ID)
+	if err != nil {
+		return nil, err
+	}
+	reply, err := bus.Request(ctx, nc, subject, body)
+	if err != nil {
+		return nil, err
+	}
+	var sealed envelope.Sealed
+	if err := json.Unmarshal(reply, &sealed); err != nil {
+		return nil, ErrToolReply
+	}
+	res, err := envelope.Open(replyKey, requestID, sealed.Envelope)
+	if err != nil {
+		return nil, ErrToolReply
+	}
+	return res, nil
+}
+
+// openToolRequest opens a sealed tool call with the owner's key.
+func openToolRequest(key *ecdh.PrivateKey, data []byte) (req toolRequest, p jsonrpc.ToolCallParams, reply *ecdh.PublicKey, err error) {
+	if len(data) > MaxToolRequest || json.Unmarshal(data, &req) != nil {
+		return req, p, nil, errors.New("malformed tool call")
+	}
+	plain, err := envelope.Open(key, req.RequestID, req.Envelope)
+	if err != nil {
+		return req, p, nil, errors.New("tool call does not open")
+	}
+	if reply, err = envelope.ParsePublicKey(req.ReplyKey); err != nil {
+		return req, p, nil, errors.New("bad reply key")
+	}
+	if err := json.Unmarshal(plain, &p); err != nil || p.Name == "" || len(p.Name) > 64 {
+		return req, p, nil, fmt.Errorf("tool call must be {\"name\",\"arguments\"}")
+	}
+	return req, p, reply, nil
+}
