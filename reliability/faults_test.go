@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentfy/agentfy/internal/stack"
+	"github.com/agentfy/agentfy/internal/testenv"
 )
 
 // liveSession starts a session for a fresh agent whose worker is on replica B, with one
@@ -207,7 +208,7 @@ func TestFaults(t *testing.T) {
 // chromiumOf finds the main Chromium process below a broker process.
 func chromiumOf(t *testing.T, brokerPID int) int {
 	t.Helper()
-	for _, p := range descendants(brokerPID) {
+	for _, p := range testenv.Descendants(brokerPID) {
 		cmdline, _ := os.ReadFile("/proc/" + itoa(p) + "/cmdline")
 		args := strings.Split(string(cmdline), "\x00")
 		if strings.HasSuffix(args[0], "/chromium") && !strings.Contains(string(cmdline), "--type=") {

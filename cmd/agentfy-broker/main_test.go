@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/agentfy/agentfy/broker"
+	"github.com/agentfy/agentfy/internal/testenv"
 	"github.com/agentfy/agentfy/view/envelope"
 )
 
@@ -291,50 +292,11 @@ func isJPEGPage(p broker.Page) bool {
 	return p.ContentType == "image/jpeg" && bytes.HasPrefix(p.Data, []byte{0xFF, 0xD8, 0xFF}) && bytes.HasSuffix(p.Data, []byte{0xFF, 0xD9})
 }
 
-// descendants lists the processes below pid, from /proc.
+// descendants lists the processes below pid.
 func descendants(tb testing.TB, pid int) []int {
 	tb.Helper()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	parent := map[int]int{}
-	for _, e := range entries {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// The command may hold spaces and parentheses; fields resume after
-		// the last ')'.
-		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(fields) > 1 {
-			if pp, err := strconv.Atoi(fields[1]); err == nil {
-				parent[p] = pp
-			}
-		}
-	}
-	var out []int
-	for p := range parent {
-		for q := parent[p]; q > 1; q = parent[q] {
-			if q == pid {
-				out = append(out, p)
-				break
-			}
-		}
-	}
-	return out
+	return testenv.Descendants(pid)
 }
 
 // alive reports whether pid exists and is not a zombie.
-func alive(pid int) bool {
-	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return false
-	}
-	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-	return len(fields) > 0 && fields[0] != "Z"
-}
+func alive(pid int) bool { return testenv.Alive(pid) }

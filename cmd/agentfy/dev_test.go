@@ -10,46 +10,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
-)
 
-// descendants lists the live processes below pid, read from /proc.
-func descendants(t *testing.T, pid int) []int {
-	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	parent := map[int]int{}
-	for _, e := range entries {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid …; comm may hold spaces, so split after the last ')'.
-		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-		if len(fields) > 1 {
-			pp, _ := strconv.Atoi(fields[1])
-			parent[p] = pp
-		}
-	}
-	var out []int
-	for p := range parent {
-		for q := parent[p]; q > 1; q = parent[q] {
-			if q == pid {
-				out = append(out, p)
-				break
-			}
-		}
-	}
-	return out
-}
+	"github.com/agentfy/agentfy/internal/testenv"
+)
 
 // TestDevStackStartsAndStopsCleanly runs `agentfy dev` as a user would: it becomes ready
 // well within a minute, the first replica serves a live JPEG of the demo agent, and
@@ -122,7 +87,7 @@ func TestDevStackStartsAndStopsCleanly(t *testing.T) {
 		t.Fatalf("frame is not a JPEG (%d bytes, %v)", len(jpg), err)
 	}
 
-	children := descendants(t, cmd.Process.Pid)
+	children := testenv.Descendants(cmd.Process.Pid)
 	if len(children) < 3 { // redis-server, Chromium and its helpers
 		t.Fatalf("dev runs only %d child processes", len(children))
 	}
@@ -138,12 +103,9 @@ func TestDevStackStartsAndStopsCleanly(t *testing.T) {
 		t.Fatal("dev did not stop within 30 s of Ctrl-C")
 	}
 	for _, p := range children {
-		if syscall.Kill(p, 0) == nil {
-			// A zombie is gone but for its exit status; anything else is left behind.
-			stat, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p), "stat"))
-			if !strings.Contains(string(stat), ") Z ") {
-				t.Errorf("process %d (%s) survived Ctrl-C", p, strings.Fields(string(stat))[1])
-			}
+		if testenv.Alive(p) {
+			cmdline, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p), "cmdline"))
+			t.Errorf("process %d (%.80s) survived Ctrl-C", p, cmdline)
 		}
 	}
 }
