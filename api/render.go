@@ -9,20 +9,6 @@ import (
 	"github.com/gin-gonic/gin"
 )
 
-// jsonRender writes a value with encoding/json (no HTML escaping, no wrapper).
-type jsonRender struct{ v any }
-
-func (r jsonRender) Render(w http.ResponseWriter) error {
-	r.WriteContentType(w)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	return enc.Encode(r.v)
-}
-
-func (jsonRender) WriteContentType(w http.ResponseWriter) {
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-}
-
 // decodeStrict reads one JSON object of at most limit bytes with no unknown fields and
 // nothing after it; otherwise it answers 400 and returns false.
 func decodeStrict(c *gin.Context, limit int64, v any) bool {

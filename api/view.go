@@ -48,7 +48,13 @@ func (s *Server) renderView(c *gin.Context, agentID string, authorize view.Autho
 	} else {
 		c.Set(ctxOutcome, "frame")
 	}
-	c.Render(http.StatusOK, jsonRender{res})
+	// The body is written as Result made it: re-encoding would scan the frame again.
+	b, err := res.MarshalJSON()
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	c.Data(http.StatusOK, "application/json; charset=utf-8", append(b, '\n'))
 }
 
 // memberAccess: the agent exists and the user is a member of its team. Unknown agent and

@@ -91,3 +91,14 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestNewRawResult(t *testing.T) {
+	b := jsonrpc.NewRawResult(42, []byte("{\"envelope\":{\"iv\":\"00\"}}\n"))
+	m, err := jsonrpc.Parse(b)
+	if err != nil || !m.IsResponse() || *m.ID != 42 || string(m.Result) != `{"envelope":{"iv":"00"}}` {
+		t.Fatalf("raw result %s: %+v %v", b, m, err)
+	}
+	if _, err := jsonrpc.Parse(jsonrpc.NewRawResult(1, []byte("{broken"))); err == nil {
+		t.Fatal("a malformed raw result parsed")
+	}
+}

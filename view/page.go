@@ -82,13 +82,49 @@ type Result struct {
 	Page *Page
 }
 
-// MarshalJSON writes the three shapes exactly.
+// MarshalJSON writes the three shapes exactly, in one pass: the frame's base64 (tens of
+// KB) is copied as it is rather than scanned for characters to escape, which strict
+// base64 never holds.
 func (r Result) MarshalJSON() ([]byte, error) {
-	if !r.Live {
+	switch {
+	case !r.Live:
 		return []byte(`{"live":false}`), nil
+	case r.Page == nil:
+		return []byte(`{"live":true,"page":null}`), nil
+	case !isBase64Text(r.Page.Data):
+		return json.Marshal(struct {
+			Live bool  `json:"live"`
+			Page *Page `json:"page"`
+		}{true, r.Page})
 	}
-	return json.Marshal(struct {
-		Live bool  `json:"live"`
-		Page *Page `json:"page"`
-	}{true, r.Page})
+	p := r.Page
+	b := make([]byte, 0, len(p.Data)+len(p.URL)+len(p.Title)+160)
+	b = append(b, `{"live":true,"page":{"url":`...)
+	b = appendString(b, p.URL)
+	b = append(b, `,"title":`...)
+	b = appendString(b, p.Title)
+	b = append(b, `,"capturedAt":`...)
+	b = appendString(b, p.CapturedAt)
+	b = append(b, `,"contentType":`...)
+	b = appendString(b, p.ContentType)
+	b = append(b, `,"data":"`...)
+	b = append(b, p.Data...)
+	return append(b, `"}}`...), nil
+}
+
+// appendString appends s as a JSON string (short fields: URL, title, timestamp).
+func appendString(b []byte, s string) []byte {
+	q, _ := json.Marshal(s) // a string always marshals
+	return append(b, q...)
+}
+
+// isBase64Text reports whether s holds only characters of standard base64.
+func isBase64Text(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < 'A' || c > 'Z') && (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '+' && c != '/' && c != '=' {
+			return false
+		}
+	}
+	return true
 }

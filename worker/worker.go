@@ -270,7 +270,8 @@ func (w *Worker) observe(ctx context.Context, id uint64, params json.RawMessage)
 	}
 	switch status {
 	case http.StatusOK:
-		return jsonrpc.NewResult(id, resp)
+		// The envelope passes through untouched: the worker cannot read it anyway.
+		return jsonrpc.NewRawResult(id, resp), nil
 	case http.StatusConflict:
 		return jsonrpc.NewError(id, jsonrpc.CodeBusy, "broker busy")
 	case http.StatusBadGateway:
