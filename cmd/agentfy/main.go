@@ -20,7 +20,8 @@ const usage = `agentfy — operator CLI of Agentfy browser view
 
 Usage:
   agentfy dev [--ready-file f.json]                  run the whole local stack (installs what is missing)
-  agentfy bench [-out BENCHMARKS.md]                 measure the stack and print a table
+  agentfy bench [-out BENCHMARKS.md] [-quick]        measure the stack and print a table
+                [-json FILE] [-cpuprofile FILE]
   agentfy seed [-file testdata/directory.json]       load users, teams, orgs and agents
   agentfy token -user ID [-ttl 12h]                  mint a development JWT (HS256)
   agentfy orgkey -org ID -env NAME [-scope S,...]    create an organisation API key (shown once)

@@ -240,6 +240,7 @@ func (s *Stack) RedisOptions() *redis.UniversalOptions {
 		Addrs: []string{s.Redis.Addr()}, DB: s.opts.RedisDB,
 		DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second,
 		MaxRetries: 1, PoolSize: 64,
+		ReadBufferSize: 8 << 10, WriteBufferSize: 8 << 10, // as cmd/internal/conf
 	}
 }
 

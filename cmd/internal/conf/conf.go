@@ -60,6 +60,10 @@ func Redis() (*redis.UniversalOptions, error) {
 		// A view request fails fast with 503 rather than retrying through an outage.
 		MaxRetries: 1,
 		PoolSize:   64,
+		// Commands and replies here are small (the largest is a session hash): 8 KiB
+		// buffers instead of 64 KiB keep a burst of pooled connections from holding MiBs.
+		ReadBufferSize:  8 << 10,
+		WriteBufferSize: 8 << 10,
 	}
 	if u := os.Getenv("AGENTFY_REDIS_URL"); u != "" {
 		o, err := redis.ParseURL(u)
