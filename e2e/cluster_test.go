@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/internal/stack"
+	"github.com/agentfy/agentfy/internal/testenv"
 )
 
 // natsCluster starts three embedded NATS servers routed to each other on loopback.
@@ -39,7 +40,7 @@ func natsCluster(t *testing.T) []*server.Server {
 			n.WaitForShutdown()
 		}
 	})
-	waitFor(t, 10*time.Second, "a full mesh of routes", func() bool {
+	testenv.WaitFor(t, 10*time.Second, "a full mesh of routes", func() bool {
 		for _, n := range nodes {
 			if n.NumRoutes() < 2 {
 				return false
@@ -48,18 +49,6 @@ func natsCluster(t *testing.T) []*server.Server {
 		return true
 	})
 	return nodes
-}
-
-// waitFor polls cond, a condition on real servers, until it holds.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s within %v", what, d)
-		}
-		time.Sleep(10 * time.Millisecond) // polling a condition, not a timing guess
-	}
 }
 
 // TestThreeNodeClusterAndReplicaRestart runs two replicas on different nodes of a NATS
@@ -105,7 +94,7 @@ func TestThreeNodeClusterAndReplicaRestart(t *testing.T) {
 	t.Run("after the requesting replica's node stops", func(t *testing.T) {
 		nodes[0].Shutdown()
 		nodes[0].WaitForShutdown()
-		waitFor(t, 15*time.Second, "reconnection of replica A", func() bool {
+		testenv.WaitFor(t, 15*time.Second, "reconnection of replica A", func() bool {
 			return a.NATS.IsConnected() && a.NATS.ConnectedServerName() != "n1"
 		})
 		view(t, a.URL)

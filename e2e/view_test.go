@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/internal/stack"
+	"github.com/agentfy/agentfy/internal/testenv"
 	"github.com/agentfy/agentfy/openapi"
 	"github.com/agentfy/agentfy/view"
 )
@@ -312,17 +313,10 @@ func TestUnavailable(t *testing.T) {
 // waitOwner waits until Redis names owner as the session's replica.
 func waitOwner(t *testing.T, sessionID, owner string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testenv.WaitFor(t, 10*time.Second, "owner "+owner, func() bool {
 		s, err := st.Sess.Get(ctx(t), sessionID)
-		if err == nil && s.Owner == owner {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("owner of %s never became %q", sessionID, owner)
-		}
-		time.Sleep(10 * time.Millisecond) // polling a condition on Redis, not a timing guess
-	}
+		return err == nil && s.Owner == owner
+	})
 }
 
 func TestServiceRoutes(t *testing.T) {

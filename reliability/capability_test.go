@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentfy/agentfy/internal/testenv"
 	"github.com/agentfy/agentfy/view"
 )
 
@@ -70,7 +71,7 @@ func TestCapabilities(t *testing.T) {
 		if err := st.Client.PExpire(c, keyName, 50*time.Millisecond).Err(); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 5*time.Second, "expiry", func() bool { n, _ := st.Client.Exists(c, keyName).Result(); return n == 0 })
+		testenv.WaitFor(t, 5*time.Second, "expiry", func() bool { n, _ := st.Client.Exists(c, keyName).Result(); return n == 0 })
 		a := consume(t, passes.Broker, id)
 		observed = fmt.Sprint(a.Status)
 		if a.Status != http.StatusNotFound || a.Body != unknown {

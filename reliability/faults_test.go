@@ -75,7 +75,7 @@ func TestFaults(t *testing.T) {
 			if err := st.RestartNATS(); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, 15*time.Second, "reconnection of every replica", func() bool {
+			testenv.WaitFor(t, 15*time.Second, "reconnection of every replica", func() bool {
 				for _, r := range st.Replicas {
 					if !r.NATS.IsConnected() {
 						return false

@@ -265,15 +265,3 @@ func poll(t *testing.T, agent string) answer {
 	_ = st.Client.Del(ctx(t), "agentfy:dev:gate:{a:"+agent+"}").Err() // fails only with Redis down, when no gate is kept
 	return do(t, http.MethodGet, viewURL(0, agent), token(t, "u-alice"), nil)
 }
-
-// waitFor polls cond, a condition on the real system, until it holds.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s within %v", what, d)
-		}
-		time.Sleep(20 * time.Millisecond) // polling a condition, not a timing guess
-	}
-}

@@ -106,7 +106,7 @@ func TestCapabilityExpiresInRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Wait for Redis's own expiry: the key count of the DB drops to zero.
-	waitUntil(t, 5*time.Second, func() bool { n, _ := rdb.DBSize(ctx).Result(); return n == 0 })
+	testenv.WaitFor(t, 5*time.Second, "expiry", func() bool { n, _ := rdb.DBSize(ctx).Result(); return n == 0 })
 	if _, err := caps.Consume(ctx, id, "sessA"); !errors.Is(err, view.ErrCapabilityNotFound) {
 		t.Fatalf("expired: err = %v, want ErrCapabilityNotFound", err)
 	}
@@ -179,23 +179,8 @@ func TestGateOpensAfterWindow(t *testing.T) {
 	if ok, _ := g.Allow(ctx, "a"); ok {
 		t.Fatal("second request within the window allowed")
 	}
-	waitUntil(t, 5*time.Second, func() bool { n, _ := rdb.DBSize(ctx).Result(); return n == 0 })
+	testenv.WaitFor(t, 5*time.Second, "expiry", func() bool { n, _ := rdb.DBSize(ctx).Result(); return n == 0 })
 	if ok, err := g.Allow(ctx, "a"); !ok || err != nil {
 		t.Fatalf("after the window: %v, %v", ok, err)
-	}
-}
-
-// waitUntil polls cond (a condition on a real server, not a timing guess) until it holds
-// or the deadline passes.
-func waitUntil(t *testing.T, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v", d)
-		}
-		<-tick.C
 	}
 }

@@ -92,3 +92,18 @@ func Context(tb testing.TB, d time.Duration) context.Context {
 	tb.Cleanup(cancel)
 	return ctx
 }
+
+// WaitFor polls cond — a condition on a real server or process, not a timing guess —
+// every 10 ms until it holds, and fails the test if it does not within d.
+func WaitFor(tb testing.TB, d time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(d)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("no %s within %v", what, d)
+		}
+		<-tick.C
+	}
+}

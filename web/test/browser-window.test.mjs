@@ -210,9 +210,17 @@ describe('the window on the worker screen of a browsing agent', () => {
 
   test('expanding right after a frame waits only for the 2 s gate', async () => {
     await visibleImage(page);
-    const shown = await w.image.getAttribute('src');
-    await page.waitForRequest(isView);
-    const askedAt = Date.now();
+    // Time from a request that brought a frame: one answered 429 or 503 (the gate or a
+    // busy machine) brings none, and the window then waits its normal 5 s.
+    let askedAt;
+    let shown;
+    for (;;) {
+      shown = await w.image.getAttribute('src');
+      const request = await page.waitForRequest(isView);
+      askedAt = Date.now();
+      const response = await request.response();
+      if (response?.status() === 200 && (await response.json()).page) break;
+    }
     await page.waitForFunction((src) => document.querySelector('.bw-image')?.getAttribute('src') !== src, shown);
     const next = page.waitForRequest(isView);
     await w.toggle.click();

@@ -52,6 +52,13 @@ export class BrowserWindow {
     closedSession;
     disposed = false;
     inFlight = false;
+    /** wasEligible is eligible() as refresh last saw it. */
+    wasEligible = false;
+    /**
+     * resumeSoon is set when frames became wanted again while a request was in flight:
+     * the next one then goes as soon as the gate allows, not after the normal interval.
+     */
+    resumeSoon = false;
     /** lastStart is the performance.now() of the last request. */
     lastStart = -Infinity;
     pollTimer;
@@ -133,10 +140,16 @@ export class BrowserWindow {
      */
     refresh() {
         this.syncAgeTimer();
-        if (!this.eligible()) {
+        const eligible = this.eligible();
+        const woke = eligible && !this.wasEligible;
+        this.wasEligible = eligible;
+        if (!eligible) {
             clearTimeout(this.pollTimer);
             this.pollTimer = undefined;
             return;
+        }
+        if (woke && this.inFlight) {
+            this.resumeSoon = true;
         }
         if (!this.inFlight && this.pollTimer === undefined) {
             this.schedule(this.lastStart + gateMs);
@@ -183,8 +196,10 @@ export class BrowserWindow {
         finally {
             this.inFlight = false;
         }
+        const soon = this.resumeSoon;
+        this.resumeSoon = false;
         if (this.eligible()) {
-            this.schedule(this.lastStart + pollIntervalMs);
+            this.schedule(this.lastStart + (soon ? gateMs : pollIntervalMs));
         }
     }
     async showView(view, session) {
