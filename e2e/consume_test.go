@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -15,21 +14,8 @@ import (
 
 func consume(t *testing.T, bearer, body string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(ctx(t), http.MethodPost, replicaA()+"/v1/internal/worker-observations/consume", strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	if bearer != "" {
-		req.Header.Set("Authorization", "Bearer "+bearer)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.Header.Get("Cache-Control") != "no-store" {
-		t.Errorf("consume answer without Cache-Control: no-store")
-	}
-	return resp.StatusCode, string(b)
+	status, _, b := validator.Call(ctx(t), t, http.MethodPost, replicaA()+"/v1/internal/worker-observations/consume", bearer, strings.NewReader(body))
+	return status, string(b)
 }
 
 func TestConsumeRoute(t *testing.T) {

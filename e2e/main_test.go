@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"image"
 	"image/jpeg"
-	"io"
 	"net/http"
 	"os"
 	"sync/atomic"
@@ -116,29 +115,8 @@ func (r response) result(t *testing.T) view.Result {
 // document and Cache-Control: no-store.
 func get(t *testing.T, base, path, bearer string) response {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx(t), http.MethodGet, base+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if bearer != "" {
-		req.Header.Set("Authorization", "Bearer "+bearer)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cc := resp.Header.Get("Cache-Control"); cc != "no-store" {
-		t.Errorf("%s: Cache-Control = %q, want no-store", path, cc)
-	}
-	if err := validator.Validate(ctx(t), req, resp.StatusCode, resp.Header, body); err != nil {
-		t.Errorf("%v\nbody: %.300s", err, body)
-	}
-	return response{resp.StatusCode, resp.Header, body}
+	status, header, body := validator.Call(ctx(t), t, http.MethodGet, base+path, bearer, nil)
+	return response{status, header, body}
 }
 
 func agentPath(agent string) string { return "/v1/agents/" + agent + "/worker/view" }

@@ -224,34 +224,8 @@ func (a answer) summary() string {
 // and Cache-Control: no-store.
 func do(t *testing.T, method, url, bearer string, body io.Reader) answer {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx(t), method, url, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if bearer != "" {
-		req.Header.Set("Authorization", "Bearer "+bearer)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(url, "/v1/") && resp.Header.Get("Cache-Control") != "no-store" {
-		t.Errorf("%s %s: Cache-Control %q", method, url, resp.Header.Get("Cache-Control"))
-	}
-	if strings.HasSuffix(url, "/worker/view") {
-		if err := validator.Validate(ctx(t), req, resp.StatusCode, resp.Header, b); err != nil {
-			t.Errorf("%v", err)
-		}
-	}
-	return answer{resp.StatusCode, resp.Header, string(b)}
+	status, header, b := validator.Call(ctx(t), t, method, url, bearer, body)
+	return answer{status, header, string(b)}
 }
 
 func viewURL(replica int, agent string) string {

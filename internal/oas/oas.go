@@ -6,7 +6,10 @@ package oas
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"strings"
+	"testing"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
@@ -62,4 +65,40 @@ func (v *Validator) Validate(ctx context.Context, req *http.Request, status int,
 		return fmt.Errorf("oas: %d response of %s does not conform: %w", status, req.URL.Path, err)
 	}
 	return nil
+}
+
+// Call sends a request to a replica as a client would and returns its status, headers
+// and body. It fails tb on a transport error, and reports (without stopping the test)
+// a /v1 answer without Cache-Control: no-store and a view-route answer that does not
+// conform to the document.
+func (v *Validator) Call(ctx context.Context, tb testing.TB, method, url, bearer string, body io.Reader) (int, http.Header, []byte) {
+	tb.Helper()
+	req, err := http.NewRequestWithContext(ctx, method, url, body)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if strings.Contains(req.URL.Path, "/v1/") && resp.Header.Get("Cache-Control") != "no-store" {
+		tb.Errorf("%s %s: Cache-Control %q, want no-store", method, req.URL.Path, resp.Header.Get("Cache-Control"))
+	}
+	if strings.HasSuffix(req.URL.Path, "/worker/view") {
+		if err := v.Validate(ctx, req, resp.StatusCode, resp.Header, b); err != nil {
+			tb.Errorf("%v\nbody: %.300s", err, b)
+		}
+	}
+	return resp.StatusCode, resp.Header, b
 }
