@@ -17,6 +17,10 @@ type Config struct {
 	Servers []string
 	// Name identifies the connection in the server's monitoring (e.g. the replica id).
 	Name string
+	// InboxPrefix is where replies to this connection's requests arrive; set it to
+	// Namespace.InboxPrefix(role), which the server allows the role to subscribe to.
+	// Empty means nats.go's _INBOX, outside every namespace (tests of the bus alone).
+	InboxPrefix string
 
 	// At most one of these credential kinds may be set.
 	User, Password string
@@ -73,6 +77,9 @@ func Connect(cfg Config, log zerolog.Logger) (*nats.Conn, error) {
 			}
 			ev.Msg("nats async error")
 		}),
+	}
+	if cfg.InboxPrefix != "" {
+		opts = append(opts, nats.CustomInboxPrefix(cfg.InboxPrefix))
 	}
 	switch {
 	case cfg.User != "":

@@ -26,6 +26,10 @@ type EmbeddedOptions struct {
 	ClusterName string
 	ClusterPort int
 	Routes      []string
+	// Config is a NATS server configuration (deploy.NATSConfig: accounts, users and
+	// their permissions) that the options above complete. Empty means no accounts and
+	// no authentication, for tests of the bus alone.
+	Config string
 }
 
 // MaxPayload of the embedded server: a sealed 2000-px frame stays well under this.
@@ -33,14 +37,14 @@ const MaxPayload = 4 << 20 // 4 MiB
 
 // RunEmbedded starts a NATS server on loopback and waits until it accepts clients.
 func RunEmbedded(o EmbeddedOptions) (*server.Server, error) {
-	opts := &server.Options{
-		ServerName: o.Name,
-		Host:       "127.0.0.1",
-		Port:       o.Port,
-		MaxPayload: MaxPayload,
-		NoLog:      true,
-		NoSigs:     true,
+	opts := &server.Options{}
+	if o.Config != "" {
+		if err := opts.ProcessConfigString(o.Config); err != nil {
+			return nil, fmt.Errorf("bus: embedded server config: %w", err)
+		}
 	}
+	opts.ServerName, opts.Host, opts.Port = o.Name, "127.0.0.1", o.Port
+	opts.MaxPayload, opts.NoLog, opts.NoSigs = MaxPayload, true, true
 	if o.MonitorPort != 0 {
 		opts.HTTPHost = "127.0.0.1"
 		opts.HTTPPort = o.MonitorPort

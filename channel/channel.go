@@ -24,6 +24,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
+	"golang.org/x/time/rate"
 
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/bus"
@@ -54,7 +55,24 @@ const (
 	PingTimeout  = 10 * time.Second
 	// MaxToolRequest bounds a tool call arriving over NATS.
 	MaxToolRequest = 1 << 20 // 1 MiB
+	// ObservationBurst and ObservationRate pace the view requests relayed to one worker:
+	// a few at once, then about one a second. The HTTP gate lets one view per agent
+	// through every 2 s, so only requests that never passed it (a flood on the bus)
+	// meet this bound; the excess is answered busy at once, without touching the
+	// worker or the consume route.
+	ObservationBurst = 3
+	ObservationRate  = rate.Limit(1) // per second
+	// CapabilityCheckTimeout bounds the Redis lookup that proves a view request was
+	// made by a replica that stored its capability.
+	CapabilityCheckTimeout = time.Second
 )
+
+// Capabilities is what the hub needs of the view capabilities (view.Capabilities).
+type Capabilities interface {
+	// Pending reports whether requestID names a capability of sessionID still to be
+	// redeemed; an error means it cannot tell (Redis unreachable).
+	Pending(ctx context.Context, requestID, sessionID string) (bool, error)
+}
 
 // Status events are published by this package through an EventPublisher.
 type EventPublisher interface {
@@ -66,6 +84,9 @@ type Config struct {
 	ReplicaID string
 	Creds     *auth.Store
 	Sessions  *session.Store
+	// Capabilities proves that a view request on the bus comes from a replica that
+	// stored its capability: any other request is refused before it reaches the worker.
+	Capabilities Capabilities
 	NATS      *nats.Conn
 	Namespace bus.Namespace
 	Events    EventPublisher
@@ -90,6 +111,10 @@ type Hub struct {
 	wg sync.WaitGroup
 
 	envelopeHook atomic.Pointer[func([]byte) []byte] // test hook; nil in production
+
+	// Counts of the view requests that arrived on the bus: relayed to a worker, refused
+	// because no replica stored their capability, or answered busy by the pace.
+	ViewsRelayed, ViewsRefused, ViewsPaced atomic.Int64
 
 	// key opens tool calls sealed to this replica; its public half is published with
 	// each session this replica holds. It lives only in this process's memory.
@@ -125,6 +150,17 @@ func NewHub(cfg Config) *Hub {
 	return &Hub{cfg: cfg, conns: map[string]*Conn{}, key: key}
 }
 
+// RefillPace fills the relay pace of every connection, as if each had been quiet for a
+// while. Tests that poll faster than the HTTP gate allows — standing in for the 5 s
+// between two polls by clearing the gate — call it with the gate; production never does.
+func (h *Hub) RefillPace() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, c := range h.conns {
+		c.relays.Store(rate.NewLimiter(ObservationRate, ObservationBurst))
+	}
+}
+
 // Conns is the number of worker sockets this replica holds.
 func (h *Hub) Conns() int {
 	h.mu.Lock()
@@ -155,6 +191,9 @@ type Conn struct {
 	nextID    atomic.Uint64
 	observing atomic.Int32 // observation waiters in use
 	tooling   atomic.Int32 // tool waiters in use
+	// relays paces the view requests relayed to the worker (ObservationBurst,
+	// ObservationRate); it is safe for concurrent use, and replaced by RefillPace.
+	relays atomic.Pointer[rate.Limiter]
 
 	mu sync.Mutex
 	// Two waiter maps, so that observations never share a bound or a table with tool
@@ -208,6 +247,7 @@ func (h *Hub) serve(parent context.Context, ws *websocket.Conn, sess session.Ses
 		viewWaiters: map[uint64]chan *jsonrpc.Message{},
 		toolWaiters: map[uint64]chan *jsonrpc.Message{},
 	}
+	c.relays.Store(rate.NewLimiter(ObservationRate, ObservationBurst))
 	defer c.close(websocket.StatusNormalClosure, "bye")
 
 	hello, helloID, err := c.readHello(ctx)
@@ -341,8 +381,10 @@ func (c *Conn) unsubscribe() {
 }
 
 // onView handles a view request from NATS. It runs on the subscription's goroutine, so
-// it decides at once (capability, waiter slot) and hands the wait to a goroutine that the
-// waiter bound limits.
+// it decides at once (image, capability in Redis, pace, waiter slot) and hands the wait
+// to a goroutine that the waiter bound limits. Nothing on the bus is believed on its
+// word: a request whose capability no replica stored — a random id, or one already
+// redeemed — is refused without touching the worker, and whatever passes is paced.
 func (c *Conn) onView(msg *nats.Msg) {
 	requestID := string(msg.Data)
 	if !envelope.ValidRequestID(requestID) {
@@ -353,11 +395,30 @@ func (c *Conn) onView(msg *nats.Msg) {
 		_ = bus.RespondError(msg, view.ReasonUnsupported, "worker image cannot relay views")
 		return
 	}
+	cctx, cancel := context.WithTimeout(c.ctx, CapabilityCheckTimeout)
+	ok, err := c.hub.cfg.Capabilities.Pending(cctx, requestID, c.session.ID)
+	cancel()
+	switch {
+	case err != nil:
+		_ = bus.RespondError(msg, view.ReasonFailed, "cannot check the capability")
+		return
+	case !ok:
+		c.hub.ViewsRefused.Add(1)
+		_ = bus.RespondError(msg, view.ReasonRefused, "no such capability")
+		return
+	}
 	if c.observing.Add(1) > MaxObservationWaiters {
 		c.observing.Add(-1)
 		_ = bus.RespondError(msg, view.ReasonBusy, "too many observations on this connection")
 		return
 	}
+	if !c.relays.Load().Allow() {
+		c.observing.Add(-1)
+		c.hub.ViewsPaced.Add(1)
+		_ = bus.RespondError(msg, view.ReasonBusy, "too many observations for this session")
+		return
+	}
+	c.hub.ViewsRelayed.Add(1)
 	go func() {
 		defer c.observing.Add(-1)
 		ctx, cancel := context.WithTimeout(c.ctx, ObservationTimeout)
@@ -428,7 +489,9 @@ func (c *Conn) onTool(msg *nats.Msg) {
 		var rpcErr *jsonrpc.Error
 		switch {
 		case err == nil:
-			env, serr := envelope.Seal(rand.Reader, replyKey, req.RequestID, res)
+			// Sealed from this replica's key, whose public half the requester read from
+			// the session store: a result from anyone else on the bus does not open.
+			env, serr := envelope.SealFrom(rand.Reader, c.hub.key, replyKey, req.RequestID, res)
 			if serr != nil {
 				_ = bus.RespondError(msg, "unavailable", "cannot seal the result")
 				return

@@ -20,7 +20,9 @@ import (
 // A tool call carries the agent's URLs and typed text, and its result carries titles, so
 // on NATS it travels sealed like a frame: the requester seals the call to the owner
 // replica's key (published with the session in Redis) and sends its own one-time key;
-// the owner seals the result to that key. A subscriber on the bus sees ciphertext only.
+// the owner seals the result to that key and from its own (envelope.SealFrom). A
+// subscriber on the bus sees ciphertext only, and a result from anyone but the owner —
+// another process holding a NATS credential answering first — does not open.
 
 // toolRequest is the NATS payload of a tool call.
 type toolRequest struct {
@@ -84,7 +86,8 @@ func CallTool(ctx context.Context, nc *nats.Conn, ns bus.Namespace, sess session
 	if err := json.Unmarshal(reply, &sealed); err != nil {
 		return nil, ErrToolReply
 	}
-	res, err := envelope.Open(replyKey, requestID, sealed.Envelope)
+	// Only the owner replica, whose key the session store names, can have sealed it.
+	res, err := envelope.OpenFrom(replyKey, ownerKey, requestID, sealed.Envelope)
 	if err != nil {
 		return nil, ErrToolReply
 	}

@@ -14,21 +14,31 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentfy/agentfy/bus"
+	"github.com/agentfy/agentfy/deploy"
 	"github.com/agentfy/agentfy/internal/stack"
 	"github.com/agentfy/agentfy/internal/testenv"
 )
 
-// natsCluster starts three embedded NATS servers routed to each other on loopback.
-func natsCluster(t *testing.T) []*server.Server {
+// natsCluster starts three embedded NATS servers routed to each other on loopback, each
+// with the accounts and users of the dev namespace for secrets.
+func natsCluster(t *testing.T, secrets deploy.Secrets) []*server.Server {
 	t.Helper()
-	first, err := bus.RunEmbedded(bus.EmbeddedOptions{Name: "n1", Port: -1, ClusterName: "agentfy", ClusterPort: -1})
+	ns, err := bus.NewNamespace("dev", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := deploy.NATSConfig(ns, secrets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := bus.RunEmbedded(bus.EmbeddedOptions{Name: "n1", Port: -1, ClusterName: "agentfy", ClusterPort: -1, Config: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
 	nodes := []*server.Server{first}
 	route := "nats-route://" + first.ClusterAddr().String()
 	for _, name := range []string{"n2", "n3"} {
-		n, err := bus.RunEmbedded(bus.EmbeddedOptions{Name: name, Port: -1, ClusterName: "agentfy", ClusterPort: -1, Routes: []string{route}})
+		n, err := bus.RunEmbedded(bus.EmbeddedOptions{Name: name, Port: -1, ClusterName: "agentfy", ClusterPort: -1, Routes: []string{route}, Config: cfg})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -55,10 +65,15 @@ func natsCluster(t *testing.T) []*server.Server {
 // cluster, with the worker on the second: views work, also after the requesting
 // replica's node stops, and after the worker's replica restarts (the worker moves on).
 func TestThreeNodeClusterAndReplicaRestart(t *testing.T) {
-	nodes := natsCluster(t)
+	secrets, err := deploy.GenerateSecrets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := natsCluster(t, secrets)
 	c := ctx(t)
 	s2, err := stack.Start(c, stack.Options{
 		NATSServers: []string{nodes[0].ClientURL(), nodes[1].ClientURL(), nodes[2].ClientURL()},
+		Secrets:     &secrets,
 		Log:         zerolog.New(os.Stderr).Level(zerolog.ErrorLevel),
 	})
 	if err != nil {
@@ -80,7 +95,7 @@ func TestThreeNodeClusterAndReplicaRestart(t *testing.T) {
 	member, _ := s2.Token("u-alice", time.Hour)
 	view := func(t *testing.T, base string) {
 		t.Helper()
-		if err := s2.Client.Del(c, "agentfy:dev:gate:{a:agent-scout}").Err(); err != nil {
+		if err := s2.OpenGate(c, "agent-scout"); err != nil {
 			t.Fatal(err)
 		}
 		r := get(t, base, agentPath("agent-scout"), member)

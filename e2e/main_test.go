@@ -128,7 +128,7 @@ func partnerPath(org, agent string) string {
 // about the gate itself keep it.
 func openGate(t *testing.T, agent string) {
 	t.Helper()
-	if err := st.Client.Del(ctx(t), "agentfy:dev:gate:{a:"+agent+"}").Err(); err != nil {
+	if err := st.OpenGate(ctx(t), agent); err != nil {
 		t.Fatal(err)
 	}
 }

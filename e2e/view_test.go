@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/agentfy/agentfy/auth"
+	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/internal/stack"
 	"github.com/agentfy/agentfy/internal/testenv"
 	"github.com/agentfy/agentfy/openapi"
@@ -46,19 +47,23 @@ func TestFrameOfTheOpenedPage(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Watch everything on NATS while viewing.
+	// Watch the namespace on NATS while viewing, as a person does with the debug user.
+	// Every role may publish only inside the namespace (a replica's reply outside it
+	// would be refused by the server and the view would fail), so what this subscriber
+	// sees is the whole conversation.
+	watcher, err := st.ConnectNATS(bus.RoleDebug, "watcher")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(watcher.Close)
 	var mu sync.Mutex
 	var seen []*nats.Msg
-	sub, err := st.Bus.Subscribe("agentfy.>", func(m *nats.Msg) { mu.Lock(); seen = append(seen, m); mu.Unlock() })
+	sub, err := watcher.Subscribe(st.NS.Wildcard(), func(m *nats.Msg) { mu.Lock(); seen = append(seen, m); mu.Unlock() })
 	if err != nil {
 		t.Fatal(err)
 	}
-	inbox, err := st.Bus.Subscribe("_INBOX.>", func(m *nats.Msg) { mu.Lock(); seen = append(seen, m); mu.Unlock() })
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sub.Unsubscribe(); _ = inbox.Unsubscribe() })
-	if err := st.Bus.Flush(); err != nil {
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := watcher.Flush(); err != nil {
 		t.Fatal(err)
 	}
 
@@ -96,16 +101,27 @@ func TestFrameOfTheOpenedPage(t *testing.T) {
 		t.Fatalf("partner view: %d %.200s", r.Status, r.Body)
 	}
 
+	// And one tool call, which travels sealed too.
+	if _, err := ss.Tool(ctx(t), "browser_tabs", struct{}{}); err != nil {
+		t.Fatal(err)
+	}
+	// A round trip through the server after the last reply: the watcher has it all.
 	if err := st.Bus.Flush(); err != nil {
 		t.Fatal(err)
 	}
+	if err := watcher.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	_ = sub.Unsubscribe()
-	_ = inbox.Unsubscribe()
 	mu.Lock()
 	defer mu.Unlock()
 	raw, _ := base64Decode(res.Page.Data)
-	var viewRequests, envelopes int
+	var viewRequests, envelopes, toolRequests, toolReplies int
+	prefix := st.NS.Prefix() + "."
 	for _, m := range seen {
+		if !strings.HasPrefix(m.Subject, prefix) {
+			t.Fatalf("message on %s, outside the namespace %s", m.Subject, prefix)
+		}
 		data := string(m.Data)
 		for _, secret := range []string{st.Site, "Northwind", res.Page.Data[:64], string(raw[:64]), "/9j/"} {
 			if strings.Contains(data, secret) {
@@ -118,7 +134,9 @@ func TestFrameOfTheOpenedPage(t *testing.T) {
 				t.Fatalf("view request on %s is not just a request id: %.100q", m.Subject, data)
 			}
 			viewRequests++
-		case strings.HasPrefix(m.Subject, "_INBOX."):
+		case strings.Contains(m.Subject, ".tool."):
+			toolRequests++
+		case strings.HasPrefix(m.Subject, st.NS.InboxPrefix(bus.RoleReplica)+"."):
 			var env struct {
 				Envelope map[string]string `json:"envelope"`
 			}
@@ -126,10 +144,13 @@ func TestFrameOfTheOpenedPage(t *testing.T) {
 				t.Fatalf("reply on %s is not an envelope: %.100q", m.Subject, data)
 			}
 			envelopes++
+		case strings.HasPrefix(m.Subject, st.NS.InboxPrefix(bus.RoleOperator)+"."):
+			toolReplies++
 		}
 	}
-	if viewRequests != 2 || envelopes != 2 {
-		t.Fatalf("saw %d view requests and %d envelopes on NATS, want 2 and 2", viewRequests, envelopes)
+	if viewRequests != 2 || envelopes != 2 || toolRequests != 1 || toolReplies != 1 {
+		t.Fatalf("saw %d view requests, %d envelopes, %d tool requests and %d tool replies in the namespace, want 2, 2, 1 and 1",
+			viewRequests, envelopes, toolRequests, toolReplies)
 	}
 }
 

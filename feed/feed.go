@@ -1,6 +1,7 @@
 // Package feed carries session status events between replicas over NATS and fans them
 // out to this replica's status-feed listeners, so a viewer connected to any replica
-// learns when a session starts, goes idle or stops.
+// learns when a session starts, goes idle or stops. An event is a hint, never the truth:
+// before it is relayed, the session store must agree with it.
 package feed
 
 import (
@@ -9,6 +10,7 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
@@ -26,17 +28,26 @@ const (
 	ListenerQueue = 16
 	// MaxEventBytes bounds one event read from NATS.
 	MaxEventBytes = 4 << 10 // 4 KiB
+	// CheckTimeout bounds the session-store lookup that confirms one event.
+	CheckTimeout = 2 * time.Second
 )
+
+// Sessions is what the feed needs of the session store to confirm an event.
+type Sessions interface {
+	Get(ctx context.Context, id string) (session.Session, error)
+	Status(sess session.Session) session.Status
+}
 
 // ErrTooManyListeners is returned by Listen when MaxListeners are connected.
 var ErrTooManyListeners = errors.New("feed: too many listeners")
 
 // Feed publishes and receives status events.
 type Feed struct {
-	nc  *nats.Conn
-	ns  bus.Namespace
-	log zerolog.Logger
-	sub *nats.Subscription
+	nc       *nats.Conn
+	ns       bus.Namespace
+	sessions Sessions
+	log      zerolog.Logger
+	sub      *nats.Subscription
 
 	mu        sync.Mutex
 	listeners map[string]map[*Listener]struct{} // by agent id; guarded by mu
@@ -44,11 +55,14 @@ type Feed struct {
 
 	// Dropped counts events dropped for slow listeners.
 	Dropped atomic.Int64
+	// Refused counts events the session store contradicted (or could not confirm).
+	Refused atomic.Int64
 }
 
-// New subscribes to every status event of the namespace.
-func New(nc *nats.Conn, ns bus.Namespace, log zerolog.Logger) (*Feed, error) {
-	f := &Feed{nc: nc, ns: ns, log: log, listeners: map[string]map[*Listener]struct{}{}}
+// New subscribes to every status event of the namespace; sessions confirms each event
+// before it reaches a listener.
+func New(nc *nats.Conn, ns bus.Namespace, sessions Sessions, log zerolog.Logger) (*Feed, error) {
+	f := &Feed{nc: nc, ns: ns, sessions: sessions, log: log, listeners: map[string]map[*Listener]struct{}{}}
 	sub, err := bus.Subscribe(nc, ns.AllOf(bus.VerbStatus), f.onEvent)
 	if err != nil {
 		return nil, err
@@ -76,6 +90,13 @@ func (f *Feed) Publish(_ context.Context, ev session.Event) {
 	}
 }
 
+// onEvent relays an event to the agent's listeners once the session store confirms it.
+// Anything that can publish on the bus could claim that a live session stopped (and
+// the web window would say «Браузер закрыт» for a working agent), or that a stopped one
+// runs: so "stopped" passes only for a session the store has stopped, "running" and
+// "idle" only for one it has not, and always for the agent the store names. It runs on
+// the subscription's goroutine, whose pending limits bound a flood; events for agents
+// nobody here listens to cost no lookup.
 func (f *Feed) onEvent(msg *nats.Msg) {
 	if len(msg.Data) > MaxEventBytes {
 		return
@@ -84,11 +105,48 @@ func (f *Feed) onEvent(msg *nats.Msg) {
 	if err := json.Unmarshal(msg.Data, &ev); err != nil || ev.AgentID == "" {
 		return
 	}
+	if want, err := f.ns.Subject(bus.VerbStatus, ev.SessionID); err != nil || want != msg.Subject {
+		f.Refused.Add(1)
+		return
+	}
+	if !f.listening(ev.AgentID) {
+		return
+	}
+	if !f.confirm(ev) {
+		f.Refused.Add(1)
+		f.log.Warn().Str("session", ev.SessionID).Str("claimed", string(ev.Status)).Msg("status event contradicts the session store; not relayed")
+		return
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for l := range f.listeners[ev.AgentID] {
 		l.deliver(ev, &f.Dropped)
 	}
+}
+
+func (f *Feed) listening(agentID string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.listeners[agentID]) > 0
+}
+
+// confirm reports whether the session store agrees with ev; when it cannot tell, the
+// event is not relayed (a listener reads the current status when it connects).
+func (f *Feed) confirm(ev session.Event) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), CheckTimeout)
+	defer cancel()
+	sess, err := f.sessions.Get(ctx, ev.SessionID)
+	if err != nil || sess.AgentID != ev.AgentID {
+		return false
+	}
+	stopped := f.sessions.Status(sess) == session.Stopped
+	switch ev.Status {
+	case session.Stopped:
+		return stopped
+	case session.Running, session.Idle:
+		return !stopped
+	}
+	return false
 }
 
 // Listener receives one agent's events.

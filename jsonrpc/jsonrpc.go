@@ -13,6 +13,14 @@ import (
 // Version is the only protocol version accepted.
 const Version = "2.0"
 
+// CapabilityBrowserView is what a worker's hello lists when its image can relay view
+// requests to a browser broker.
+const CapabilityBrowserView = "browserView"
+
+// BootstrapRevision is the worker bootstrap revision. It stays 2: the observe path lives
+// on the broker socket the worker already knows, so no bootstrap variable was added.
+const BootstrapRevision = 2
+
 // MaxMessage bounds one message on the channel: a sealed frame of a 1280×2000 viewport
 // with its base64 and JSON overhead stays well below it.
 const MaxMessage = 8 << 20 // 8 MiB

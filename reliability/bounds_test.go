@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/agentfy/agentfy/directory"
 	"github.com/agentfy/agentfy/internal/stack"
 	"github.com/agentfy/agentfy/view"
+	"github.com/agentfy/agentfy/view/envelope"
 )
 
 // refusedAtOnce is how fast a refusal by a full bound must come back; a request that
@@ -113,22 +115,52 @@ func TestObservationWaitersPerConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Each request carries a capability the owner finds in Redis (as a replica's
+	// would). The owner relays at most ObservationBurst at once and then about one a
+	// second, so the eight fill up over a few seconds: a request the pace turns away
+	// is sent again.
+	caps := view.NewCapabilities(st.Client, "dev", 0)
+	requester := envelope.PublicKeyHex(attackerKey(t))
 	request := func(c context.Context) error {
 		b := make([]byte, 32)
 		_, _ = rand.Read(b)
-		_, err := bus.Request(c, st.Bus, subject, []byte(hex.EncodeToString(b)))
+		id := hex.EncodeToString(b)
+		if err := caps.Put(c, id, ss.ID, requester); err != nil {
+			return err
+		}
+		_, err := bus.Request(c, st.Bus, subject, []byte(id))
 		return err
 	}
+	paced := func(err error) bool {
+		var re *bus.RemoteError
+		return errors.As(err, &re) && re.Code == view.ReasonBusy && strings.Contains(re.Description, "for this session")
+	}
 	errs := make(chan error, channel.MaxObservationWaiters)
-	reqCtx, cancel := context.WithTimeout(ctx(t), 20*time.Second)
+	reqCtx, cancel := context.WithTimeout(ctx(t), 30*time.Second)
 	defer cancel()
 	for range channel.MaxObservationWaiters {
-		go func() { errs <- request(reqCtx) }()
+		go func() {
+			tick := time.NewTicker(50 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				err := request(reqCtx)
+				if !paced(err) {
+					errs <- err
+					return
+				}
+				select {
+				case <-reqCtx.Done():
+					errs <- reqCtx.Err()
+					return
+				case <-tick.C:
+				}
+			}
+		}()
 	}
 	for range channel.MaxObservationWaiters {
 		select {
 		case <-hb.Entered:
-		case <-time.After(10 * time.Second):
+		case <-time.After(15 * time.Second):
 			t.Fatal("the broker did not receive 8 observations")
 		}
 	}
@@ -137,8 +169,8 @@ func TestObservationWaitersPerConnection(t *testing.T) {
 	var re *bus.RemoteError
 	took := time.Since(start)
 	observed = fmt.Sprintf("8 held at the broker; the 9th refused after %v (%v)", took.Round(time.Microsecond), err)
-	if !errors.As(err, &re) || re.Code != view.ReasonBusy || took > refusedAtOnce {
-		t.Fatalf("9th waiter: %v after %v, want busy at once", err, took)
+	if !errors.As(err, &re) || re.Code != view.ReasonBusy || !strings.Contains(re.Description, "on this connection") || took > refusedAtOnce {
+		t.Fatalf("9th waiter: %v after %v, want busy at once for the connection's waiters", err, took)
 	}
 	hb.Release()
 	for range channel.MaxObservationWaiters {

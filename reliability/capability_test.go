@@ -66,11 +66,14 @@ func TestCapabilities(t *testing.T) {
 	t.Run("expiry", func(t *testing.T) {
 		observed := ""
 		record(t, "Capabilities", "404 once Redis expired the key (lifetime shortened to 50 ms)", &observed)
-		id := newCap()
-		keyName := "agentfy:dev:cap:{r:" + id + "}"
-		if err := st.Client.PExpire(c, keyName, 50*time.Millisecond).Err(); err != nil {
+		// A capability stored with a 50-ms lifetime, by the same code with a shorter TTL.
+		b := make([]byte, 32)
+		_, _ = rand.Read(b)
+		id := hex.EncodeToString(b)
+		if err := view.NewCapabilities(st.Client, "dev", 50*time.Millisecond).Put(c, id, sess.ID, key); err != nil {
 			t.Fatal(err)
 		}
+		keyName := "agentfy:dev:cap:{r:" + id + "}"
 		testenv.WaitFor(t, 5*time.Second, "expiry", func() bool { n, _ := st.Client.Exists(c, keyName).Result(); return n == 0 })
 		a := consume(t, passes.Broker, id)
 		observed = fmt.Sprint(a.Status)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/internal/stack"
 	"github.com/agentfy/agentfy/view"
 )
@@ -47,7 +48,13 @@ func TestNothingPersists(t *testing.T) {
 	// requesters' private keys.
 	var mu sync.Mutex
 	var msgs [][]byte
-	sub, err := st.Bus.Subscribe(">", func(m *nats.Msg) {
+	watcher, err := st.ConnectNATS(bus.RoleDebug, "persist-watcher")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(watcher.Close)
+	// The debug user sees the whole namespace; no role may publish outside it.
+	sub, err := watcher.Subscribe(st.NS.Wildcard(), func(m *nats.Msg) {
 		mu.Lock()
 		msgs = append(msgs, append([]byte(m.Subject+" "), m.Data...))
 		mu.Unlock()
@@ -56,7 +63,7 @@ func TestNothingPersists(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sub.Unsubscribe() })
-	_ = st.Bus.Flush()
+	_ = watcher.Flush()
 	if _, err := ss.Tool(c, "browser_open", map[string]string{"url": pageURL}); err != nil {
 		t.Fatal(err)
 	}
@@ -89,6 +96,7 @@ func TestNothingPersists(t *testing.T) {
 		)
 	}
 	_ = st.Bus.Flush()
+	_ = watcher.Flush()
 	if !strings.Contains(title, secretRef) {
 		t.Fatalf("the page's title %q does not hold the run's reference", title)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentfy/agentfy/auth"
+	"github.com/agentfy/agentfy/jsonrpc"
 )
 
 // Errors callers branch on.
@@ -39,13 +40,12 @@ const (
 	Stopped Status = "stopped"
 )
 
-// CapabilityBrowserView is what a worker's hello lists when its image can relay view
-// requests to a browser broker.
-const CapabilityBrowserView = "browserView"
-
-// BootstrapRevision is the worker bootstrap revision. It stays 2: the observe path lives
-// on the broker socket the worker already knows, so no bootstrap variable was added.
-const BootstrapRevision = 2
+// The hello's contract lives with the wire protocol (the worker, which has no Redis,
+// imports only that); these name it where sessions are kept.
+const (
+	CapabilityBrowserView = jsonrpc.CapabilityBrowserView
+	BootstrapRevision     = jsonrpc.BootstrapRevision
+)
 
 // ActivityLogMax bounds the activity log of one session.
 const ActivityLogMax = 1000

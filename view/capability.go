@@ -67,6 +67,28 @@ func (c *Capabilities) Put(ctx context.Context, requestID, sessionID, publicKeyH
 	return nil
 }
 
+// Pending reports whether requestID names a capability of sessionID that is still to be
+// redeemed. It consumes nothing. The owner replica asks it before relaying a view
+// request, so that a request id nobody stored (a flood of random ones) or one already
+// redeemed never reaches the worker or the consume route.
+func (c *Capabilities) Pending(ctx context.Context, requestID, sessionID string) (bool, error) {
+	if !envelope.ValidRequestID(requestID) || sessionID == "" {
+		return false, nil
+	}
+	b, err := c.rdb.Get(ctx, c.key(requestID)).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("check capability: %w", err)
+	}
+	var got capability
+	if err := json.Unmarshal(b, &got); err != nil {
+		return false, nil
+	}
+	return got.SessionID == sessionID, nil
+}
+
 // consumeScript deletes the capability only when its session matches the caller's, so
 // another session's attempt leaves it usable.
 var consumeScript = redis.NewScript(`

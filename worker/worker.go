@@ -25,7 +25,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentfy/agentfy/jsonrpc"
-	"github.com/agentfy/agentfy/session"
 	"github.com/agentfy/agentfy/view/envelope"
 )
 
@@ -102,7 +101,7 @@ func (w *Worker) capabilities() []string {
 		return []string{}
 	}
 	if fi, err := os.Stat(filepath.Join(w.cfg.IPCDir, SocketName)); err == nil && fi.Mode()&os.ModeSocket != 0 {
-		return []string{session.CapabilityBrowserView}
+		return []string{jsonrpc.CapabilityBrowserView}
 	}
 	return []string{}
 }
@@ -179,7 +178,7 @@ func (w *Worker) serve(ctx context.Context, base string) error {
 
 	caps := w.capabilities()
 	hello, err := jsonrpc.NewRequest(1, jsonrpc.MethodHello, jsonrpc.HelloParams{
-		ImageTag: w.cfg.ImageTag, BootstrapRevision: session.BootstrapRevision, Capabilities: caps,
+		ImageTag: w.cfg.ImageTag, BootstrapRevision: jsonrpc.BootstrapRevision, Capabilities: caps,
 	})
 	if err != nil {
 		return err

@@ -14,6 +14,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/agentfy/agentfy/bus"
+	"github.com/agentfy/agentfy/cmd/internal/apiconf"
 	"github.com/agentfy/agentfy/cmd/internal/conf"
 	"github.com/agentfy/agentfy/internal/replica"
 	"github.com/agentfy/agentfy/openapi"
@@ -39,15 +41,19 @@ func run() error {
 		_, _ = rand.Read(b)
 		*id = host + "-" + hex.EncodeToString(b)
 	}
-	ro, err := conf.Redis()
+	ro, err := apiconf.Redis()
 	if err != nil {
 		return err
 	}
-	nc, err := conf.NATS("agentfy-api " + *id)
+	ns, err := apiconf.Namespace(ro)
 	if err != nil {
 		return err
 	}
-	jwtCfg, err := conf.JWT()
+	nc, err := apiconf.NATS("agentfy-api "+*id, ns, bus.RoleReplica)
+	if err != nil {
+		return err
+	}
+	jwtCfg, err := apiconf.JWT()
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentfy/agentfy/auth"
+	"github.com/agentfy/agentfy/cmd/internal/apiconf"
 	"github.com/agentfy/agentfy/cmd/internal/conf"
 	"github.com/agentfy/agentfy/directory"
 	"github.com/agentfy/agentfy/session"
@@ -28,7 +29,7 @@ type stores struct {
 }
 
 func openStores(ctx context.Context) (*stores, error) {
-	ro, err := conf.Redis()
+	ro, err := apiconf.Redis()
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +85,7 @@ func cmdToken(_ context.Context, args []string, stdout io.Writer) error {
 	if !directory.ValidID(*user) {
 		return errors.New("token: -user is required")
 	}
-	cfg, err := conf.JWT()
+	cfg, err := apiconf.JWT()
 	if err != nil {
 		return err
 	}

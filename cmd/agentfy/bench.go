@@ -208,7 +208,7 @@ func benchMainStack(ctx context.Context, o benchOptions, res *benchResults, prog
 	if err != nil {
 		return err
 	}
-	v := newViewer(token, st.Client, benchDeployment)
+	v := newViewer(token, st)
 
 	progress("end to end: %d views at replica-a against %d bare captures, interleaved", o.e2ePairs, o.e2ePairs)
 	stopProfile, err := startCPUProfile(o.cpuProfile)

@@ -12,7 +12,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/agentfy/agentfy/internal/stack"
 )
 
 // maxViewBody bounds a view response the bench reads (a 2000-px frame in base64 is far
@@ -24,16 +24,15 @@ const maxViewBody = 16 << 20 // 16 MiB
 // decoded (neither are they on the bare capture side); image.DecodeConfig checks that
 // the bytes are a JPEG of a sane size.
 type viewer struct {
-	client     *http.Client
-	token      string
-	rdb        redis.UniversalClient
-	deployment string
+	client *http.Client
+	token  string
+	st     *stack.Stack
 }
 
-func newViewer(token string, rdb redis.UniversalClient, deployment string) *viewer {
+func newViewer(token string, st *stack.Stack) *viewer {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 64
-	return &viewer{client: &http.Client{Transport: tr, Timeout: 15 * time.Second}, token: token, rdb: rdb, deployment: deployment}
+	return &viewer{client: &http.Client{Transport: tr, Timeout: 15 * time.Second}, token: token, st: st}
 }
 
 // frame is one decoded view.
@@ -44,11 +43,11 @@ type frame struct {
 	headers   time.Time // when the response headers arrived
 }
 
-// openGate deletes the agent's rate-gate key, so that the next request is let through
-// at once instead of up to view.GateWindow (2 s) later. The bench paces one agent this
-// way, outside the timed part.
+// openGate deletes the agent's rate-gate key and refills the owner's relay pace, so
+// that the next request is let through at once instead of up to view.GateWindow (2 s)
+// later. The bench paces one agent this way, outside the timed part.
 func (v *viewer) openGate(ctx context.Context, agentID string) error {
-	return v.rdb.Del(ctx, gateKey(v.deployment, agentID)).Err()
+	return v.st.OpenGate(ctx, agentID)
 }
 
 // gateKey is view.Gate's Redis key for an agent (see view/gate.go).

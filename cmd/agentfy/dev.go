@@ -17,6 +17,8 @@ import (
 
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/broker"
+	"github.com/agentfy/agentfy/bus"
+	"github.com/agentfy/agentfy/deploy"
 	"github.com/agentfy/agentfy/internal/stack"
 	"github.com/agentfy/agentfy/session"
 	"github.com/agentfy/agentfy/web"
@@ -34,11 +36,25 @@ const (
 	otherOrg     = "org-globex"
 )
 
+// natsCredential is a NATS user and password, in the form `nats --user --password`
+// takes them.
+type natsCredential struct {
+	User     string `json:"user"`
+	Password string `json:"password"`
+}
+
 // readyFile is what --ready-file receives once everything answers.
 type readyFile struct {
-	Replicas     []string          `json:"replicas"`
-	App          string            `json:"app"`
-	NATS         string            `json:"nats"`
+	Replicas []string `json:"replicas"`
+	App      string   `json:"app"`
+	NATS     string   `json:"nats"`
+	// NATSDebug may subscribe to the namespace and publish nothing (`nats sub`);
+	// NATSSystem is the system account's user (`nats server report connections`);
+	// NATSOperator runs tools (`agentfy tool`).
+	NATSDebug    natsCredential `json:"natsDebug"`
+	NATSSystem   natsCredential `json:"natsSystem"`
+	NATSOperator natsCredential `json:"natsOperator"`
+	// Redis is a URL with the operator's credential, as AGENTFY_REDIS_URL of the CLI.
 	Redis        string            `json:"redis"`
 	Deployment   string            `json:"deployment"`
 	Agent        string            `json:"agent"`
@@ -121,8 +137,11 @@ func cmdDev(ctx context.Context, args []string, stdout io.Writer) error {
 
 	rf := readyFile{
 		Replicas: []string{st.Replicas[0].URL, st.Replicas[1].URL}, App: st.Replicas[0].URL + "/",
-		NATS: st.NATS.ClientURL(), Redis: st.Redis.URL(0), Deployment: "dev",
-		Agent: demoAgent, IdleAgent: idleAgent, EmptyAgent: emptyAgent, ForeignAgent: foreignAgent, Tokens: tokens,
+		NATS: st.NATS.ClientURL(), Redis: st.RedisURL(deploy.RedisOperator), Deployment: "dev",
+		NATSDebug:    natsCred(st, bus.RoleDebug),
+		NATSSystem:   natsCred(st, bus.RoleSystem),
+		NATSOperator: natsCred(st, bus.RoleOperator),
+		Agent:        demoAgent, IdleAgent: idleAgent, EmptyAgent: emptyAgent, ForeignAgent: foreignAgent, Tokens: tokens,
 		OrgID: demoOrg, OrgKeys: keys, Site: st.Site, SessionID: demo.sessionID(),
 		Metrics:     []string{st.Replicas[0].URL + "/metrics", st.Replicas[1].URL + "/metrics"},
 		NATSMonitor: "http://" + st.NATS.MonitorAddr().String(), JWTSecret: string(st.Secret),
@@ -184,6 +203,10 @@ func ensureInstalled(ctx context.Context, progress func(string, ...any)) error {
 	return nil
 }
 
+func natsCred(st *stack.Stack, r bus.Role) natsCredential {
+	return natsCredential{User: r.User(), Password: st.Secrets.NATS[r]}
+}
+
 func writeFileAtomic(path string, b []byte) error {
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
@@ -217,17 +240,25 @@ In another terminal:
   # the partner route (organisation key)
   curl -sS -H "Authorization: Bearer $ORG_KEY" %s/v1/orgs/%s/agents/%s/worker/view | head -c 300; echo
 
-  # everything on NATS is request ids and ciphertext (go install github.com/nats-io/natscli/nats@v0.5.0)
-  nats --server %s sub 'agentfy.%s.>'
+  # everything on NATS is request ids and ciphertext (go install github.com/nats-io/natscli/nats@v0.5.0);
+  # the debug user may watch the namespace and publish nothing
+  nats --server %s --user %s --password '%s' sub 'agentfy.%s.db0.>'
+  # who is connected, as which user (the system account)
+  nats --server %s --user %s --password '%s' server report connections
 
-  # stop the demo session (the web app shows "Браузер закрыт"; a new session starts 10 s later)
-  AGENTFY_REDIS_URL='%s' go run ./cmd/agentfy session stop -agent %s
+  # a tool call as the operator, then stop the demo session (the web app shows
+  # "Браузер закрыт"; a new session starts 10 s later)
+  export AGENTFY_REDIS_URL='%s' AGENTFY_NATS_URL='%s' AGENTFY_NATS_PASSWORD='%s'
+  go run ./cmd/agentfy tool -agent %s -name browser_tabs
+  go run ./cmd/agentfy session stop -agent %s
 `, took.Seconds(), rf.App, rf.Agent, rf.Tokens["member"], rf.Replicas[0], rf.Replicas[1], rf.NATS, rf.NATSMonitor, rf.Redis, rf.Deployment,
 		rf.Agent, rf.Site, rf.EmptyAgent, rf.IdleAgent,
 		rf.Tokens["member"], rf.OrgKeys["reader"],
 		rf.Replicas[0], rf.Agent, rf.Replicas[0], rf.Agent,
 		rf.Replicas[0], rf.OrgID, rf.Agent,
-		rf.NATS, rf.Deployment, rf.Redis, rf.Agent)
+		rf.NATS, rf.NATSDebug.User, rf.NATSDebug.Password, rf.Deployment,
+		rf.NATS, rf.NATSSystem.User, rf.NATSSystem.Password,
+		rf.Redis, rf.NATS, rf.NATSOperator.Password, rf.Agent, rf.Agent)
 }
 
 // demoRunner keeps a demo session alive: it browses the demo site through tool calls

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/channel"
+	"github.com/agentfy/agentfy/cmd/internal/apiconf"
 	"github.com/agentfy/agentfy/cmd/internal/conf"
 	"github.com/agentfy/agentfy/session"
 )
@@ -46,15 +47,15 @@ func cmdTool(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ro, err := conf.Redis()
+	ro, err := apiconf.Redis()
 	if err != nil {
 		return err
 	}
-	ns, err := conf.Namespace(ro)
+	ns, err := apiconf.Namespace(ro)
 	if err != nil {
 		return err
 	}
-	ncfg, err := conf.NATS("agentfy-cli")
+	ncfg, err := apiconf.NATS("agentfy-cli", ns, bus.RoleOperator)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/agentfy/agentfy/bus"
+	"github.com/agentfy/agentfy/deploy"
 	"github.com/agentfy/agentfy/internal/stack"
 	"github.com/agentfy/agentfy/internal/testenv"
 )
@@ -37,8 +39,10 @@ func TestToolCommandGoesThroughTheOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("AGENTFY_REDIS_URL", st.Redis.URL(0))
+	// The operator's credentials, as `agentfy dev` prints them.
+	t.Setenv("AGENTFY_REDIS_URL", st.RedisURL(deploy.RedisOperator))
 	t.Setenv("AGENTFY_NATS_URL", st.NATS.ClientURL())
+	t.Setenv("AGENTFY_NATS_PASSWORD", st.Secrets.NATS[bus.RoleOperator])
 	t.Setenv("AGENTFY_DEPLOYMENT", "dev")
 	t.Setenv("AGENTFY_LOG_LEVEL", "error")
 
@@ -61,5 +65,15 @@ func TestToolCommandGoesThroughTheOwner(t *testing.T) {
 		if err := run(ctx, args, &out); err == nil {
 			t.Errorf("agentfy %s succeeded", strings.Join(args, " "))
 		}
+	}
+	// Without the NATS credential the CLI cannot even connect, and nothing reaches
+	// the broker.
+	t.Setenv("AGENTFY_NATS_PASSWORD", "")
+	before := calls.Load()
+	if err := run(ctx, []string{"tool", "-agent", "agent-scout", "-name", "browser_tabs"}, &out); err == nil || !strings.Contains(err.Error(), "uthorization") {
+		t.Errorf("tool without a NATS credential: %v", err)
+	}
+	if calls.Load() != before {
+		t.Error("a tool call without a NATS credential reached the broker")
 	}
 }

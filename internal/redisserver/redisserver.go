@@ -34,6 +34,9 @@ type Options struct {
 	// Persist saves the dataset to Dir on shutdown and loads it at start, so a test can
 	// stop Redis and start it again with its data (production Redis is the operator's).
 	Persist bool
+	// ACL is the content of an ACL file (deploy.RedisACL). Empty means no ACL file:
+	// the default user without a password, for tests of Redis alone.
+	ACL string
 }
 
 // Server is a running redis-server. Stop must be called to end it.
@@ -84,6 +87,17 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		"--protected-mode", "yes", "--daemonize", "no", "--loglevel", "warning",
 		"--databases", "16",
 	}
+	if opts.ACL != "" {
+		// The file holds only password hashes, but it is nobody else's business.
+		aclPath := filepath.Join(dir, "users.acl")
+		if err := os.WriteFile(aclPath, []byte(opts.ACL), 0o600); err != nil {
+			if ownDir {
+				_ = os.RemoveAll(dir)
+			}
+			return nil, fmt.Errorf("redis acl file: %w", err)
+		}
+		args = append(args, "--aclfile", aclPath)
+	}
 	// The process outlives ctx (which bounds only the start); Stop ends it.
 	cmd := exec.Command(path, args...) //nolint:gosec,noctx // the configured redis-server binary
 	cmd.Dir = dir
@@ -94,7 +108,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		}
 		return nil, fmt.Errorf("start redis-server: %w", err)
 	}
-	s := &Server{opts: Options{Bin: opts.Bin, Dir: dir, Port: port, Persist: opts.Persist}, cmd: cmd, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, ownDir: ownDir, done: make(chan struct{})}
+	s := &Server{opts: Options{Bin: opts.Bin, Dir: dir, Port: port, Persist: opts.Persist, ACL: opts.ACL}, cmd: cmd, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, ownDir: ownDir, done: make(chan struct{})}
 	go func() { s.waitErr = cmd.Wait(); close(s.done) }()
 
 	ctx, cancel := context.WithTimeout(ctx, StartTimeout)
@@ -140,7 +154,8 @@ func ping(ctx context.Context, addr string) error {
 	if err != nil {
 		return err
 	}
-	if !strings.HasPrefix(line, "+PONG") {
+	// With an ACL file the default user is off: NOAUTH means the server is up.
+	if !strings.HasPrefix(line, "+PONG") && !strings.HasPrefix(line, "-NOAUTH") {
 		return errors.New("unexpected answer to PING")
 	}
 	return nil

@@ -77,6 +77,9 @@ func New(ctx context.Context, o Options) (*Replica, error) {
 		_ = rdb.Close()
 		return nil, fmt.Errorf("redis: %w", err)
 	}
+	// Replies to this replica's requests arrive inside its namespace, where its
+	// permissions allow them.
+	o.NATS.InboxPrefix = ns.InboxPrefix(bus.RoleReplica)
 	if o.NATS.Name == "" {
 		o.NATS.Name = "agentfy-api " + o.ReplicaID
 	}
@@ -91,12 +94,12 @@ func New(ctx context.Context, o Options) (*Replica, error) {
 	r.Sessions = session.NewStore(rdb, r.Creds, o.Deployment, o.Policy, nil)
 	caps := view.NewCapabilities(rdb, o.Deployment, 0)
 	r.Views = view.NewService(view.NewGate(rdb, o.Deployment, 0), caps, r.Sessions, nc, ns, o.Log)
-	if r.Feed, err = feed.New(nc, ns, o.Log); err != nil {
+	if r.Feed, err = feed.New(nc, ns, r.Sessions, o.Log); err != nil {
 		r.close()
 		return nil, err
 	}
 	r.Hub = channel.NewHub(channel.Config{
-		ReplicaID: o.ReplicaID, Creds: r.Creds, Sessions: r.Sessions, NATS: nc, Namespace: ns,
+		ReplicaID: o.ReplicaID, Creds: r.Creds, Sessions: r.Sessions, Capabilities: caps, NATS: nc, Namespace: ns,
 		Events: r.Feed, Log: o.Log, Tick: o.Tick, GoneAfter: o.GoneAfter,
 	})
 	metrics := api.NewMetrics(r.Views.Pending, r.Hub.ObservationWaiters, r.Hub.Conns, r.Feed.Listeners)

@@ -301,7 +301,8 @@ func (ss *Session) WaitAttached(ctx context.Context, replicaID string) error {
 	}
 }
 
-// Tool runs a tool call through NATS, as the CLI and the demo agent do.
+// Tool runs a tool call through NATS with the operator's credential, as the CLI and the
+// demo agent do.
 func (ss *Session) Tool(ctx context.Context, name string, args any) (json.RawMessage, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -309,7 +310,7 @@ func (ss *Session) Tool(ctx context.Context, name string, args any) (json.RawMes
 	if err != nil {
 		return nil, err
 	}
-	return channel.CallTool(ctx, ss.stack.Bus, ss.stack.NS, cur, name, args)
+	return channel.CallTool(ctx, ss.stack.Operator, ss.stack.NS, cur, name, args)
 }
 
 // Stop stops the session like the operator command does (the worker is told by its

@@ -14,7 +14,9 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"net/url"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,6 +28,7 @@ import (
 
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/bus"
+	"github.com/agentfy/agentfy/deploy"
 	"github.com/agentfy/agentfy/directory"
 	"github.com/agentfy/agentfy/internal/redisserver"
 	"github.com/agentfy/agentfy/internal/replica"
@@ -49,8 +52,12 @@ type Options struct {
 	WebApp          fs.FS
 	Log             zerolog.Logger
 	// NATSServers, when set, replaces the embedded NATS server (a cluster the caller
-	// runs); replica i connects to NATSServers[i % len].
+	// runs, configured with deploy.NATSConfig and Secrets); replica i connects to
+	// NATSServers[i % len].
 	NATSServers []string
+	// Secrets are the role passwords the servers are configured with; nil means fresh
+	// ones.
+	Secrets *deploy.Secrets
 	// PersistRedis lets StopRedis and RestartRedis keep the data (fault tests).
 	PersistRedis bool
 	// BrokerBin is the agentfy-broker binary for sessions started with BrokerProcess.
@@ -69,9 +76,16 @@ type Stack struct {
 	LB     string // a load balancer over the replicas (what brokers are configured with)
 
 	Replicas []*Replica
-	// Client is a Redis client and Bus a NATS connection for the harness itself.
-	Client redis.UniversalClient
-	Bus    *nats.Conn
+	// Secrets are every role's passwords: the servers know only their hashes.
+	Secrets deploy.Secrets
+	// Client is the harness's Redis client, logged in as the operator (it seeds, starts
+	// and stops sessions, and inspects keys as the operator CLI may). Bus is a NATS
+	// connection with the replica role (tests play a replica, or an attacker holding a
+	// replica's credential, through it); Operator one with the operator role (tool calls,
+	// as the CLI and the demo agent make them).
+	Client   redis.UniversalClient
+	Bus      *nats.Conn
+	Operator *nats.Conn
 	Dir    *directory.Store
 	Creds  *auth.Store
 	Sess   *session.Store
@@ -81,6 +95,7 @@ type Stack struct {
 	sessions []*Session // guarded by mu
 	closers  []func()
 	natsPort int
+	natsURLs []string
 
 	consumeHook atomic.Pointer[func()] // called by the balancer before it forwards a consume
 }
@@ -107,7 +122,11 @@ func (s *Stack) StopNATS() {
 // RestartNATS starts the embedded NATS server again on the same port; clients reconnect
 // on their own.
 func (s *Stack) RestartNATS() error {
-	n, err := bus.RunEmbedded(bus.EmbeddedOptions{Name: "agentfy-dev", Port: s.natsPort, MonitorPort: -1})
+	cfg, err := deploy.NATSConfig(s.NS, s.Secrets)
+	if err != nil {
+		return err
+	}
+	n, err := bus.RunEmbedded(bus.EmbeddedOptions{Name: "agentfy-dev", Port: s.natsPort, MonitorPort: -1, Config: cfg})
 	if err != nil {
 		return err
 	}
@@ -184,25 +203,42 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	}
 	s.Secret = []byte(base64.RawURLEncoding.EncodeToString(secret))
 
-	if s.Redis, err = redisserver.Start(ctx, redisserver.Options{Persist: o.PersistRedis}); err != nil {
+	if o.Secrets != nil {
+		s.Secrets = *o.Secrets
+	} else if s.Secrets, err = deploy.GenerateSecrets(); err != nil {
+		return nil, err
+	}
+	acl, err := deploy.RedisACL(o.Deployment, s.Secrets)
+	if err != nil {
+		return nil, err
+	}
+	if s.Redis, err = redisserver.Start(ctx, redisserver.Options{Persist: o.PersistRedis, ACL: acl}); err != nil {
 		return nil, err
 	}
 	s.closers = append(s.closers, func() { s.Redis.Stop() })
-	natsURLs := o.NATSServers
-	if len(natsURLs) == 0 {
-		if s.NATS, err = bus.RunEmbedded(bus.EmbeddedOptions{Name: "agentfy-dev", Port: -1, MonitorPort: -1}); err != nil {
+	s.natsURLs = o.NATSServers
+	if len(s.natsURLs) == 0 {
+		cfg, err := deploy.NATSConfig(s.NS, s.Secrets)
+		if err != nil {
+			return nil, err
+		}
+		if s.NATS, err = bus.RunEmbedded(bus.EmbeddedOptions{Name: "agentfy-dev", Port: -1, MonitorPort: -1, Config: cfg}); err != nil {
 			return nil, err
 		}
 		s.closers = append(s.closers, func() { s.NATS.Shutdown(); s.NATS.WaitForShutdown() })
 		s.natsPort = s.NATS.Addr().(*net.TCPAddr).Port
-		natsURLs = []string{s.NATS.ClientURL()}
+		s.natsURLs = []string{s.NATS.ClientURL()}
 	}
-	s.Client = redis.NewUniversalClient(s.RedisOptions())
+	s.Client = redis.NewUniversalClient(s.RedisOptions(deploy.RedisOperator))
 	s.closers = append(s.closers, func() { _ = s.Client.Close() })
-	if s.Bus, err = bus.Connect(bus.Config{Servers: natsURLs, Name: "agentfy-harness"}, o.Log); err != nil {
+	if s.Bus, err = s.ConnectNATS(bus.RoleReplica, "agentfy-harness"); err != nil {
 		return nil, err
 	}
 	s.closers = append(s.closers, s.Bus.Close)
+	if s.Operator, err = s.ConnectNATS(bus.RoleOperator, "agentfy-operator"); err != nil {
+		return nil, err
+	}
+	s.closers = append(s.closers, s.Operator.Close)
 
 	s.Creds = auth.NewStore(s.Client, o.Deployment, nil)
 	s.Dir = directory.NewStore(s.Client, o.Deployment)
@@ -227,21 +263,58 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		return nil, err
 	}
 	for i := range o.Replicas {
-		if _, err := s.StartReplica(ctx, i, natsURLs[i%len(natsURLs)]); err != nil {
+		if _, err := s.StartReplica(ctx, i, s.natsURLs[i%len(s.natsURLs)]); err != nil {
 			return nil, err
 		}
 	}
 	return s, nil
 }
 
-// RedisOptions are client options for the stack's Redis.
-func (s *Stack) RedisOptions() *redis.UniversalOptions {
+// RedisOptions are client options for the stack's Redis, logged in as user
+// (deploy.RedisReplica or deploy.RedisOperator).
+func (s *Stack) RedisOptions(user string) *redis.UniversalOptions {
 	return &redis.UniversalOptions{
 		Addrs: []string{s.Redis.Addr()}, DB: s.opts.RedisDB,
+		Username: user, Password: s.Secrets.Redis[user],
 		DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second,
-		MaxRetries: 1, PoolSize: 64,
+		MaxRetries: 1, PoolSize: 64, DisableIdentity: true,
 		ReadBufferSize: 8 << 10, WriteBufferSize: 8 << 10, // as cmd/internal/conf
 	}
+}
+
+// RedisURL is a redis:// URL of the stack's Redis with user's credential, as the
+// operator CLI takes it in AGENTFY_REDIS_URL.
+func (s *Stack) RedisURL(user string) string {
+	u := url.URL{Scheme: "redis", User: url.UserPassword(user, s.Secrets.Redis[user]), Host: s.Redis.Addr(), Path: "/" + strconv.Itoa(s.opts.RedisDB)}
+	return u.String()
+}
+
+// NATSConfig is the connection configuration of role on the stack's NATS.
+func (s *Stack) NATSConfig(role bus.Role, name string) bus.Config {
+	return bus.Config{
+		Servers: s.natsURLs, Name: name, InboxPrefix: s.NS.InboxPrefix(role),
+		User: role.User(), Password: s.Secrets.NATS[role],
+	}
+}
+
+// ConnectNATS connects to the stack's NATS with role's credential; the caller closes it.
+func (s *Stack) ConnectNATS(role bus.Role, name string) (*nats.Conn, error) {
+	return bus.Connect(s.NATSConfig(role, name), s.opts.Log)
+}
+
+// OpenGate stands for the time between two polls of a client that respects the gate:
+// it clears the agent's 2-s gate in Redis and refills every replica's relay pace
+// (channel.Hub.RefillPace), so a test may view again at once.
+func (s *Stack) OpenGate(ctx context.Context, agentID string) error {
+	s.mu.Lock()
+	replicas := append([]*Replica(nil), s.Replicas...)
+	s.mu.Unlock()
+	for _, r := range replicas {
+		if r != nil {
+			r.Hub.RefillPace()
+		}
+	}
+	return s.Client.Del(ctx, "agentfy:"+s.opts.Deployment+":gate:{a:"+agentID+"}").Err()
 }
 
 // JWTConfig is the verifier configuration the replicas use.
@@ -265,9 +338,11 @@ func (s *Stack) StartReplica(ctx context.Context, i int, natsURL string) (*Repli
 		return nil, err
 	}
 	log := s.opts.Log.With().Str("replica", id).Logger()
+	natsCfg := s.NATSConfig(bus.RoleReplica, "agentfy-api "+id)
+	natsCfg.Servers = []string{natsURL}
 	r, err := replica.New(ctx, replica.Options{
-		ReplicaID: id, Deployment: s.opts.Deployment, Redis: s.RedisOptions(),
-		NATS: bus.Config{Servers: []string{natsURL}, Name: "agentfy-api " + id}, JWT: s.JWTConfig(),
+		ReplicaID: id, Deployment: s.opts.Deployment, Redis: s.RedisOptions(deploy.RedisReplica),
+		NATS: natsCfg, JWT: s.JWTConfig(),
 		Policy: s.opts.Policy, Tick: s.opts.Tick, GoneAfter: s.opts.GoneAfter,
 		OpenAPI: openapi.Document, WebApp: s.opts.WebApp, Log: log, DrainTimeout: 10 * time.Second,
 	})

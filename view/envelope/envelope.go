@@ -31,6 +31,10 @@ const (
 	// any change to the construction must change the label.
 	Label = "agentfy-browser-view-v1"
 
+	// LabelFrom is the HKDF info prefix of an envelope sealed with SealFrom. Its own
+	// label keeps the two constructions apart: no envelope of one opens as the other.
+	LabelFrom = "agentfy-sealed-from-v1"
+
 	// MaxPlaintext is the largest plaintext, in bytes, that Seal accepts and
 	// Open returns. Open rejects a longer ciphertext before decoding it.
 	MaxPlaintext = 8 << 20 // 8 MiB
@@ -106,6 +110,23 @@ func ValidRequestID(id string) bool {
 // Seal rejects an invalid request id (see ValidRequestID), a nil or non-P-256
 // recipient, and a plaintext longer than MaxPlaintext.
 func Seal(rand io.Reader, recipient *ecdh.PublicKey, requestID string, plaintext []byte) (Envelope, error) {
+	return seal(rand, nil, recipient, requestID, plaintext)
+}
+
+// SealFrom seals like Seal and also proves who sealed: the key derives from the ECDH
+// secret of the sender's ephemeral key and recipient and from that of sender's static
+// key and recipient (HPKE's authenticated mode), with all three public keys in the
+// HKDF info. Only the holder of sender's private key (or of recipient's) can make an
+// envelope that OpenFrom accepts for sender. The tool results of the owner replica are
+// sealed this way, so a result from any other party on the bus is refused.
+func SealFrom(rand io.Reader, sender *ecdh.PrivateKey, recipient *ecdh.PublicKey, requestID string, plaintext []byte) (Envelope, error) {
+	if sender == nil || sender.Curve() != ecdh.P256() {
+		return Envelope{}, errors.New("envelope: sender is not a P-256 private key")
+	}
+	return seal(rand, sender, recipient, requestID, plaintext)
+}
+
+func seal(rand io.Reader, sender *ecdh.PrivateKey, recipient *ecdh.PublicKey, requestID string, plaintext []byte) (Envelope, error) {
 	if !ValidRequestID(requestID) {
 		return Envelope{}, errors.New("envelope: request id is not 64 lowercase hex characters")
 	}
@@ -127,7 +148,16 @@ func Seal(rand io.Reader, recipient *ecdh.PublicKey, requestID string, plaintext
 	if err != nil {
 		return Envelope{}, fmt.Errorf("envelope: key agreement: %w", err)
 	}
-	aead, err := newAEAD(secret, requestID)
+	info := Label
+	if sender != nil {
+		static, err := sender.ECDH(recipient)
+		if err != nil {
+			return Envelope{}, fmt.Errorf("envelope: key agreement: %w", err)
+		}
+		secret = append(secret, static...)
+		info = fromInfo(ephemeral.PublicKey(), recipient, sender.PublicKey())
+	}
+	aead, err := newAEAD(secret, requestID, info)
 	if err != nil {
 		return Envelope{}, err
 	}
@@ -155,6 +185,19 @@ func Seal(rand io.Reader, recipient *ecdh.PublicKey, requestID string, plaintext
 // off-curve point, a ciphertext longer than MaxPlaintext, or a failed
 // authentication, which covers a wrong key, request id, IV, tag or ciphertext.
 func Open(priv *ecdh.PrivateKey, requestID string, env Envelope) ([]byte, error) {
+	return open(priv, nil, requestID, env)
+}
+
+// OpenFrom opens an envelope made by SealFrom with sender's key. It fails with ErrOpen
+// like Open, and for an envelope that sender did not seal (a plain Seal included).
+func OpenFrom(priv *ecdh.PrivateKey, sender *ecdh.PublicKey, requestID string, env Envelope) ([]byte, error) {
+	if sender == nil || sender.Curve() != ecdh.P256() {
+		return nil, ErrOpen
+	}
+	return open(priv, sender, requestID, env)
+}
+
+func open(priv *ecdh.PrivateKey, sender *ecdh.PublicKey, requestID string, env Envelope) ([]byte, error) {
 	if priv == nil || priv.Curve() != ecdh.P256() || !ValidRequestID(requestID) {
 		return nil, ErrOpen
 	}
@@ -163,7 +206,7 @@ func Open(priv *ecdh.PrivateKey, requestID string, env Envelope) ([]byte, error)
 	if len(env.Ciphertext) > base64.StdEncoding.EncodedLen(MaxPlaintext) {
 		return nil, ErrOpen
 	}
-	sender, err := ParsePublicKey(env.PublicKey)
+	ephemeral, err := ParsePublicKey(env.PublicKey)
 	if err != nil {
 		return nil, ErrOpen
 	}
@@ -188,11 +231,20 @@ func Open(priv *ecdh.PrivateKey, requestID string, env Envelope) ([]byte, error)
 	}
 	sealed := append(buf[:n], tag...)
 
-	secret, err := priv.ECDH(sender)
+	secret, err := priv.ECDH(ephemeral)
 	if err != nil {
 		return nil, ErrOpen
 	}
-	aead, err := newAEAD(secret, requestID)
+	info := Label
+	if sender != nil {
+		static, err := priv.ECDH(sender)
+		if err != nil {
+			return nil, ErrOpen
+		}
+		secret = append(secret, static...)
+		info = fromInfo(ephemeral, priv.PublicKey(), sender)
+	}
+	aead, err := newAEAD(secret, requestID, info)
 	if err != nil {
 		return nil, ErrOpen
 	}
@@ -203,9 +255,15 @@ func Open(priv *ecdh.PrivateKey, requestID string, env Envelope) ([]byte, error)
 	return plaintext, nil
 }
 
+// fromInfo is the HKDF info of SealFrom: its label, then the ephemeral, recipient and
+// sender public keys (65 bytes each), so the key is bound to all three.
+func fromInfo(ephemeral, recipient, sender *ecdh.PublicKey) string {
+	return LabelFrom + string(ephemeral.Bytes()) + string(recipient.Bytes()) + string(sender.Bytes())
+}
+
 // newAEAD derives the AES-256-GCM key for requestID from the ECDH secret.
-func newAEAD(secret []byte, requestID string) (cipher.AEAD, error) {
-	key, err := hkdf.Key(sha256.New, secret, []byte(requestID), Label, keySize)
+func newAEAD(secret []byte, requestID, info string) (cipher.AEAD, error) {
+	key, err := hkdf.Key(sha256.New, secret, []byte(requestID), info, keySize)
 	if err != nil {
 		return nil, fmt.Errorf("envelope: derive key: %w", err)
 	}

@@ -1,0 +1,522 @@
+package reliability
+
+import (
+	"bufio"
+	"context"
+	"crypto/ecdh"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentfy/agentfy/bus"
+	"github.com/agentfy/agentfy/deploy"
+	"github.com/agentfy/agentfy/internal/stack"
+	"github.com/agentfy/agentfy/internal/testenv"
+	"github.com/agentfy/agentfy/session"
+	"github.com/agentfy/agentfy/view"
+	"github.com/agentfy/agentfy/view/envelope"
+)
+
+const privilege = "Least privilege on NATS and Redis"
+
+// violationWait bounds the wait for the server's asynchronous -ERR of a refused publish
+// or subscription.
+const violationWait = 5 * time.Second
+
+// connectAs connects to the stack's NATS as role, collecting the server's asynchronous
+// errors (permission violations) on the returned channel.
+func connectAs(t *testing.T, role bus.Role) (*nats.Conn, <-chan error) {
+	t.Helper()
+	errs := make(chan error, 64)
+	cfg := st.NATSConfig(role, "reliability-"+string(role))
+	nc, err := nats.Connect(strings.Join(cfg.Servers, ","), nats.UserInfo(cfg.User, cfg.Password),
+		nats.CustomInboxPrefix(cfg.InboxPrefix), nats.Timeout(5*time.Second),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			select {
+			case errs <- err:
+			default:
+			}
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc, errs
+}
+
+// violation waits for the server to refuse something that mentions subject.
+func violation(t *testing.T, errs <-chan error, subject string) {
+	t.Helper()
+	deadline := time.After(violationWait)
+	for {
+		select {
+		case err := <-errs:
+			if errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), subject) {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no permissions violation for %s within %v", subject, violationWait)
+		}
+	}
+}
+
+func TestNATSRefusesAClientWithoutCredential(t *testing.T) {
+	observed := ""
+	record(t, privilege, "a NATS client without a credential, or with a wrong password, cannot connect", &observed)
+	_, errNone := nats.Connect(st.NATS.ClientURL(), nats.Timeout(5*time.Second))
+	_, errWrong := nats.Connect(st.NATS.ClientURL(), nats.UserInfo(bus.RoleReplica.User(), "not-the-password"), nats.Timeout(5*time.Second))
+	observed = fmt.Sprintf("no credential: %v; wrong password: %v", errNone, errWrong)
+	for _, err := range []error{errNone, errWrong} {
+		if !errors.Is(err, nats.ErrAuthorization) {
+			t.Fatalf("connect: %v, want an authorization violation", err)
+		}
+	}
+}
+
+func TestDebugUserWatchesAndCannotPublish(t *testing.T) {
+	observed := ""
+	record(t, privilege, "the debug user sees a view's request id and sealed reply inside the namespace; the server refuses its every publish (view, tool, status) and any subscription outside the namespace, and no replica receives what it sent", &observed)
+	agent := "agent-privilege-debug"
+	ss := liveSession(t, agent, stack.SessionOptions{})
+	debug, errs := connectAs(t, bus.RoleDebug)
+	seen := make(chan *nats.Msg, 64)
+	sub, err := debug.ChanSubscribe(st.NS.Wildcard(), seen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := debug.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if a := poll(t, agent); a.summary() != "200 frame" {
+		t.Fatalf("view: %s", a.summary())
+	}
+	var request, reply string
+	for request == "" || reply == "" {
+		select {
+		case m := <-seen:
+			switch {
+			case strings.HasPrefix(m.Subject, st.NS.Prefix()+".view.") && envelope.ValidRequestID(string(m.Data)):
+				request = m.Subject
+			case strings.HasPrefix(m.Subject, st.NS.InboxPrefix(bus.RoleReplica)+".") && strings.HasPrefix(string(m.Data), `{"envelope":{`):
+				reply = m.Subject
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("the debug user saw request %q and reply %q", request, reply)
+		}
+	}
+
+	// What the debug user publishes must reach no replica.
+	got := make(chan *nats.Msg, 16)
+	var subjects []string
+	for _, verb := range []bus.Verb{bus.VerbView, bus.VerbTool, bus.VerbStatus} {
+		subject, err := st.NS.Subject(verb, ss.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		subjects = append(subjects, subject)
+		s, err := st.Bus.ChanSubscribe(subject, got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Unsubscribe() })
+	}
+	if err := st.Bus.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for _, subject := range subjects {
+		if err := debug.Publish(subject, []byte(`{"status":"stopped"}`)); err != nil {
+			t.Fatal(err)
+		}
+		violation(t, errs, subject)
+	}
+	if _, err := debug.Subscribe(">", func(*nats.Msg) {}); err != nil {
+		t.Fatal(err)
+	}
+	violation(t, errs, `">"`)
+	// A marker from a replica, published after the refusals, arrives after anything the
+	// server would have routed before them.
+	if err := st.Bus.Publish(subjects[2], []byte("marker")); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		select {
+		case m := <-got:
+			if string(m.Data) == "marker" {
+				observed = fmt.Sprintf("saw the request on %s… and the envelope on %s…; 3 publishes and a subscription to > refused; replicas received none of it",
+					request[:len(st.NS.Prefix())+6], reply[:len(st.NS.InboxPrefix(bus.RoleReplica))+1])
+				return
+			}
+			t.Fatalf("a replica received %q on %s from the debug user", m.Data, m.Subject)
+		case <-time.After(5 * time.Second):
+			t.Fatal("the marker did not arrive")
+		}
+	}
+}
+
+func TestOperatorUserMayOnlyCallTools(t *testing.T) {
+	observed := ""
+	record(t, privilege, "the operator user may publish tool requests and read its own replies, nothing else: view and status publishes, the namespace and the replicas' inboxes are refused", &observed)
+	op, errs := connectAs(t, bus.RoleOperator)
+	view, err := st.NS.Subject(bus.VerbView, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, err := st.NS.Subject(bus.VerbStatus, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, subject := range []string{view, status} {
+		if err := op.Publish(subject, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		violation(t, errs, subject)
+	}
+	for _, subject := range []string{st.NS.Wildcard(), st.NS.InboxPrefix(bus.RoleReplica) + ".>"} {
+		if _, err := op.Subscribe(subject, func(*nats.Msg) {}); err != nil {
+			t.Fatal(err)
+		}
+		violation(t, errs, subject)
+	}
+	observed = "2 publishes and 2 subscriptions refused by the server"
+}
+
+func TestRedisRefusesStrangersAndConfinesUsers(t *testing.T) {
+	observed := ""
+	record(t, privilege, "Redis without a credential answers NOAUTH; the operator and replica users cannot touch another deployment's keys, Pub/Sub or administrative commands", &observed)
+	c := ctx(t)
+	anon := redis.NewClient(&redis.Options{Addr: st.Redis.Addr(), MaxRetries: -1, DisableIdentity: true})
+	t.Cleanup(func() { _ = anon.Close() })
+	err := anon.Get(c, "agentfy:dev:session:{s:x}").Err()
+	if err == nil || !strings.Contains(err.Error(), "NOAUTH") {
+		t.Fatalf("GET without a credential: %v, want NOAUTH", err)
+	}
+	results := []string{"no credential: NOAUTH"}
+	for _, user := range []string{deploy.RedisOperator, deploy.RedisReplica} {
+		rdb := redis.NewUniversalClient(st.RedisOptions(user))
+		t.Cleanup(func() { _ = rdb.Close() })
+		if err := rdb.Ping(c).Err(); err != nil {
+			t.Fatalf("%s: ping: %v", user, err)
+		}
+		for _, cmd := range [][]any{
+			{"get", "agentfy:other:session:{s:x}"},
+			{"set", "agentfy:other:gate:{a:x}", "1"},
+			{"hgetall", "cap:{r:x}"},
+			{"keys", "*"},
+			{"flushall"},
+			{"config", "get", "*"},
+			{"publish", "agentfy", "x"},
+			{"acl", "list"},
+		} {
+			err := rdb.Do(c, cmd...).Err()
+			if err == nil || !strings.Contains(err.Error(), "NOPERM") {
+				t.Fatalf("%s: %v: %v, want NOPERM", user, cmd, err)
+			}
+		}
+		results = append(results, user+": 8 of 8 commands NOPERM")
+	}
+	observed = strings.Join(results, "; ")
+}
+
+func TestForgedToolResultIsRefused(t *testing.T) {
+	observed := ""
+	record(t, privilege, "with a replica's NATS credential, an attacker answering a tool call first with a result sealed to its reply key (plainly, or from its own key) is refused by the requester", &observed)
+	ss := liveSession(t, "agent-privilege-tool", stack.SessionOptions{})
+	subject, err := st.NS.Subject(bus.VerbTool, ss.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	attackerKey, err := envelope.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := []byte(`{"tabs":[{"tabId":"forged","url":"https://evil.example/","title":"Forged"}]}`)
+	var answered atomic.Int32
+	for _, fromOwnKey := range []bool{false, true} {
+		attacker, _ := connectAs(t, bus.RoleReplica)
+		sub, err := attacker.Subscribe(subject, func(m *nats.Msg) {
+			var req struct {
+				RequestID string `json:"requestId"`
+				ReplyKey  string `json:"replyKey"`
+			}
+			if json.Unmarshal(m.Data, &req) != nil {
+				return
+			}
+			rk, err := envelope.ParsePublicKey(req.ReplyKey)
+			if err != nil {
+				return
+			}
+			var env envelope.Envelope
+			if fromOwnKey {
+				env, err = envelope.SealFrom(rand.Reader, attackerKey, rk, req.RequestID, forged)
+			} else {
+				env, err = envelope.Seal(rand.Reader, rk, req.RequestID, forged)
+			}
+			if err != nil {
+				return
+			}
+			b, _ := json.Marshal(envelope.Sealed{Envelope: env})
+			if m.Respond(b) == nil {
+				answered.Add(1)
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := attacker.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		res, err := ss.Tool(ctx(t), "browser_tabs", struct{}{})
+		_ = sub.Unsubscribe()
+		attacker.Close()
+		if err == nil {
+			t.Fatalf("a forged tool result was accepted: %s", res)
+		}
+		if !strings.Contains(err.Error(), "does not open") {
+			t.Fatalf("tool call with an attacker answering first: %v", err)
+		}
+	}
+	if answered.Load() != 2 {
+		t.Fatalf("the attacker answered %d of 2 calls", answered.Load())
+	}
+	// Without the attacker the same call works: the refusal was the forgery's.
+	res, err := ss.Tool(ctx(t), "browser_tabs", struct{}{})
+	if err != nil || strings.Contains(string(res), "forged") {
+		t.Fatalf("tool call without the attacker: %s, %v", res, err)
+	}
+	observed = "2 forged results (plain seal, seal from the attacker's key) answered first and refused; the genuine result accepted afterwards"
+}
+
+func TestForgedStatusEventsDoNotReachTheFeed(t *testing.T) {
+	observed := ""
+	record(t, privilege, `with a replica's NATS credential, a forged "stopped" for a live session and a forged "running" for a stopped one are checked against the session store and not relayed by any replica's status feed`, &observed)
+	agent := newAgent(t, "agent-privilege-status")
+	ss, err := st.StartSession(ctx(t), agent, stack.SessionOptions{Replica: 1, Shell: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ss.Close)
+	c, cancel := context.WithCancel(ctx(t))
+	defer cancel()
+	stream := statusStream(t, c, st.Replicas[0].URL, agent, token(t, "u-alice"))
+	if ev := next(t, stream); ev.Status != session.Running && ev.Status != session.Idle {
+		t.Fatalf("first event %+v, want the live session", ev)
+	}
+	attacker, _ := connectAs(t, bus.RoleReplica)
+	subject, err := st.NS.Subject(bus.VerbStatus, ss.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forge := func(status session.Status) {
+		t.Helper()
+		before := st.Replicas[0].Feed.Refused.Load()
+		b, _ := json.Marshal(session.Event{AgentID: agent, SessionID: ss.ID, Status: status, At: time.Now()})
+		if err := attacker.Publish(subject, b); err != nil {
+			t.Fatal(err)
+		}
+		testenv.WaitFor(t, 5*time.Second, "the feed to refuse the forged event", func() bool { return st.Replicas[0].Feed.Refused.Load() > before })
+		// Nothing was delivered after the refusal; a genuine event of the attach may
+		// be queued, but never the forged status.
+		for {
+			select {
+			case ev := <-stream:
+				if ev.Status == status {
+					t.Fatalf("the status feed relayed a forged event: %+v", ev)
+				}
+				continue
+			default:
+			}
+			break
+		}
+	}
+	forge(session.Stopped)
+	if err := ss.Stop(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(t, stream); ev.Status != session.Stopped || ev.Live {
+		t.Fatalf("after the real stop the feed said %+v", ev)
+	}
+	forge(session.Running)
+	observed = `forged "stopped" refused while live; the real stop relayed; forged "running" refused after it`
+}
+
+// statusStream reads one agent's status feed from a replica until c ends.
+func statusStream(t *testing.T, c context.Context, base, agent, bearer string) <-chan statusEvent {
+	t.Helper()
+	req, err := http.NewRequestWithContext(c, http.MethodGet, base+"/v1/agents/"+agent+"/worker/status", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+bearer)
+	resp, err := http.DefaultClient.Do(req) //nolint:bodyclose // the reader goroutine closes it
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		_ = resp.Body.Close()
+		t.Fatalf("status feed: %d", resp.StatusCode)
+	}
+	out := make(chan statusEvent, 64)
+	go func() {
+		defer close(out)
+		defer func() { _ = resp.Body.Close() }()
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				var ev statusEvent
+				if json.Unmarshal([]byte(data), &ev) == nil {
+					out <- ev
+				}
+			}
+		}
+	}()
+	return out
+}
+
+type statusEvent struct {
+	AgentID   string         `json:"agentId"`
+	SessionID string         `json:"sessionId"`
+	Status    session.Status `json:"status"`
+	Live      bool           `json:"live"`
+}
+
+func next(t *testing.T, stream <-chan statusEvent) statusEvent {
+	t.Helper()
+	select {
+	case ev, ok := <-stream:
+		if !ok {
+			t.Fatal("the status stream ended")
+		}
+		return ev
+	case <-time.After(10 * time.Second):
+		t.Fatal("no status event within 10 s")
+	}
+	return statusEvent{}
+}
+
+func TestViewFloodOnTheBusIsPacedAtTheOwner(t *testing.T) {
+	observed := ""
+	record(t, privilege, "with a replica's NATS credential, a flood of view requests with random ids never reaches the worker or the consume route and real views keep working; a flood of ids with stored capabilities reaches the broker at most at the paced rate (burst 3, then 1/s) and real views work again within 2 s after it stops", &observed)
+	agent := "agent-privilege-flood"
+	ss := liveSession(t, agent, stack.SessionOptions{})
+	subject, err := st.NS.Subject(bus.VerbView, ss.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := st.Replicas[1].Hub
+	var consumes atomic.Int32
+	st.SetConsumeHook(func() { consumes.Add(1) })
+	t.Cleanup(func() { st.SetConsumeHook(nil) })
+
+	attacker, _ := connectAs(t, bus.RoleReplica)
+	replies := make(chan *nats.Msg, 8192)
+	inbox := nats.NewInbox()
+	inbox = st.NS.InboxPrefix(bus.RoleReplica) + inbox[len("_INBOX"):]
+	rsub, err := attacker.ChanSubscribe(inbox, replies)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rsub.Unsubscribe() })
+	flood := func(ids []string) {
+		t.Helper()
+		for _, id := range ids {
+			if err := attacker.PublishRequest(subject, inbox, []byte(id)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := attacker.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	codes := func(n int) map[string]int {
+		t.Helper()
+		out := map[string]int{}
+		for range n {
+			select {
+			case m := <-replies:
+				out[m.Header.Get(bus.HeaderErrorCode)]++
+			case <-time.After(20 * time.Second):
+				t.Fatalf("only %v of %d replies", out, n)
+			}
+		}
+		return out
+	}
+
+	// Random ids: refused before the worker, while real views go on.
+	const random = 4000
+	relayedBefore := owner.ViewsRelayed.Load()
+	ids := make([]string, random)
+	for i := range ids {
+		ids[i] = randomID(t)
+	}
+	flood(ids)
+	during := poll(t, agent)
+	got := codes(random)
+	if got[view.ReasonRefused] != random || consumes.Load() != 1 || owner.ViewsRelayed.Load()-relayedBefore != 1 || during.summary() != "200 frame" {
+		t.Fatalf("random flood: replies %v, %d consumes and %d relays (want the one real view's), real view %s",
+			got, consumes.Load(), owner.ViewsRelayed.Load()-relayedBefore, during.summary())
+	}
+
+	// Ids with stored capabilities (a compromised replica could store them): paced.
+	const valid = 40
+	caps := view.NewCapabilities(st.Client, "dev", 0)
+	ids = ids[:valid]
+	for i := range ids {
+		ids[i] = randomID(t)
+		if err := caps.Put(ctx(t), ids[i], ss.ID, envelope.PublicKeyHex(attackerKey(t))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	relayedBefore = owner.ViewsRelayed.Load()
+	start := time.Now()
+	flood(ids)
+	got = codes(valid)
+	elapsed := time.Since(start)
+	relayed := int(owner.ViewsRelayed.Load() - relayedBefore)
+	limit := 3 + int(elapsed.Seconds()) + 1
+	if relayed > limit || got[view.ReasonBusy] < valid-limit {
+		t.Fatalf("valid flood of %d in %v: %d reached the broker (limit %d), replies %v", valid, elapsed, relayed, limit, got)
+	}
+	end := time.Now()
+	var first time.Duration
+	testenv.WaitFor(t, 5*time.Second, "a frame after the flood", func() bool {
+		if poll(t, agent).summary() == "200 frame" {
+			first = time.Since(end)
+			return true
+		}
+		return false
+	})
+	if first > 2*time.Second {
+		t.Fatalf("first frame %v after the flood, want within 2 s", first)
+	}
+	observed = fmt.Sprintf("%d random ids: all refused, 0 reached the consume route, a real view during the flood 200 frame; %d valid ids in %v: %d reached the broker, %d busy at once; a frame %v after the flood",
+		random, valid, elapsed.Round(time.Millisecond), relayed, got[view.ReasonBusy], first.Round(time.Millisecond))
+}
+
+func attackerKey(t *testing.T) *ecdh.PrivateKey {
+	t.Helper()
+	k, err := envelope.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func randomID(t *testing.T) string {
+	t.Helper()
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
