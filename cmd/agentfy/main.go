@@ -28,9 +28,13 @@ Usage:
   agentfy session start -agent ID                    start a worker session (prints both passes once)
   agentfy session stop (-session ID | -agent ID)     stop a session and revoke its passes
   agentfy tool -agent ID -name TOOL [-args JSON]     run a tool in the agent's session (over NATS)
+  agentfy secrets -out DIR [-db N] [-force]          generate the role credentials of a deployment and
+                                                     its NATS server config and Redis ACL file
 
 Configuration comes from the environment (see README.md): AGENTFY_DEPLOYMENT,
-AGENTFY_REDIS_URL (or _ADDRS/_MASTER/_DB), AGENTFY_NATS_URL, AGENTFY_JWT_*.
+AGENTFY_REDIS_URL (or _ADDRS/_MASTER/_DB, _USERNAME, _PASSWORD) with the operator's
+Redis user, AGENTFY_NATS_URL with AGENTFY_NATS_PASSWORD (the operator's NATS user),
+AGENTFY_JWT_*.
 `
 
 type command func(ctx context.Context, args []string, stdout io.Writer) error
@@ -57,6 +61,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		"tool":    cmdTool,
 		"dev":     cmdDev,
 		"bench":   cmdBench,
+		"secrets": cmdSecrets,
 	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(stdout, usage)

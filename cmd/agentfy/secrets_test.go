@@ -1,0 +1,82 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentfy/agentfy/bus"
+	"github.com/agentfy/agentfy/internal/redisserver"
+	"github.com/agentfy/agentfy/internal/testenv"
+)
+
+// TestSecretsCommand writes a deployment's credentials as the compose stack's secrets
+// job does, then runs a real redis-server and NATS server with the files it wrote: the
+// password files log in as their roles, and nothing logs in without one.
+func TestSecretsCommand(t *testing.T) {
+	ctx := testenv.Context(t, time.Minute)
+	t.Setenv("AGENTFY_DEPLOYMENT", "compose")
+	dir := filepath.Join(t.TempDir(), "secrets")
+	var out bytes.Buffer
+	if err := run(ctx, []string{"secrets", "-out", dir}, &out); err != nil {
+		t.Fatal(err)
+	}
+	read := func(name string) string {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fi, _ := os.Stat(filepath.Join(dir, name))
+		if fi.Mode().Perm() != 0o600 {
+			t.Fatalf("%s has mode %v, want 0600", name, fi.Mode().Perm())
+		}
+		return strings.TrimSpace(string(b))
+	}
+	// A second run keeps what exists: the servers and clients already use it.
+	before := read("nats-replica")
+	if err := run(ctx, []string{"secrets", "-out", dir}, &out); err != nil || read("nats-replica") != before {
+		t.Fatalf("second run replaced the secrets (%v)", err)
+	}
+
+	rs, err := redisserver.Start(ctx, redisserver.Options{ACL: read("redis-users.acl") + "\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rs.Stop)
+	for user, file := range map[string]string{"agentfy-replica": "redis-replica", "agentfy-operator": "redis-operator", "": ""} {
+		pw := ""
+		if file != "" {
+			pw = read(file)
+		}
+		rdb := redis.NewClient(&redis.Options{Addr: rs.Addr(), Username: user, Password: pw, MaxRetries: -1, DisableIdentity: true})
+		err := rdb.Set(ctx, "agentfy:compose:probe", "1", time.Second).Err()
+		_ = rdb.Close()
+		if (user == "") != (err != nil) {
+			t.Fatalf("redis SET as %q: %v", user, err)
+		}
+	}
+
+	srv, err := bus.RunEmbedded(bus.EmbeddedOptions{Name: "secrets-test", Port: -1, Config: read("nats-server.conf")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	ns, _ := bus.NewNamespace("compose", 0)
+	for _, role := range bus.Roles {
+		nc, err := bus.Connect(bus.Config{Servers: []string{srv.ClientURL()}, User: role.User(), Password: read("nats-" + string(role)), InboxPrefix: ns.InboxPrefix(role)}, testenv.Logger(t))
+		if err != nil {
+			t.Fatalf("nats as %s: %v", role, err)
+		}
+		nc.Close()
+	}
+	if nc, err := bus.Connect(bus.Config{Servers: []string{srv.ClientURL()}}, testenv.Logger(t)); err == nil {
+		nc.Close()
+		t.Fatal("nats accepted a client without a credential")
+	}
+}

@@ -1,0 +1,117 @@
+package deploy_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/agentfy/agentfy/bus"
+	"github.com/agentfy/agentfy/deploy"
+)
+
+// TestNATSConfigConfinesRoles renders the NATS configuration and reads it back with the
+// server's own parser: each role's user holds exactly the permissions bus says, the
+// debug user may publish nothing, the system user lives in the system account, and no
+// password appears in clear.
+func TestNATSConfigConfinesRoles(t *testing.T) {
+	ns, err := bus.NewNamespace("prod-eu", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets, err := deploy.GenerateSecrets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := deploy.NATSConfig(ns, secrets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for role, pw := range secrets.NATS {
+		if strings.Contains(cfg, pw) {
+			t.Fatalf("the %s password appears in clear", role)
+		}
+	}
+	opts := &server.Options{}
+	if err := opts.ProcessConfigString(cfg); err != nil {
+		t.Fatalf("nats-server rejects the rendered configuration: %v\n%s", err, cfg)
+	}
+	if opts.SystemAccount != "SYS" || opts.NoAuthUser != "" {
+		t.Fatalf("system account %q, no-auth user %q", opts.SystemAccount, opts.NoAuthUser)
+	}
+	users := map[string]*server.User{}
+	for _, u := range opts.Users {
+		users[u.Username] = u
+	}
+	if len(users) != len(bus.Roles) {
+		t.Fatalf("%d users, want one per role", len(users))
+	}
+	for _, role := range bus.Roles {
+		u := users[role.User()]
+		if u == nil {
+			t.Fatalf("no user for role %s", role)
+		}
+		want := ns.Permissions(role)
+		switch role {
+		case bus.RoleSystem:
+			if u.Account == nil || u.Account.Name != "SYS" || u.Permissions != nil {
+				t.Fatalf("system user: account %v, permissions %+v", u.Account, u.Permissions)
+			}
+			continue
+		case bus.RoleDebug:
+			if !slices.Equal(u.Permissions.Publish.Deny, []string{">"}) || len(u.Permissions.Publish.Allow) != 0 {
+				t.Fatalf("debug publish permissions %+v, want deny >", u.Permissions.Publish)
+			}
+		default:
+			if !slices.Equal(u.Permissions.Publish.Allow, want.Publish) {
+				t.Fatalf("%s publish %v, want %v", role, u.Permissions.Publish.Allow, want.Publish)
+			}
+		}
+		if u.Account == nil || u.Account.Name != "AGENTFY" || !slices.Equal(u.Permissions.Subscribe.Allow, want.Subscribe) {
+			t.Fatalf("%s: account %v, subscribe %v, want %v", role, u.Account, u.Permissions.Subscribe.Allow, want.Subscribe)
+		}
+		for _, s := range append(append([]string{}, u.Permissions.Subscribe.Allow...), u.Permissions.Publish.Allow...) {
+			if !strings.HasPrefix(s, ns.Prefix()+".") {
+				t.Fatalf("%s may use %s, outside the namespace", role, s)
+			}
+		}
+	}
+}
+
+func TestRedisACL(t *testing.T) {
+	secrets, err := deploy.GenerateSecrets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	acl, err := deploy.RedisACL("prod-eu", secrets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(acl), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "user default off ") {
+		t.Fatalf("ACL file:\n%s", acl)
+	}
+	for _, pw := range secrets.Redis {
+		if strings.Contains(acl, pw) {
+			t.Fatal("a Redis password appears in clear")
+		}
+	}
+	for i, user := range []string{deploy.RedisReplica, deploy.RedisOperator} {
+		line := lines[i+1]
+		if !strings.HasPrefix(line, "user "+user+" on #") || !strings.Contains(line, " ~agentfy:prod-eu:* resetchannels -@all +") {
+			t.Fatalf("line for %s: %s", user, line)
+		}
+		for _, forbidden := range []string{"+@", "allkeys", "~*", "+keys", "+flushall", "+config", "+acl", "+publish", "nopass"} {
+			if strings.Contains(line, forbidden+" ") || strings.HasSuffix(line, forbidden) {
+				t.Fatalf("%s may %s: %s", user, forbidden, line)
+			}
+		}
+	}
+	if _, err := deploy.RedisACL("Bad Name", secrets); err == nil {
+		t.Fatal("an invalid deployment name was rendered")
+	}
+	if _, err := deploy.RedisACL("dev", deploy.Secrets{}); err == nil {
+		t.Fatal("an ACL without passwords was rendered")
+	}
+}
