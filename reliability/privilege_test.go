@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -537,4 +539,49 @@ func randomID(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return hex.EncodeToString(b)
+}
+
+func TestWorkerAndBrokerHaveNoStoreOrBusSetting(t *testing.T) {
+	observed := ""
+	record(t, privilege, "the worker and broker binaries link no NATS or Redis client, and a broker process's environment holds no NATS, Redis or JWT setting nor any role's password", &observed)
+	root, err := stack.FindRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bin := range []string{"./cmd/agentfy-worker", "./cmd/agentfy-broker"} {
+		cmd := exec.CommandContext(ctx(t), "go", "list", "-deps", bin)
+		cmd.Dir = root
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go list %s: %v", bin, err)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			if strings.HasPrefix(dep, "github.com/nats-io/") || strings.HasPrefix(dep, "github.com/redis/") {
+				t.Fatalf("%s depends on %s", bin, dep)
+			}
+		}
+	}
+	ss := liveSession(t, "agent-privilege-env", stack.SessionOptions{BrokerProcess: true})
+	environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", ss.BrokerPID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := strings.Split(strings.TrimRight(string(environ), "\x00"), "\x00")
+	for _, kv := range vars {
+		name, value, _ := strings.Cut(kv, "=")
+		if strings.Contains(name, "NATS") || strings.Contains(name, "REDIS") || strings.Contains(name, "JWT") {
+			t.Fatalf("the broker's environment has %s", name)
+		}
+		for _, pw := range st.Secrets.NATS {
+			if strings.Contains(value, pw) {
+				t.Fatalf("the broker's %s holds a NATS password", name)
+			}
+		}
+		for _, pw := range st.Secrets.Redis {
+			if strings.Contains(value, pw) {
+				t.Fatalf("the broker's %s holds a Redis password", name)
+			}
+		}
+	}
+	observed = fmt.Sprintf("neither binary depends on nats.go or go-redis; the broker process's %d variables hold no such setting", len(vars))
 }

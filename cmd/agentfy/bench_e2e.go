@@ -107,7 +107,7 @@ func benchE2E(ctx context.Context, st *stack.Stack, bs *benchSession, v *viewer,
 	// When the request reached NATS, and when the sealed reply did (every reply inbox;
 	// only a view's reply is this large while the suite runs).
 	reqSpy := &natsSpy{nc: st.Bus, subject: subject}
-	replySpy := &natsSpy{nc: st.Bus, subject: "_INBOX.>", minBytes: 1 << 10}
+	replySpy := &natsSpy{nc: st.Bus, subject: st.NS.InboxPrefix(bus.RoleReplica) + ".>", minBytes: 1 << 10}
 
 	var views, spied, bares, inCaps, overheads []time.Duration
 	legs := make([][]time.Duration, 8)

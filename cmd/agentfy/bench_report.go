@@ -94,7 +94,7 @@ func renderReport(r *benchResults, full bool) string {
 	p("Everything but the capture costs %s ms at p50 (%.1f %% of the bare capture).\n\n", ms(e.Overhead.P50), 100*ratio(e.Overhead.P50, e.Bare.P50))
 	if full {
 		p("Where the time of a view goes, per hop, timed from outside the code it measures (all in one process, one monotonic clock): ")
-		p("a silent second NATS subscriber on the session's view subject (when the request was delivered) and one on `_INBOX.>` (when the sealed reply was), ")
+		p("a silent second NATS subscriber on the session's view subject (when the request was delivered) and one on the replicas' inboxes `agentfy.bench.db0._INBOX.replica.>` (when the sealed reply was), ")
 		p("the broker's `/observe` handler wrapped on its socket, a timing transport under the broker's consume client, the broker's `OnCapture` hook, ")
 		p("and the viewer's response headers. Shares are of the p50 of these views; the p50s of the hops need not add up to the p50 of the whole.\n\n")
 	}

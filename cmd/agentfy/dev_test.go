@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -13,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
+	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/internal/testenv"
 )
 
@@ -60,8 +64,35 @@ func TestDevStackStartsAndStopsCleanly(t *testing.T) {
 			t.Fatalf("ready file lacks a field: %+v", rf)
 		}
 	}
-	if len(rf.Replicas) != 2 || rf.Deployment != "dev" || !strings.HasPrefix(rf.Redis, "redis://127.0.0.1:") {
+	if len(rf.Replicas) != 2 || rf.Deployment != "dev" || !strings.HasPrefix(rf.Redis, "redis://agentfy-operator:") {
 		t.Fatalf("ready file: %+v", rf)
+	}
+	if rf.NATSDebug.User != "agentfy-debug" || rf.NATSSystem.User != "agentfy-system" || rf.NATSDebug.Password == "" || rf.NATSSystem.Password == "" {
+		t.Fatalf("ready file NATS credentials: debug %q, system %q", rf.NATSDebug.User, rf.NATSSystem.User)
+	}
+	// The printed NATS lines work: the debug user watches the namespace, the system
+	// user sees the connections, and no credential means no connection.
+	ns, _ := bus.NewNamespace("dev", 0)
+	for _, c := range []natsCredential{rf.NATSDebug, rf.NATSSystem} {
+		nc, err := nats.Connect(rf.NATS, nats.UserInfo(c.User, c.Password), nats.Timeout(5*time.Second))
+		if err != nil {
+			t.Fatalf("nats as %s: %v", c.User, err)
+		}
+		if c.User == rf.NATSDebug.User {
+			if _, err := nc.SubscribeSync(ns.Wildcard()); err != nil {
+				t.Fatal(err)
+			}
+		} else if _, err := nc.Request("$SYS.REQ.SERVER.PING.CONNZ", nil, 5*time.Second); err != nil {
+			t.Fatalf("the system user's connection report: %v", err)
+		}
+		if err := nc.FlushTimeout(5 * time.Second); err != nil || nc.LastError() != nil {
+			t.Fatalf("nats as %s: %v %v", c.User, err, nc.LastError())
+		}
+		nc.Close()
+	}
+	if nc, err := nats.Connect(rf.NATS, nats.Timeout(5*time.Second)); err == nil {
+		nc.Close()
+		t.Fatal("the dev NATS server accepted a client without a credential")
 	}
 
 	// The README's curl line: a live JPEG from the first replica.
@@ -85,6 +116,14 @@ func TestDevStackStartsAndStopsCleanly(t *testing.T) {
 	jpg, err := base64.StdEncoding.DecodeString(body.Page.Data)
 	if err != nil || len(jpg) < 1000 || jpg[0] != 0xFF || jpg[1] != 0xD8 {
 		t.Fatalf("frame is not a JPEG (%d bytes, %v)", len(jpg), err)
+	}
+
+	// The banner's stop line, with the ready file's Redis URL (the operator's user).
+	t.Setenv("AGENTFY_REDIS_URL", rf.Redis)
+	t.Setenv("AGENTFY_DEPLOYMENT", "dev")
+	var stopped bytes.Buffer
+	if err := run(ctx, []string{"session", "stop", "-agent", rf.Agent}, &stopped); err != nil || !strings.Contains(stopped.String(), `"stopped"`) {
+		t.Fatalf("agentfy session stop as printed: %v %s", err, stopped.String())
 	}
 
 	children := testenv.Descendants(cmd.Process.Pid)

@@ -31,7 +31,7 @@ func cmdSecrets(_ context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("secrets: %w", err)
 	}
-	if _, err := os.Stat(filepath.Join(*out, "nats-server.conf")); err == nil && !*force {
+	if _, err := os.Stat(filepath.Join(*out, "nats", "nats-server.conf")); err == nil && !*force {
 		fmt.Fprintf(stdout, "secrets exist in %s; kept (use -force to replace them)\n", *out)
 		return nil
 	}
@@ -47,19 +47,25 @@ func cmdSecrets(_ context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	files := map[string]string{"nats-server.conf": natsConf, "redis-users.acl": acl}
-	for role, pw := range s.NATS {
-		files["nats-"+string(role)] = pw + "\n"
-	}
-	for user, pw := range s.Redis {
-		files["redis-"+user[len("agentfy-"):]] = pw + "\n"
-	}
-	if err := os.MkdirAll(*out, 0o700); err != nil {
-		return fmt.Errorf("secrets: %w", err)
+	// One directory per consumer, so that each container mounts only what is its own:
+	// the servers their configurations (hashes only), each role its passwords.
+	files := map[string]string{
+		"nats/nats-server.conf": natsConf,
+		"redis/users.acl":       acl,
+		"replica/nats":          s.NATS[bus.RoleReplica] + "\n",
+		"replica/redis":         s.Redis[deploy.RedisReplica] + "\n",
+		"operator/nats":         s.NATS[bus.RoleOperator] + "\n",
+		"operator/redis":        s.Redis[deploy.RedisOperator] + "\n",
+		"debug/nats":            s.NATS[bus.RoleDebug] + "\n",
+		"system/nats":           s.NATS[bus.RoleSystem] + "\n",
 	}
 	for name, content := range files {
+		path := filepath.Join(*out, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return fmt.Errorf("secrets: %w", err)
+		}
 		// Written whole, then renamed, so a reader never sees half a file.
-		if err := writeFileAtomic(filepath.Join(*out, name), []byte(content)); err != nil {
+		if err := writeFileAtomic(path, []byte(content)); err != nil {
 			return fmt.Errorf("secrets: %w", err)
 		}
 	}

@@ -39,17 +39,17 @@ func TestSecretsCommand(t *testing.T) {
 		return strings.TrimSpace(string(b))
 	}
 	// A second run keeps what exists: the servers and clients already use it.
-	before := read("nats-replica")
-	if err := run(ctx, []string{"secrets", "-out", dir}, &out); err != nil || read("nats-replica") != before {
+	before := read("replica/nats")
+	if err := run(ctx, []string{"secrets", "-out", dir}, &out); err != nil || read("replica/nats") != before {
 		t.Fatalf("second run replaced the secrets (%v)", err)
 	}
 
-	rs, err := redisserver.Start(ctx, redisserver.Options{ACL: read("redis-users.acl") + "\n"})
+	rs, err := redisserver.Start(ctx, redisserver.Options{ACL: read("redis/users.acl") + "\n"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(rs.Stop)
-	for user, file := range map[string]string{"agentfy-replica": "redis-replica", "agentfy-operator": "redis-operator", "": ""} {
+	for user, file := range map[string]string{"agentfy-replica": "replica/redis", "agentfy-operator": "operator/redis", "": ""} {
 		pw := ""
 		if file != "" {
 			pw = read(file)
@@ -62,14 +62,14 @@ func TestSecretsCommand(t *testing.T) {
 		}
 	}
 
-	srv, err := bus.RunEmbedded(bus.EmbeddedOptions{Name: "secrets-test", Port: -1, Config: read("nats-server.conf")})
+	srv, err := bus.RunEmbedded(bus.EmbeddedOptions{Name: "secrets-test", Port: -1, Config: read("nats/nats-server.conf")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
 	ns, _ := bus.NewNamespace("compose", 0)
 	for _, role := range bus.Roles {
-		nc, err := bus.Connect(bus.Config{Servers: []string{srv.ClientURL()}, User: role.User(), Password: read("nats-" + string(role)), InboxPrefix: ns.InboxPrefix(role)}, testenv.Logger(t))
+		nc, err := bus.Connect(bus.Config{Servers: []string{srv.ClientURL()}, User: role.User(), Password: read(string(role) + "/nats"), InboxPrefix: ns.InboxPrefix(role)}, testenv.Logger(t))
 		if err != nil {
 			t.Fatalf("nats as %s: %v", role, err)
 		}
