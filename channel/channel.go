@@ -87,10 +87,10 @@ type Config struct {
 	// Capabilities proves that a view request on the bus comes from a replica that
 	// stored its capability: any other request is refused before it reaches the worker.
 	Capabilities Capabilities
-	NATS      *nats.Conn
-	Namespace bus.Namespace
-	Events    EventPublisher
-	Log       zerolog.Logger
+	NATS         *nats.Conn
+	Namespace    bus.Namespace
+	Events       EventPublisher
+	Log          zerolog.Logger
 	// Tick is how often held sessions are checked for idle and stop; 0 means 1 s.
 	Tick time.Duration
 	// GoneAfter is how long a session whose socket closed may stay unowned before it is

@@ -13,8 +13,8 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
-	"os"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -86,10 +86,10 @@ type Stack struct {
 	Client   redis.UniversalClient
 	Bus      *nats.Conn
 	Operator *nats.Conn
-	Dir    *directory.Store
-	Creds  *auth.Store
-	Sess   *session.Store
-	Seed   directory.Seed
+	Dir      *directory.Store
+	Creds    *auth.Store
+	Sess     *session.Store
+	Seed     directory.Seed
 
 	mu       sync.Mutex
 	sessions []*Session // guarded by mu
