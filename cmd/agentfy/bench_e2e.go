@@ -216,7 +216,7 @@ func benchE2E(ctx context.Context, st *stack.Stack, bs *benchSession, v *viewer,
 	r.RatioP50, r.RatioP95, r.RatioP99 = ratio(r.View.P50, r.Bare.P50), ratio(r.View.P95, r.Bare.P95), ratio(r.View.P99, r.Bare.P99)
 	names := []struct{ name, what string }{
 		{"A: request → NATS", "HTTP to replica A, JWT, directory (agent, team), gate SET NX, current session, P-256 key pair, capability SET, NATS publish"},
-		{"NATS → broker", "NATS delivery to replica B, observation waiter, JSON-RPC over the WebSocket, worker, POST /observe on the unix socket"},
+		{"NATS → broker", "NATS delivery to replica B, its capability check in Redis (GET) and relay pace, observation waiter, JSON-RPC over the WebSocket, worker, POST /observe on the unix socket"},
 		{"broker: consume", "POST consume via the balancer to a replica: broker pass check, capability script in Redis"},
 		{"broker: capture", "the broker's own CDP capture (getTargetInfo, getLayoutMetrics, captureScreenshot)"},
 		{"broker: seal", "page JSON, ECDH + HKDF + AES-GCM, envelope JSON"},
