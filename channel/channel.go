@@ -93,9 +93,6 @@ type Config struct {
 	Log          zerolog.Logger
 	// Tick is how often held sessions are checked for idle and stop; 0 means 1 s.
 	Tick time.Duration
-	// GoneAfter is how long a session whose socket closed may stay unowned before it is
-	// stopped ("socket gone for good"); 0 means 30 s.
-	GoneAfter time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -136,9 +133,6 @@ func (h *Hub) SetEnvelopeHook(f func([]byte) []byte) {
 func NewHub(cfg Config) *Hub {
 	if cfg.Tick == 0 {
 		cfg.Tick = time.Second
-	}
-	if cfg.GoneAfter == 0 {
-		cfg.GoneAfter = 30 * time.Second
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -227,7 +221,14 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sess, err := h.cfg.Sessions.Get(r.Context(), pass.SessionID)
-	if err != nil || sess.Stopped {
+	if err != nil || h.cfg.Sessions.Status(sess) == session.Stopped {
+		// A worker that was away past the idle timeout comes back to a stopped session:
+		// record the stop (and revoke its passes) if nobody has yet, and send it home.
+		if err == nil && !sess.Stopped {
+			if _, serr := h.cfg.Sessions.Stop(r.Context(), sess.ID, "idle timeout"); serr == nil && h.cfg.Events != nil {
+				h.cfg.Events.Publish(r.Context(), session.Event{AgentID: sess.AgentID, SessionID: sess.ID, Status: session.Stopped, At: h.cfg.Now()})
+			}
+		}
 		http.Error(w, "session is not live", http.StatusUnauthorized)
 		return
 	}
@@ -263,7 +264,7 @@ func (h *Hub) serve(parent context.Context, ws *websocket.Conn, sess session.Ses
 	if !h.register(c) {
 		return
 	}
-	defer h.unregister(c) //nolint:contextcheck // the abandoned-session check outlives the connection by design
+	defer h.unregister(c)
 	if err := c.subscribe(); err != nil {
 		c.log.Error().Err(err).Msg("subscribe session subjects")
 		return
@@ -276,7 +277,11 @@ func (h *Hub) serve(parent context.Context, ws *websocket.Conn, sess session.Ses
 	c.publish(ctx, h.cfg.Sessions.Status(c.mustGet(ctx)))
 
 	go c.pinger(ctx)
-	c.readLoop(ctx)
+	if err := c.readLoop(ctx); websocket.CloseStatus(err) == StatusSessionEnded {
+		// The worker's own end-of-session close: the one way a worker stops its session.
+		sctx := context.WithoutCancel(ctx)
+		h.stop(sctx, c, c.mustGet(sctx), "worker ended")
+	}
 }
 
 // readHello waits for the worker's first message, which must be an agentfy/hello request
@@ -330,7 +335,9 @@ func (h *Hub) unregister(c *Conn) {
 	if err := h.cfg.Sessions.Detach(ctx, c.session.ID, h.cfg.ReplicaID); err != nil {
 		c.log.Warn().Err(err).Msg("detach session")
 	}
-	h.watchGone(c)
+	// A lost socket never stops the session (the seed: socket loss is unavailable, not
+	// stopped): views answer 503 until the worker reconnects to any replica, and only the
+	// stop command, the idle timeout or the worker's own end-of-session close stop it.
 	h.wg.Done()
 }
 
@@ -563,13 +570,14 @@ func (c *Conn) write(ctx context.Context, m message) error {
 	return c.ws.Write(ctx, websocket.MessageText, b)
 }
 
-// readLoop delivers responses to their waiters until the socket ends. Requests from the
-// worker after the hello are answered with method-not-found.
-func (c *Conn) readLoop(ctx context.Context) {
+// readLoop delivers responses to their waiters until the socket ends, and returns the
+// error that ended it. Requests from the worker after the hello are answered with
+// method-not-found.
+func (c *Conn) readLoop(ctx context.Context) error {
 	for {
 		_, data, err := c.ws.Read(ctx)
 		if err != nil {
-			return
+			return err
 		}
 		m, err := jsonrpc.Parse(data)
 		if err != nil {

@@ -105,29 +105,3 @@ func (h *Hub) Close(ctx context.Context) {
 	case <-ctx.Done():
 	}
 }
-
-// watchGone stops a session whose socket closed and that no replica took over within
-// GoneAfter. A worker moving to another replica re-attaches well before that.
-func (h *Hub) watchGone(c *Conn) {
-	h.mu.Lock()
-	closing := h.closed
-	h.mu.Unlock()
-	if closing {
-		return
-	}
-	time.AfterFunc(h.cfg.GoneAfter, func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		sess, err := h.cfg.Sessions.Get(ctx, c.session.ID)
-		if err != nil || sess.Stopped || sess.Owner != "" {
-			return
-		}
-		if _, err := h.cfg.Sessions.Stop(ctx, sess.ID, "worker gone"); err != nil {
-			c.log.Warn().Err(err).Msg("stop abandoned session")
-			return
-		}
-		if h.cfg.Events != nil {
-			h.cfg.Events.Publish(ctx, session.Event{AgentID: sess.AgentID, SessionID: sess.ID, Status: session.Stopped, At: h.cfg.Now()})
-		}
-	})
-}

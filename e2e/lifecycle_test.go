@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"os"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/agentfy/agentfy/internal/stack"
 	"github.com/agentfy/agentfy/session"
+	"github.com/agentfy/agentfy/worker"
 )
 
 // statusStream reads the status feed of one agent from one replica.
@@ -195,5 +197,37 @@ func TestRedisDownIsUnavailable(t *testing.T) {
 		if r.Status != http.StatusServiceUnavailable {
 			t.Fatalf("%s with Redis down: %d %s", path, r.Status, r.Body)
 		}
+	}
+}
+
+// TestWorkerEndsItsSession: the worker's own end-of-session close stops the session —
+// recorded with its reason, told on every replica's status feed, and the view says
+// live:false — unlike a lost socket, which never does.
+func TestWorkerEndsItsSession(t *testing.T) {
+	agent := newAgent(t, "")
+	ss := startSession(t, agent, stack.SessionOptions{Shell: true})
+	c, cancel := context.WithCancel(ctx(t))
+	defer cancel()
+	stream := statusStream(t, c, replicaA(), agent, token(t, "u-alice"))
+	if ev := <-stream; ev["live"] != true {
+		t.Fatalf("first event %v", ev)
+	}
+	if err := ss.EndWorker(ctx(t)); !errors.Is(err, worker.ErrSessionEnded) {
+		t.Fatalf("worker ended with %v", err)
+	}
+	select {
+	case ev := <-stream:
+		if ev["status"] != "stopped" || ev["live"] != false {
+			t.Fatalf("status event %v, want stopped", ev)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the status feed did not say stopped")
+	}
+	sess, err := st.Sess.Get(ctx(t), ss.ID)
+	if err != nil || !sess.Stopped || sess.StopReason != "worker ended" {
+		t.Fatalf("session %+v (%v)", sess, err)
+	}
+	if r := get(t, replicaA(), agentPath(agent), token(t, "u-alice")); r.Status != http.StatusOK || string(r.Body) != "{\"live\":false}\n" {
+		t.Fatalf("view after the worker ended: %d %s", r.Status, r.Body)
 	}
 }

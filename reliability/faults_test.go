@@ -1,6 +1,7 @@
 package reliability
 
 import (
+	"fmt"
 	"net/http"
 	"os"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/internal/stack"
 	"github.com/agentfy/agentfy/internal/testenv"
 )
@@ -217,4 +219,51 @@ func chromiumOf(t *testing.T, brokerPID int) int {
 	}
 	t.Fatal("no Chromium below the broker")
 	return 0
+}
+
+// oldGoneAfter is how long a lost worker used to be allowed to stay away before its
+// session was stopped (30 s); a lost socket now never stops a session.
+const oldGoneAfter = 30 * time.Second
+
+func TestSocketLossIsUnavailableNotStopped(t *testing.T) {
+	observed := ""
+	record(t, "Faults", "the worker cut off from every replica for longer than the old 30 s: every view 503 (never live:false), the session not stopped and its passes valid; a frame once the worker reconnects", &observed)
+	agent := "agent-f-socket-loss"
+	ss := liveSession(t, agent, stack.SessionOptions{LinkOnly: true})
+	ss.SetLinkDown(true)
+	testenv.WaitFor(t, 10*time.Second, "the owner to let the session go", func() bool {
+		cur, err := st.Sess.Get(ctx(t), ss.ID)
+		return err == nil && cur.Owner == ""
+	})
+	lost := time.Now()
+	polls := 0
+	tick := time.NewTicker(time.Second) // a poll a second: the sampling rate of the check
+	defer tick.Stop()
+	for time.Since(lost) < oldGoneAfter+5*time.Second {
+		a := poll(t, agent)
+		polls++
+		if a.Status != http.StatusServiceUnavailable {
+			t.Fatalf("poll %d, %v after the loss: %s, want 503", polls, time.Since(lost).Round(time.Second), a.summary())
+		}
+		<-tick.C
+	}
+	cur, err := st.Sess.Get(ctx(t), ss.ID)
+	if err != nil || cur.Stopped {
+		t.Fatalf("after %v without a socket the session is %+v (%v)", time.Since(lost).Round(time.Second), cur, err)
+	}
+	if _, err := st.Creds.VerifyPass(ctx(t), ss.Passes.Worker, auth.RoleWorker); err != nil {
+		t.Fatalf("the worker pass was revoked: %v", err)
+	}
+	down := time.Since(lost)
+	ss.SetLinkDown(false)
+	back := time.Now()
+	if err := ss.WaitAttached(ctx(t), ""); err != nil {
+		t.Fatal(err)
+	}
+	a := poll(t, agent)
+	if a.summary() != "200 frame" {
+		t.Fatalf("after the worker came back: %s", a.summary())
+	}
+	observed = fmt.Sprintf("%d polls over %v without a socket: all 503; session live, passes valid; a frame %v after the link came back",
+		polls, down.Round(time.Second), time.Since(back).Round(100*time.Millisecond))
 }

@@ -1,6 +1,6 @@
 // Package session keeps worker sessions in Redis: their lifecycle (started by an
-// operator, running while tools are used, idle when quiet, stopped by command, by losing
-// the worker for good, or by the idle timeout), the worker's hello, the replica that
+// operator, running while tools are used, idle when quiet, stopped by command, by the
+// idle timeout, or by the worker's own end-of-session close — never by a lost socket), the worker's hello, the replica that
 // holds the worker's socket, and the activity log of tool calls. Only tool calls move a
 // session's clock; views never do.
 package session

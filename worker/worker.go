@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
@@ -71,7 +72,15 @@ type Worker struct {
 	broker *http.Client
 	tools  chan struct{}
 	views  chan struct{}
+
+	ended   chan struct{} // closed by EndSession
+	endOnce sync.Once
 }
+
+// EndSession ends the worker's session for good: the worker closes its tool channel
+// with StatusSessionEnded, which stops the session, and Run returns ErrSessionEnded.
+// Merely losing the channel, or the process stopping, never ends a session.
+func (w *Worker) EndSession() { w.endOnce.Do(func() { close(w.ended) }) }
 
 // New returns a Worker.
 func New(cfg Config) (*Worker, error) {
@@ -92,6 +101,7 @@ func New(cfg Config) (*Worker, error) {
 		cfg: cfg, broker: &http.Client{Transport: tr},
 		tools: make(chan struct{}, MaxConcurrentTools),
 		views: make(chan struct{}, MaxConcurrentViews),
+		ended: make(chan struct{}),
 	}, nil
 }
 
@@ -113,6 +123,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	bo.InitialInterval = 100 * time.Millisecond
 	bo.MaxInterval = 5 * time.Second
 	for i := 0; ; i++ {
+		select {
+		case <-w.ended:
+			return ErrSessionEnded
+		default:
+		}
 		base := w.cfg.APIURLs[i%len(w.cfg.APIURLs)]
 		start := time.Now()
 		err := w.serve(ctx, base)
@@ -197,9 +212,22 @@ func (w *Worker) serve(ctx context.Context, base string) error {
 
 	cctx, ccancel := context.WithCancel(ctx)
 	defer ccancel()
+	go func() {
+		select {
+		case <-w.ended:
+			// The close handshake reaches the replica, which stops the session.
+			_ = ws.Close(StatusSessionEnded, "session ended")
+		case <-cctx.Done():
+		}
+	}()
 	for {
 		_, data, err := ws.Read(cctx)
 		if err != nil {
+			select {
+			case <-w.ended:
+				return ErrSessionEnded
+			default:
+			}
 			if websocket.CloseStatus(err) == StatusSessionEnded {
 				return ErrSessionEnded
 			}

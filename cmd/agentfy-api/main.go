@@ -64,15 +64,11 @@ func run() error {
 	if policy.StopAfter, err = conf.Duration("AGENTFY_STOP_AFTER", session.DefaultPolicy.StopAfter); err != nil {
 		return err
 	}
-	goneAfter, err := conf.Duration("AGENTFY_GONE_AFTER", 0)
-	if err != nil {
-		return err
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	r, err := replica.New(ctx, replica.Options{
 		ReplicaID: *id, Deployment: conf.Deployment(), Redis: ro, NATS: nc, JWT: jwtCfg,
-		Policy: policy, GoneAfter: goneAfter, OpenAPI: openapi.Document, WebApp: web.Files(), Log: log.With().Str("replica", *id).Logger(),
+		Policy: policy, OpenAPI: openapi.Document, WebApp: web.Files(), Log: log.With().Str("replica", *id).Logger(),
 	})
 	if err != nil {
 		return err

@@ -34,8 +34,8 @@ type Options struct {
 	NATS       bus.Config
 	JWT        auth.JWTConfig
 	Policy     session.Policy
-	// Tick and GoneAfter: see channel.Config.
-	Tick, GoneAfter time.Duration
+	// Tick: see channel.Config.
+	Tick time.Duration
 	OpenAPI         []byte
 	WebApp          fs.FS
 	Log             zerolog.Logger
@@ -100,7 +100,7 @@ func New(ctx context.Context, o Options) (*Replica, error) {
 	}
 	r.Hub = channel.NewHub(channel.Config{
 		ReplicaID: o.ReplicaID, Creds: r.Creds, Sessions: r.Sessions, Capabilities: caps, NATS: nc, Namespace: ns,
-		Events: r.Feed, Log: o.Log, Tick: o.Tick, GoneAfter: o.GoneAfter,
+		Events: r.Feed, Log: o.Log, Tick: o.Tick,
 	})
 	metrics := api.NewMetrics(r.Views.Pending, r.Hub.ObservationWaiters, r.Hub.Conns, r.Feed.Listeners)
 	r.Server = api.New(api.Config{

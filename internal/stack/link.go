@@ -17,6 +17,7 @@ type link struct {
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{} // guarded by mu
+	down  bool                  // refuse new connections; guarded by mu
 }
 
 func newLink(ctx context.Context, target string) (*link, error) {
@@ -35,6 +36,13 @@ func (l *link) accept(ctx context.Context) {
 		c, err := l.ln.Accept()
 		if err != nil {
 			return
+		}
+		l.mu.Lock()
+		down := l.down
+		l.mu.Unlock()
+		if down {
+			_ = c.Close()
+			continue
 		}
 		var d net.Dialer
 		up, err := d.DialContext(ctx, "tcp", l.target)
@@ -58,6 +66,17 @@ func (l *link) pipe(dst, src net.Conn) {
 	delete(l.conns, dst)
 	delete(l.conns, src)
 	l.mu.Unlock()
+}
+
+// setDown makes the link refuse (down) or carry (up) new connections; going down also
+// cuts the open ones.
+func (l *link) setDown(down bool) {
+	l.mu.Lock()
+	l.down = down
+	l.mu.Unlock()
+	if down {
+		l.cut()
+	}
 }
 
 // cut closes every connection through the link.

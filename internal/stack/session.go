@@ -40,6 +40,9 @@ type SessionOptions struct {
 	// CuttableLink puts a TCP proxy between the worker and its replica, which CutLink
 	// cuts (the worker then reconnects through it).
 	CuttableLink bool
+	// LinkOnly gives the worker no other way to the API than the cuttable link (it
+	// implies CuttableLink), so that SetLinkDown keeps it away from every replica.
+	LinkOnly bool
 }
 
 // Session is a started worker session with its broker (own Chromium) and worker.
@@ -56,6 +59,7 @@ type Session struct {
 	brokerLog  *syncBuffer   // the broker process's stderr
 	brokerDone chan struct{} // closed when brokerProc exits
 	link       *link
+	worker     *worker.Worker
 	stopWorker context.CancelFunc
 	workerDone chan error
 	stopBroker func()
@@ -87,12 +91,15 @@ func (s *Stack) StartSession(ctx context.Context, agentID string, o SessionOptio
 			apiURLs = append(apiURLs, r.URL)
 		}
 	}
-	if o.CuttableLink {
+	if o.CuttableLink || o.LinkOnly {
 		if ss.link, err = newLink(ctx, strings.TrimPrefix(apiURLs[0], "http://")); err != nil {
 			s.mu.Unlock()
 			return nil, err
 		}
 		apiURLs[0] = "http://" + ss.link.addr
+		if o.LinkOnly {
+			apiURLs = apiURLs[:1]
+		}
 	}
 	s.sessions = append(s.sessions, ss)
 	s.mu.Unlock()
@@ -122,7 +129,7 @@ func (s *Stack) StartSession(ctx context.Context, agentID string, o SessionOptio
 		return nil, err
 	}
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	ss.stopWorker, ss.workerDone = cancel, make(chan error, 1)
+	ss.worker, ss.stopWorker, ss.workerDone = w, cancel, make(chan error, 1)
 	go func() { ss.workerDone <- w.Run(wctx) }()
 	if err := ss.WaitAttached(ctx, s.Replicas[o.Replica].ID); err != nil {
 		return nil, err
@@ -261,6 +268,27 @@ func (ss *Session) BrokerLog() string {
 		return ""
 	}
 	return ss.brokerLog.String()
+}
+
+// EndWorker has the worker end its session, as a worker whose work is done does, and
+// waits until it has (Run returned).
+func (ss *Session) EndWorker(ctx context.Context) error {
+	ss.worker.EndSession()
+	select {
+	case err := <-ss.workerDone:
+		ss.workerDone <- err // Close reads it again
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// SetLinkDown takes the worker's link down (every connection cut, new ones refused) or
+// brings it back up, as a network path that fails for a while.
+func (ss *Session) SetLinkDown(down bool) {
+	if ss.link != nil {
+		ss.link.setDown(down)
+	}
 }
 
 // CutLink drops every connection between the worker and its replica.

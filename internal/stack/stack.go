@@ -47,8 +47,8 @@ type Options struct {
 	// Chromium is the browser binary; empty means the broker's default.
 	Chromium string
 	Policy   session.Policy
-	// Tick and GoneAfter: see channel.Config.
-	Tick, GoneAfter time.Duration
+	// Tick: see channel.Config.
+	Tick time.Duration
 	WebApp          fs.FS
 	Log             zerolog.Logger
 	// NATSServers, when set, replaces the embedded NATS server (a cluster the caller
@@ -343,7 +343,7 @@ func (s *Stack) StartReplica(ctx context.Context, i int, natsURL string) (*Repli
 	r, err := replica.New(ctx, replica.Options{
 		ReplicaID: id, Deployment: s.opts.Deployment, Redis: s.RedisOptions(deploy.RedisReplica),
 		NATS: natsCfg, JWT: s.JWTConfig(),
-		Policy: s.opts.Policy, Tick: s.opts.Tick, GoneAfter: s.opts.GoneAfter,
+		Policy: s.opts.Policy, Tick: s.opts.Tick,
 		OpenAPI: openapi.Document, WebApp: s.opts.WebApp, Log: log, DrainTimeout: 10 * time.Second,
 	})
 	if err != nil {
