@@ -35,6 +35,8 @@ var (
 	errUnavailable     = httpError{http.StatusServiceUnavailable, "unavailable", "the browser view is temporarily unavailable; retry later"}
 	errBadRequest      = httpError{http.StatusBadRequest, "bad_request", "the request body is not valid"}
 	errCapability      = httpError{http.StatusNotFound, "not_found", "capability not found"}
+	errNoRoute         = httpError{http.StatusNotFound, "not_found", "no such route"}
+	errMethod          = httpError{http.StatusMethodNotAllowed, "method_not_allowed", "this route does not take that method"}
 )
 
 func classify(err error) httpError {

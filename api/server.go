@@ -16,6 +16,8 @@ import (
 	"encoding/hex"
 	"io/fs"
 	"net/http"
+	"regexp"
+	"strings"
 	"sync"
 	"time"
 
@@ -83,6 +85,10 @@ func New(cfg Config) *Server {
 	eng := gin.New()
 	eng.HandleMethodNotAllowed = true
 	eng.ContextWithFallback = true
+	// No redirects: a trailing slash or a wrong case is a 404 with a JSON body and
+	// no-store like every /v1 answer, never a cacheable 301.
+	eng.RedirectTrailingSlash = false
+	eng.RedirectFixedPath = false
 	s := &Server{cfg: cfg, eng: eng, done: make(chan struct{})}
 	eng.Use(s.requestLog, gin.CustomRecovery(func(c *gin.Context, _ any) {
 		c.AbortWithStatusJSON(http.StatusInternalServerError, httpError{http.StatusInternalServerError, "internal", "internal error"}.body())
@@ -102,21 +108,33 @@ func New(cfg Config) *Server {
 	if cfg.Metrics != nil {
 		eng.GET("/metrics", gin.WrapH(cfg.Metrics.Handler()))
 	}
+	var static http.Handler
 	if cfg.WebApp != nil {
-		static := http.FileServer(http.FS(cfg.WebApp))
-		eng.NoRoute(func(c *gin.Context) {
-			if c.Request.Method != http.MethodGet && c.Request.Method != http.MethodHead {
-				c.AbortWithStatusJSON(http.StatusNotFound, errNotFound.body())
-				return
-			}
-			h := c.Writer.Header()
-			h.Set("Cache-Control", "no-cache")
-			// The app has no inline script or style; frames are blob: images.
-			h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' blob: data:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'")
-			h.Set("Referrer-Policy", "no-referrer")
-			static.ServeHTTP(c.Writer, c.Request)
-		})
+		static = http.FileServer(http.FS(cfg.WebApp))
 	}
+	eng.NoMethod(func(c *gin.Context) {
+		if isV1(c.Request.URL.Path) {
+			setNoStore(c)
+		}
+		c.AbortWithStatusJSON(http.StatusMethodNotAllowed, errMethod.body())
+	})
+	eng.NoRoute(func(c *gin.Context) {
+		if isV1(c.Request.URL.Path) {
+			setNoStore(c)
+			c.AbortWithStatusJSON(http.StatusNotFound, errNoRoute.body())
+			return
+		}
+		if static == nil || (c.Request.Method != http.MethodGet && c.Request.Method != http.MethodHead) {
+			c.AbortWithStatusJSON(http.StatusNotFound, errNoRoute.body())
+			return
+		}
+		h := c.Writer.Header()
+		h.Set("Cache-Control", "no-cache")
+		// The app has no inline script or style; frames are blob: images.
+		h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' blob: data:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'")
+		h.Set("Referrer-Policy", "no-referrer")
+		static.ServeHTTP(c.Writer, c.Request)
+	})
 	return s
 }
 
@@ -124,18 +142,34 @@ func New(cfg Config) *Server {
 func (s *Server) Handler() http.Handler { return s.eng }
 
 // noStore marks every /v1 response, errors included, as not to be stored by any cache.
+// Answers outside the routes (an unknown /v1 path, a method a route does not take) get
+// the same headers from NoRoute and NoMethod.
 func noStore(c *gin.Context) {
-	c.Header("Cache-Control", "no-store")
-	c.Header("X-Content-Type-Options", "nosniff")
+	setNoStore(c)
 	c.Next()
 }
+
+func setNoStore(c *gin.Context) {
+	c.Header("Cache-Control", "no-store")
+	c.Header("X-Content-Type-Options", "nosniff")
+}
+
+// isV1 reports whether path is /v1 or under it, in any case (a client that got the
+// case wrong still gets a /v1 answer).
+func isV1(path string) bool {
+	return strings.EqualFold(path, "/v1") || (len(path) >= 4 && strings.EqualFold(path[:4], "/v1/"))
+}
+
+// requestIDRe is what a client's X-Request-Id must look like to be used (and logged)
+// as it is: a short token of safe characters. Anything else is replaced.
+var requestIDRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // requestLog gives each request an id and logs its route template, status and
 // duration: never its token, query or body.
 func (s *Server) requestLog(c *gin.Context) {
 	start := time.Now()
 	id := c.GetHeader("X-Request-Id")
-	if len(id) == 0 || len(id) > 64 {
+	if !requestIDRe.MatchString(id) {
 		b := make([]byte, 8)
 		_, _ = rand.Read(b)
 		id = hex.EncodeToString(b)
