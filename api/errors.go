@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -75,7 +76,21 @@ func (s *Server) abort(c *gin.Context, err error) {
 		s.log(c).Warn().Err(err).Str("reason", reasonOf(err)).Msg("request failed")
 	}
 	c.Set(ctxOutcome, e.code)
+	closeIfBody(c)
 	c.AbortWithStatusJSON(e.status, e.body())
+}
+
+// closeIfBody ends the connection after an error answer to a request that carries a
+// body: net/http would otherwise read (drain) up to 256 KiB of what is left of it once
+// the handler returns, and a client that sends it one byte at a time — an
+// unauthenticated one too — would hold the connection until the read deadline. The
+// read deadline set to now makes that drain fail at once; refused bodies are never
+// read.
+func closeIfBody(c *gin.Context) {
+	if c.Request.ContentLength != 0 || len(c.Request.TransferEncoding) > 0 {
+		c.Header("Connection", "close")
+		_ = http.NewResponseController(c.Writer).SetReadDeadline(time.Now())
+	}
 }
 
 func reasonOf(err error) string {

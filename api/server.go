@@ -116,9 +116,11 @@ func New(cfg Config) *Server {
 		if isV1(c.Request.URL.Path) {
 			setNoStore(c)
 		}
+		closeIfBody(c)
 		c.AbortWithStatusJSON(http.StatusMethodNotAllowed, errMethod.body())
 	})
 	eng.NoRoute(func(c *gin.Context) {
+		closeIfBody(c)
 		if isV1(c.Request.URL.Path) {
 			setNoStore(c)
 			c.AbortWithStatusJSON(http.StatusNotFound, errNoRoute.body())

@@ -54,6 +54,9 @@ func (s *Server) status(c *gin.Context) {
 	}
 
 	w := c.Writer
+	// The stream is long-lived by design: lift the server's read deadline (which bounds
+	// unauthenticated slow requests) now that the caller is known.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("X-Accel-Buffering", "no")

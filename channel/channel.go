@@ -232,6 +232,9 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "session is not live", http.StatusUnauthorized)
 		return
 	}
+	// The socket lives as long as the session: lift the server's read deadline now that
+	// the worker is authenticated (the ping loop and read limits bound it from here).
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{})
 	if err != nil {
 		return // Accept has answered

@@ -4,9 +4,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/agentfy/agentfy/internal/replica"
+	"github.com/agentfy/agentfy/internal/stack"
 )
 
 // TestEveryV1AnswerIsNoStoreJSON sends what the routes do not take: other methods, a
@@ -108,4 +113,88 @@ func requestIDOK(id string) bool {
 		}
 	}
 	return true
+}
+
+// TestSlowClientsAreCut holds hundreds of connections open the slow way — bodies
+// announced and never sent (to the consume route without a credential, and to a view
+// route that takes no body), and headers never finished — while a member views: every
+// such connection is closed within the server's documented timeouts, the refused bodies
+// are never read, and real views go on.
+func TestSlowClientsAreCut(t *testing.T) {
+	observed := ""
+	record(t, "Bounds", fmt.Sprintf("300 slow bodies (Content-Length 200000, one byte sent) and 50 unfinished headers: bodies refused and closed at once, headers cut within %v, every connection closed within %v; real views 200 meanwhile", replica.HeaderTimeout, replica.BodyTimeout), &observed)
+	agent := "agent-slow-clients"
+	liveSession(t, agent, stack.SessionOptions{})
+	addr := strings.TrimPrefix(st.Replicas[0].URL, "http://")
+	type result struct {
+		kind   string
+		took   time.Duration
+		status string
+		err    error
+	}
+	results := make(chan result, 400)
+	start := time.Now()
+	open := func(kind, head string) {
+		var d net.Dialer
+		c, err := d.DialContext(ctx(t), "tcp", addr)
+		if err != nil {
+			results <- result{kind: kind, err: err}
+			return
+		}
+		defer func() { _ = c.Close() }()
+		if _, err := io.WriteString(c, head); err != nil {
+			results <- result{kind: kind, err: err}
+			return
+		}
+		// Wait (bounded) for the server to answer and close.
+		_ = c.SetReadDeadline(time.Now().Add(replica.BodyTimeout + 5*time.Second))
+		b, err := io.ReadAll(c)
+		status := ""
+		if line, _, ok := strings.Cut(string(b), "\r\n"); ok {
+			status = line
+		}
+		if err != nil {
+			results <- result{kind: kind, err: fmt.Errorf("not closed: %w", err)}
+			return
+		}
+		results <- result{kind: kind, took: time.Since(start), status: status}
+	}
+	slowBody := "POST /v1/internal/worker-observations/consume HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 200000\r\n\r\n{"
+	slowView := "POST /v1/agents/" + agent + "/worker/view HTTP/1.1\r\nHost: x\r\nContent-Length: 200000\r\n\r\n{"
+	slowHead := "GET /v1/agents/" + agent + "/worker/view HTTP/1.1\r\nHost: x\r\n"
+	for i := range 300 {
+		if i%2 == 0 {
+			go open("body", slowBody)
+		} else {
+			go open("view-body", slowView)
+		}
+	}
+	for range 50 {
+		go open("head", slowHead)
+	}
+	if a := poll(t, agent); a.summary() != "200 frame" {
+		t.Fatalf("a real view while 350 slow clients hold connections: %s", a.summary())
+	}
+	viewAt := time.Since(start)
+	var worstBody, worstHead time.Duration
+	for range 350 {
+		r := <-results
+		if r.err != nil {
+			t.Fatalf("%s: %v", r.kind, r.err)
+		}
+		switch r.kind {
+		case "body", "view-body":
+			if !strings.Contains(r.status, " 401 ") && !strings.Contains(r.status, " 405 ") {
+				t.Fatalf("%s answered %q", r.kind, r.status)
+			}
+			worstBody = max(worstBody, r.took)
+		case "head":
+			worstHead = max(worstHead, r.took)
+		}
+	}
+	if worstBody > time.Second || worstHead > replica.HeaderTimeout+2*time.Second {
+		t.Fatalf("slowest body connection closed after %v, slowest header connection after %v", worstBody, worstHead)
+	}
+	observed = fmt.Sprintf("bodies answered 401/405 and closed within %v, headers cut within %v; a real view 200 frame %v into it",
+		worstBody.Round(time.Millisecond), worstHead.Round(100*time.Millisecond), viewAt.Round(time.Millisecond))
 }

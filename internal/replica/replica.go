@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/net/netutil"
 	"github.com/rs/zerolog"
 
 	"github.com/agentfy/agentfy/api"
@@ -128,15 +129,35 @@ func (r *Replica) close() {
 	_ = r.Redis.Close()
 }
 
+// Limits of a replica's HTTP server. Long-lived answers (the status feed's server-sent
+// events, the worker's WebSocket) lift the read deadline for themselves once the
+// request is authenticated.
+const (
+	// HeaderTimeout bounds reading a request's headers.
+	HeaderTimeout = 5 * time.Second
+	// BodyTimeout bounds reading a whole request, body included (the only body is the
+	// consume route's, under 1 KiB).
+	BodyTimeout = 10 * time.Second
+	// IdleTimeout closes a keep-alive connection that sends no next request.
+	IdleTimeout = 2 * time.Minute
+	// MaxHeaderBytes bounds a request's headers.
+	MaxHeaderBytes = 32 << 10 // 32 KiB
+	// MaxConnections bounds the connections one replica serves at once; further
+	// clients wait in the listen backlog.
+	MaxConnections = 16384
+)
+
 // Serve serves HTTP on ln until ctx ends, then shuts down gracefully: it stops accepting,
 // lets pending views finish (they are bounded by 9 s), closes worker sockets so the
 // workers reconnect to another replica, and closes its clients.
 func (r *Replica) Serve(ctx context.Context, ln net.Listener) error {
+	ln = netutil.LimitListener(ln, MaxConnections)
 	srv := &http.Server{
 		Handler:           r.Server.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		MaxHeaderBytes:    32 << 10,
-		IdleTimeout:       2 * time.Minute,
+		ReadHeaderTimeout: HeaderTimeout,
+		ReadTimeout:       BodyTimeout,
+		MaxHeaderBytes:    MaxHeaderBytes,
+		IdleTimeout:       IdleTimeout,
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
 	srv.RegisterOnShutdown(r.Server.Shutdown)
