@@ -14,8 +14,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/redis/go-redis/v9"
-	"golang.org/x/net/netutil"
 	"github.com/rs/zerolog"
+	"golang.org/x/net/netutil"
 
 	"github.com/agentfy/agentfy/api"
 	"github.com/agentfy/agentfy/auth"
@@ -36,10 +36,10 @@ type Options struct {
 	JWT        auth.JWTConfig
 	Policy     session.Policy
 	// Tick: see channel.Config.
-	Tick time.Duration
-	OpenAPI         []byte
-	WebApp          fs.FS
-	Log             zerolog.Logger
+	Tick    time.Duration
+	OpenAPI []byte
+	WebApp  fs.FS
+	Log     zerolog.Logger
 	// DrainTimeout bounds graceful shutdown; 0 means 12 s (longer than a view's 9 s).
 	DrainTimeout time.Duration
 }

@@ -48,9 +48,9 @@ type Options struct {
 	Chromium string
 	Policy   session.Policy
 	// Tick: see channel.Config.
-	Tick time.Duration
-	WebApp          fs.FS
-	Log             zerolog.Logger
+	Tick   time.Duration
+	WebApp fs.FS
+	Log    zerolog.Logger
 	// NATSServers, when set, replaces the embedded NATS server (a cluster the caller
 	// runs, configured with deploy.NATSConfig and Secrets); replica i connects to
 	// NATSServers[i % len].
