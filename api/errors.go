@@ -8,6 +8,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/agentfy/agentfy/auth"
+	"github.com/agentfy/agentfy/feed"
 	"github.com/agentfy/agentfy/view"
 )
 
@@ -36,6 +37,7 @@ var (
 	errUnavailable     = httpError{http.StatusServiceUnavailable, "unavailable", "the browser view is temporarily unavailable; retry later"}
 	errBadRequest      = httpError{http.StatusBadRequest, "bad_request", "the request body is not valid"}
 	errCapability      = httpError{http.StatusNotFound, "not_found", "capability not found"}
+	errStreams         = httpError{http.StatusTooManyRequests, "too_many_streams", "this user holds too many status streams; close one"}
 	errNoRoute         = httpError{http.StatusNotFound, "not_found", "no such route"}
 	errMethod          = httpError{http.StatusMethodNotAllowed, "method_not_allowed", "this route does not take that method"}
 )
@@ -52,6 +54,8 @@ func classify(err error) httpError {
 		return errRateLimited
 	case errors.Is(err, view.ErrCapabilityNotFound):
 		return errCapability
+	case errors.Is(err, feed.ErrTooManyForCaller):
+		return errStreams
 	default:
 		// Redis or NATS failures, old images, refused capabilities, busy brokers,
 		// capture failures, tampered envelopes, invalid JPEGs: all unavailable, never

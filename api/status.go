@@ -37,7 +37,7 @@ func (s *Server) status(c *gin.Context) {
 		return
 	}
 	// Listen before reading the current state, so no change falls between the two.
-	l, err := s.cfg.Feed.Listen(agentID)
+	l, err := s.cfg.Feed.Listen(agentID, user)
 	if err != nil {
 		s.abort(c, err)
 		return

@@ -23,6 +23,9 @@ import (
 const (
 	// MaxListeners bounds the status-feed streams one replica serves.
 	MaxListeners = 4096
+	// MaxListenersPerCaller bounds the streams one caller (one user) holds on a replica,
+	// so that nobody can take the others' share: a web app needs one per open tab.
+	MaxListenersPerCaller = 8
 	// ListenerQueue bounds the events queued for one listener; when full the oldest is
 	// dropped (only the latest status matters).
 	ListenerQueue = 16
@@ -41,6 +44,10 @@ type Sessions interface {
 // ErrTooManyListeners is returned by Listen when MaxListeners are connected.
 var ErrTooManyListeners = errors.New("feed: too many listeners")
 
+// ErrTooManyForCaller is returned by Listen when the caller already holds
+// MaxListenersPerCaller streams.
+var ErrTooManyForCaller = errors.New("feed: too many listeners for this caller")
+
 // Feed publishes and receives status events.
 type Feed struct {
 	nc       *nats.Conn
@@ -52,6 +59,7 @@ type Feed struct {
 	mu        sync.Mutex
 	listeners map[string]map[*Listener]struct{} // by agent id; guarded by mu
 	count     int                               // guarded by mu
+	byCaller  map[string]int                    // streams per caller; guarded by mu
 
 	// Dropped counts events dropped for slow listeners.
 	Dropped atomic.Int64
@@ -62,7 +70,7 @@ type Feed struct {
 // New subscribes to every status event of the namespace; sessions confirms each event
 // before it reaches a listener.
 func New(nc *nats.Conn, ns bus.Namespace, sessions Sessions, log zerolog.Logger) (*Feed, error) {
-	f := &Feed{nc: nc, ns: ns, sessions: sessions, log: log, listeners: map[string]map[*Listener]struct{}{}}
+	f := &Feed{nc: nc, ns: ns, sessions: sessions, log: log, listeners: map[string]map[*Listener]struct{}{}, byCaller: map[string]int{}}
 	sub, err := bus.Subscribe(nc, ns.AllOf(bus.VerbStatus), f.onEvent)
 	if err != nil {
 		return nil, err
@@ -151,19 +159,26 @@ func (f *Feed) confirm(ev session.Event) bool {
 
 // Listener receives one agent's events.
 type Listener struct {
-	f     *Feed
-	agent string
-	C     chan session.Event
+	f      *Feed
+	agent  string
+	caller string
+	C      chan session.Event
 }
 
-// Listen registers a listener for agentID; call Close when done.
-func (f *Feed) Listen(agentID string) (*Listener, error) {
+// Listen registers a listener of caller (who opened the stream: a user id) for
+// agentID; call Close when done. It returns ErrTooManyForCaller or ErrTooManyListeners
+// when a bound is reached.
+func (f *Feed) Listen(agentID, caller string) (*Listener, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.byCaller[caller] >= MaxListenersPerCaller {
+		return nil, ErrTooManyForCaller
+	}
 	if f.count >= MaxListeners {
 		return nil, ErrTooManyListeners
 	}
-	l := &Listener{f: f, agent: agentID, C: make(chan session.Event, ListenerQueue)}
+	f.byCaller[caller]++
+	l := &Listener{f: f, agent: agentID, caller: caller, C: make(chan session.Event, ListenerQueue)}
 	if f.listeners[agentID] == nil {
 		f.listeners[agentID] = map[*Listener]struct{}{}
 	}
@@ -196,6 +211,9 @@ func (l *Listener) Close() {
 		if _, ok := set[l]; ok {
 			delete(set, l)
 			l.f.count--
+			if l.f.byCaller[l.caller]--; l.f.byCaller[l.caller] <= 0 {
+				delete(l.f.byCaller, l.caller)
+			}
 		}
 		if len(set) == 0 {
 			delete(l.f.listeners, l.agent)

@@ -1,6 +1,7 @@
 package reliability
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentfy/agentfy/feed"
 	"github.com/agentfy/agentfy/internal/replica"
 	"github.com/agentfy/agentfy/internal/stack"
+	"github.com/agentfy/agentfy/internal/testenv"
 )
 
 // TestEveryV1AnswerIsNoStoreJSON sends what the routes do not take: other methods, a
@@ -197,4 +200,55 @@ func TestSlowClientsAreCut(t *testing.T) {
 	}
 	observed = fmt.Sprintf("bodies answered 401/405 and closed within %v, headers cut within %v; a real view 200 frame %v into it",
 		worstBody.Round(time.Millisecond), worstHead.Round(100*time.Millisecond), viewAt.Round(time.Millisecond))
+}
+
+// TestStatusStreamsPerUser: one member cannot take every status stream of a replica —
+// past feed.MaxListenersPerCaller streams the next is refused with 429, while another
+// member still gets one, and closing a stream frees its place.
+func TestStatusStreamsPerUser(t *testing.T) {
+	observed := ""
+	record(t, "Bounds", fmt.Sprintf("one user holds at most %d status streams per replica (the next: 429); another user still gets one; a closed stream frees its place", feed.MaxListenersPerCaller), &observed)
+	agent := newAgent(t, "agent-streams")
+	url := st.Replicas[0].URL + "/v1/agents/" + agent + "/worker/status"
+	open := func(user string) (*http.Response, context.CancelFunc) {
+		t.Helper()
+		c, cancel := context.WithCancel(ctx(t))
+		req, err := http.NewRequestWithContext(c, http.MethodGet, url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+token(t, user))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cancel(); _ = resp.Body.Close() })
+		return resp, cancel
+	}
+	var first context.CancelFunc
+	for i := range feed.MaxListenersPerCaller {
+		resp, cancel := open("u-alice")
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("stream %d: %d", i+1, resp.StatusCode)
+		}
+		if i == 0 {
+			first = cancel
+		}
+	}
+	extra, _ := open("u-alice")
+	other, _ := open("u-bob")
+	if extra.StatusCode != http.StatusTooManyRequests || extra.Header.Get("Cache-Control") != "no-store" || other.StatusCode != http.StatusOK {
+		t.Fatalf("stream %d of one user: %d; another user's: %d", feed.MaxListenersPerCaller+1, extra.StatusCode, other.StatusCode)
+	}
+	first()
+	var again int
+	testenv.WaitFor(t, 5*time.Second, "the closed stream's place", func() bool {
+		resp, cancel := open("u-alice")
+		again = resp.StatusCode
+		if again != http.StatusOK {
+			cancel()
+		}
+		return again == http.StatusOK
+	})
+	observed = fmt.Sprintf("%d streams of u-alice 200, the next %d; u-bob 200; after closing one, u-alice %d", feed.MaxListenersPerCaller, extra.StatusCode, again)
 }
