@@ -51,6 +51,10 @@ type Broker struct {
 	// sessions are the CDP sessions observation attached to tabs; guarded
 	// by mu (the event loop forgets closed tabs).
 	sessions map[proto.TargetTargetID]proto.TargetSessionID
+	// lastURLs is the last non-empty URL a capture of each tab saw, for the
+	// moment of a navigation when Chromium reports none; guarded by mu,
+	// forgotten with the tab.
+	lastURLs map[proto.TargetTargetID]string
 
 	done       chan struct{} // closed by Shutdown
 	stopEvents context.CancelFunc
@@ -82,6 +86,7 @@ func New(ctx context.Context, browser *rod.Browser, consume *ConsumeClient, cfg 
 		toolQueue: make(chan *toolOp, cfg.ToolQueueSize),
 		observing: make(chan struct{}, 1),
 		sessions:  make(map[proto.TargetTargetID]proto.TargetSessionID),
+		lastURLs:  make(map[proto.TargetTargetID]string),
 		done:      make(chan struct{}),
 	}
 
@@ -141,7 +146,7 @@ func (b *Broker) followTargets(events <-chan *rod.Message) {
 			var e proto.TargetTargetDestroyed
 			if msg.Load(&e) {
 				b.tabs.Closed(string(e.TargetID))
-				b.forgetSession(e.TargetID)
+				b.forgetTab(e.TargetID)
 			}
 		case "Target.detachedFromTarget":
 			var e proto.TargetDetachedFromTarget
@@ -178,6 +183,26 @@ func (b *Broker) forgetSession(target proto.TargetTargetID) {
 	b.mu.Lock()
 	delete(b.sessions, target)
 	b.mu.Unlock()
+}
+
+// forgetTab forgets everything observation kept of a closed tab.
+func (b *Broker) forgetTab(target proto.TargetTargetID) {
+	b.mu.Lock()
+	delete(b.sessions, target)
+	delete(b.lastURLs, target)
+	b.mu.Unlock()
+}
+
+// pageURL is the URL to report for a tab: the one a capture saw, remembered;
+// or, when it saw none (mid-navigation), the last one remembered.
+func (b *Broker) pageURL(target proto.TargetTargetID, seen string) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if seen == "" {
+		return b.lastURLs[target]
+	}
+	b.lastURLs[target] = seen
+	return seen
 }
 
 // forgetSessionID forgets an observation session Chromium detached.

@@ -55,7 +55,10 @@ func (s cdpSession) GetContext() context.Context { return s.ctx }
 // captureClip returns the screenshot clip for a CSS visual viewport and a
 // device pixel ratio: the visible part of the page, at most MaxCaptureHeight
 // CSS pixels tall, scaled so the image is at most MaxCaptureWidth pixels
-// wide. It fails for an empty viewport.
+// wide. The image never has more than one pixel per CSS pixel, whatever the
+// device pixel ratio: so a frame is at most MaxCaptureHeight image pixels
+// tall exactly when its clip is at most MaxCaptureHeight CSS pixels, which is
+// what the API checks. It fails for an empty viewport.
 func captureClip(vv *proto.PageVisualViewport, dpr float64) (*proto.PageViewport, error) {
 	if vv == nil || !(vv.ClientWidth >= 1 && vv.ClientHeight >= 1) {
 		return nil, errors.New("empty visual viewport")
@@ -70,9 +73,10 @@ func captureClip(vv *proto.PageVisualViewport, dpr float64) (*proto.PageViewport
 		Height: min(vv.ClientHeight, MaxCaptureHeight),
 		Scale:  1,
 	}
-	if w := vv.ClientWidth * dpr; w > MaxCaptureWidth {
-		clip.Scale = MaxCaptureWidth / w
-	}
+	// The image has ClientWidth × Scale × dpr pixels across: Scale × dpr is the
+	// image pixels per CSS pixel, at most 1, and less when the viewport is wider
+	// than MaxCaptureWidth.
+	clip.Scale = min(1, MaxCaptureWidth/vv.ClientWidth) / dpr
 	return clip, nil
 }
 

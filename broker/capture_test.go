@@ -42,6 +42,16 @@ func TestCaptureClip(t *testing.T) {
 			dpr:  2, want: proto.PageViewport{Width: 1280, Height: 800, Scale: 0.5}, wantWidth: 1280,
 		},
 		{
+			name: "a narrow tall viewport at ratio 2 gets one image pixel per CSS pixel",
+			vv:   &proto.PageVisualViewport{ClientWidth: 800, ClientHeight: 3000},
+			dpr:  2, want: proto.PageViewport{Width: 800, Height: 2000, Scale: 0.5}, wantWidth: 800,
+		},
+		{
+			name: "ratio 3 and full hd",
+			vv:   &proto.PageVisualViewport{ClientWidth: 1920, ClientHeight: 1080},
+			dpr:  3, want: proto.PageViewport{Width: 1920, Height: 1080, Scale: 1280.0 / 1920 / 3}, wantWidth: 1280,
+		},
+		{
 			name: "unknown ratio is 1",
 			vv:   &proto.PageVisualViewport{ClientWidth: 640, ClientHeight: 480},
 			dpr:  math.NaN(), want: proto.PageViewport{Width: 640, Height: 480, Scale: 1}, wantWidth: 640,

@@ -32,6 +32,10 @@ const (
 	// MaxScroll bounds the distance of one scroll step, in CSS pixels.
 	MaxScroll = 100_000
 
+	// MaxPageURLBytes and MaxPageTitleBytes bound the URL and title of a page
+	// (the API's limits): longer ones are shortened on a character boundary.
+	MaxPageURLBytes   = 16 << 10 // 16 KiB
+	MaxPageTitleBytes = 4 << 10  // 4 KiB
 	// CaptureQuality is the JPEG quality of every capture.
 	CaptureQuality = 60
 	// MaxCaptureWidth bounds the width of a capture, in image pixels.

@@ -147,6 +147,9 @@ func TestCaptureGeometryAndQuality(t *testing.T) {
 		{name: "taller than 2000 is clipped before scaling", width: 1920, height: 3000, dpr: 1, wantSize: image.Pt(1280, 1333), wantBottom: blue},
 		{name: "tall and narrow is clipped, not scaled", width: 800, height: 2600, dpr: 1, wantSize: image.Pt(800, 2000), wantBottom: blue},
 		{name: "device pixel ratio 2 stays 1280 wide", width: 1280, height: 800, dpr: 2, wantSize: image.Pt(1280, 800), wantBottom: red},
+		// The case the API used to refuse: 800 CSS px wide at ratio 2 made a 1280 × 3200
+		// image of a 2000-CSS-px clip. One image pixel per CSS pixel keeps it 800 × 2000.
+		{name: "device pixel ratio 2, narrow and tall, is 2000 px at most", width: 800, height: 2600, dpr: 2, wantSize: image.Pt(800, 2000), wantBottom: blue},
 	}
 	lum, chr := ijgTable(ijgLuminance, CaptureQuality), ijgTable(ijgChrominance, CaptureQuality)
 	for _, tt := range tests {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-rod/rod/lib/proto"
 
@@ -141,5 +143,24 @@ func (b *Broker) captureTab(ctx context.Context, id proto.TargetTargetID, at tim
 	if err != nil {
 		return nil, err
 	}
+	// A page controls its own URL (history.replaceState) and title: one longer than
+	// the API accepts would make every view of the tab fail, so it hides nothing, it
+	// is shortened. A URL Chromium does not report while the tab navigates is the
+	// last one seen.
+	page.URL = truncateUTF8(b.pageURL(id, page.URL), MaxPageURLBytes)
+	page.Title = truncateUTF8(page.Title, MaxPageTitleBytes)
 	return page, nil
+}
+
+// truncateUTF8 cuts s to at most n bytes on a character boundary, and replaces
+// any invalid UTF-8 (which the API refuses).
+func truncateUTF8(s string, n int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

@@ -29,6 +29,11 @@ func newSite(tb testing.TB) *site {
 		}
 		writeHTML(w, r.PathValue("name"), fmt.Sprintf(`<style>html,body{margin:0;height:100%%;background:%s}</style>`, html.EscapeString(c)))
 	})
+	// /hiding: a page that makes its URL 20 KiB long (history.replaceState) and
+	// its title 5 KiB of multi-byte characters, to hide from viewers if it could.
+	mux.HandleFunc("/hiding", func(w http.ResponseWriter, r *http.Request) {
+		writeHTML(w, "hiding", `<script>history.replaceState(null, "", "/hiding?" + "q".repeat(20480)); document.title = "ж".repeat(2600) + "end";</script><p>hiding</p>`)
+	})
 	// /bands: 600 CSS px red, then 3000 CSS px green, to test scrolling.
 	mux.HandleFunc("/bands", func(w http.ResponseWriter, r *http.Request) {
 		writeHTML(w, "bands", `<style>body{margin:0}</style><div style="height:600px;background:rgb(255,0,0)"></div><div style="height:3000px;background:rgb(0,255,0)"></div>`)

@@ -334,7 +334,7 @@ func (b *Broker) CloseTab(ctx context.Context, tabID string) error {
 		// Chromium reports the destruction too; forgetting it now makes the
 		// next call see the close at once.
 		b.tabs.Closed(tabID)
-		b.forgetSession(proto.TargetTargetID(tabID))
+		b.forgetTab(proto.TargetTargetID(tabID))
 		return nil, nil
 	})
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"image"
 	"image/color"
 	"image/jpeg"
@@ -15,8 +16,12 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
+	"unicode/utf8"
 
 	"github.com/agentfy/agentfy/internal/stack"
+	"github.com/agentfy/agentfy/internal/testenv"
+	"github.com/agentfy/agentfy/view"
 	"github.com/agentfy/agentfy/view/envelope"
 )
 
@@ -219,4 +224,30 @@ func TestForgedPagesAreValidated(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestAPageCannotHideFromViewers(t *testing.T) {
+	observed := ""
+	record(t, "Tampering (pages sealed by a forging broker)", "a page that makes its URL 20 KiB and its title 5 KiB long is still seen: both shortened on a character boundary, 200 frame", &observed)
+	agent := "agent-hiding"
+	ss := liveSession(t, agent, stack.SessionOptions{})
+	if _, err := ss.Tool(ctx(t), "browser_open", map[string]string{"url": st.Site + "/hiding.html"}); err != nil {
+		t.Fatal(err)
+	}
+	var page view.Page
+	testenv.WaitFor(t, 20*time.Second, "a frame of the hiding page", func() bool {
+		a := poll(t, agent)
+		var res struct {
+			Page *view.Page `json:"page"`
+		}
+		if a.Status != 200 || json.Unmarshal([]byte(a.Body), &res) != nil || res.Page == nil || !strings.Contains(res.Page.URL, "hiding.html?qq") {
+			return false
+		}
+		page = *res.Page
+		return true
+	})
+	if len(page.URL) != view.MaxURLBytes || len(page.Title) > view.MaxTitleBytes || !utf8.ValidString(page.Title) || strings.Contains(page.Title, "end") {
+		t.Fatalf("url of %d bytes, title of %d bytes", len(page.URL), len(page.Title))
+	}
+	observed = fmt.Sprintf("200 frame; url %d bytes, title %d bytes (valid UTF-8)", len(page.URL), len(page.Title))
 }
