@@ -239,7 +239,9 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return // Accept has answered
 	}
-	ws.SetReadLimit(jsonrpc.MaxMessage)
+	// The hello is small: a larger first message ends the socket before it is read
+	// whole (the limit is raised once the hello passed).
+	ws.SetReadLimit(jsonrpc.MaxHelloBytes)
 	h.serve(context.WithoutCancel(r.Context()), ws, sess)
 }
 
@@ -256,9 +258,12 @@ func (h *Hub) serve(parent context.Context, ws *websocket.Conn, sess session.Ses
 
 	hello, helloID, err := c.readHello(ctx)
 	if err != nil {
+		// The error names the rule broken, never the hello's content.
 		c.log.Warn().Err(err).Msg("worker hello refused")
+		c.close(websocket.StatusPolicyViolation, "hello refused: "+err.Error())
 		return
 	}
+	c.ws.SetReadLimit(jsonrpc.MaxMessage)
 	c.session.Hello = hello
 	if err := h.cfg.Sessions.Attach(ctx, sess.ID, h.cfg.ReplicaID, envelope.PublicKeyHex(h.key), hello); err != nil {
 		c.log.Error().Err(err).Msg("attach session")
@@ -294,16 +299,23 @@ func (c *Conn) readHello(ctx context.Context) (session.Hello, uint64, error) {
 	defer cancel()
 	_, data, err := c.ws.Read(ctx)
 	if err != nil {
-		return session.Hello{}, 0, err
+		if websocket.CloseStatus(err) == websocket.StatusMessageTooBig {
+			return session.Hello{}, 0, fmt.Errorf("hello larger than %d bytes", jsonrpc.MaxHelloBytes)
+		}
+		return session.Hello{}, 0, errors.New("no hello")
 	}
 	m, err := jsonrpc.Parse(data)
 	if err != nil || !m.IsRequest() || m.Method != jsonrpc.MethodHello {
 		return session.Hello{}, 0, errors.New("first message is not a hello")
 	}
 	var p jsonrpc.HelloParams
-	if err := json.Unmarshal(m.Params, &p); err != nil || p.BootstrapRevision != session.BootstrapRevision || len(p.ImageTag) > 256 || len(p.Capabilities) > 32 {
-		_ = c.write(ctx, encoded(jsonrpc.NewError(*m.ID, jsonrpc.CodeInvalidParams, "hello: bad image tag, capabilities or bootstrap revision")))
-		return session.Hello{}, 0, errors.New("bad hello")
+	why := "hello params are not an object"
+	if err := json.Unmarshal(m.Params, &p); err == nil {
+		why = jsonrpc.ValidHello(p)
+	}
+	if why != "" {
+		_ = c.write(ctx, encoded(jsonrpc.NewError(*m.ID, jsonrpc.CodeInvalidParams, "hello: "+why)))
+		return session.Hello{}, 0, errors.New(why)
 	}
 	return session.Hello{ImageTag: p.ImageTag, BootstrapRevision: p.BootstrapRevision, Capabilities: p.Capabilities}, *m.ID, nil
 }

@@ -154,6 +154,55 @@ func NewError(id uint64, code int, message string) ([]byte, error) {
 	return json.Marshal(Message{JSONRPC: Version, ID: &id, Error: &Error{Code: code, Message: message}})
 }
 
+// Bounds of the worker's hello. A replica reads the hello with MaxHelloBytes as the
+// socket's read limit and refuses one whose fields break the others.
+const (
+	MaxHelloBytes      = 4 << 10 // 4 KiB, the whole JSON-RPC message
+	MaxImageTagBytes   = 256
+	MaxCapabilities    = 16
+	MaxCapabilityBytes = 64
+)
+
+// ValidHello reports why p is not an acceptable hello: the bootstrap revision, an
+// image tag longer than MaxImageTagBytes or with characters outside printable ASCII,
+// more than MaxCapabilities capabilities, or one that is empty, longer than
+// MaxCapabilityBytes or not a plain token. It returns "" for a good hello.
+func ValidHello(p HelloParams) string {
+	switch {
+	case p.BootstrapRevision != BootstrapRevision:
+		return "unsupported bootstrap revision"
+	case len(p.ImageTag) > MaxImageTagBytes || !printable(p.ImageTag):
+		return "bad image tag"
+	case len(p.Capabilities) > MaxCapabilities:
+		return "too many capabilities"
+	}
+	for _, c := range p.Capabilities {
+		if c == "" || len(c) > MaxCapabilityBytes || !token(c) {
+			return "bad capability"
+		}
+	}
+	return ""
+}
+
+func printable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+func token(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
 // HelloParams is the worker's hello.
 type HelloParams struct {
 	ImageTag          string   `json:"imageTag"`

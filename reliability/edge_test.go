@@ -3,6 +3,7 @@ package reliability
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -11,10 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"github.com/agentfy/agentfy/feed"
 	"github.com/agentfy/agentfy/internal/replica"
 	"github.com/agentfy/agentfy/internal/stack"
 	"github.com/agentfy/agentfy/internal/testenv"
+	"github.com/agentfy/agentfy/jsonrpc"
 )
 
 // TestEveryV1AnswerIsNoStoreJSON sends what the routes do not take: other methods, a
@@ -251,4 +255,87 @@ func TestStatusStreamsPerUser(t *testing.T) {
 		return again == http.StatusOK
 	})
 	observed = fmt.Sprintf("%d streams of u-alice 200, the next %d; u-bob 200; after closing one, u-alice %d", feed.MaxListenersPerCaller, extra.StatusCode, again)
+}
+
+// TestHelloIsBounded dials the tool channel with a real worker pass and says hellos no
+// worker would: each is refused with a close reason naming the rule, nothing of it is
+// stored in the session or logged, and a proper hello still works.
+func TestHelloIsBounded(t *testing.T) {
+	observed := ""
+	record(t, "Bounds", fmt.Sprintf("a hello over %d bytes, with over %d capabilities, a capability that is not a token or an image tag over %d bytes is refused with a close reason; nothing of it reaches Redis or the logs", jsonrpc.MaxHelloBytes, jsonrpc.MaxCapabilities, jsonrpc.MaxImageTagBytes), &observed)
+	agent := newAgent(t, "agent-hello")
+	sess, passes, err := st.Sess.Start(ctx(t), agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = st.Sess.Stop(context.Background(), sess.ID, "test") })
+	url := "ws" + strings.TrimPrefix(st.Replicas[0].URL, "http") + "/v1/worker/channel"
+	say := func(params any) (websocket.StatusCode, string, error) {
+		ws, resp, err := websocket.Dial(ctx(t), url, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + passes.Worker}}})
+		if resp != nil && resp.Body != nil {
+			_ = resp.Body.Close()
+		}
+		if err != nil {
+			return 0, "", err
+		}
+		defer func() { _ = ws.CloseNow() }()
+		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": jsonrpc.MethodHello, "params": params})
+		if err := ws.Write(ctx(t), websocket.MessageText, b); err != nil {
+			return 0, "", err
+		}
+		for {
+			_, data, err := ws.Read(ctx(t))
+			if err != nil {
+				var ce websocket.CloseError
+				if errors.As(err, &ce) {
+					return ce.Code, ce.Reason, nil
+				}
+				return -1, "", err
+			}
+			if strings.Contains(string(data), `"result"`) {
+				return websocket.StatusNormalClosure, "hello accepted", nil
+			}
+		}
+	}
+	huge := strings.Repeat("x", 1<<20)
+	var many []string
+	for i := range jsonrpc.MaxCapabilities + 1 {
+		many = append(many, fmt.Sprintf("cap%d", i))
+	}
+	var results []string
+	for _, tc := range []struct {
+		name   string
+		params any
+		want   string
+	}{
+		// The socket's read limit ends it before the message is read whole.
+		{"1 MiB capability", map[string]any{"imageTag": "t", "bootstrapRevision": 2, "capabilities": []string{huge}}, "read limited at"},
+		{"too many capabilities", map[string]any{"imageTag": "t", "bootstrapRevision": 2, "capabilities": many}, "too many capabilities"},
+		{"capability with a newline", map[string]any{"imageTag": "t", "bootstrapRevision": 2, "capabilities": []string{"browser\nView"}}, "bad capability"},
+		{"long image tag", map[string]any{"imageTag": strings.Repeat("t", jsonrpc.MaxImageTagBytes+1), "bootstrapRevision": 2}, "bad image tag"},
+		{"params not an object", []int{1}, "not an object"},
+	} {
+		code, reason, err := say(tc.params)
+		want := websocket.StatusPolicyViolation
+		if tc.name == "1 MiB capability" {
+			want = websocket.StatusMessageTooBig
+		}
+		if err != nil || code != want || !strings.Contains(reason, tc.want) {
+			t.Fatalf("%s: close %d %q (%v), want policy violation %q", tc.name, code, reason, err, tc.want)
+		}
+		results = append(results, reason)
+	}
+	cur, err := st.Sess.Get(ctx(t), sess.ID)
+	if err != nil || cur.Hello.ImageTag != "" || len(cur.Hello.Capabilities) != 0 {
+		t.Fatalf("a refused hello reached the session: %+v (%v)", cur.Hello, err)
+	}
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if len(line) > 8<<10 || strings.Contains(line, "xxxxxxxxxxxxxxxx") {
+			t.Fatalf("a log line of %d bytes carries the hello", len(line))
+		}
+	}
+	if _, reason, err := say(map[string]any{"imageTag": "browser-worker:1", "bootstrapRevision": 2, "capabilities": []string{"browserView"}}); err != nil || reason != "hello accepted" {
+		t.Fatalf("a proper hello: %q %v", reason, err)
+	}
+	observed = "closed with: " + strings.Join(results, "; ") + "; a proper hello accepted"
 }
