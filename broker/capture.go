@@ -31,6 +31,9 @@ type Page struct {
 // complete JPEG.
 var errNotJPEG = errors.New("capture is not a jpeg")
 
+// errFrameTooLarge is a capture larger than MaxFrameBytes.
+var errFrameTooLarge = errors.New("capture is larger than the frame limit")
+
 // cdpSession sends CDP commands to one attached target session under one
 // context. It implements proto.Client, proto.Sessionable and
 // proto.Contextable, so typed proto calls can use it without a rod Page,
@@ -117,6 +120,10 @@ func capture(ctx context.Context, s cdpSession, target proto.TargetTargetID, at 
 	}
 	if !isJPEG(shot.Data) {
 		return nil, errNotJPEG
+	}
+	if len(shot.Data) > MaxFrameBytes {
+		// The API would refuse it; do not seal and carry it that far.
+		return nil, errFrameTooLarge
 	}
 	return &Page{
 		URL:         info.TargetInfo.URL,

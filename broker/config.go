@@ -36,6 +36,8 @@ const (
 	// (the API's limits): longer ones are shortened on a character boundary.
 	MaxPageURLBytes   = 16 << 10 // 16 KiB
 	MaxPageTitleBytes = 4 << 10  // 4 KiB
+	// MaxFrameBytes bounds a capture's JPEG (the API's limit); a larger one fails.
+	MaxFrameBytes = 4 << 20 // 4 MiB
 	// CaptureQuality is the JPEG quality of every capture.
 	CaptureQuality = 60
 	// MaxCaptureWidth bounds the width of a capture, in image pixels.

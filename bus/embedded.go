@@ -32,8 +32,10 @@ type EmbeddedOptions struct {
 	Config string
 }
 
-// MaxPayload of the embedded server: a sealed 2000-px frame stays well under this.
-const MaxPayload = 4 << 20 // 4 MiB
+// MaxPayload is the largest NATS message the embedded server, and the deployment
+// template (deploy/nats-server.conf.tmpl), allow: a sealed frame of the largest JPEG the
+// API accepts (view.MaxSealedBytes, about 7.3 MiB) fits.
+const MaxPayload = 8 << 20 // 8 MiB
 
 // RunEmbedded starts a NATS server on loopback and waits until it accepts clients.
 func RunEmbedded(o EmbeddedOptions) (*server.Server, error) {
@@ -44,7 +46,10 @@ func RunEmbedded(o EmbeddedOptions) (*server.Server, error) {
 		}
 	}
 	opts.ServerName, opts.Host, opts.Port = o.Name, "127.0.0.1", o.Port
-	opts.MaxPayload, opts.NoLog, opts.NoSigs = MaxPayload, true, true
+	opts.NoLog, opts.NoSigs = true, true
+	if opts.MaxPayload == 0 {
+		opts.MaxPayload = MaxPayload // unless the configuration says otherwise
+	}
 	if o.MonitorPort != 0 {
 		opts.HTTPHost = "127.0.0.1"
 		opts.HTTPPort = o.MonitorPort

@@ -456,7 +456,12 @@ func (c *Conn) onView(msg *nats.Msg) {
 		if h := c.hub.envelopeHook.Load(); h != nil {
 			res = (*h)(res)
 		}
-		_ = bus.Respond(msg, res)
+		if err := bus.Respond(msg, res); err != nil {
+			// Too large for NATS, or the connection is down: say so at once rather than
+			// let the requester wait out its deadline.
+			c.log.Warn().Err(err).Int("bytes", len(res)).Msg("view reply not sent")
+			_ = bus.RespondError(msg, view.ReasonFailed, "reply not sent")
+		}
 	}()
 }
 
@@ -519,7 +524,10 @@ func (c *Conn) onTool(msg *nats.Msg) {
 				return
 			}
 			b, _ := json.Marshal(envelope.Sealed{Envelope: env})
-			_ = bus.Respond(msg, b)
+			if err := bus.Respond(msg, b); err != nil {
+				c.log.Warn().Err(err).Int("bytes", len(b)).Msg("tool result not sent")
+				_ = bus.RespondError(msg, "unavailable", "result not sent")
+			}
 		case errors.As(err, &rpcErr):
 			// Broker error messages are plain and carry no URL or page text.
 			_ = bus.RespondError(msg, "tool_failed", rpcErr.Message)

@@ -37,8 +37,8 @@ func TestNATSConfigConfinesRoles(t *testing.T) {
 	if err := opts.ProcessConfigString(cfg); err != nil {
 		t.Fatalf("nats-server rejects the rendered configuration: %v\n%s", err, cfg)
 	}
-	if opts.SystemAccount != "SYS" || opts.NoAuthUser != "" {
-		t.Fatalf("system account %q, no-auth user %q", opts.SystemAccount, opts.NoAuthUser)
+	if opts.SystemAccount != "SYS" || opts.NoAuthUser != "" || opts.MaxPayload != bus.MaxPayload {
+		t.Fatalf("system account %q, no-auth user %q, max_payload %d (want %d)", opts.SystemAccount, opts.NoAuthUser, opts.MaxPayload, bus.MaxPayload)
 	}
 	users := map[string]*server.User{}
 	for _, u := range opts.Users {

@@ -16,7 +16,9 @@ import (
 
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/channel"
+	"github.com/agentfy/agentfy/deploy"
 	"github.com/agentfy/agentfy/directory"
+	"github.com/agentfy/agentfy/internal/replica"
 	"github.com/agentfy/agentfy/internal/stack"
 	"github.com/agentfy/agentfy/view"
 	"github.com/agentfy/agentfy/view/envelope"
@@ -177,5 +179,47 @@ func TestObservationWaitersPerConnection(t *testing.T) {
 		if err := <-errs; !errors.As(err, &re) || re.Code != view.ReasonCapture {
 			t.Fatalf("held observation ended with %v, want a capture failure", err)
 		}
+	}
+}
+
+func TestOversizedReplyFailsAtOnce(t *testing.T) {
+	observed := ""
+	record(t, "Bounds", "a reply larger than NATS's max_payload is answered with an error at once (503), not after the 9-s deadline", &observed)
+	agent := "agent-oversized"
+	liveSession(t, agent, stack.SessionOptions{})
+	owner := st.Replicas[1].Hub
+	owner.SetEnvelopeHook(func([]byte) []byte { return make([]byte, bus.MaxPayload+1) })
+	t.Cleanup(func() { owner.SetEnvelopeHook(nil) })
+	start := time.Now()
+	a := poll(t, agent)
+	took := time.Since(start)
+	observed = fmt.Sprintf("%s after %v", a.summary(), took.Round(time.Millisecond))
+	if a.Status != http.StatusServiceUnavailable || took > 3*time.Second {
+		t.Fatalf("oversized reply: %s", observed)
+	}
+	owner.SetEnvelopeHook(nil)
+	if a := poll(t, agent); a.summary() != "200 frame" {
+		t.Fatalf("after: %s", a.summary())
+	}
+}
+
+func TestReplicaRefusesASmallMaxPayload(t *testing.T) {
+	observed := ""
+	record(t, "Bounds", "a replica refuses to start on a NATS server whose max_payload cannot carry the largest sealed frame", &observed)
+	cfg, err := deploy.NATSConfig(st.NS, st.Secrets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := bus.RunEmbedded(bus.EmbeddedOptions{Name: "small-payload", Port: -1, Config: strings.Replace(cfg, "max_payload: 8MB", "max_payload: 1MB", 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	natsCfg := st.NATSConfig(bus.RoleReplica, "small")
+	natsCfg.Servers = []string{srv.ClientURL()}
+	_, err = replica.New(ctx(t), replica.Options{ReplicaID: "small", Deployment: "dev", Redis: st.RedisOptions(deploy.RedisReplica), NATS: natsCfg, JWT: st.JWTConfig(), OpenAPI: []byte("x")})
+	observed = fmt.Sprint(err)
+	if err == nil || !strings.Contains(err.Error(), "max_payload") {
+		t.Fatalf("replica on a 1 MB server: %v", err)
 	}
 }

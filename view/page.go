@@ -19,6 +19,15 @@ const (
 	MaxTitleBytes  = 4 << 10  // 4 KiB
 	MaxFrameWidth  = 1280     // px
 	MaxFrameHeight = 2000     // px
+	// MaxPlaintextBytes bounds a page's JSON: the JPEG in base64, and room for the URL
+	// and title even if every byte of them were escaped (\u00XX).
+	MaxPlaintextBytes = 4*((MaxFrameBytes+2)/3) + 6*(MaxURLBytes+MaxTitleBytes) + 256
+	// MaxSealedBytes bounds a sealed page on the wire, {"envelope":{…}}: the
+	// ciphertext in base64 and the keys, IV and tag in hex. It is the largest NATS
+	// message of a view, so the NATS server's max_payload (bus.MaxPayload in the
+	// development stack and the deployment template) must be at least this; a replica
+	// checks it at start. A test checks the chain up to jsonrpc.MaxMessage and MaxReply.
+	MaxSealedBytes = 4*((MaxPlaintextBytes+2)/3) + 512
 	// CapturedAtLayout is UTC with milliseconds and a Z.
 	CapturedAtLayout = "2006-01-02T15:04:05.000Z"
 	ContentTypeJPEG  = "image/jpeg"

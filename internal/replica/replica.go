@@ -89,6 +89,13 @@ func New(ctx context.Context, o Options) (*Replica, error) {
 		_ = rdb.Close()
 		return nil, err
 	}
+	// A frame larger than the server's max_payload would be dropped on its way back:
+	// refuse to start on a server that cannot carry the largest one.
+	if limit := nc.MaxPayload(); limit < view.MaxSealedBytes {
+		nc.Close()
+		_ = rdb.Close()
+		return nil, fmt.Errorf("nats: the server's max_payload is %d bytes, a sealed frame may need %d: set max_payload: 8MB", limit, view.MaxSealedBytes)
+	}
 	r := &Replica{opts: o, Redis: rdb, NATS: nc}
 	r.Creds = auth.NewStore(rdb, o.Deployment, nil)
 	r.Dir = directory.NewStore(rdb, o.Deployment)

@@ -1,0 +1,70 @@
+package view_test
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/agentfy/agentfy/bus"
+	"github.com/agentfy/agentfy/jsonrpc"
+	"github.com/agentfy/agentfy/view"
+	"github.com/agentfy/agentfy/view/envelope"
+)
+
+// TestSizeChainAgrees: the largest page the API accepts, sealed, fits every bound on
+// its way — the NATS message (bus.MaxPayload, which the deployment template sets
+// too), the JSON-RPC message that carries it from the worker, and the reply the
+// requester reads — and view.MaxSealedBytes is a true bound of it.
+func TestSizeChainAgrees(t *testing.T) {
+	jpeg := append([]byte{0xFF, 0xD8, 0xFF}, bytes.Repeat([]byte{0xAB}, view.MaxFrameBytes-5)...)
+	jpeg = append(jpeg, 0xFF, 0xD9)
+	// A URL and title of the worst kind for JSON: every byte escaped.
+	page, err := json.Marshal(view.Page{
+		URL: strings.Repeat("\x01", view.MaxURLBytes), Title: strings.Repeat("\x02", view.MaxTitleBytes),
+		CapturedAt: "2026-11-30T12:00:00.000Z", ContentType: view.ContentTypeJPEG, Data: base64.StdEncoding.EncodeToString(jpeg),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page) > view.MaxPlaintextBytes {
+		t.Fatalf("the largest page is %d bytes, MaxPlaintextBytes %d", len(page), view.MaxPlaintextBytes)
+	}
+	key, err := envelope.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := make([]byte, 32)
+	_, _ = rand.Read(id)
+	env, err := envelope.Seal(rand.Reader, key.PublicKey(), hex.EncodeToString(id), page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed, err := json.Marshal(envelope.Sealed{Envelope: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rpc, err := jsonrpc.NewResult(1<<53, sealed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		what  string
+		size  int
+		bound int
+	}{
+		{"sealed page ≤ view.MaxSealedBytes", len(sealed), view.MaxSealedBytes},
+		{"view.MaxSealedBytes ≤ bus.MaxPayload (NATS max_payload)", view.MaxSealedBytes, bus.MaxPayload},
+		{"view.MaxSealedBytes ≤ view.MaxReply", view.MaxSealedBytes, view.MaxReply},
+		{"JSON-RPC result ≤ jsonrpc.MaxMessage", len(rpc) - len(sealed) + view.MaxSealedBytes, jsonrpc.MaxMessage},
+		{"page ≤ envelope.MaxPlaintext", view.MaxPlaintextBytes, envelope.MaxPlaintext},
+	} {
+		if c.size > c.bound {
+			t.Errorf("%s: %d > %d", c.what, c.size, c.bound)
+		}
+	}
+	t.Logf("largest sealed page %d bytes (%.2f MiB); NATS max_payload %d", len(sealed), float64(len(sealed))/(1<<20), bus.MaxPayload)
+}
