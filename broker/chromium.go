@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -99,7 +100,12 @@ func LaunchChromium(ctx context.Context, cfg LaunchConfig, logger zerolog.Logger
 	if _, err := os.Stat(bin); err != nil {
 		return nil, fmt.Errorf("launch chromium: %w", err)
 	}
-	profile, err := os.MkdirTemp(cfg.ProfileParent, "agentfy-chromium-")
+	// A broker that crashed (or was killed) left its profile behind: clear those of
+	// dead brokers before making a new one.
+	if n := SweepProfiles(cfg.ProfileParent); n > 0 {
+		logger.Info().Int("profiles", n).Msg("removed the profiles of dead brokers")
+	}
+	profile, err := os.MkdirTemp(cfg.ProfileParent, profilePrefix)
 	if err != nil {
 		return nil, fmt.Errorf("launch chromium: profile: %w", err)
 	}
@@ -108,6 +114,9 @@ func LaunchChromium(ctx context.Context, cfg LaunchConfig, logger zerolog.Logger
 			_ = os.RemoveAll(profile)
 		}
 	}()
+	if err := os.WriteFile(filepath.Join(profile, ownerFile), []byte(processIdentity(os.Getpid())), 0o600); err != nil {
+		return nil, fmt.Errorf("launch chromium: profile owner: %w", err)
+	}
 
 	l := launcher.New().Context(ctx)
 	// Replace rod's defaults wholesale: they disable site isolation and add
@@ -197,4 +206,86 @@ func (c *Chromium) stop() error {
 	case <-time.After(closeTimeout):
 		return fmt.Errorf("chromium (pid %d) did not die", c.launcher.PID())
 	}
+}
+
+// A profile directory is named profilePrefix+random and holds ownerFile, the identity
+// of the broker process that made it (see processIdentity).
+const (
+	profilePrefix = "agentfy-chromium-"
+	ownerFile     = "agentfy-owner"
+	// orphanAge is how old a profile without an owner file must be to count as left
+	// behind (the owner file is written right after the directory is made).
+	orphanAge = time.Minute
+)
+
+// processIdentity is "pid starttime": the start time (from /proc) tells a live owner
+// from a new process that reuses a dead one's pid. Empty start time where /proc has
+// none.
+func processIdentity(pid int) string {
+	start := ""
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+		// The fields after the command name, which is in parentheses and may hold
+		// spaces; starttime is the 22nd field of the line, the 20th after it.
+		if i := strings.LastIndexByte(string(b), ')'); i >= 0 {
+			if f := strings.Fields(string(b[i+1:])); len(f) > 19 {
+				start = f[19]
+			}
+		}
+	}
+	return fmt.Sprintf("%d %s", pid, start)
+}
+
+// SweepProfiles removes the Chromium profiles under parent ("" means the temporary
+// directory) whose broker is no longer running, and those without an owner that are
+// older than orphanAge. It returns how many it removed; a profile it cannot read is
+// left alone.
+func SweepProfiles(parent string) int {
+	if parent == "" {
+		parent = os.TempDir()
+	}
+	dirs, err := filepath.Glob(filepath.Join(parent, profilePrefix+"*"))
+	if err != nil {
+		return 0
+	}
+	removed := 0
+	for _, dir := range dirs {
+		fi, err := os.Lstat(dir)
+		if err != nil || !fi.IsDir() {
+			continue
+		}
+		owner, err := os.ReadFile(filepath.Join(dir, ownerFile))
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			if time.Since(fi.ModTime()) < orphanAge {
+				continue
+			}
+		case err != nil:
+			continue
+		default:
+			var pid int
+			if _, err := fmt.Sscanf(string(owner), "%d", &pid); err != nil || pid <= 0 {
+				continue
+			}
+			if ownerAlive(pid, string(owner)) {
+				continue
+			}
+		}
+		if os.RemoveAll(dir) == nil {
+			removed++
+		}
+	}
+	return removed
+}
+
+// ownerAlive reports whether the process that wrote identity still runs: its pid
+// exists with the same start time. Without /proc nothing can be told, and the owner
+// counts as alive.
+func ownerAlive(pid int, identity string) bool {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		return true
+	}
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
+		return false
+	}
+	return processIdentity(pid) == identity
 }

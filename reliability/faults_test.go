@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -266,4 +268,36 @@ func TestSocketLossIsUnavailableNotStopped(t *testing.T) {
 	}
 	observed = fmt.Sprintf("%d polls over %v without a socket: all 503; session live, passes valid; a frame %v after the link came back",
 		polls, down.Round(time.Second), time.Since(back).Round(100*time.Millisecond))
+}
+
+func TestCrashedBrokerProfileIsSwept(t *testing.T) {
+	observed := ""
+	record(t, "Faults", "the Chromium profile a SIGKILLed broker left behind is removed when a broker starts", &observed)
+	ss := liveSession(t, "agent-f-sweep", stack.SessionOptions{BrokerProcess: true})
+	pid := ss.BrokerPID()
+	owned := func() []string {
+		var dirs []string
+		matches, _ := filepath.Glob(filepath.Join(os.TempDir(), "agentfy-chromium-*"))
+		for _, d := range matches {
+			if b, err := os.ReadFile(filepath.Join(d, "agentfy-owner")); err == nil && strings.HasPrefix(string(b), strconv.Itoa(pid)+" ") {
+				dirs = append(dirs, d)
+			}
+		}
+		return dirs
+	}
+	if len(owned()) != 1 {
+		t.Fatalf("the broker (pid %d) owns %d profiles", pid, len(owned()))
+	}
+	ss.KillBroker()
+	left := owned()
+	if len(left) != 1 {
+		t.Fatalf("after SIGKILL %d profiles of the dead broker remain, want the one it left", len(left))
+	}
+	if err := ss.StartBroker(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(left[0]); !os.IsNotExist(err) {
+		t.Fatalf("the dead broker's profile %s is still there (%v)", filepath.Base(left[0]), err)
+	}
+	observed = "1 profile left by the killed broker; removed when the next broker started"
 }
