@@ -35,13 +35,14 @@ func run() error {
 	id := flag.String("replica-id", os.Getenv("AGENTFY_REPLICA_ID"), "replica `id` (AGENTFY_REPLICA_ID; default host name + random)")
 	flag.Parse()
 	log := conf.Logger("api")
+	warn := func(msg string) { log.Warn().Msg(msg) }
 	if *id == "" {
 		host, _ := os.Hostname()
 		b := make([]byte, 3)
 		_, _ = rand.Read(b)
 		*id = host + "-" + hex.EncodeToString(b)
 	}
-	ro, err := apiconf.Redis()
+	ro, err := apiconf.Redis(warn)
 	if err != nil {
 		return err
 	}
@@ -49,11 +50,11 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	nc, err := apiconf.NATS("agentfy-api "+*id, ns, bus.RoleReplica)
+	nc, err := apiconf.NATS("agentfy-api "+*id, ns, bus.RoleReplica, warn)
 	if err != nil {
 		return err
 	}
-	jwtCfg, err := apiconf.JWT()
+	jwtCfg, err := apiconf.JWT(warn)
 	if err != nil {
 		return err
 	}

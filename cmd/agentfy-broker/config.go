@@ -32,6 +32,7 @@ const (
 type config struct {
 	apiURL     string
 	pass       string
+	inlinePass bool // the pass came in the environment (see run's warning)
 	ipcDir     string
 	chromium   string
 	profileDir string
@@ -75,6 +76,7 @@ func loadConfig(args []string, getenv func(string) string) (config, error) {
 		errs = append(errs, fmt.Errorf("set %s or %s, not both", envPass, envPassFile))
 	case inline != "":
 		c.pass = inline
+		c.inlinePass = true
 	case *passFile != "":
 		pass, err := readPass(*passFile)
 		if err != nil {

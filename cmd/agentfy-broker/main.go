@@ -67,6 +67,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, environ
 	// environment (see childEnv), and this process's copy is dropped.
 	_ = os.Unsetenv(envPass)
 	logger := zerolog.New(stderr).Level(cfg.logLevel).With().Timestamp().Str("service", "agentfy-broker").Logger()
+	if cfg.inlinePass {
+		// Unsetenv does not reach the copy the kernel keeps: the pass stays readable in
+		// /proc/<pid>/environ for the process's life.
+		logger.Warn().Msg(envPass + " holds the pass inline, where /proc/<pid>/environ keeps it for the process's life; prefer " + envPassFile)
+	}
 
 	consume, err := broker.NewConsumeClient(&http.Client{
 		Transport: &http.Transport{

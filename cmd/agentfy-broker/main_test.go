@@ -147,6 +147,10 @@ func TestBrokerProcess(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("broker did not start listening")
 	}
+	// The pass came inline: the broker says where it stays and what to use instead.
+	if !strings.Contains(logs.String(), "prefer "+envPassFile) {
+		t.Errorf("no warning about the inline pass:\n%s", logs.String())
+	}
 
 	socket := filepath.Join(ipc, broker.SocketName)
 	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {

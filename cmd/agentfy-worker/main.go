@@ -26,7 +26,7 @@ func main() {
 
 func run() error {
 	log := conf.Logger("worker")
-	pass, err := conf.Secret("AGENTFY_WORKER_PASS")
+	pass, err := conf.Secret("AGENTFY_WORKER_PASS", func(m string) { log.Warn().Msg(m) })
 	if err != nil {
 		return err
 	}

@@ -29,7 +29,7 @@ type stores struct {
 }
 
 func openStores(ctx context.Context) (*stores, error) {
-	ro, err := apiconf.Redis()
+	ro, err := apiconf.Redis(nil)
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +85,7 @@ func cmdToken(_ context.Context, args []string, stdout io.Writer) error {
 	if !directory.ValidID(*user) {
 		return errors.New("token: -user is required")
 	}
-	cfg, err := apiconf.JWT()
+	cfg, err := apiconf.JWT(nil)
 	if err != nil {
 		return err
 	}

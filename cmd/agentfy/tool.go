@@ -47,7 +47,7 @@ func cmdTool(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ro, err := apiconf.Redis()
+	ro, err := apiconf.Redis(nil)
 	if err != nil {
 		return err
 	}
@@ -55,7 +55,7 @@ func cmdTool(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ncfg, err := apiconf.NATS("agentfy-cli", ns, bus.RoleOperator)
+	ncfg, err := apiconf.NATS("agentfy-cli", ns, bus.RoleOperator, nil)
 	if err != nil {
 		return err
 	}

@@ -25,7 +25,7 @@ import (
 // (comma-separated), AGENTFY_REDIS_MASTER (the Sentinel master name; set means Sentinel,
 // several addresses without it mean Cluster), AGENTFY_REDIS_DB, AGENTFY_REDIS_USERNAME,
 // AGENTFY_REDIS_PASSWORD(_FILE) and AGENTFY_REDIS_TLS=1.
-func Redis() (*redis.UniversalOptions, error) {
+func Redis(warn func(string)) (*redis.UniversalOptions, error) {
 	opts := &redis.UniversalOptions{
 		DialTimeout:  2 * time.Second,
 		ReadTimeout:  2 * time.Second,
@@ -63,7 +63,7 @@ func Redis() (*redis.UniversalOptions, error) {
 		opts.DB = n
 	}
 	opts.Username = os.Getenv("AGENTFY_REDIS_USERNAME")
-	pw, err := conf.Secret("AGENTFY_REDIS_PASSWORD")
+	pw, err := conf.Secret("AGENTFY_REDIS_PASSWORD", warn)
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +88,7 @@ func Namespace(ro *redis.UniversalOptions) (bus.Namespace, error) {
 // e.g. agentfy-replica, when a password is set) and AGENTFY_NATS_PASSWORD(_FILE),
 // AGENTFY_NATS_TOKEN(_FILE), AGENTFY_NATS_NKEY_SEED_FILE, AGENTFY_NATS_CREDS_FILE, and
 // AGENTFY_NATS_TLS_CA_FILE, AGENTFY_NATS_TLS_CERT_FILE, AGENTFY_NATS_TLS_KEY_FILE.
-func NATS(name string, ns bus.Namespace, role bus.Role) (bus.Config, error) {
+func NATS(name string, ns bus.Namespace, role bus.Role, warn func(string)) (bus.Config, error) {
 	cfg := bus.Config{
 		Name:         name,
 		InboxPrefix:  ns.InboxPrefix(role),
@@ -105,10 +105,10 @@ func NATS(name string, ns bus.Namespace, role bus.Role) (bus.Config, error) {
 		}
 	}
 	var err error
-	if cfg.Password, err = conf.Secret("AGENTFY_NATS_PASSWORD"); err != nil {
+	if cfg.Password, err = conf.Secret("AGENTFY_NATS_PASSWORD", warn); err != nil {
 		return bus.Config{}, err
 	}
-	if cfg.Token, err = conf.Secret("AGENTFY_NATS_TOKEN"); err != nil {
+	if cfg.Token, err = conf.Secret("AGENTFY_NATS_TOKEN", warn); err != nil {
 		return bus.Config{}, err
 	}
 	if cfg.User == "" && cfg.Password != "" {
@@ -127,7 +127,7 @@ const (
 // JWT builds the verifier configuration from AGENTFY_JWT_ISSUER, AGENTFY_JWT_AUDIENCE
 // and either AGENTFY_JWT_PUBLIC_KEY_FILE (production) or
 // AGENTFY_JWT_HS256_SECRET(_FILE) (development).
-func JWT() (auth.JWTConfig, error) {
+func JWT(warn func(string)) (auth.JWTConfig, error) {
 	cfg := auth.JWTConfig{
 		Issuer:   conf.Env("AGENTFY_JWT_ISSUER", DefaultJWTIssuer),
 		Audience: conf.Env("AGENTFY_JWT_AUDIENCE", DefaultJWTAudience),
@@ -141,7 +141,7 @@ func JWT() (auth.JWTConfig, error) {
 		cfg.PublicKey = k
 		return cfg, nil
 	}
-	s, err := conf.Secret("AGENTFY_JWT_HS256_SECRET")
+	s, err := conf.Secret("AGENTFY_JWT_HS256_SECRET", warn)
 	if err != nil {
 		return auth.JWTConfig{}, err
 	}

@@ -20,10 +20,14 @@ func Env(name, def string) string {
 }
 
 // Secret reads NAME or, if unset, the file named by NAME_FILE (trailing newline
-// trimmed). Secrets are better passed as files: environments leak into process listings
-// and crash reports more easily.
-func Secret(name string) (string, error) {
+// trimmed). Secrets are better passed as files: an inline one stays readable in
+// /proc/<pid>/environ for the process's life whatever the process does, so Secret warns
+// through warn (when not nil) when it reads one inline.
+func Secret(name string, warn func(msg string)) (string, error) {
 	if v := os.Getenv(name); v != "" {
+		if warn != nil {
+			warn(name + " holds a secret inline, where /proc/<pid>/environ keeps it; prefer " + name + "_FILE")
+		}
 		return v, nil
 	}
 	if f := os.Getenv(name + "_FILE"); f != "" {
