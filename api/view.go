@@ -20,23 +20,25 @@ func (s *Server) agentView(c *gin.Context) {
 		return
 	}
 	agentID := c.Param("id")
-	s.renderView(c, agentID, s.memberAccess(user, agentID))
+	s.renderView(c, agentID, "user:"+user, s.memberAccess(user, agentID))
 }
 
 // partnerView serves GET /v1/orgs/:orgId/agents/:id/worker/view for an organisation key
 // with worker:logs:read of the agent's organisation and environment.
 func (s *Server) partnerView(c *gin.Context) {
 	token := auth.BearerToken(c.GetHeader("Authorization"))
-	if _, err := s.cfg.Creds.VerifyOrgKey(c.Request.Context(), token); err != nil {
+	key, err := s.cfg.Creds.VerifyOrgKey(c.Request.Context(), token)
+	if err != nil {
 		s.abort(c, err)
 		return
 	}
 	agentID := c.Param("id")
-	s.renderView(c, agentID, s.partnerAccess(token, c.Param("orgId"), agentID, auth.ScopeWorkerLogsRead))
+	s.renderView(c, agentID, "key:"+key.ID, s.partnerAccess(token, c.Param("orgId"), agentID, auth.ScopeWorkerLogsRead))
 }
 
-func (s *Server) renderView(c *gin.Context, agentID string, authorize view.Authorize) {
-	res, err := s.cfg.Views.View(c.Request.Context(), agentID, authorize)
+// renderView answers a view of agentID for caller (who asks, for the per-caller pace).
+func (s *Server) renderView(c *gin.Context, agentID, caller string, authorize view.Authorize) {
+	res, err := s.cfg.Views.View(c.Request.Context(), agentID, caller, authorize)
 	if err != nil {
 		s.abort(c, err)
 		return

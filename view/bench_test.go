@@ -92,17 +92,17 @@ func BenchmarkCapabilityConsumeRefused(b *testing.B) {
 }
 
 // BenchmarkGateAllow takes the gate of a fresh agent every time (won) or of one agent
-// over and over (lost after the first): one SET NX PX either way.
+// over and over (lost after the first): one script of two SET NX PX either way.
 func BenchmarkGateAllow(b *testing.B) {
 	rdb := benchRedis(b)
-	gate := view.NewGate(rdb, testenv.Deployment(b), 0)
+	gate := view.NewGate(rdb, testenv.Deployment(b), 0, 0)
 	b.Run("won", func(b *testing.B) {
 		ctx := b.Context()
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
 			i++
-			ok, err := gate.Allow(ctx, fmt.Sprintf("agent-b%08d", i))
+			ok, err := gate.Allow(ctx, fmt.Sprintf("agent-b%08d", i), "bench")
 			if err != nil || !ok {
 				b.Fatalf("allow = %v, %v", ok, err)
 			}
@@ -110,13 +110,13 @@ func BenchmarkGateAllow(b *testing.B) {
 	})
 	b.Run("lost", func(b *testing.B) {
 		ctx := b.Context()
-		if _, err := gate.Allow(ctx, "agent-busy"); err != nil {
+		if _, err := gate.Allow(ctx, "agent-busy", "bench"); err != nil {
 			b.Fatal(err)
 		}
 		b.ReportAllocs()
 		for b.Loop() {
 			// Once in a long run the 2 s window ends and one call wins: same cost.
-			if _, err := gate.Allow(ctx, "agent-busy"); err != nil {
+			if _, err := gate.Allow(ctx, "agent-busy", "bench"); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -4,6 +4,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -129,7 +131,7 @@ func TestGateOneWinnerOf64AcrossTwoClients(t *testing.T) {
 	clients := []redis.UniversalClient{testenv.RedisClient(t, srv, 1), testenv.RedisClient(t, srv, 1)}
 	ctx := testenv.Context(t, 30*time.Second)
 	dep := testenv.Deployment(t)
-	gates := []*view.Gate{view.NewGate(clients[0], dep, 0), view.NewGate(clients[1], dep, 0)}
+	gates := []*view.Gate{view.NewGate(clients[0], dep, 0, 0), view.NewGate(clients[1], dep, 0, 0)}
 
 	var wins atomic.Int32
 	var wg sync.WaitGroup
@@ -138,7 +140,7 @@ func TestGateOneWinnerOf64AcrossTwoClients(t *testing.T) {
 	for i := range 64 {
 		wg.Go(func() {
 			<-start
-			ok, err := gates[i%2].Allow(ctx, "agent-1")
+			ok, err := gates[i%2].Allow(ctx, "agent-1", fmt.Sprintf("caller-%d", i))
 			if err != nil {
 				errs <- err
 				return
@@ -158,7 +160,7 @@ func TestGateOneWinnerOf64AcrossTwoClients(t *testing.T) {
 		t.Fatalf("winners = %d, want exactly 1", n)
 	}
 	// Another agent has its own window.
-	if ok, err := gates[0].Allow(ctx, "agent-2"); err != nil || !ok {
+	if ok, err := gates[0].Allow(ctx, "agent-2", "caller-0"); err != nil || !ok {
 		t.Fatalf("other agent: %v, %v", ok, err)
 	}
 	// The window is 2 s, kept by Redis.
@@ -172,15 +174,49 @@ func TestGateOpensAfterWindow(t *testing.T) {
 	srv := testenv.Redis(t)
 	rdb := testenv.RedisClient(t, srv, 0)
 	ctx := testenv.Context(t, 30*time.Second)
-	g := view.NewGate(rdb, testenv.Deployment(t), 50*time.Millisecond)
-	if ok, _ := g.Allow(ctx, "a"); !ok {
+	g := view.NewGate(rdb, testenv.Deployment(t), 50*time.Millisecond, 50*time.Millisecond)
+	if ok, _ := g.Allow(ctx, "a", "u1"); !ok {
 		t.Fatal("first request refused")
 	}
-	if ok, _ := g.Allow(ctx, "a"); ok {
+	if ok, _ := g.Allow(ctx, "a", "u2"); ok {
 		t.Fatal("second request within the window allowed")
 	}
 	testenv.WaitFor(t, 5*time.Second, "expiry", func() bool { n, _ := rdb.DBSize(ctx).Result(); return n == 0 })
-	if ok, err := g.Allow(ctx, "a"); !ok || err != nil {
+	if ok, err := g.Allow(ctx, "a", "u1"); !ok || err != nil {
 		t.Fatalf("after the window: %v, %v", ok, err)
+	}
+}
+
+// TestCallerPace: one caller gets one request per agent per pace, even when the agent's
+// window is free; its refusal does not take the window from another caller; and its
+// pace for one agent does not hold it back for another.
+func TestCallerPace(t *testing.T) {
+	srv := testenv.Redis(t)
+	rdb := testenv.RedisClient(t, srv, 0)
+	ctx := testenv.Context(t, 30*time.Second)
+	dep := testenv.Deployment(t)
+	g := view.NewGate(rdb, dep, 50*time.Millisecond, time.Minute)
+	if ok, _ := g.Allow(ctx, "agent-1", "user:alice"); !ok {
+		t.Fatal("first request refused")
+	}
+	if ok, _ := g.Allow(ctx, "agent-2", "user:alice"); !ok {
+		t.Fatal("the pace of one agent held back another")
+	}
+	testenv.WaitFor(t, 5*time.Second, "the window's end", func() bool {
+		n, _ := rdb.Exists(ctx, g.Key("agent-1")).Result()
+		return n == 0
+	})
+	if ok, _ := g.Allow(ctx, "agent-1", "user:alice"); ok {
+		t.Fatal("the same caller passed again within its pace")
+	}
+	if ok, _ := g.Allow(ctx, "agent-1", "key:partner"); !ok {
+		t.Fatal("a paced caller's refusal took the window from another caller")
+	}
+	ttl, err := rdb.PTTL(ctx, g.PaceKey("agent-1", "user:alice")).Result()
+	if err != nil || ttl <= 50*time.Second || ttl > time.Minute {
+		t.Fatalf("pace ttl %v, %v", ttl, err)
+	}
+	if strings.Contains(g.PaceKey("agent-1", "user:alice"), "alice") {
+		t.Fatal("the pace key names the caller")
 	}
 }

@@ -2,6 +2,8 @@ package view
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -11,31 +13,63 @@ import (
 // GateWindow is the spacing of view requests per agent across all replicas.
 const GateWindow = 2 * time.Second
 
-// Gate lets at most one view request per agent through per window, across every replica,
-// with one atomic Redis command (SET NX PX).
+// CallerPace is the least time between two view requests of one caller (a user or an
+// organisation key) for one agent. The per-agent gate alone lets a caller who polls as
+// fast as it allows take every window, and two pollers whose 5-s periods line up
+// within 2 s leave the later one a 429 on every poll; the pace keeps each caller to a
+// share, and clients add jitter to their interval.
+const CallerPace = 3 * time.Second
+
+// Gate lets at most one view request per agent through per window, and one per caller
+// and agent per CallerPace, across every replica, in one atomic Redis script over two
+// keys of the agent's slot.
 type Gate struct {
 	rdb    redis.UniversalClient
 	prefix string
 	window time.Duration
+	pace   time.Duration
 }
 
-// NewGate returns the gate of one deployment; window 0 means GateWindow.
-func NewGate(rdb redis.UniversalClient, deployment string, window time.Duration) *Gate {
+// NewGate returns the gate of one deployment; window 0 means GateWindow and pace 0
+// CallerPace (tests shorten both).
+func NewGate(rdb redis.UniversalClient, deployment string, window, pace time.Duration) *Gate {
 	if window == 0 {
 		window = GateWindow
 	}
-	return &Gate{rdb: rdb, prefix: "agentfy:" + deployment + ":", window: window}
+	if pace == 0 {
+		pace = CallerPace
+	}
+	return &Gate{rdb: rdb, prefix: "agentfy:" + deployment + ":", window: window, pace: pace}
 }
 
 // Window is the gate's window.
 func (g *Gate) Window() time.Duration { return g.window }
 
-// Allow reports whether this caller won agentID's current window. A Redis error is
-// returned as such (the caller answers 503), never as a refusal.
-func (g *Gate) Allow(ctx context.Context, agentID string) (bool, error) {
-	ok, err := g.rdb.SetNX(ctx, g.prefix+"gate:{a:"+agentID+"}", "1", g.window).Result()
+// gateScript takes the caller's pace (KEYS[1]) and then the agent's window (KEYS[2]);
+// a caller refused by its pace never takes the agent's window from another caller.
+var gateScript = redis.NewScript(`
+if not redis.call('SET', KEYS[1], '1', 'NX', 'PX', ARGV[1]) then return 0 end
+if not redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[2]) then return 0 end
+return 1`)
+
+// Allow reports whether caller (who asks: a user or an organisation key, any string)
+// may view agentID now: its own pace is free and it won the agent's current window. A
+// Redis error is returned as such (the caller answers 503), never as a refusal.
+func (g *Gate) Allow(ctx context.Context, agentID, caller string) (bool, error) {
+	keys := []string{g.PaceKey(agentID, caller), g.Key(agentID)}
+	n, err := gateScript.Run(ctx, g.rdb, keys, g.pace.Milliseconds(), g.window.Milliseconds()).Int()
 	if err != nil {
 		return false, fmt.Errorf("view gate: %w", err)
 	}
-	return ok, nil
+	return n == 1, nil
+}
+
+// Key is the Redis key of agentID's window.
+func (g *Gate) Key(agentID string) string { return g.prefix + "gate:{a:" + agentID + "}" }
+
+// PaceKey is the Redis key of caller's pace for agentID; the caller appears only as a
+// hash.
+func (g *Gate) PaceKey(agentID, caller string) string {
+	sum := sha256.Sum256([]byte(caller))
+	return g.prefix + "pace:{a:" + agentID + "}:" + hex.EncodeToString(sum[:12])
 }

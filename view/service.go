@@ -109,12 +109,12 @@ func (s *Service) Pending() int { return len(s.pending) }
 
 // View answers one view request for agentID. authorize runs before the gate (so that
 // strangers cannot burn another team's window) and again before a frame is returned.
-func (s *Service) View(ctx context.Context, agentID string, authorize Authorize) (Result, error) {
+func (s *Service) View(ctx context.Context, agentID, caller string, authorize Authorize) (Result, error) {
 	if err := authorize(ctx); err != nil {
 		return Result{}, err
 	}
 	asked := time.Now()
-	ok, err := s.gate.Allow(ctx, agentID)
+	ok, err := s.gate.Allow(ctx, agentID, caller)
 	if err != nil {
 		return Result{}, err
 	}

@@ -101,7 +101,7 @@ func New(ctx context.Context, o Options) (*Replica, error) {
 	r.Dir = directory.NewStore(rdb, o.Deployment)
 	r.Sessions = session.NewStore(rdb, r.Creds, o.Deployment, o.Policy, nil)
 	caps := view.NewCapabilities(rdb, o.Deployment, 0)
-	r.Views = view.NewService(view.NewGate(rdb, o.Deployment, 0), caps, r.Sessions, nc, ns, o.Log)
+	r.Views = view.NewService(view.NewGate(rdb, o.Deployment, 0, 0), caps, r.Sessions, nc, ns, o.Log)
 	if r.Feed, err = feed.New(nc, ns, r.Sessions, o.Log); err != nil {
 		r.close()
 		return nil, err

@@ -303,7 +303,8 @@ func (s *Stack) ConnectNATS(role bus.Role, name string) (*nats.Conn, error) {
 }
 
 // OpenGate stands for the time between two polls of a client that respects the gate:
-// it clears the agent's 2-s gate in Redis and refills every replica's relay pace
+// it clears the agent's 2-s gate and every caller's pace for it in Redis, and refills
+// every replica's relay pace
 // (channel.Hub.RefillPace), so a test may view again at once.
 func (s *Stack) OpenGate(ctx context.Context, agentID string) error {
 	s.mu.Lock()
@@ -314,7 +315,15 @@ func (s *Stack) OpenGate(ctx context.Context, agentID string) error {
 			r.Hub.RefillPace()
 		}
 	}
-	return s.Client.Del(ctx, "agentfy:"+s.opts.Deployment+":gate:{a:"+agentID+"}").Err()
+	keys := []string{"agentfy:" + s.opts.Deployment + ":gate:{a:" + agentID + "}"}
+	iter := s.Client.Scan(ctx, 0, "agentfy:"+s.opts.Deployment+":pace:{a:"+agentID+"}:*", 100).Iterator()
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	if err := iter.Err(); err != nil {
+		return err
+	}
+	return s.Client.Del(ctx, keys...).Err()
 }
 
 // JWTConfig is the verifier configuration the replicas use.

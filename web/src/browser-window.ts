@@ -1,10 +1,11 @@
 // The collapsible «Браузер агента» window: a snapshot of the agent's browser, polled
 // through the generated SDK.
 //
-// Rules (SPEC §9): a frame is requested every 5 s, and only while the window is expanded,
-// the document is visible and the status feed says the session is alive; never two
-// requests at once; when the window becomes eligible again it asks at once, but never
-// sooner than 2 s after the previous request (the API's per-agent gate). A new JPEG
+// Rules (SPEC §9): a frame is requested every 5 s (± 1 s of jitter, so that two viewers
+// never stay in step: poll.ts), and only while the window is expanded, the document is
+// visible and the status feed says the session is alive; never two requests at once;
+// when the window becomes eligible again it asks at once, but never sooner than 3 s
+// after the previous request (the API's pace per caller and agent). A new JPEG
 // replaces the old one only after it decoded, so the picture never flashes blank. 429,
 // 503 and network failures keep the last frame, say the view is temporarily unavailable
 // and retry at the normal interval. Only `{"live":false}` (or a stopped session on the
@@ -13,12 +14,9 @@
 import { WorkerView, type WorkerPage, type WorkerViewBody } from '../../sdk/src/index.js';
 import { formatAge } from './age.js';
 import { el, uniqueId } from './dom.js';
+import { callerPaceMs, nextPollDelay } from './poll.js';
 import type { StatusEvent } from './status-feed.js';
 
-/** pollIntervalMs is the normal time between two frame requests. */
-export const pollIntervalMs = 5_000;
-/** gateMs is the API's minimum time between two view requests of one agent. */
-export const gateMs = 2_000;
 
 type Display = 'connecting' | 'waiting' | 'frame' | 'noTab' | 'closed' | 'notFound';
 
@@ -72,7 +70,7 @@ export class BrowserWindow {
   private wasEligible = false;
   /**
    * resumeSoon is set when frames became wanted again while a request was in flight:
-   * the next one then goes as soon as the gate allows, not after the normal interval.
+   * the next one then goes as soon as the API's pace allows, not after the normal interval.
    */
   private resumeSoon = false;
   /** lastStart is the performance.now() of the last request. */
@@ -187,7 +185,7 @@ export class BrowserWindow {
       this.resumeSoon = true;
     }
     if (!this.inFlight && this.pollTimer === undefined) {
-      this.schedule(this.lastStart + gateMs);
+      this.schedule(this.lastStart + callerPaceMs);
     }
   }
 
@@ -233,7 +231,7 @@ export class BrowserWindow {
     const soon = this.resumeSoon;
     this.resumeSoon = false;
     if (this.eligible()) {
-      this.schedule(this.lastStart + (soon ? gateMs : pollIntervalMs));
+      this.schedule(this.lastStart + (soon ? callerPaceMs : nextPollDelay()));
     }
   }
 

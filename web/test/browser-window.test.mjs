@@ -11,8 +11,10 @@ import { repoRoot, startBrowser, startStack } from './harness.mjs';
 
 const artifacts = join(repoRoot, '.artifacts');
 
-/** The app's cadence and the API's gate (web/src/browser-window.ts). */
+/** The app's cadence (web/src/poll.ts): 5 s ± 1 s of jitter; the API's pace per caller. */
 const intervalMs = 5_000;
+const jitterMs = 1_000;
+const paceMs = 3_000;
 const toleranceMs = 1_000;
 
 const isView = (req) => req.url().includes('/worker/view');
@@ -139,7 +141,7 @@ describe('the window on the worker screen of a browsing agent', () => {
     await page.screenshot({ path: join(artifacts, 'worker-screen-desktop.png'), fullPage: true });
   });
 
-  test('asks every 5 s while expanded, and swaps a frame in only once it decoded', async () => {
+  test('asks every 5 ± 1 s while expanded, and swaps a frame in only once it decoded', async () => {
     // Watch the <img>: every change of src must land on an image that is already
     // decoded (complete, with pixels), and src must never be emptied between frames.
     await page.evaluate(() => {
@@ -150,13 +152,17 @@ describe('the window on the worker screen of a browsing agent', () => {
       }).observe(img, { attributes: true, attributeFilter: ['src', 'hidden'] });
     });
     const start = Date.now();
-    await observe(16_000);
+    await observe(20_000);
     const seen = app.views.filter((v) => v.at >= start).map((v) => v.at);
-    assert.ok(seen.length >= 3 && seen.length <= 4, `${seen.length} view requests in 16 s`);
+    assert.ok(seen.length >= 3 && seen.length <= 6, `${seen.length} view requests in 20 s`);
+    const gaps = [];
     for (let i = 1; i < seen.length; i++) {
       const gap = seen[i] - seen[i - 1];
-      assert.ok(Math.abs(gap - intervalMs) <= toleranceMs, `interval ${gap} ms`);
+      gaps.push(gap);
+      assert.ok(gap >= intervalMs - jitterMs - 100 && gap <= intervalMs + jitterMs + 500, `interval ${gap} ms`);
     }
+    // The waits are drawn, not fixed: two of them differ.
+    assert.ok(Math.max(...gaps) - Math.min(...gaps) > 20, `intervals ${gaps} are all the same`);
     assert.equal(app.maxInFlight(), 1, 'never two view requests at once');
 
     const frames = await page.evaluate(() => window.__frames);
@@ -208,7 +214,7 @@ describe('the window on the worker screen of a browsing agent', () => {
     await visibleImage(page);
   });
 
-  test('expanding right after a frame waits only for the 2 s gate', async () => {
+  test('expanding right after a frame waits only for the 3 s pace', async () => {
     await visibleImage(page);
     // Time from a request that brought a frame: one answered 429 or 503 (the gate or a
     // busy machine) brings none, and the window then waits its normal 5 s.
@@ -227,7 +233,7 @@ describe('the window on the worker screen of a browsing agent', () => {
     await w.toggle.click();
     await next;
     const gap = Date.now() - askedAt;
-    assert.ok(gap >= 1_800 && gap < 3_000, `asked again ${gap} ms after the previous request`);
+    assert.ok(gap >= paceMs - 200 && gap < paceMs + 1_000, `asked again ${gap} ms after the previous request`);
   });
 
   test('shows the page title and URL as text, never as markup', async () => {
@@ -259,7 +265,7 @@ describe('the window on the worker screen of a browsing agent', () => {
     test(`a ${failure.name} keeps the last frame, says so, and retries at the normal interval`, async () => {
       await visibleImage(page);
       await page.route('**/worker/view', failure.answer, { times: 1 });
-      const failed = await page.waitForRequest(isView, { timeout: intervalMs + toleranceMs });
+      const failed = await page.waitForRequest(isView, { timeout: intervalMs + jitterMs + toleranceMs });
       // The window asks only after the previous frame was swapped in: this is the last frame.
       const before = await w.image.getAttribute('src');
       await w.notice.filter({ hasText: 'временно недоступен' }).waitFor();
@@ -267,9 +273,9 @@ describe('the window on the worker screen of a browsing agent', () => {
       assert.equal(await w.image.isVisible(), true);
       assert.equal(await w.placeholder.isVisible(), false, 'never «Браузер закрыт»');
       const failedAt = Date.now();
-      const retry = await page.waitForRequest((req) => isView(req) && req !== failed, { timeout: intervalMs + toleranceMs });
+      const retry = await page.waitForRequest((req) => isView(req) && req !== failed, { timeout: intervalMs + jitterMs + toleranceMs });
       const gap = Date.now() - failedAt;
-      assert.ok(gap > intervalMs - toleranceMs - 500, `retried after ${gap} ms`);
+      assert.ok(gap > intervalMs - jitterMs - 500, `retried after ${gap} ms`);
       await retry.response();
       await page.waitForFunction(() => document.querySelector('.bw-notice')?.textContent === '');
     });

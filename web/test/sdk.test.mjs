@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
 import { WorkerView } from '../static/js/sdk/src/index.js';
+import { nextPollDelay } from '../static/js/web/src/poll.js';
 import { startStack } from './harness.mjs';
 
 let stack;
@@ -119,5 +120,28 @@ describe('WorkerView SDK against a replica', () => {
     assert.equal(response.headers.get('Retry-After'), '2');
     assert.equal(data, undefined);
     assert.equal(typeof error.error.code, 'string');
+  });
+
+  test('a member and a partner polling one agent with the documented loop for 60 s each get frames', async () => {
+    // The loop of sdk/README.md: a request, then a wait of 5 s ± 1 s, whatever the
+    // answer. Without the jitter two 5-s pollers within 2 s of each other would stay
+    // so, and the later one would get 429 on every poll.
+    const until = Date.now() + 60_000;
+    async function poll(call) {
+      const seen = { frames: 0, limited: 0, other: 0 };
+      while (Date.now() < until) {
+        const { data, response } = await call();
+        if (response?.status === 200 && data?.page) seen.frames++;
+        else if (response?.status === 429) seen.limited++;
+        else seen.other++;
+        await delay(nextPollDelay());
+      }
+      return seen;
+    }
+    const [member, partner] = await Promise.all([
+      poll(() => WorkerView.getAgentWorkerView({ baseUrl, auth: r.tokens.member, path: { id: r.agent } })),
+      poll(() => WorkerView.getPartnerWorkerView({ baseUrl, auth: r.orgKeys.reader, path: { orgId: r.orgId, id: r.agent } })),
+    ]);
+    assert.ok(member.frames >= 5 && partner.frames >= 5, `member ${JSON.stringify(member)}, partner ${JSON.stringify(partner)}`);
   });
 });
