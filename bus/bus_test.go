@@ -3,10 +3,13 @@ package bus_test
 import (
 	"context"
 	"errors"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
 
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/internal/testenv"
@@ -120,4 +123,46 @@ func TestRequestReply(t *testing.T) {
 	if _, err := bus.Request(context.Background(), requester, viewA, nil); err == nil {
 		t.Fatal("a request without a deadline was sent")
 	}
+}
+
+// TestCloseIsNoWarning: a connection the process closes itself logs no warning; one the
+// server drops does.
+func TestCloseIsNoWarning(t *testing.T) {
+	srv := testenv.NATS(t)
+	var logs lockedLog
+	nc, err := bus.Connect(bus.Config{Servers: []string{srv.ClientURL()}, Name: t.Name()}, zerolog.New(&logs).Level(zerolog.DebugLevel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	testenv.WaitFor(t, 5*time.Second, "the close to be logged", func() bool { return strings.Contains(logs.String(), "nats connection closed") })
+	if strings.Contains(logs.String(), `"level":"warn"`) {
+		t.Fatalf("a normal close was a warning: %s", logs.String())
+	}
+
+	other := testenv.NATS(t)
+	nc2, err := bus.Connect(bus.Config{Servers: []string{other.ClientURL()}, Name: t.Name()}, zerolog.New(&logs).Level(zerolog.DebugLevel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc2.Close)
+	other.Shutdown()
+	testenv.WaitFor(t, 5*time.Second, "a warning for the lost server", func() bool { return strings.Contains(logs.String(), `"message":"nats disconnected"`) })
+}
+
+type lockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -64,7 +64,13 @@ func Connect(cfg Config, log zerolog.Logger) (*nats.Conn, error) {
 		nats.ReconnectJitter(100*time.Millisecond, time.Second),
 		nats.ReconnectBufSize(ReconnectBufSize),
 		nats.RetryOnFailedConnect(false),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			// A connection the process closes itself is no fault; one the server or the
+			// network drops (it reconnects then) is, even when nats.go has no error for it.
+			if nc.IsClosed() {
+				log.Debug().Msg("nats connection closed")
+				return
+			}
 			log.Warn().Err(err).Msg("nats disconnected")
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {

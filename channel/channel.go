@@ -408,6 +408,13 @@ func (c *Conn) unsubscribe() {
 // word: a request whose capability no replica stored — a random id, or one already
 // redeemed — is refused without touching the worker, and whatever passes is paced.
 func (c *Conn) onView(msg *nats.Msg) {
+	if len(msg.Data) == 0 {
+		// A ping: an empty request is answered empty by the owner, so that a harness
+		// or an operator can tell that a session's subject is served (nats req
+		// agentfy.<deployment>.db<N>.view.<sessionId> ''), without touching the worker.
+		_ = bus.Respond(msg, nil)
+		return
+	}
 	requestID := string(msg.Data)
 	if !envelope.ValidRequestID(requestID) {
 		_ = bus.RespondError(msg, view.ReasonFailed, "bad request id")

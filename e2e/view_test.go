@@ -366,3 +366,47 @@ func TestServiceRoutes(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionStartIsQuietOnTheBus: what a new session puts on NATS, as a person watching
+// with the debug user sees it, holds no error — the harness's readiness probe is the
+// view subject's ping, an empty request answered empty.
+func TestSessionStartIsQuietOnTheBus(t *testing.T) {
+	watcher, err := st.ConnectNATS(bus.RoleDebug, "watcher")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(watcher.Close)
+	seen := make(chan *nats.Msg, 256)
+	sub, err := watcher.ChanSubscribe(st.NS.Wildcard(), seen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := watcher.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	ss := startSession(t, newAgent(t, ""), stack.SessionOptions{Shell: true})
+	if err := st.Bus.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := watcher.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	viewSubject, _ := st.NS.Subject(bus.VerbView, ss.ID)
+	pings, replies := 0, 0
+	for len(seen) > 0 {
+		m := <-seen
+		if code := m.Header.Get(bus.HeaderErrorCode); code != "" {
+			t.Fatalf("%s carries error %q (%s)", m.Subject, code, m.Header.Get(bus.HeaderErrorDescription))
+		}
+		switch {
+		case m.Subject == viewSubject && len(m.Data) == 0:
+			pings++
+		case strings.HasPrefix(m.Subject, st.NS.InboxPrefix(bus.RoleReplica)+".") && len(m.Data) == 0:
+			replies++
+		}
+	}
+	if pings == 0 || replies != pings {
+		t.Fatalf("saw %d pings and %d empty replies", pings, replies)
+	}
+}

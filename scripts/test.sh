@@ -10,6 +10,10 @@ unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' 
 if [ -n "$unformatted" ]; then
   echo "gofmt would change:" >&2; echo "$unformatted" >&2; exit 1
 fi
+echo "== go mod tidy -diff" >&2
+# go.mod and go.sum say exactly what the code imports (direct requirements are not
+# marked indirect, nothing is missing or left over).
+go mod tidy -diff
 echo "== go vet" >&2
 go vet ./...
 echo "== golangci-lint" >&2

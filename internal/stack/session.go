@@ -299,10 +299,9 @@ func (ss *Session) CutLink() {
 }
 
 // WaitAttached waits until the session's owner in Redis is replicaID (any replica for
-// "") and the owner's
-// subscription is visible from the harness's NATS server (on a cluster, interest takes
-// a moment to travel the routes). The probe is a view request with a malformed id,
-// which the owner refuses at once without touching the worker.
+// "") and the owner's subscription is visible from the harness's NATS server (on a
+// cluster, interest takes a moment to travel the routes). The probe is the view
+// subject's ping, an empty request the owner answers empty without touching the worker.
 func (ss *Session) WaitAttached(ctx context.Context, replicaID string) error {
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
@@ -314,10 +313,9 @@ func (ss *Session) WaitAttached(ctx context.Context, replicaID string) error {
 		cur, err := ss.stack.Sess.Get(ctx, ss.ID)
 		if err == nil && cur.Owner != "" && (replicaID == "" || cur.Owner == replicaID) {
 			pctx, cancel := context.WithTimeout(ctx, time.Second)
-			_, err := bus.Request(pctx, ss.stack.Bus, subject, []byte("probe"))
+			reply, err := bus.Request(pctx, ss.stack.Bus, subject, nil)
 			cancel()
-			var re *bus.RemoteError
-			if errors.As(err, &re) {
+			if err == nil && len(reply) == 0 {
 				return nil
 			}
 		}
