@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
 import { WorkerView } from '../static/js/sdk/src/index.js';
-import { nextPollDelay } from '../static/js/web/src/poll.js';
+import { nextPollDelay, retryAfterMs } from '../static/js/web/src/poll.js';
 import { startStack } from './harness.mjs';
 
 let stack;
@@ -123,9 +123,9 @@ describe('WorkerView SDK against a replica', () => {
   });
 
   test('a member and a partner polling one agent with the documented loop for 60 s each get frames', async () => {
-    // The loop of sdk/README.md: a request, then a wait of 5 s ± 1 s, whatever the
-    // answer. Without the jitter two 5-s pollers within 2 s of each other would stay
-    // so, and the later one would get 429 on every poll.
+    // The loop of sdk/README.md: a request, then a wait of 5 s ± 0.5 s, and after a 429
+    // its Retry-After on top. Without that two 5-s pollers within 2 s of each other
+    // would stay so, and the later one would get 429 on every poll.
     const until = Date.now() + 60_000;
     async function poll(call) {
       const seen = { frames: 0, limited: 0, other: 0 };
@@ -134,7 +134,7 @@ describe('WorkerView SDK against a replica', () => {
         if (response?.status === 200 && data?.page) seen.frames++;
         else if (response?.status === 429) seen.limited++;
         else seen.other++;
-        await delay(nextPollDelay());
+        await delay(nextPollDelay(retryAfterMs(response)));
       }
       return seen;
     }
