@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -330,61 +329,12 @@ func (d *demoRunner) run(ctx context.Context, restartAfter time.Duration) {
 	}
 }
 
-// browse plays a loop of tool calls every 3 s until the session ends.
+// browse plays the demo script until the session ends.
 func (d *demoRunner) browse(ctx context.Context) {
 	ss := d.current()
-	site := d.st.Site
-	tabs := map[string]string{}
-	open := func(name, path string) {
-		res, err := ss.Tool(ctx, "browser_open", map[string]string{"url": site + path})
-		if err != nil {
-			d.log.Warn().Err(err).Msg("demo: open")
-			return
-		}
-		var tab struct {
-			TabID string `json:"tabId"`
-		}
-		if json.Unmarshal(res, &tab) == nil {
-			tabs[name] = tab.TabID
-		}
-	}
-	play := func(name string, steps ...map[string]any) error {
-		_, err := ss.Tool(ctx, "browser_play", map[string]any{"tabId": tabs[name], "steps": steps})
-		return err
-	}
-	open("catalog", "/catalog.html")
-	open("account", "/account.html")
-	script := []func() error{
-		func() error {
-			return play("catalog", map[string]any{"action": "type", "selector": "#q", "text": "stapler"})
-		},
-		func() error { return play("catalog", map[string]any{"action": "scroll", "y": 400}) },
-		func() error { return play("account", map[string]any{"action": "scroll", "y": 200}) },
-		func() error { return play("catalog", map[string]any{"action": "scroll", "y": -400}) },
-		func() error {
-			return play("catalog", map[string]any{"action": "navigate", "url": site + "/"}, map[string]any{"action": "click", "selector": "#to-catalog"})
-		},
-		func() error {
-			return play("account", map[string]any{"action": "navigate", "url": site + "/account.html"})
-		},
-	}
-	tick := time.NewTicker(3 * time.Second)
-	defer tick.Stop()
-	for i := 0; ; i++ {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	alive := func(ctx context.Context) bool {
 		cur, err := d.st.Sess.Get(ctx, ss.ID)
-		if err == nil && d.st.Sess.Status(cur) == session.Stopped {
-			return
-		}
-		if err := script[i%len(script)](); err != nil {
-			d.log.Warn().Err(err).Msg("demo: tool call")
-			if errors.Is(ctx.Err(), context.Canceled) {
-				return
-			}
-		}
+		return err != nil || d.st.Sess.Status(cur) != session.Stopped
 	}
+	browseDemo(ctx, ss.Tool, d.st.Site, alive, d.log)
 }

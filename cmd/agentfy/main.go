@@ -30,6 +30,10 @@ Usage:
   agentfy tool -agent ID -name TOOL [-args JSON]     run a tool in the agent's session (over NATS)
   agentfy secrets -out DIR [-db N] [-force]          generate the role credentials of a deployment and
                                                      its NATS server config and Redis ACL file
+  agentfy demo [-agent ID] [-site URL]               the demo agent: browse the demo site in the agent's
+                                                     sessions through tool calls (the compose stack)
+  agentfy site [-dir testdata/site] [-listen :8000]  serve the demo website
+  agentfy health URL                                 succeed when GET URL answers 200 (health checks)
 
 Configuration comes from the environment (see README.md): AGENTFY_DEPLOYMENT,
 AGENTFY_REDIS_URL (or _ADDRS/_MASTER/_DB, _USERNAME, _PASSWORD) with the operator's
@@ -62,6 +66,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		"dev":     cmdDev,
 		"bench":   cmdBench,
 		"secrets": cmdSecrets,
+		"demo":    cmdDemo,
+		"site":    cmdSite,
+		"health":  cmdHealth,
 	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(stdout, usage)

@@ -1,0 +1,206 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/agentfy/agentfy/bus"
+	"github.com/agentfy/agentfy/channel"
+	"github.com/agentfy/agentfy/cmd/internal/apiconf"
+	"github.com/agentfy/agentfy/cmd/internal/conf"
+	"github.com/agentfy/agentfy/session"
+)
+
+// toolCaller runs one tool call in the demo agent's session.
+type toolCaller func(ctx context.Context, name string, args any) (json.RawMessage, error)
+
+// demoStep is the time between two tool calls of the demo agent.
+const demoStep = 3 * time.Second
+
+// browseDemo plays the demo agent's script on site — two tabs, typing, scrolling,
+// navigating, so that frames change — one tool call every demoStep, until ctx ends or
+// alive says the session is over. The development stack and `agentfy demo` (the
+// compose stack) run the same script.
+func browseDemo(ctx context.Context, call toolCaller, site string, alive func(context.Context) bool, log zerolog.Logger) {
+	tabs := map[string]string{}
+	open := func(name, path string) {
+		res, err := call(ctx, "browser_open", map[string]string{"url": site + path})
+		if err != nil {
+			log.Warn().Err(err).Msg("demo: open")
+			return
+		}
+		var tab struct {
+			TabID string `json:"tabId"`
+		}
+		if json.Unmarshal(res, &tab) == nil {
+			tabs[name] = tab.TabID
+		}
+	}
+	play := func(name string, steps ...map[string]any) error {
+		_, err := call(ctx, "browser_play", map[string]any{"tabId": tabs[name], "steps": steps})
+		return err
+	}
+	open("catalog", "/catalog.html")
+	open("account", "/account.html")
+	script := []func() error{
+		func() error {
+			return play("catalog", map[string]any{"action": "type", "selector": "#q", "text": "stapler"})
+		},
+		func() error { return play("catalog", map[string]any{"action": "scroll", "y": 400}) },
+		func() error { return play("account", map[string]any{"action": "scroll", "y": 200}) },
+		func() error { return play("catalog", map[string]any{"action": "scroll", "y": -400}) },
+		func() error {
+			return play("catalog", map[string]any{"action": "navigate", "url": site + "/"}, map[string]any{"action": "click", "selector": "#to-catalog"})
+		},
+		func() error {
+			return play("account", map[string]any{"action": "navigate", "url": site + "/account.html"})
+		},
+	}
+	tick := time.NewTicker(demoStep)
+	defer tick.Stop()
+	for i := 0; ; i++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if !alive(ctx) {
+			return
+		}
+		if err := script[i%len(script)](); err != nil {
+			log.Warn().Err(err).Msg("demo: tool call")
+			if errors.Is(ctx.Err(), context.Canceled) {
+				return
+			}
+		}
+	}
+}
+
+// cmdDemo is the demo agent of the compose stack: it waits for the agent's session and
+// browses the demo site in it through tool calls over NATS, with the operator's
+// credentials, as `agentfy dev`'s demo agent does; when the session ends it waits for
+// the next one.
+func cmdDemo(ctx context.Context, args []string, _ io.Writer) error {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	agent := fs.String("agent", "agent-scout", "agent `id`")
+	site := fs.String("site", "http://site:8000", "base `URL` of the demo site, as the agent's browser reaches it")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	log := conf.Logger("demo")
+	st, err := openStores(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeRedis(st.rdb)
+	ro, err := apiconf.Redis(nil)
+	if err != nil {
+		return err
+	}
+	ns, err := apiconf.Namespace(ro)
+	if err != nil {
+		return err
+	}
+	ncfg, err := apiconf.NATS("agentfy-demo", ns, bus.RoleOperator, nil)
+	if err != nil {
+		return err
+	}
+	nc, err := bus.Connect(ncfg, log)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	wait := time.NewTicker(2 * time.Second) // how often to look for a session
+	defer wait.Stop()
+	for {
+		sess, err := st.sessions.Current(ctx, *agent)
+		switch {
+		case err == nil && sess.Owner != "":
+			log.Info().Str("session", sess.ID).Msg("demo: browsing")
+			call := func(ctx context.Context, name string, args any) (json.RawMessage, error) {
+				// The owner may change (the worker moves to another replica): ask anew.
+				cur, err := st.sessions.Get(ctx, sess.ID)
+				if err != nil {
+					return nil, err
+				}
+				cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				defer cancel()
+				return channel.CallTool(cctx, nc, ns, cur, name, args)
+			}
+			alive := func(ctx context.Context) bool {
+				cur, err := st.sessions.Get(ctx, sess.ID)
+				return err != nil || st.sessions.Status(cur) != session.Stopped
+			}
+			browseDemo(ctx, call, *site, alive, log)
+		case err != nil && !errors.Is(err, session.ErrNoSession):
+			log.Warn().Err(err).Msg("demo: session")
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-wait.C:
+		}
+	}
+}
+
+// cmdSite serves the demo website (testdata/site) for the compose stack.
+func cmdSite(ctx context.Context, args []string, _ io.Writer) error {
+	fs := flag.NewFlagSet("site", flag.ContinueOnError)
+	dir := fs.String("dir", "testdata/site", "`directory` to serve")
+	listen := fs.String("listen", ":8000", "`address` to listen on")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if _, err := os.Stat(*dir); err != nil {
+		return fmt.Errorf("site: %w", err)
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", *listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: http.FileServer(http.Dir(*dir)), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, IdleTimeout: time.Minute}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// cmdHealth is a container health check for images without a shell: it succeeds when
+// GET url answers 200 within 5 s.
+func cmdHealth(ctx context.Context, args []string, _ io.Writer) error {
+	if len(args) != 1 {
+		return errors.New("health: one URL")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, args[0], nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("health: %s answered %d", args[0], resp.StatusCode)
+	}
+	return nil
+}
