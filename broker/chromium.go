@@ -253,7 +253,7 @@ func SweepProfiles(parent string) int {
 		if err != nil || !fi.IsDir() {
 			continue
 		}
-		owner, err := os.ReadFile(filepath.Join(dir, ownerFile))
+		owner, err := os.ReadFile(filepath.Join(dir, ownerFile)) //nolint:gosec // a profile directory of this broker's kind, by its prefix
 		switch {
 		case errors.Is(err, os.ErrNotExist):
 			if time.Since(fi.ModTime()) < orphanAge {

@@ -272,7 +272,7 @@ func (h *Hub) serve(parent context.Context, ws *websocket.Conn, sess session.Ses
 	if !h.register(c) {
 		return
 	}
-	defer h.unregister(c)
+	defer h.unregister(ctx, c)
 	if err := c.subscribe(); err != nil {
 		c.log.Error().Err(err).Msg("subscribe session subjects")
 		return
@@ -338,16 +338,17 @@ func (h *Hub) register(c *Conn) bool {
 	return true
 }
 
-func (h *Hub) unregister(c *Conn) {
+func (h *Hub) unregister(ctx context.Context, c *Conn) {
 	h.mu.Lock()
 	if h.conns[c.session.ID] == c {
 		delete(h.conns, c.session.ID)
 	}
 	h.mu.Unlock()
 	c.unsubscribe()
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), 2*time.Second)
+	// The connection's context is over by now; the detach gets a short one of its own.
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	if err := h.cfg.Sessions.Detach(ctx, c.session.ID, h.cfg.ReplicaID); err != nil {
+	if err := h.cfg.Sessions.Detach(dctx, c.session.ID, h.cfg.ReplicaID); err != nil {
 		c.log.Warn().Err(err).Msg("detach session")
 	}
 	// A lost socket never stops the session (the seed: socket loss is unavailable, not

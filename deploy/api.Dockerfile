@@ -1,18 +1,23 @@
-# The API replica and the operator CLI.
+# The API replica and the operator CLI (also the compose stack's jobs, demo agent and
+# demo site).
 FROM golang:1.26-bookworm AS build
+LABEL agentfy.stage=build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 RUN CGO_ENABLED=0 go build -trimpath -o /out/agentfy-api ./cmd/agentfy-api \
  && CGO_ENABLED=0 go build -trimpath -o /out/agentfy ./cmd/agentfy \
- && mkdir -p /out/run/agentfy/worker-pass /out/run/agentfy/broker-pass
+ && mkdir -p /out/run/agentfy/worker-pass /out/run/agentfy/broker-pass /out/run/agentfy/secrets /out/run/agentfy/jwt \
+      /out/run/agentfy/out/nats /out/run/agentfy/out/redis /out/run/agentfy/out/replica /out/run/agentfy/out/operator \
+      /out/run/agentfy/out/debug /out/run/agentfy/out/system /out/run/agentfy/out/jwt
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/agentfy-api /out/agentfy /usr/local/bin/
 COPY testdata/directory.json /testdata/directory.json
-# Mount points owned by the runtime user: new volumes take their ownership, so the
-# session job can write the passes as nonroot.
+COPY testdata/site /testdata/site
+# Mount points owned by the runtime user: new volumes take their ownership, so the jobs
+# can write the secrets and the passes as nonroot.
 COPY --from=build --chown=65532:65532 /out/run /run
 USER nonroot
 EXPOSE 8080

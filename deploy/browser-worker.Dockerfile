@@ -1,6 +1,7 @@
 # The browser worker image: the broker and Debian's Chromium. Publish it under an
 # immutable tag (AGENTFY_BROWSER_IMAGE_TAG) before deploying the API that uses it.
 FROM golang:1.26-bookworm AS build
+LABEL agentfy.stage=build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download

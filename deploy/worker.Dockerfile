@@ -1,6 +1,7 @@
 # The ordinary worker container: the tool channel client. It has no browser and never
 # sees a frame in clear; with the broker's socket in AGENTFY_IPC_DIR it relays views.
 FROM golang:1.26-bookworm AS build
+LABEL agentfy.stage=build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download

@@ -115,7 +115,9 @@ func requestIDOK(id string) bool {
 		return false
 	}
 	for _, r := range id {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_':
+		default:
 			return false
 		}
 	}
@@ -214,7 +216,13 @@ func TestStatusStreamsPerUser(t *testing.T) {
 	record(t, "Bounds", fmt.Sprintf("one user holds at most %d status streams per replica (the next: 429); another user still gets one; a closed stream frees its place", feed.MaxListenersPerCaller), &observed)
 	agent := newAgent(t, "agent-streams")
 	url := st.Replicas[0].URL + "/v1/agents/" + agent + "/worker/status"
-	open := func(user string) (*http.Response, context.CancelFunc) {
+	// open opens a stream and returns its status and a function that closes it.
+	type stream struct {
+		status int
+		header http.Header
+		close  func()
+	}
+	open := func(user string) stream {
 		t.Helper()
 		c, cancel := context.WithCancel(ctx(t))
 		req, err := http.NewRequestWithContext(c, http.MethodGet, url, nil)
@@ -224,37 +232,39 @@ func TestStatusStreamsPerUser(t *testing.T) {
 		req.Header.Set("Authorization", "Bearer "+token(t, user))
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
+			cancel()
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { cancel(); _ = resp.Body.Close() })
-		return resp, cancel
+		closeIt := func() { cancel(); _ = resp.Body.Close() }
+		t.Cleanup(closeIt)
+		return stream{resp.StatusCode, resp.Header, closeIt}
 	}
-	var first context.CancelFunc
+	var first stream
 	for i := range feed.MaxListenersPerCaller {
-		resp, cancel := open("u-alice")
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("stream %d: %d", i+1, resp.StatusCode)
+		s := open("u-alice")
+		if s.status != http.StatusOK {
+			t.Fatalf("stream %d: %d", i+1, s.status)
 		}
 		if i == 0 {
-			first = cancel
+			first = s
 		}
 	}
-	extra, _ := open("u-alice")
-	other, _ := open("u-bob")
-	if extra.StatusCode != http.StatusTooManyRequests || extra.Header.Get("Cache-Control") != "no-store" || other.StatusCode != http.StatusOK {
-		t.Fatalf("stream %d of one user: %d; another user's: %d", feed.MaxListenersPerCaller+1, extra.StatusCode, other.StatusCode)
+	extra := open("u-alice")
+	other := open("u-bob")
+	if extra.status != http.StatusTooManyRequests || extra.header.Get("Cache-Control") != "no-store" || other.status != http.StatusOK {
+		t.Fatalf("stream %d of one user: %d; another user's: %d", feed.MaxListenersPerCaller+1, extra.status, other.status)
 	}
-	first()
+	first.close()
 	var again int
 	testenv.WaitFor(t, 5*time.Second, "the closed stream's place", func() bool {
-		resp, cancel := open("u-alice")
-		again = resp.StatusCode
+		s := open("u-alice")
+		again = s.status
 		if again != http.StatusOK {
-			cancel()
+			s.close()
 		}
 		return again == http.StatusOK
 	})
-	observed = fmt.Sprintf("%d streams of u-alice 200, the next %d; u-bob 200; after closing one, u-alice %d", feed.MaxListenersPerCaller, extra.StatusCode, again)
+	observed = fmt.Sprintf("%d streams of u-alice 200, the next %d; u-bob 200; after closing one, u-alice %d", feed.MaxListenersPerCaller, extra.status, again)
 }
 
 // TestHelloIsBounded dials the tool channel with a real worker pass and says hellos no

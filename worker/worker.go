@@ -63,7 +63,10 @@ type Config struct {
 	IPCDir string
 	// ImageTag is the worker image's immutable tag, stated in the hello.
 	ImageTag string
-	Log      zerolog.Logger
+	// HealthFile, when set, exists exactly while the tool channel is open (a container
+	// health check looks at it).
+	HealthFile string
+	Log        zerolog.Logger
 }
 
 // Worker relays between the tool channel and the broker.
@@ -209,6 +212,12 @@ func (w *Worker) serve(ctx context.Context, base string) error {
 		return fmt.Errorf("hello refused")
 	}
 	w.cfg.Log.Info().Str("api", base).Strs("capabilities", caps).Msg("tool channel open")
+	if w.cfg.HealthFile != "" {
+		if err := os.WriteFile(w.cfg.HealthFile, []byte(base+"\n"), 0o600); err != nil {
+			w.cfg.Log.Warn().Err(err).Msg("health file")
+		}
+		defer func() { _ = os.Remove(w.cfg.HealthFile) }()
+	}
 
 	cctx, ccancel := context.WithCancel(ctx)
 	defer ccancel()

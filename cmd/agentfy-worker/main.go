@@ -1,7 +1,11 @@
 // Command agentfy-worker is the worker side of a session's tool channel. Configuration:
 // AGENTFY_API_URL (comma-separated replicas or one load-balanced URL),
 // AGENTFY_WORKER_PASS or AGENTFY_WORKER_PASS_FILE, AGENTFY_IPC_DIR (where the broker's
-// browser.sock lives; absent in the shell image), AGENTFY_IMAGE_TAG.
+// browser.sock lives; absent in the shell image), AGENTFY_IMAGE_TAG, and
+// AGENTFY_HEALTH_FILE (a file that exists while the tool channel is open).
+//
+// `agentfy-worker healthcheck` is a container health check: it succeeds while that file
+// exists.
 package main
 
 import (
@@ -18,6 +22,13 @@ import (
 )
 
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == "healthcheck" {
+		if _, err := os.Stat(os.Getenv("AGENTFY_HEALTH_FILE")); err != nil { //nolint:gosec // the operator's own path
+			fmt.Fprintln(os.Stderr, "agentfy-worker: tool channel not open")
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(); err != nil && !errors.Is(err, worker.ErrSessionEnded) {
 		fmt.Fprintln(os.Stderr, "agentfy-worker:", err)
 		os.Exit(1)
@@ -38,7 +49,7 @@ func run() error {
 	}
 	w, err := worker.New(worker.Config{
 		APIURLs: urls, Pass: pass, IPCDir: os.Getenv("AGENTFY_IPC_DIR"),
-		ImageTag: conf.Env("AGENTFY_IMAGE_TAG", "dev"), Log: log,
+		ImageTag: conf.Env("AGENTFY_IMAGE_TAG", "dev"), HealthFile: os.Getenv("AGENTFY_HEALTH_FILE"), Log: log,
 	})
 	if err != nil {
 		return err

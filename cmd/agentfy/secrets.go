@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
@@ -18,7 +20,7 @@ import (
 // hold their hashes: what the compose stack's secrets job runs once.
 func cmdSecrets(_ context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("secrets", flag.ContinueOnError)
-	out := fs.String("out", "", "write into this `directory` (created with mode 0700)")
+	out := fs.String("out", "", "write into this `directory`, one subdirectory per consumer")
 	db := fs.Int("db", 0, "the Redis database `number` the deployment uses (part of the NATS namespace)")
 	force := fs.Bool("force", false, "replace existing secrets (every process must then get the new ones)")
 	if err := fs.Parse(args); err != nil {
@@ -47,28 +49,58 @@ func cmdSecrets(_ context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	// One directory per consumer, so that each container mounts only what is its own:
-	// the servers their configurations (hashes only), each role its passwords.
-	files := map[string]string{
-		"nats/nats-server.conf": natsConf,
-		"redis/users.acl":       acl,
-		"replica/nats":          s.NATS[bus.RoleReplica] + "\n",
-		"replica/redis":         s.Redis[deploy.RedisReplica] + "\n",
-		"operator/nats":         s.NATS[bus.RoleOperator] + "\n",
-		"operator/redis":        s.Redis[deploy.RedisOperator] + "\n",
-		"debug/nats":            s.NATS[bus.RoleDebug] + "\n",
-		"system/nats":           s.NATS[bus.RoleSystem] + "\n",
+	jwt, err := randomSecret()
+	if err != nil {
+		return err
 	}
-	for name, content := range files {
-		path := filepath.Join(*out, name)
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	// One directory per consumer, so that each container mounts only what is its own:
+	// the servers their configurations (hashes only, readable by the server's own user
+	// whoever wrote them), each role its passwords (this user's alone).
+	files := []struct {
+		name, content string
+		mode          os.FileMode
+	}{
+		{"nats/nats-server.conf", natsConf, 0o644},
+		{"redis/users.acl", acl, 0o644},
+		{"replica/nats", s.NATS[bus.RoleReplica] + "\n", 0o600},
+		{"replica/redis", s.Redis[deploy.RedisReplica] + "\n", 0o600},
+		{"operator/nats", s.NATS[bus.RoleOperator] + "\n", 0o600},
+		{"operator/redis", s.Redis[deploy.RedisOperator] + "\n", 0o600},
+		{"debug/nats", s.NATS[bus.RoleDebug] + "\n", 0o600},
+		{"system/nats", s.NATS[bus.RoleSystem] + "\n", 0o600},
+		{"jwt/secret", jwt + "\n", 0o600}, // the development HS256 secret of the replicas and the CLI
+	}
+	for _, f := range files {
+		path := filepath.Join(*out, f.name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 			return fmt.Errorf("secrets: %w", err)
 		}
 		// Written whole, then renamed, so a reader never sees half a file.
-		if err := writeFileAtomic(path, []byte(content)); err != nil {
+		if err := writeFileMode(path, []byte(f.content), f.mode); err != nil {
 			return fmt.Errorf("secrets: %w", err)
 		}
 	}
 	fmt.Fprintf(stdout, "wrote the credentials of namespace %s to %s (%d files)\n", ns.Prefix(), *out, len(files))
 	return nil
+}
+
+// randomSecret is 32 random bytes, base64url.
+func randomSecret() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("secrets: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// writeFileMode writes b to path through a temporary file and a rename, with mode.
+func writeFileMode(path string, b []byte, mode os.FileMode) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, mode); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp, mode); err != nil { // whatever the umask said
+		return err
+	}
+	return os.Rename(tmp, path)
 }
