@@ -27,7 +27,7 @@ func TestComposeFileIsValid(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
-	out, err := config("AGENTFY_JWT_HS256_SECRET=0123456789abcdef0123456789abcdef", "AGENTFY_BROWSER_IMAGE_TAG=2026.11.30-1")
+	out, err := config("AGENTFY_BROWSER_IMAGE_TAG=2026.11.30-1")
 	if err != nil {
 		t.Fatalf("docker-compose config: %v\n%s", err, out)
 	}
@@ -54,7 +54,7 @@ func TestComposeFileIsValid(t *testing.T) {
 		t.Errorf("the IPC volume is mounted by %v, want browser and worker only", holders)
 	}
 	// The browser image tag is required: no mutable default.
-	if out, err := config("AGENTFY_JWT_HS256_SECRET=0123456789abcdef0123456789abcdef"); err == nil {
+	if out, err := config(); err == nil {
 		t.Errorf("config without AGENTFY_BROWSER_IMAGE_TAG passed:\n%.300s", out)
 	}
 }
@@ -72,7 +72,7 @@ func TestComposeLeastPrivilege(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "-f", "../docker-compose.yml", "config")
-	cmd.Env = append(os.Environ(), "AGENTFY_JWT_HS256_SECRET=0123456789abcdef0123456789abcdef", "AGENTFY_BROWSER_IMAGE_TAG=2026.11.30-1")
+	cmd.Env = append(os.Environ(), "AGENTFY_BROWSER_IMAGE_TAG=2026.11.30-1")
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("docker-compose config: %v", err)
@@ -92,8 +92,8 @@ func TestComposeLeastPrivilege(t *testing.T) {
 	if err := yaml.Unmarshal(out, &cfg); err != nil {
 		t.Fatal(err)
 	}
-	if !cfg.Networks["backend"].Internal {
-		t.Error("the backend network is not internal")
+	if !cfg.Networks["backend"].Internal || !cfg.Networks["web"].Internal {
+		t.Error("the backend or web network is not internal")
 	}
 	networks := func(service string) string {
 		var n []string
@@ -118,12 +118,16 @@ func TestComposeLeastPrivilege(t *testing.T) {
 	}{
 		{"redis", "backend", "", []string{"secrets-redis"}},
 		{"nats", "backend", "", []string{"secrets-nats"}},
-		{"seed", "backend", "agentfy-operator", []string{"secrets-operator"}},
-		{"session", "backend", "agentfy-operator", []string{"secrets-operator"}},
-		{"api-a", "backend,edge", "agentfy-replica", []string{"secrets-replica"}},
-		{"api-b", "backend,edge", "agentfy-replica", []string{"secrets-replica"}},
-		{"browser", "edge", "", nil},
+		{"seed", "backend", "agentfy-operator", []string{"secrets-operator", "secrets-jwt"}},
+		{"session", "backend", "agentfy-operator", []string{"secrets-operator", "secrets-jwt"}},
+		{"cli", "backend", "agentfy-operator", []string{"secrets-operator", "secrets-jwt"}},
+		{"demo", "backend", "agentfy-operator", []string{"secrets-operator", "secrets-jwt"}},
+		{"api-a", "backend,edge", "agentfy-replica", []string{"secrets-replica", "secrets-jwt"}},
+		{"api-b", "backend,edge", "agentfy-replica", []string{"secrets-replica", "secrets-jwt"}},
+		// The agent's browser reaches the API and the demo website, nothing else.
+		{"browser", "edge,web", "", nil},
 		{"worker", "edge", "", nil},
+		{"site", "web", "", nil},
 	} {
 		t.Run(tc.service, func(t *testing.T) {
 			if got := networks(tc.service); got != tc.networks {
@@ -136,7 +140,7 @@ func TestComposeLeastPrivilege(t *testing.T) {
 			if tc.user != "" && (env["AGENTFY_NATS_USER"] != tc.user || env["AGENTFY_REDIS_USERNAME"] != tc.user) {
 				t.Errorf("NATS user %q and Redis user %q, want %s", env["AGENTFY_NATS_USER"], env["AGENTFY_REDIS_USERNAME"], tc.user)
 			}
-			if tc.service == "browser" || tc.service == "worker" {
+			if tc.service == "browser" || tc.service == "worker" || tc.service == "site" {
 				for k := range env {
 					if strings.Contains(k, "REDIS") || strings.Contains(k, "NATS") || strings.Contains(k, "JWT") {
 						t.Errorf("%s has %s", tc.service, k)
