@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# The compose test: runs the README's compose commands for real and checks the stack as
+# a user and an operator would. Part of the test command (scripts/test.sh).
+#   1. installs docker.io and docker-compose (apt-get, as root) when missing, and starts
+#      dockerd when none runs (and stops only what it started);
+#   2. base images: pulled, or stand-ins where no registry answers (compose-images.sh);
+#   3. the README's commands: up --build, then a member's token and a partner's key
+#      minted through the stack;
+#   4. from the host through the published ports: both routes return a live frame that
+#      decodes as a JPEG (deploy/composecheck);
+#   5. from a throw-away container on the worker's network, TCP to Redis and NATS fails;
+#      from one on the replicas' network it succeeds (the control);
+#   6. stopping the replica that holds the worker's socket: a frame again within 30 s;
+#   7. down -v leaves no container, network or volume of the project.
+# Containers talk only on the networks this test made.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { echo "compose-test: $*" >&2; }
+started=$(date +%s)
+tmp=$(mktemp -d)
+
+need=()
+command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
+command -v docker-compose >/dev/null 2>&1 || docker compose version >/dev/null 2>&1 || need+=(docker-compose)
+command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    say "missing ${need[*]}; run as root or: sudo apt-get install -y ${need[*]}"; exit 1
+  fi
+  say "installing ${need[*]} (apt-get)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+dockerd_pid=""
+if ! docker info >/dev/null 2>&1; then
+  say "starting dockerd (log: $tmp/dockerd.log)"
+  dockerd >"$tmp/dockerd.log" 2>&1 &
+  dockerd_pid=$!
+  for _ in $(seq 1 60); do docker info >/dev/null 2>&1 && break; sleep 0.5; done
+  docker info >/dev/null 2>&1 || { tail -20 "$tmp/dockerd.log" >&2; exit 1; }
+fi
+
+# Compose v2 where it is installed, else Debian's v1: the same commands either way.
+if docker compose version >/dev/null 2>&1; then compose() { docker compose "$@"; }; else compose() { docker-compose "$@"; }; fi
+export COMPOSE_PROJECT_NAME=agentfy-test
+project=$COMPOSE_PROJECT_NAME
+
+cleanup() {
+  status=$?
+  if [ $status -ne 0 ]; then
+    say "failed; the services' last log lines:"
+    compose logs --tail=30 >&2 2>&1 || true
+  fi
+  compose --profile cli down -v --remove-orphans >/dev/null 2>&1 || compose down -v --remove-orphans >/dev/null 2>&1 || true
+  # The build stages' images, which only take room.
+  docker image prune -f --filter label=agentfy.stage=build >/dev/null 2>&1 || true
+  if [ -n "$dockerd_pid" ]; then
+    kill "$dockerd_pid" 2>/dev/null || true
+    wait "$dockerd_pid" 2>/dev/null || true
+  fi
+  rm -rf "$tmp"
+  exit $status
+}
+trap cleanup EXIT
+
+scripts/compose-images.sh
+
+# --- The README's commands (README.md, "Containers"), `compose` being `docker compose` ---
+export AGENTFY_BROWSER_IMAGE_TAG=2026.11.30-1
+compose up -d --build
+TOKEN=$(compose run --rm cli token -user u-alice)
+ORG_KEY=$(compose run --rm cli orgkey -org org-acme -env production)
+# ---
+TOKEN=${TOKEN%$'\r'} ORG_KEY=${ORG_KEY%$'\r'} # a terminal's line ends, if run from one
+
+health() { docker inspect -f '{{if .State.Health}}{{.State.Health.Status}}{{else}}{{.State.Status}}{{end}}' "$(compose ps -q "$1")"; }
+for svc in api-a api-b worker; do
+  for _ in $(seq 1 90); do [ "$(health "$svc")" = healthy ] && break; sleep 1; done
+  [ "$(health "$svc")" = healthy ] || { say "$svc is $(health "$svc")"; exit 1; }
+done
+say "up and healthy after $(( $(date +%s) - started )) s"
+
+say "both routes, from the host"
+go run ./deploy/composecheck -url http://127.0.0.1:8080 -token "$TOKEN" -key "$ORG_KEY" -wait 120s
+
+say "networks: the worker's cannot reach Redis or NATS; the replicas' can"
+ip_of() { docker inspect -f "{{(index .NetworkSettings.Networks \"${project}_backend\").IPAddress}}" "$(compose ps -q "$1")"; }
+redis_ip=$(ip_of redis)
+nats_ip=$(ip_of nats)
+probe() { # probe NETWORK HOST PORT: exit 0 when a TCP connection opens within 3 s
+  docker run --rm --network "$1" --entrypoint bash "agentfy/browser-worker:$AGENTFY_BROWSER_IMAGE_TAG" \
+    -c "timeout 3 bash -c '</dev/tcp/$2/$3'" >/dev/null 2>&1
+}
+for target in "$redis_ip 6379" "$nats_ip 4222"; do
+  set -- $target
+  if probe "${project}_edge" "$1" "$2"; then say "the worker's network reaches $1:$2"; exit 1; fi
+  probe "${project}_backend" "$1" "$2" || { say "control: the replicas' network does not reach $1:$2"; exit 1; }
+done
+
+say "failover: stop api-b, which holds the worker's socket"
+compose stop api-b >/dev/null
+go run ./deploy/composecheck -url http://127.0.0.1:8080 -token "$TOKEN" -key "$ORG_KEY" -wait 30s
+
+say "down -v"
+compose --profile cli down -v --remove-orphans >/dev/null
+left=$(docker ps -aq --filter "label=com.docker.compose.project=$project"; docker network ls -q --filter "label=com.docker.compose.project=$project"; docker volume ls -q --filter "label=com.docker.compose.project=$project")
+[ -z "$left" ] || { say "left behind: $left"; exit 1; }
+say "passed in $(( $(date +%s) - started )) s"
+echo "compose: 1 passed, 0 failed"
