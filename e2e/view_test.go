@@ -406,7 +406,9 @@ func TestSessionStartIsQuietOnTheBus(t *testing.T) {
 			replies++
 		}
 	}
-	if pings == 0 || replies != pings {
+	// A ping sent before the owner subscribed finds no responder (the harness sends
+	// another); every answered one is answered empty.
+	if pings == 0 || replies == 0 || replies > pings {
 		t.Fatalf("saw %d pings and %d empty replies", pings, replies)
 	}
 }

@@ -46,7 +46,7 @@ func TestLoadConfig(t *testing.T) {
 		{
 			name: "environment with defaults",
 			env:  base,
-			want: config{apiURL: "http://api:8080", pass: "env-pass", ipcDir: "/run/ipc", chromium: "/usr/bin/chromium", logLevel: zerolog.InfoLevel},
+			want: config{apiURL: "http://api:8080", pass: "env-pass", inlinePass: true, ipcDir: "/run/ipc", chromium: "/usr/bin/chromium", logLevel: zerolog.InfoLevel},
 		},
 		{
 			name: "pass from a file, flags win",
