@@ -7,7 +7,8 @@
 #   3. the README's commands: up --build, then a member's token and a partner's key
 #      minted through the stack;
 #   4. from the host through the published ports: both routes return a live frame that
-#      decodes as a JPEG (deploy/composecheck);
+#      decodes as a JPEG (deploy/composecheck), and the web app's window shows one in
+#      Chromium (a screenshot in .artifacts/compose-web-app.png);
 #   5. from a throw-away container on the worker's network, TCP to Redis and NATS fails;
 #      from one on the replicas' network it succeeds (the control);
 #   6. stopping the replica that holds the worker's socket: a frame again within 30 s;
@@ -86,6 +87,11 @@ say "up and healthy after $(( $(date +%s) - started )) s"
 say "both routes, from the host"
 go run ./deploy/composecheck -url http://127.0.0.1:8080 -token "$TOKEN" -key "$ORG_KEY" -wait 120s
 
+say "the web app, as a person sees it"
+mkdir -p .artifacts
+(cd web && [ -d node_modules/playwright-core ] || npm ci --no-audit --no-fund --loglevel=error)
+node web/scripts/screenshot.mjs "http://127.0.0.1:8080/#/agents/agent-scout/worker?token=$TOKEN" .artifacts/compose-web-app.png
+
 say "networks: the worker's cannot reach Redis or NATS; the replicas' can"
 ip_of() { docker inspect -f "{{(index .NetworkSettings.Networks \"${project}_backend\").IPAddress}}" "$(compose ps -q "$1")"; }
 redis_ip=$(ip_of redis)
@@ -101,6 +107,7 @@ for target in "$redis_ip 6379" "$nats_ip 4222"; do
 done
 
 say "failover: stop api-b, which holds the worker's socket"
+compose logs worker | grep -q 'tool channel open.*api-b' || { say "the worker is not on api-b"; exit 1; }
 compose stop api-b >/dev/null
 go run ./deploy/composecheck -url http://127.0.0.1:8080 -token "$TOKEN" -key "$ORG_KEY" -wait 30s
 

@@ -31,3 +31,5 @@ for target in "FuzzOpen ./view/envelope" "FuzzParse ./jsonrpc" "FuzzConsumeBody 
 done
 echo "== web app and SDK" >&2
 scripts/test-web.sh
+echo "== the compose stack, for real (Docker)" >&2
+scripts/test-compose.sh
