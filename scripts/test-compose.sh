@@ -107,7 +107,7 @@ for target in "$redis_ip 6379" "$nats_ip 4222"; do
 done
 
 say "failover: stop api-b, which holds the worker's socket"
-compose logs worker | grep -q 'tool channel open.*api-b' || { say "the worker is not on api-b"; exit 1; }
+compose logs worker | grep -q '"api":"http://api-b:8080".*"tool channel open"' || { say "the worker is not on api-b"; exit 1; }
 compose stop api-b >/dev/null
 go run ./deploy/composecheck -url http://127.0.0.1:8080 -token "$TOKEN" -key "$ORG_KEY" -wait 30s
 
