@@ -58,7 +58,7 @@ func run() error {
 // frame polls url as a viewer would (every 2.5 s, past the agent's gate and the
 // caller's pace) until it answers a live frame, and decodes it.
 func frame(ctx context.Context, url, bearer string) (w, h int, title string, err error) {
-	last := "no answer"
+	var last string
 	tick := time.NewTicker(2500 * time.Millisecond)
 	defer tick.Stop()
 	for {
