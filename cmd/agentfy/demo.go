@@ -14,9 +14,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/channel"
-	"github.com/agentfy/agentfy/cmd/internal/apiconf"
 	"github.com/agentfy/agentfy/cmd/internal/conf"
 	"github.com/agentfy/agentfy/session"
 )
@@ -103,19 +101,7 @@ func cmdDemo(ctx context.Context, args []string, _ io.Writer) error {
 		return err
 	}
 	defer closeRedis(st.rdb)
-	ro, err := apiconf.Redis(nil)
-	if err != nil {
-		return err
-	}
-	ns, err := apiconf.Namespace(ro)
-	if err != nil {
-		return err
-	}
-	ncfg, err := apiconf.NATS("agentfy-demo", ns, bus.RoleOperator, nil)
-	if err != nil {
-		return err
-	}
-	nc, err := bus.Connect(ncfg, log)
+	nc, ns, err := operatorBus("agentfy-demo", log)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,9 @@ import (
 	"io"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/channel"
 	"github.com/agentfy/agentfy/cmd/internal/apiconf"
@@ -47,19 +50,7 @@ func cmdTool(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ro, err := apiconf.Redis(nil)
-	if err != nil {
-		return err
-	}
-	ns, err := apiconf.Namespace(ro)
-	if err != nil {
-		return err
-	}
-	ncfg, err := apiconf.NATS("agentfy-cli", ns, bus.RoleOperator, nil)
-	if err != nil {
-		return err
-	}
-	nc, err := bus.Connect(ncfg, conf.Logger("cli"))
+	nc, ns, err := operatorBus("agentfy-cli", conf.Logger("cli"))
 	if err != nil {
 		return err
 	}
@@ -75,4 +66,26 @@ func cmdTool(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	_, err = fmt.Fprintln(stdout, string(res))
 	return err
+}
+
+// operatorBus connects to NATS as the operator (the CLI's tool calls, the demo agent),
+// in the namespace of the configured deployment and Redis database.
+func operatorBus(name string, log zerolog.Logger) (*nats.Conn, bus.Namespace, error) {
+	ro, err := apiconf.Redis(nil)
+	if err != nil {
+		return nil, bus.Namespace{}, err
+	}
+	ns, err := apiconf.Namespace(ro)
+	if err != nil {
+		return nil, bus.Namespace{}, err
+	}
+	ncfg, err := apiconf.NATS(name, ns, bus.RoleOperator, nil)
+	if err != nil {
+		return nil, bus.Namespace{}, err
+	}
+	nc, err := bus.Connect(ncfg, log)
+	if err != nil {
+		return nil, bus.Namespace{}, err
+	}
+	return nc, ns, nil
 }
