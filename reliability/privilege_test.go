@@ -233,7 +233,26 @@ func TestRedisRefusesStrangersAndConfinesUsers(t *testing.T) {
 func TestForgedToolResultIsRefused(t *testing.T) {
 	observed := ""
 	record(t, privilege, "with a replica's NATS credential, an attacker answering a tool call first with a result sealed to its reply key (plainly, or from its own key) is refused by the requester", &observed)
-	ss := liveSession(t, "agent-privilege-tool", stack.SessionOptions{})
+	// A stand-in broker that answers browser_tabs only once the attacker has answered
+	// (or after a second, when no attacker listens): the forgery always arrives first.
+	attackerDone := make(chan struct{}, 4)
+	broker := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/tools/browser_tabs" {
+			http.Error(w, `{"error":{"code":"not_found","message":"no"}}`, http.StatusNotFound)
+			return
+		}
+		select {
+		case <-attackerDone:
+		case <-time.After(time.Second):
+		}
+		_, _ = w.Write([]byte(`{"result":{"tabs":[]}}`))
+	})
+	agent := newAgent(t, "agent-privilege-tool")
+	ss, err := st.StartSession(ctx(t), agent, stack.SessionOptions{Replica: 1, BrokerHandler: broker})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ss.Close)
 	subject, err := st.NS.Subject(bus.VerbTool, ss.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -271,6 +290,9 @@ func TestForgedToolResultIsRefused(t *testing.T) {
 			if m.Respond(b) == nil {
 				answered.Add(1)
 			}
+			// On the wire before the stand-in broker lets the genuine answer go.
+			_ = attacker.Flush()
+			attackerDone <- struct{}{}
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -293,7 +315,7 @@ func TestForgedToolResultIsRefused(t *testing.T) {
 	}
 	// Without the attacker the same call works: the refusal was the forgery's.
 	res, err := ss.Tool(ctx(t), "browser_tabs", struct{}{})
-	if err != nil || strings.Contains(string(res), "forged") {
+	if err != nil || string(res) != `{"tabs":[]}` {
 		t.Fatalf("tool call without the attacker: %s, %v", res, err)
 	}
 	observed = "2 forged results (plain seal, seal from the attacker's key) answered first and refused; the genuine result accepted afterwards"
