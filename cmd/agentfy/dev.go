@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -202,6 +203,14 @@ func ensureInstalled(ctx context.Context, progress func(string, ...any)) error {
 	return nil
 }
 
+// redisAddr is the host:port of a redis:// URL, for a summary line without the password.
+func redisAddr(u string) string {
+	if p, err := url.Parse(u); err == nil {
+		return p.Host
+	}
+	return "?"
+}
+
 func natsCred(st *stack.Stack, r bus.Role) natsCredential {
 	return natsCredential{User: r.User(), Password: st.Secrets.NATS[r]}
 }
@@ -223,7 +232,7 @@ Agentfy browser view is running (ready in %.1fs). Ctrl-C stops everything.
                  server; the page moves it into the tab's session storage at once)
   API replicas   %s  %s
   NATS           %s   (monitoring %s)
-  Redis          %s   deployment %q
+  Redis          %s   deployment %q (users agentfy-replica, agentfy-operator)
   Demo agent     %s, browsing %s; %s has a session with no tab; %s has none
 
 In another terminal:
@@ -250,7 +259,7 @@ In another terminal:
   export AGENTFY_REDIS_URL='%s' AGENTFY_NATS_URL='%s' AGENTFY_NATS_PASSWORD='%s'
   go run ./cmd/agentfy tool -agent %s -name browser_tabs
   go run ./cmd/agentfy session stop -agent %s
-`, took.Seconds(), rf.App, rf.Agent, rf.Tokens["member"], rf.Replicas[0], rf.Replicas[1], rf.NATS, rf.NATSMonitor, rf.Redis, rf.Deployment,
+`, took.Seconds(), rf.App, rf.Agent, rf.Tokens["member"], rf.Replicas[0], rf.Replicas[1], rf.NATS, rf.NATSMonitor, redisAddr(rf.Redis), rf.Deployment,
 		rf.Agent, rf.Site, rf.EmptyAgent, rf.IdleAgent,
 		rf.Tokens["member"], rf.OrgKeys["reader"],
 		rf.Replicas[0], rf.Agent, rf.Replicas[0], rf.Agent,
