@@ -2,6 +2,7 @@
 // services, and renders their results. Every status code comes from one table
 // (errors.go). Routes:
 //
+//	GET  /v1/agents                                     human JWT           the member's agents
 //	GET  /v1/agents/:id/worker/view                     human JWT           view.Result
 //	GET  /v1/orgs/:orgId/agents/:id/worker/view         org key             view.Result
 //	GET  /v1/agents/:id/worker/status                   human JWT           server-sent events
@@ -98,6 +99,7 @@ func New(cfg Config) *Server {
 	views := v1.Group("", s.metricView)
 	views.GET("/agents/:id/worker/view", s.agentView)
 	views.GET("/orgs/:orgId/agents/:id/worker/view", s.partnerView)
+	v1.GET("/agents", s.agents)
 	v1.GET("/agents/:id/worker/status", s.status)
 	v1.POST("/internal/worker-observations/consume", s.consume)
 	v1.GET("/worker/channel", gin.WrapH(cfg.Hub))

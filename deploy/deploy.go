@@ -42,7 +42,7 @@ const (
 var (
 	ReplicaCommands = []string{
 		"ping", "hello", "select",
-		"get", "set", "del", "hget", "hset", "hdel", "hgetall", "sismember",
+		"get", "set", "del", "hget", "hset", "hdel", "hgetall", "sismember", "smembers",
 		"rpush", "ltrim", "lrange", "multi", "exec", "discard", "eval", "evalsha",
 	}
 	OperatorCommands = []string{

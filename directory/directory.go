@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -137,6 +138,12 @@ func (s *Store) orgKey(id string) string     { return s.prefix + "org:{o:" + id 
 func (s *Store) teamKey(id string) string    { return s.prefix + "team:{t:" + id + "}" }
 func (s *Store) membersKey(id string) string { return s.prefix + "team:{t:" + id + "}:members" }
 
+// userTeamsKey and teamAgentsKey are indices for listing (VisibleAgents): the teams a
+// user was made a member of, and the agents a seed put in a team. Neither grants
+// anything: VisibleAgents checks each against the member set and the agent's record.
+func (s *Store) userTeamsKey(id string) string  { return s.prefix + "user:{u:" + id + "}:teams" }
+func (s *Store) teamAgentsKey(id string) string { return s.prefix + "team:{t:" + id + "}:agents" }
+
 // Load writes a parsed seed. It is idempotent: records are overwritten and team
 // memberships replaced by the seed's. Each record is one key, so a Cluster is fine.
 func (s *Store) Load(ctx context.Context, seed Seed) error {
@@ -146,15 +153,22 @@ func (s *Store) Load(ctx context.Context, seed Seed) error {
 			members[t] = append(members[t], u.ID)
 		}
 	}
+	agents := map[string][]any{}
+	for _, a := range seed.Agents {
+		agents[a.TeamID] = append(agents[a.TeamID], a.ID)
+	}
 	for _, t := range seed.Teams {
 		if err := s.rdb.HSet(ctx, s.teamKey(t.ID), "name", t.Name).Err(); err != nil {
 			return fmt.Errorf("directory: load team: %w", err)
 		}
-		// One slot per team: replace the member set atomically.
+		// One slot per team: replace the member set and the agent index atomically.
 		_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			p.Del(ctx, s.membersKey(t.ID))
+			p.Del(ctx, s.membersKey(t.ID), s.teamAgentsKey(t.ID))
 			if len(members[t.ID]) > 0 {
 				p.SAdd(ctx, s.membersKey(t.ID), members[t.ID]...)
+			}
+			if len(agents[t.ID]) > 0 {
+				p.SAdd(ctx, s.teamAgentsKey(t.ID), agents[t.ID]...)
 			}
 			return nil
 		})
@@ -163,7 +177,20 @@ func (s *Store) Load(ctx context.Context, seed Seed) error {
 		}
 	}
 	for _, u := range seed.Users {
-		if err := s.rdb.HSet(ctx, s.userKey(u.ID), "name", u.Name).Err(); err != nil {
+		// One slot per user: the record and its team index together.
+		_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.HSet(ctx, s.userKey(u.ID), "name", u.Name)
+			p.Del(ctx, s.userTeamsKey(u.ID))
+			if len(u.Teams) > 0 {
+				teams := make([]any, len(u.Teams))
+				for i, t := range u.Teams {
+					teams[i] = t
+				}
+				p.SAdd(ctx, s.userTeamsKey(u.ID), teams...)
+			}
+			return nil
+		})
+		if err != nil {
 			return fmt.Errorf("directory: load user: %w", err)
 		}
 	}
@@ -173,10 +200,21 @@ func (s *Store) Load(ctx context.Context, seed Seed) error {
 			return fmt.Errorf("directory: load org: %w", err)
 		}
 	}
+	inSeed := map[string]bool{}
+	for _, t := range seed.Teams {
+		inSeed[t.ID] = true
+	}
 	for _, a := range seed.Agents {
 		err := s.rdb.HSet(ctx, s.agentKey(a.ID), "name", a.Name, "team", a.TeamID, "org", a.OrgID, "env", a.Environment).Err()
 		if err != nil {
 			return fmt.Errorf("directory: load agent: %w", err)
+		}
+		// A team of this seed had its index replaced above; a team loaded earlier (a
+		// partial seed adding an agent) gains it.
+		if !inSeed[a.TeamID] {
+			if err := s.rdb.SAdd(ctx, s.teamAgentsKey(a.TeamID), a.ID).Err(); err != nil {
+				return fmt.Errorf("directory: load agent: index: %w", err)
+			}
 		}
 	}
 	return nil
@@ -226,13 +264,89 @@ func (s *Store) AddMember(ctx context.Context, teamID, userID string) error {
 	if err := s.rdb.SAdd(ctx, s.membersKey(teamID), userID).Err(); err != nil {
 		return fmt.Errorf("directory: add member: %w", err)
 	}
+	if err := s.rdb.SAdd(ctx, s.userTeamsKey(userID), teamID).Err(); err != nil {
+		return fmt.Errorf("directory: add member: index: %w", err)
+	}
 	return nil
 }
 
-// RemoveMember revokes a membership at once: the next access check sees it.
+// RemoveMember revokes a membership at once: the next access check sees it. The member
+// set, which every check reads, changes first; the listing index follows.
 func (s *Store) RemoveMember(ctx context.Context, teamID, userID string) error {
 	if err := s.rdb.SRem(ctx, s.membersKey(teamID), userID).Err(); err != nil {
 		return fmt.Errorf("directory: remove member: %w", err)
 	}
+	if err := s.rdb.SRem(ctx, s.userTeamsKey(userID), teamID).Err(); err != nil {
+		return fmt.Errorf("directory: remove member: index: %w", err)
+	}
 	return nil
+}
+
+// MaxVisibleAgents bounds what VisibleAgents returns.
+const MaxVisibleAgents = 500
+
+// VisibleAgents returns the agents userID may see, sorted by id, at most
+// MaxVisibleAgents: those of every team the user is a member of. The indices only say
+// where to look; each team is checked against its member set and each agent against its
+// own record (its team now), so a revoked membership or a moved agent is never listed.
+func (s *Store) VisibleAgents(ctx context.Context, userID string) ([]Agent, error) {
+	if !ValidID(userID) {
+		return nil, nil
+	}
+	teams, err := s.rdb.SMembers(ctx, s.userTeamsKey(userID)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("directory: user teams: %w", err)
+	}
+	slices.Sort(teams)
+	member := map[string]bool{}
+	var ids []string
+	for _, team := range teams {
+		if !ValidID(team) {
+			continue
+		}
+		ok, err := s.IsMember(ctx, team, userID)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			continue
+		}
+		member[team] = true
+		members, err := s.rdb.SMembers(ctx, s.teamAgentsKey(team)).Result()
+		if err != nil {
+			return nil, fmt.Errorf("directory: team agents: %w", err)
+		}
+		for _, id := range members {
+			if ValidID(id) {
+				ids = append(ids, id)
+			}
+		}
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	// One round trip for the records (a Cluster client splits it by slot).
+	cmds := make([]*redis.MapStringStringCmd, len(ids))
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			cmds[i] = p.HGetAll(ctx, s.agentKey(id))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("directory: agents: %w", err)
+	}
+	agents := make([]Agent, 0, len(ids))
+	for i, id := range ids {
+		m := cmds[i].Val()
+		// Listed only while its record names a team the user is a member of (checked
+		// above, in this call).
+		if len(m) == 0 || !member[m["team"]] {
+			continue
+		}
+		agents = append(agents, Agent{ID: id, Name: m["name"], TeamID: m["team"], OrgID: m["org"], Environment: m["env"]})
+		if len(agents) == MaxVisibleAgents {
+			break
+		}
+	}
+	return agents, nil
 }

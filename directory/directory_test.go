@@ -84,3 +84,72 @@ func TestParseSeedRejects(t *testing.T) {
 		})
 	}
 }
+
+func TestVisibleAgents(t *testing.T) {
+	seed, err := directory.ParseSeed(strings.NewReader(`{
+		"teams": [{"id": "t1", "name": "One"}, {"id": "t2", "name": "Two"}],
+		"users": [{"id": "u1", "teams": ["t1"]}, {"id": "u2", "teams": ["t1", "t2"]}, {"id": "u3", "teams": []}],
+		"orgs": [{"id": "o", "environments": ["p"]}],
+		"agents": [
+			{"id": "b", "name": "B", "team": "t1", "org": "o", "environment": "p"},
+			{"id": "a", "name": "A", "team": "t1", "org": "o", "environment": "p"},
+			{"id": "c", "name": "C", "team": "t2", "org": "o", "environment": "p"}
+		]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := testenv.Redis(t)
+	st := directory.NewStore(testenv.RedisClient(t, srv, 0), testenv.Deployment(t))
+	ctx := testenv.Context(t, 30*time.Second)
+	if err := st.Load(ctx, seed); err != nil {
+		t.Fatal(err)
+	}
+	ids := func(user string) string {
+		t.Helper()
+		agents, err := st.VisibleAgents(ctx, user)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, a := range agents {
+			out = append(out, a.ID+"/"+a.Name+"/"+a.TeamID)
+		}
+		return strings.Join(out, ",")
+	}
+	for _, tt := range []struct{ user, want string }{
+		{"u1", "a/A/t1,b/B/t1"},
+		{"u2", "a/A/t1,b/B/t1,c/C/t2"},
+		{"u3", ""},
+		{"nobody", ""},
+		{"bad id!", ""},
+	} {
+		if got := ids(tt.user); got != tt.want {
+			t.Errorf("VisibleAgents(%s) = %q, want %q", tt.user, got, tt.want)
+		}
+	}
+	// A revoked membership hides the team's agents at once; a new one shows them.
+	if err := st.RemoveMember(ctx, "t1", "u2"); err != nil {
+		t.Fatal(err)
+	}
+	if got := ids("u2"); got != "c/C/t2" {
+		t.Fatalf("after removal from t1: %q", got)
+	}
+	if err := st.AddMember(ctx, "t2", "u1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := ids("u1"); got != "a/A/t1,b/B/t1,c/C/t2" {
+		t.Fatalf("after joining t2: %q", got)
+	}
+	// An agent re-seeded into another team leaves the old team's listing. The seed
+	// replaces memberships with its own, so u1 is in t1 only again.
+	seed.Agents[0].TeamID = "t2"
+	if err := st.Load(ctx, seed); err != nil {
+		t.Fatal(err)
+	}
+	if got := ids("u2"); got != "a/A/t1,b/B/t2,c/C/t2" {
+		t.Fatalf("re-seeded u2: %q", got)
+	}
+	if got := ids("u1"); got != "a/A/t1" {
+		t.Fatalf("re-seeded u1: %q", got)
+	}
+}

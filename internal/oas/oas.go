@@ -70,7 +70,7 @@ func (v *Validator) Validate(ctx context.Context, req *http.Request, status int,
 // Call sends a request to a replica as a client would and returns its status, headers
 // and body. It fails tb on a transport error, and reports (without stopping the test)
 // a /v1 answer without Cache-Control: no-store and a view-route answer that does not
-// conform to the document.
+// conform to the document (the view routes and GET /v1/agents).
 func (v *Validator) Call(ctx context.Context, tb testing.TB, method, url, bearer string, body io.Reader) (int, http.Header, []byte) {
 	tb.Helper()
 	req, err := http.NewRequestWithContext(ctx, method, url, body)
@@ -95,7 +95,7 @@ func (v *Validator) Call(ctx context.Context, tb testing.TB, method, url, bearer
 	if strings.Contains(req.URL.Path, "/v1/") && resp.Header.Get("Cache-Control") != "no-store" {
 		tb.Errorf("%s %s: Cache-Control %q, want no-store", method, req.URL.Path, resp.Header.Get("Cache-Control"))
 	}
-	if strings.HasSuffix(req.URL.Path, "/worker/view") {
+	if strings.HasSuffix(req.URL.Path, "/worker/view") || req.URL.Path == "/v1/agents" {
 		if err := v.Validate(ctx, req, resp.StatusCode, resp.Header, b); err != nil {
 			tb.Errorf("%v\nbody: %.300s", err, b)
 		}
