@@ -1,40 +1,73 @@
-// How a partner calls the SDK. Type-checked under --strict with the generated code
-// (npm run typecheck), so a change of the document that breaks callers shows up here.
+// How a TypeScript caller uses the package, type-checked under --strict (npm run
+// typecheck), so a change of the document that breaks callers shows up here. Every
+// shape of an answer is handled.
 
-import { WorkerView, type WorkerPage } from '../src/index.js';
+import {
+  Agents,
+  WorkerView,
+  createClient,
+  isClientError,
+  watchWorkerView,
+  type AgentSummary,
+  type ErrorBody,
+  type WorkerPage,
+} from '@agentfy/sdk';
 
-/** What a caller makes of one view: a frame, an open browser with no tab, or closed. */
-export type Snapshot = { kind: 'frame'; page: WorkerPage } | { kind: 'noTab' } | { kind: 'closed' };
+/** What a caller makes of one view. */
+export type Snapshot =
+  | { kind: 'frame'; page: WorkerPage }
+  | { kind: 'noTab' }
+  | { kind: 'closed' }
+  /** The API refused (401/403/404): asking again will not help. */
+  | { kind: 'refused'; status: number; error: ErrorBody }
+  /** 429, 503 or no answer at all: keep the last frame and ask again later. */
+  | { kind: 'retry'; status: number | undefined; error: ErrorBody };
 
-/**
- * partnerSnapshot asks for the agent's browser with an organisation key. It throws on
- * 401/403/404 and on 429/503: the caller retries those at its normal interval and never
- * reports them as a closed browser.
- */
+/** partnerSnapshot asks once for the agent's browser with an organisation key. */
 export async function partnerSnapshot(baseUrl: string, orgKey: string, orgId: string, agentId: string): Promise<Snapshot> {
-  const { data, error, response } = await WorkerView.getPartnerWorkerView({
-    baseUrl,
-    headers: { Authorization: `Bearer ${orgKey}` },
-    path: { orgId, id: agentId },
-  });
-  if (data === undefined) {
-    throw new Error(`worker view: ${response?.status ?? 'network'} ${error.error.code}`);
+  const api = createClient({ baseUrl, auth: orgKey });
+  const { data, error, response } = await WorkerView.getPartnerWorkerView({ client: api, path: { orgId, id: agentId } });
+  if (error !== undefined) {
+    const status = response?.status; // undefined when no answer arrived (error.error.code 'network' or 'timeout')
+    if (status === 401 || status === 403 || status === 404) {
+      return { kind: 'refused', status, error };
+    }
+    return { kind: 'retry', status, error };
   }
-  // `data` is the body itself: no success wrapper.
   if (!data.live) {
     return { kind: 'closed' };
   }
   return data.page === null ? { kind: 'noTab' } : { kind: 'frame', page: data.page };
 }
 
-/** memberFrameAge tells how old a member's frame is, in milliseconds, or null without one. */
-export async function memberFrameAge(baseUrl: string, jwt: string, agentId: string, now: Date): Promise<number | null> {
-  const { data } = await WorkerView.getAgentWorkerView({ baseUrl, auth: jwt, path: { id: agentId } });
-  if (data?.live && data.page) {
-    const page: WorkerPage = data.page;
-    return now.getTime() - Date.parse(page.capturedAt);
+/** describe says a failure in words, telling the API's answers from the call's own. */
+export function describe(error: ErrorBody): string {
+  return isClientError(error) ? `no usable answer (${error.error.code}): ${error.error.message}` : `the API said ${error.error.code}`;
+}
+
+/** memberAgents lists what a member may watch, live sessions first. */
+export async function memberAgents(baseUrl: string, jwt: string): Promise<AgentSummary[]> {
+  const { data, error } = await Agents.listAgents({ baseUrl, auth: jwt });
+  if (error !== undefined) {
+    throw new Error(describe(error));
   }
-  return null;
+  return [...data.agents].sort((a, b) => Number(b.live) - Number(a.live));
+}
+
+/** watchForAMinute shows frames of one agent for a minute, keeping the last on failures. */
+export async function watchForAMinute(baseUrl: string, jwt: string, agentId: string, show: (page: WorkerPage) => void): Promise<string> {
+  const end = await watchWorkerView({
+    baseUrl,
+    auth: jwt,
+    agentId,
+    signal: AbortSignal.timeout(60_000),
+    onUpdate(update) {
+      if (update.kind === 'frame') {
+        show(update.page);
+      }
+    },
+  });
+  return end.reason;
 }
 
 export function misuse(): void {
@@ -42,4 +75,6 @@ export function misuse(): void {
   void WorkerView.getAgentWorkerView({ path: {} });
   // @ts-expect-error the partner route needs the organisation too
   void WorkerView.getPartnerWorkerView({ path: { id: 'agent-scout' } });
+  // @ts-expect-error createClient needs a base URL
+  createClient({});
 }

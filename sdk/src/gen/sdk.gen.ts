@@ -2,7 +2,7 @@
 
 import { client } from './client.gen.js';
 import type { Client, ClientMeta, Options as Options2, RequestResult, TDataShape } from './client/index.js';
-import type { GetAgentWorkerViewData, GetAgentWorkerViewErrors, GetAgentWorkerViewResponses, GetPartnerWorkerViewData, GetPartnerWorkerViewErrors, GetPartnerWorkerViewResponses } from './types.gen.js';
+import type { GetAgentWorkerViewData, GetAgentWorkerViewErrors, GetAgentWorkerViewResponses, GetPartnerWorkerViewData, GetPartnerWorkerViewErrors, GetPartnerWorkerViewResponses, ListAgentsData, ListAgentsErrors, ListAgentsResponses } from './types.gen.js';
 
 export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends boolean = boolean, TResponse = unknown> = Options2<TData, ThrowOnError, TResponse> & {
     /**
@@ -17,6 +17,29 @@ export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends 
      */
     meta?: keyof ClientMeta extends never ? Record<string, unknown> : ClientMeta;
 };
+
+export class Agents {
+    /**
+     * The agents of the signed-in member's teams, with their session status
+     *
+     * Accepts a human JWT only (an organisation key is not a member of a team: 401).
+     * Every agent of every team the user belongs to, sorted by id, at most 500, each
+     * with its session's status now: `running` or `idle` (`live: true`, the browser
+     * view can answer) or `stopped` (`live: false`).
+     *
+     */
+    public static listAgents<ThrowOnError extends boolean = false>(options?: Options<ListAgentsData, ThrowOnError>): RequestResult<ListAgentsResponses, ListAgentsErrors, ThrowOnError> {
+        return (options?.client ?? client).get<ListAgentsResponses, ListAgentsErrors, ThrowOnError>({
+            security: [{
+                    key: 'humanJwt',
+                    scheme: 'bearer',
+                    type: 'http'
+                }],
+            url: '/v1/agents',
+            ...options
+        });
+    }
+}
 
 export class WorkerView {
     /**

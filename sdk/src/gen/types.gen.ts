@@ -4,6 +4,20 @@ export type ClientOptions = {
     baseUrl: 'http://localhost:8080' | (string & {});
 };
 
+export type AgentList = {
+    agents: Array<AgentSummary>;
+};
+
+export type AgentSummary = {
+    id: string;
+    name: string;
+    status: 'running' | 'idle' | 'stopped';
+    /**
+     * true while the session is running or idle
+     */
+    live: boolean;
+};
+
 export type WorkerViewBody = WorkerViewClosed | WorkerViewLive;
 
 export type WorkerViewClosed = {
@@ -35,7 +49,12 @@ export type WorkerPage = {
     data: string;
 };
 
-export type Error = {
+/**
+ * Every error. The SDK also returns this shape for failures that never reached the
+ * API (see the SDK's README): `code` is then `network`, `aborted` or `bad_response`.
+ *
+ */
+export type ErrorBody = {
     error: {
         code: string;
         message: string;
@@ -43,6 +62,35 @@ export type Error = {
 };
 
 export type AgentId = string;
+
+export type ListAgentsData = {
+    body?: never;
+    path?: never;
+    query?: never;
+    url: '/v1/agents';
+};
+
+export type ListAgentsErrors = {
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * Redis failed; retry later.
+     */
+    503: ErrorBody;
+};
+
+export type ListAgentsError = ListAgentsErrors[keyof ListAgentsErrors];
+
+export type ListAgentsResponses = {
+    /**
+     * The agents.
+     */
+    200: AgentList;
+};
+
+export type ListAgentsResponse = ListAgentsResponses[keyof ListAgentsResponses];
 
 export type GetAgentWorkerViewData = {
     body?: never;
@@ -57,22 +105,22 @@ export type GetAgentWorkerViewErrors = {
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * Unknown agent, or one the caller may not see (the same body for both).
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * Another view of this agent passed less than 2 seconds ago.
      */
-    429: Error;
+    429: ErrorBody;
     /**
      * The frame could not be had now (no worker channel, Redis or NATS failure, an older
      * worker image, a refused capability, a busy broker, a capture failure, or a reply
      * that did not open). Retry at the normal interval; this is not a closed browser.
      *
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type GetAgentWorkerViewError = GetAgentWorkerViewErrors[keyof GetAgentWorkerViewErrors];
@@ -103,26 +151,26 @@ export type GetPartnerWorkerViewErrors = {
     /**
      * No valid credential.
      */
-    401: Error;
+    401: ErrorBody;
     /**
      * The organisation key lacks `worker:logs:read`.
      */
-    403: Error;
+    403: ErrorBody;
     /**
      * Unknown agent, or one the caller may not see (the same body for both).
      */
-    404: Error;
+    404: ErrorBody;
     /**
      * Another view of this agent passed less than 2 seconds ago.
      */
-    429: Error;
+    429: ErrorBody;
     /**
      * The frame could not be had now (no worker channel, Redis or NATS failure, an older
      * worker image, a refused capability, a busy broker, a capture failure, or a reply
      * that did not open). Retry at the normal interval; this is not a closed browser.
      *
      */
-    503: Error;
+    503: ErrorBody;
 };
 
 export type GetPartnerWorkerViewError = GetPartnerWorkerViewErrors[keyof GetPartnerWorkerViewErrors];

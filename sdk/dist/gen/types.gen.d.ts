@@ -1,0 +1,163 @@
+export type ClientOptions = {
+    baseUrl: 'http://localhost:8080' | (string & {});
+};
+export type AgentList = {
+    agents: Array<AgentSummary>;
+};
+export type AgentSummary = {
+    id: string;
+    name: string;
+    status: 'running' | 'idle' | 'stopped';
+    /**
+     * true while the session is running or idle
+     */
+    live: boolean;
+};
+export type WorkerViewBody = WorkerViewClosed | WorkerViewLive;
+export type WorkerViewClosed = {
+    live: false;
+};
+export type WorkerViewLive = {
+    live: true;
+    page: WorkerPage | null;
+};
+export type WorkerPage = {
+    /**
+     * The tab's URL.
+     */
+    url: string;
+    /**
+     * The tab's title.
+     */
+    title: string;
+    /**
+     * UTC, milliseconds.
+     */
+    capturedAt: string;
+    contentType: 'image/jpeg';
+    /**
+     * The JPEG viewport (quality 60, at most 1280 px wide and 2000 CSS px tall before scaling), base64.
+     */
+    data: string;
+};
+/**
+ * Every error. The SDK also returns this shape for failures that never reached the
+ * API (see the SDK's README): `code` is then `network`, `aborted` or `bad_response`.
+ *
+ */
+export type ErrorBody = {
+    error: {
+        code: string;
+        message: string;
+    };
+};
+export type AgentId = string;
+export type ListAgentsData = {
+    body?: never;
+    path?: never;
+    query?: never;
+    url: '/v1/agents';
+};
+export type ListAgentsErrors = {
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * Redis failed; retry later.
+     */
+    503: ErrorBody;
+};
+export type ListAgentsError = ListAgentsErrors[keyof ListAgentsErrors];
+export type ListAgentsResponses = {
+    /**
+     * The agents.
+     */
+    200: AgentList;
+};
+export type ListAgentsResponse = ListAgentsResponses[keyof ListAgentsResponses];
+export type GetAgentWorkerViewData = {
+    body?: never;
+    path: {
+        id: string;
+    };
+    query?: never;
+    url: '/v1/agents/{id}/worker/view';
+};
+export type GetAgentWorkerViewErrors = {
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * Unknown agent, or one the caller may not see (the same body for both).
+     */
+    404: ErrorBody;
+    /**
+     * Another view of this agent passed less than 2 seconds ago.
+     */
+    429: ErrorBody;
+    /**
+     * The frame could not be had now (no worker channel, Redis or NATS failure, an older
+     * worker image, a refused capability, a busy broker, a capture failure, or a reply
+     * that did not open). Retry at the normal interval; this is not a closed browser.
+     *
+     */
+    503: ErrorBody;
+};
+export type GetAgentWorkerViewError = GetAgentWorkerViewErrors[keyof GetAgentWorkerViewErrors];
+export type GetAgentWorkerViewResponses = {
+    /**
+     * `{"live":false}`: no running or idle session (also when it stopped during the
+     * capture). `{"live":true,"page":null}`: the worker has no tab open.
+     * `{"live":true,"page":{…}}`: a frame. No success wrapper.
+     *
+     */
+    200: WorkerViewBody;
+};
+export type GetAgentWorkerViewResponse = GetAgentWorkerViewResponses[keyof GetAgentWorkerViewResponses];
+export type GetPartnerWorkerViewData = {
+    body?: never;
+    path: {
+        orgId: string;
+        id: string;
+    };
+    query?: never;
+    url: '/v1/orgs/{orgId}/agents/{id}/worker/view';
+};
+export type GetPartnerWorkerViewErrors = {
+    /**
+     * No valid credential.
+     */
+    401: ErrorBody;
+    /**
+     * The organisation key lacks `worker:logs:read`.
+     */
+    403: ErrorBody;
+    /**
+     * Unknown agent, or one the caller may not see (the same body for both).
+     */
+    404: ErrorBody;
+    /**
+     * Another view of this agent passed less than 2 seconds ago.
+     */
+    429: ErrorBody;
+    /**
+     * The frame could not be had now (no worker channel, Redis or NATS failure, an older
+     * worker image, a refused capability, a busy broker, a capture failure, or a reply
+     * that did not open). Retry at the normal interval; this is not a closed browser.
+     *
+     */
+    503: ErrorBody;
+};
+export type GetPartnerWorkerViewError = GetPartnerWorkerViewErrors[keyof GetPartnerWorkerViewErrors];
+export type GetPartnerWorkerViewResponses = {
+    /**
+     * `{"live":false}`: no running or idle session (also when it stopped during the
+     * capture). `{"live":true,"page":null}`: the worker has no tab open.
+     * `{"live":true,"page":{…}}`: a frame. No success wrapper.
+     *
+     */
+    200: WorkerViewBody;
+};
+export type GetPartnerWorkerViewResponse = GetPartnerWorkerViewResponses[keyof GetPartnerWorkerViewResponses];

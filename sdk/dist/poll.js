@@ -1,0 +1,107 @@
+// watchWorkerView: the polling loop every client of the browser view needs, done once.
+//
+// The API's rules (the OpenAPI document's description): ask at most every 5 s; one
+// request per agent in 2 s passes and one per caller and agent in 3 s (429 otherwise,
+// with Retry-After); 429 and 503 are temporary and never mean the browser closed; only
+// `{"live":false}` does. The loop below asks, waits 5 s ± 0.5 s (and a 429's Retry-After
+// on top: the jitter keeps two viewers of one agent from staying in step, the
+// Retry-After moves the loser out of the winner's window), reports every answer, and
+// stops on `{"live":false}`, on an answer that will not change by asking again (401,
+// 403, 404) or when its signal aborts.
+import { WorkerView } from './gen/sdk.gen.js';
+/** pollIntervalMs is the mean time between two requests. */
+export const pollIntervalMs = 5_000;
+/** pollJitterMs spreads each wait over pollIntervalMs ± pollJitterMs. */
+export const pollJitterMs = 500;
+/** callerPaceMs is the least time between two requests of one caller for one agent. */
+export const callerPaceMs = 3_000;
+/** maxRetryAfterMs bounds what a Retry-After header may add to a wait. */
+export const maxRetryAfterMs = 60_000;
+/** requestTimeoutMs bounds one request (the API answers within about 10 s). */
+export const requestTimeoutMs = 20_000;
+/**
+ * nextPollDelay draws the wait before the next request, in ms: the normal interval with
+ * its jitter, plus what a 429 asked for.
+ */
+export function nextPollDelay(retryAfter = 0, random = Math.random) {
+    return pollIntervalMs + retryAfter - pollJitterMs + random() * 2 * pollJitterMs;
+}
+/** retryAfterMs reads a 429's Retry-After (seconds) in ms; 0 for any other answer. */
+export function retryAfterMs(response) {
+    if (response?.status !== 429) {
+        return 0;
+    }
+    const seconds = Number(response.headers.get('Retry-After'));
+    return Number.isFinite(seconds) && seconds > 0 ? Math.min(seconds * 1_000, maxRetryAfterMs) : 2_000;
+}
+/** sleep resolves true after ms, or false as soon as signal aborts. */
+function sleep(ms, signal) {
+    return new Promise((resolve) => {
+        if (signal?.aborted) {
+            resolve(false);
+            return;
+        }
+        const done = (ok) => {
+            clearTimeout(timer);
+            signal?.removeEventListener('abort', onAbort);
+            resolve(ok);
+        };
+        const onAbort = () => done(false);
+        const timer = setTimeout(() => done(true), Math.max(0, ms));
+        signal?.addEventListener('abort', onAbort, { once: true });
+    });
+}
+/**
+ * watchWorkerView polls the agent's browser until the session ends, the API refuses
+ * the caller, or options.signal aborts, and resolves with why it ended. It never
+ * rejects for a failed request: those are `unavailable` updates and the loop goes on.
+ */
+export async function watchWorkerView(options) {
+    const { signal } = options;
+    const random = options.random ?? Math.random;
+    let nextAt = options.lastRequestAt === undefined ? Date.now() : options.lastRequestAt + callerPaceMs;
+    for (;;) {
+        if (nextAt > Date.now()) {
+            options.onWait?.(nextAt);
+            if (!(await sleep(nextAt - Date.now(), signal))) {
+                return { reason: 'aborted' };
+            }
+        }
+        if (signal?.aborted) {
+            return { reason: 'aborted' };
+        }
+        const at = Date.now();
+        const timeout = AbortSignal.timeout(requestTimeoutMs);
+        const auth = options.auth;
+        const common = {
+            auth: typeof auth === 'string' ? auth : () => auth(),
+            signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
+            cache: 'no-store',
+            ...(options.baseUrl === undefined ? {} : { baseUrl: options.baseUrl }),
+            ...(options.client === undefined ? {} : { client: options.client }),
+        };
+        const { data, error, response } = options.orgId === undefined
+            ? await WorkerView.getAgentWorkerView({ ...common, path: { id: options.agentId } })
+            : await WorkerView.getPartnerWorkerView({ ...common, path: { orgId: options.orgId, id: options.agentId } });
+        if (signal?.aborted) {
+            return { reason: 'aborted' };
+        }
+        let update;
+        if (data !== undefined) {
+            update = !data.live ? { kind: 'closed', at } : data.page === null ? { kind: 'noTab', at } : { kind: 'frame', page: data.page, at };
+        }
+        else {
+            const status = response?.status;
+            if (status === 401 || status === 403 || status === 404) {
+                const reason = status === 401 ? 'unauthenticated' : status === 403 ? 'forbidden' : 'notFound';
+                return { reason, status, error };
+            }
+            update = { kind: 'unavailable', status, error, at };
+        }
+        const next = await options.onUpdate(update);
+        if (update.kind === 'closed') {
+            return { reason: 'closed' };
+        }
+        nextAt = next === 'soon' ? at + callerPaceMs : at + nextPollDelay(retryAfterMs(response), random);
+    }
+}
