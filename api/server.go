@@ -14,6 +14,8 @@ package api
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"io/fs"
 	"net/http"
@@ -111,8 +113,12 @@ func New(cfg Config) *Server {
 		eng.GET("/metrics", gin.WrapH(cfg.Metrics.Handler()))
 	}
 	var static http.Handler
+	csp := "default-src 'self'; img-src 'self' blob: data:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
 	if cfg.WebApp != nil {
 		static = http.FileServer(http.FS(cfg.WebApp))
+		if hashes := inlineScriptHashes(cfg.WebApp); hashes != "" {
+			csp += "; script-src 'self' " + hashes
+		}
 	}
 	eng.NoMethod(func(c *gin.Context) {
 		if isV1(c.Request.URL.Path) {
@@ -134,12 +140,31 @@ func New(cfg Config) *Server {
 		}
 		h := c.Writer.Header()
 		h.Set("Cache-Control", "no-cache")
-		// The app has no inline script or style; frames are blob: images.
-		h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' blob: data:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'")
+		// The app's only inline script is its import map, allowed by its hash; no inline
+		// style; frames are blob: images.
+		h.Set("Content-Security-Policy", csp)
 		h.Set("Referrer-Policy", "no-referrer")
 		static.ServeHTTP(c.Writer, c.Request)
 	})
 	return s
+}
+
+// inlineScript matches the inline scripts of the app's index.html (its import map).
+var inlineScript = regexp.MustCompile(`(?s)<script type="importmap">(.*?)</script>`)
+
+// inlineScriptHashes returns the CSP sources ('sha256-…') of the inline scripts of
+// index.html, so that exactly those run; "" when there are none.
+func inlineScriptHashes(app fs.FS) string {
+	index, err := fs.ReadFile(app, "index.html")
+	if err != nil {
+		return ""
+	}
+	var out []string
+	for _, m := range inlineScript.FindAllSubmatch(index, -1) {
+		sum := sha256.Sum256(m[1])
+		out = append(out, "'sha256-"+base64.StdEncoding.EncodeToString(sum[:])+"'")
+	}
+	return strings.Join(out, " ")
 }
 
 // Handler is the replica's http.Handler.

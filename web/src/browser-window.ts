@@ -1,29 +1,28 @@
-// The collapsible «Браузер агента» window: a snapshot of the agent's browser, polled
-// through the generated SDK.
+// The collapsible «Браузер агента» window: a snapshot of the agent's browser, polled with
+// the SDK's watchWorkerView (every 5 s ± 0.5 s, a 429's Retry-After on top, the last
+// frame kept on 429/503/failures, the end on {"live":false}).
 //
-// Rules (SPEC §9): a frame is requested every 5 s (± 0.5 s of jitter, and after a 429 the
-// 2 s it asked for on top, so that two viewers never stay in step: poll.ts), and only while the window is expanded, the document is
-// visible and the status feed says the session is alive; never two requests at once;
-// when the window becomes eligible again it asks at once, but never sooner than 3 s
-// after the previous request (the API's pace per caller and agent). A new JPEG
-// replaces the old one only after it decoded, so the picture never flashes blank. 429,
-// 503 and network failures keep the last frame, say the view is temporarily unavailable
-// and retry at the normal interval. Only `{"live":false}` (or a stopped session on the
-// feed) means «Браузер закрыт»; the feed reporting a new session wakes the window up.
+// Rules (SPEC §9): frames are asked for only while the window is expanded, the document
+// is visible and the status feed says the session is alive; the watch is aborted as soon
+// as one of these stops holding, and a new one waits for the API's 3-s pace after the
+// previous request. A new JPEG replaces the old one only after it decoded, so the
+// picture never flashes blank. Only `{"live":false}` (or a stopped session on the feed)
+// means «Браузер закрыт»; the feed reporting a new session wakes the window up, and
+// until that session shows a tab the window says «Ждём снимок экрана…», asking again at
+// the next moment the API allows. The frame's title, URL and age sit above it; a click
+// (or Enter) opens it at full size, Esc closes it.
 
-import { WorkerView, type WorkerPage, type WorkerViewBody } from '../../sdk/src/index.js';
+import { watchWorkerView, type ViewUpdate, type WorkerPage } from '@agentfy/sdk';
 import { formatAge } from './age.js';
 import { el, uniqueId } from './dom.js';
-import { callerPaceMs, nextPollDelay, retryAfterMs } from './poll.js';
 import type { StatusEvent } from './status-feed.js';
-
 
 type Display = 'connecting' | 'waiting' | 'frame' | 'noTab' | 'closed' | 'notFound';
 
 /** What the window says instead of a picture, and a line of explanation. */
 const placeholders: Record<Exclude<Display, 'frame'>, [text: string, hint: string]> = {
   connecting: ['Подключаемся к агенту…', ''],
-  waiting: ['Ждём снимок экрана…', ''],
+  waiting: ['Ждём снимок экрана…', 'Сессия агента началась; снимок появится, как только откроется вкладка.'],
   noTab: ['Нет открытых вкладок', 'Браузер агента работает, но ни одна страница не открыта.'],
   closed: ['Браузер закрыт', 'Снимки появятся снова, когда у агента начнётся новая сессия.'],
   notFound: ['Агент не найден', 'Такого агента нет или он принадлежит другой команде.'],
@@ -34,6 +33,12 @@ const sessionStatus: Record<StatusEvent['status'], string> = {
   idle: 'ожидает',
   stopped: 'остановлена',
 };
+
+/**
+ * waitForTabMs is how long after a new session starts an answer «no tab» still reads as
+ * «waiting for the first frame» (the worker opens its first tab within seconds).
+ */
+const waitForTabMs = 20_000;
 
 export interface BrowserWindowOptions {
   agentId: string;
@@ -50,6 +55,7 @@ export class BrowserWindow {
   private readonly body: HTMLElement;
   private readonly session: HTMLElement;
   private readonly notice: HTMLElement;
+  private readonly open: HTMLButtonElement;
   private readonly image: HTMLImageElement;
   private readonly placeholder: HTMLElement;
   private readonly placeholderText: HTMLElement;
@@ -58,25 +64,28 @@ export class BrowserWindow {
   private readonly pageTitle: HTMLElement;
   private readonly pageUrl: HTMLElement;
   private readonly age: HTMLTimeElement;
+  private readonly hint: HTMLElement;
+  private readonly dialog: HTMLDialogElement;
+  private readonly dialogImage: HTMLImageElement;
+  private readonly dialogTitle: HTMLElement;
 
   private expanded = true;
   private display: Display = 'connecting';
   private feed: StatusEvent | undefined;
   /** closedSession is the session the view answered `{"live":false}` for. */
   private closedSession: string | undefined;
+  /** waitingSince is the Date.now() at which the window began to wait for a new session's first frame. */
+  private waitingSince = 0;
   private disposed = false;
-  private inFlight = false;
-  /** wasEligible is eligible() as refresh last saw it. */
-  private wasEligible = false;
-  /**
-   * resumeSoon is set when frames became wanted again while a request was in flight:
-   * the next one then goes as soon as the API's pace allows, not after the normal interval.
-   */
-  private resumeSoon = false;
-  /** lastStart is the performance.now() of the last request. */
-  private lastStart = -Infinity;
-  private pollTimer: ReturnType<typeof setTimeout> | undefined;
-  private ageTimer: ReturnType<typeof setInterval> | undefined;
+  /** watch aborts the running watchWorkerView; undefined when none runs. */
+  private watch: AbortController | undefined;
+  /** lastRequestAt is the Date.now() of the last view request, for the API's pace. */
+  private lastRequestAt: number | undefined;
+  /** unavailable is set while the last answer was a failure (the notice shows). */
+  private unavailable = false;
+  /** nextAt is the Date.now() of the next request (for the countdown). */
+  private nextAt = 0;
+  private ticker: ReturnType<typeof setInterval> | undefined;
   /** frameUrl is the blob: URL on screen, revoked when replaced. */
   private frameUrl: string | undefined;
   private capturedAt = 0;
@@ -86,10 +95,12 @@ export class BrowserWindow {
   constructor(private readonly options: BrowserWindowOptions) {
     const headingId = uniqueId('browser-heading');
     const bodyId = uniqueId('browser-body');
+    const dialogTitleId = uniqueId('browser-dialog-title');
     this.toggle = el('button', { type: 'button', class: 'bw-toggle', 'aria-expanded': 'true', 'aria-controls': bodyId }, 'Браузер агента');
     this.session = el('p', { class: 'bw-session' });
     this.notice = el('p', { class: 'bw-notice', role: 'status' });
-    this.image = el('img', { class: 'bw-image', alt: '', hidden: true });
+    this.image = el('img', { class: 'bw-image', alt: '' });
+    this.open = el('button', { type: 'button', class: 'bw-open', hidden: true, title: 'Открыть в полном размере' }, this.image);
     this.placeholderText = el('strong', {}, placeholders.connecting[0]);
     this.placeholderHint = el('span', { class: 'hint' });
     this.placeholder = el('p', { class: 'bw-placeholder', 'aria-live': 'polite' }, this.placeholderText, this.placeholderHint);
@@ -97,25 +108,45 @@ export class BrowserWindow {
     this.pageUrl = el('span', { class: 'bw-page-url', translate: 'no' });
     this.age = el('time', { class: 'bw-age' });
     this.caption = el('figcaption', { class: 'bw-caption', hidden: true }, this.pageTitle, this.pageUrl, this.age);
+    this.hint = el('p', { class: 'hint bw-hint' }, 'Снимок обновляется каждые 5 секунд, пока окно развёрнуто и вкладка открыта. Нажмите на снимок, чтобы открыть его в полном размере.');
+    this.dialogImage = el('img', { class: 'bw-dialog-image', alt: '' });
+    this.dialogTitle = el('h2', { id: dialogTitleId, class: 'bw-dialog-title' });
+    const close = el('button', { type: 'button', class: 'secondary' }, 'Закрыть');
+    this.dialog = el(
+      'dialog',
+      { class: 'bw-dialog', 'aria-labelledby': dialogTitleId },
+      el('div', { class: 'bw-dialog-bar' }, this.dialogTitle, close),
+      el('div', { class: 'bw-dialog-scroll' }, this.dialogImage),
+    );
     this.body = el(
       'div',
       { id: bodyId, class: 'bw-body' },
       this.session,
-      this.notice,
-      el('figure', { class: 'bw-frame' }, el('div', { class: 'bw-screen' }, this.image, this.placeholder), this.caption),
+      el('figure', { class: 'bw-frame' }, this.caption, el('div', { class: 'bw-screen' }, this.open, this.placeholder, this.notice)),
+      this.hint,
     );
     this.element = el(
       'section',
       { class: 'browser-window', 'aria-labelledby': headingId },
       el('h2', { id: headingId, class: 'bw-heading' }, this.toggle),
       this.body,
+      this.dialog,
     );
     this.toggle.addEventListener('click', () => this.setExpanded(!this.expanded));
+    this.open.addEventListener('click', () => this.openFull());
+    close.addEventListener('click', () => this.dialog.close());
+    // A click on the backdrop (outside the dialog's box) closes it too.
+    this.dialog.addEventListener('click', (event) => {
+      if (event.target === this.dialog) {
+        this.dialog.close();
+      }
+    });
     document.addEventListener('visibilitychange', this.onVisibility);
   }
 
   /** setStatus takes an event of the status feed. */
   setStatus(event: StatusEvent): void {
+    const previous = this.feed;
     this.feed = event;
     this.session.textContent = `Сессия агента: ${sessionStatus[event.status]}`;
     if (this.display === 'notFound') {
@@ -123,8 +154,14 @@ export class BrowserWindow {
     }
     if (!event.live) {
       this.clearFrame('closed');
-    } else if (event.sessionId !== this.closedSession && (this.display === 'connecting' || this.display === 'closed')) {
-      this.show('waiting');
+    } else if (event.sessionId !== this.closedSession) {
+      if (previous !== undefined && previous.sessionId !== event.sessionId) {
+        // A new session: its worker opens a tab within seconds; until then, «waiting».
+        this.clearFrame('waiting');
+        this.waitingSince = Date.now();
+      } else if (this.display === 'connecting' || this.display === 'closed') {
+        this.show('waiting');
+      }
     }
     this.refresh();
   }
@@ -133,14 +170,15 @@ export class BrowserWindow {
   setNotFound(): void {
     this.clearFrame('notFound');
     this.session.textContent = '';
+    this.hint.hidden = true;
     this.refresh();
   }
 
-  /** dispose stops every timer and listener and frees the frame. */
+  /** dispose stops the watch, every timer and listener, and frees the frame. */
   dispose(): void {
     this.disposed = true;
-    clearTimeout(this.pollTimer);
-    clearInterval(this.ageTimer);
+    this.watch?.abort();
+    clearInterval(this.ticker);
     document.removeEventListener('visibilitychange', this.onVisibility);
     if (this.frameUrl) {
       URL.revokeObjectURL(this.frameUrl);
@@ -168,103 +206,109 @@ export class BrowserWindow {
   }
 
   /**
-   * refresh follows a change of eligibility: it cancels the timer when frames are not
-   * wanted, and when they are wanted again it asks as soon as the gate allows.
+   * refresh follows a change of eligibility: it aborts the watch when frames are not
+   * wanted, and starts one when they are wanted again (its first request waits for the
+   * API's pace after the previous one).
    */
   private refresh(): void {
-    this.syncAgeTimer();
+    this.syncTicker();
     const eligible = this.eligible();
-    const woke = eligible && !this.wasEligible;
-    this.wasEligible = eligible;
-    if (!eligible) {
-      clearTimeout(this.pollTimer);
-      this.pollTimer = undefined;
-      return;
-    }
-    if (woke && this.inFlight) {
-      this.resumeSoon = true;
-    }
-    if (!this.inFlight && this.pollTimer === undefined) {
-      this.schedule(this.lastStart + callerPaceMs);
+    if (!eligible && this.watch) {
+      this.watch.abort();
+      this.watch = undefined;
+    } else if (eligible && !this.watch) {
+      this.startWatch();
     }
   }
 
-  /** schedule sets the one poll timer to fire at the performance.now() time `at`. */
-  private schedule(at: number): void {
-    clearTimeout(this.pollTimer);
-    this.pollTimer = setTimeout(() => {
-      this.pollTimer = undefined;
-      void this.poll();
-    }, Math.max(0, at - performance.now()));
+  private startWatch(): void {
+    const watch = new AbortController();
+    this.watch = watch;
+    void watchWorkerView({
+      baseUrl: location.origin,
+      auth: this.options.token,
+      agentId: this.options.agentId,
+      signal: watch.signal,
+      ...(this.lastRequestAt === undefined ? {} : { lastRequestAt: this.lastRequestAt }),
+      onUpdate: (update) => this.onUpdate(update, watch.signal),
+      onWait: (nextAt) => {
+        this.nextAt = nextAt;
+        this.updateNotice();
+      },
+    }).then((end) => {
+      if (this.watch === watch) {
+        this.watch = undefined;
+      }
+      if (this.disposed || watch.signal.aborted) {
+        return;
+      }
+      switch (end.reason) {
+        case 'unauthenticated':
+          this.options.onUnauthorized();
+          break;
+        case 'notFound':
+        case 'forbidden':
+          this.setNotFound();
+          break;
+        case 'closed':
+        case 'aborted':
+          break;
+      }
+      this.refresh();
+    });
   }
 
-  private async poll(): Promise<void> {
-    if (!this.eligible() || this.inFlight) {
+  private async onUpdate(update: ViewUpdate, signal: AbortSignal): Promise<void | 'soon'> {
+    this.lastRequestAt = update.at;
+    if (this.disposed || signal.aborted || this.display === 'notFound') {
       return;
     }
-    this.inFlight = true;
-    this.lastStart = performance.now();
-    const session = this.feed?.sessionId;
-    let backOff = 0;
-    try {
-      const { data, response } = await WorkerView.getAgentWorkerView({
-        path: { id: this.options.agentId },
-        baseUrl: location.origin,
-        auth: this.options.token,
-        cache: 'no-store',
-      });
-      backOff = retryAfterMs(response);
-      if (!this.disposed && this.display !== 'notFound' && this.feed?.live === true) {
-        // (A reply that arrives after the feed said the session stopped is stale.)
-        if (data !== undefined) {
-          await this.showView(data, session);
-        } else {
-          this.showFailure(response?.status);
+    switch (update.kind) {
+      case 'frame':
+        try {
+          await this.swapFrame(update.page);
+          this.setUnavailable(false);
+        } catch {
+          // A frame that did not decode: as unavailable as a 503.
+          this.setUnavailable(true);
         }
-      }
-    } catch {
-      // A frame that did not decode: as unavailable as a 503.
-      if (!this.disposed) {
-        this.showFailure(undefined);
-      }
-    } finally {
-      this.inFlight = false;
-    }
-    const soon = this.resumeSoon;
-    this.resumeSoon = false;
-    if (this.eligible()) {
-      this.schedule(this.lastStart + (soon ? callerPaceMs : nextPollDelay(backOff)));
+        return;
+      case 'noTab':
+        this.setUnavailable(false);
+        if (this.display === 'waiting' && Date.now() - this.waitingSince < waitForTabMs) {
+          // A new session that has not opened its first tab yet: keep waiting, ask soon.
+          return 'soon';
+        }
+        this.clearFrame('noTab');
+        return;
+      case 'unavailable':
+        // 429, 503, a failed request: keep whatever is shown. Never a closed browser.
+        this.setUnavailable(true);
+        return this.display === 'waiting' ? 'soon' : undefined;
+      case 'closed':
+        // The feed will report the stop too; until it reports a new session, stay closed.
+        this.closedSession = this.feed?.sessionId;
+        this.clearFrame('closed');
+        return;
     }
   }
 
-  private async showView(view: WorkerViewBody, session: string | undefined): Promise<void> {
-    if (!view.live) {
-      // The feed will report the stop too; until it reports a new session, stay closed.
-      this.closedSession = session;
-      this.clearFrame('closed');
-    } else if (view.page === null) {
-      this.clearFrame('noTab');
-    } else {
-      await this.swapFrame(view.page);
-    }
-    this.notice.textContent = '';
+  private setUnavailable(unavailable: boolean): void {
+    this.unavailable = unavailable;
+    this.updateNotice();
+    this.syncTicker();
   }
 
-  private showFailure(status: number | undefined): void {
-    if (status === 401) {
-      this.options.onUnauthorized();
+  /** updateNotice says the view is unavailable, with a live countdown to the next try. */
+  private updateNotice(): void {
+    if (!this.unavailable || this.display === 'closed' || this.display === 'notFound') {
+      this.notice.textContent = '';
       return;
     }
-    if (status === 404) {
-      this.setNotFound();
-      return;
-    }
-    // 429, 503, a network failure: keep whatever is shown and try again at the normal
-    // interval. This is never a closed browser.
+    const seconds = Math.ceil((this.nextAt - Date.now()) / 1_000);
+    const when = this.watch && seconds > 0 ? `Повторим через ${seconds} с.` : 'Повторяем…';
     this.notice.textContent =
-      this.display === 'frame'
-        ? 'Просмотр временно недоступен: показан последний снимок. Повторим через 5 с.'
-        : 'Просмотр временно недоступен. Повторим через 5 с.';
+      this.display === 'frame' ? `Просмотр временно недоступен: показан последний снимок. ${when}` : `Просмотр временно недоступен. ${when}`;
   }
 
   /** swapFrame decodes the JPEG in a detached image and only then shows it. */
@@ -285,14 +329,20 @@ export class BrowserWindow {
     }
     // The decoded image is in the document's list of available images, so the visible
     // element switches to it at once, without a blank frame.
+    const title = page.title || 'Без названия';
     this.image.src = url;
-    this.image.alt = `Снимок вкладки «${page.title}»`;
-    this.image.hidden = false;
+    this.image.alt = `Снимок вкладки «${title}»`;
+    this.image.width = decoded.naturalWidth;
+    this.image.height = decoded.naturalHeight;
+    this.open.setAttribute('aria-label', `Открыть снимок вкладки «${title}» в полном размере`);
+    this.dialogImage.src = url;
+    this.dialogImage.alt = this.image.alt;
+    this.dialogTitle.textContent = title;
     if (this.frameUrl) {
       URL.revokeObjectURL(this.frameUrl);
     }
     this.frameUrl = url;
-    this.pageTitle.textContent = page.title || 'Без названия';
+    this.pageTitle.textContent = title;
     this.pageUrl.textContent = page.url;
     this.age.dateTime = page.capturedAt;
     this.capturedAt = Date.parse(page.capturedAt);
@@ -300,40 +350,63 @@ export class BrowserWindow {
     this.updateAge();
   }
 
+  /** openFull shows the frame at its full size in a modal dialog (Esc closes it). */
+  private openFull(): void {
+    if (this.display === 'frame' && !this.dialog.open) {
+      this.dialog.showModal();
+    }
+  }
+
   /** clearFrame removes the picture and shows a message in its place. */
   private clearFrame(display: Exclude<Display, 'frame'>): void {
-    this.image.hidden = true;
+    if (this.dialog.open) {
+      this.dialog.close();
+    }
     this.image.removeAttribute('src');
     this.image.alt = '';
+    this.dialogImage.removeAttribute('src');
     if (this.frameUrl) {
       URL.revokeObjectURL(this.frameUrl);
       this.frameUrl = undefined;
     }
-    this.notice.textContent = '';
+    this.unavailable = false;
     this.show(display);
+    this.updateNotice();
   }
 
   private show(display: Display): void {
     this.display = display;
     const frame = display === 'frame';
     this.caption.hidden = !frame;
+    this.open.hidden = !frame;
     this.placeholder.hidden = frame;
     if (!frame) {
       [this.placeholderText.textContent, this.placeholderHint.textContent] = placeholders[display];
     }
-    this.syncAgeTimer();
+    this.syncTicker();
   }
 
-  /** syncAgeTimer ticks the frame's age every second, only while someone can see it. */
-  private syncAgeTimer(): void {
-    const wanted = !this.disposed && this.display === 'frame' && this.expanded && document.visibilityState === 'visible';
-    if (wanted && this.ageTimer === undefined) {
-      this.updateAge();
-      this.ageTimer = setInterval(() => this.updateAge(), 1_000);
-    } else if (!wanted && this.ageTimer !== undefined) {
-      clearInterval(this.ageTimer);
-      this.ageTimer = undefined;
+  /**
+   * syncTicker ticks the frame's age and the countdown every second, only while someone
+   * can see them.
+   */
+  private syncTicker(): void {
+    const wanted =
+      !this.disposed && (this.display === 'frame' || this.unavailable) && this.expanded && document.visibilityState === 'visible';
+    if (wanted && this.ticker === undefined) {
+      this.tick();
+      this.ticker = setInterval(() => this.tick(), 1_000);
+    } else if (!wanted && this.ticker !== undefined) {
+      clearInterval(this.ticker);
+      this.ticker = undefined;
     }
+  }
+
+  private tick(): void {
+    if (this.display === 'frame') {
+      this.updateAge();
+    }
+    this.updateNotice();
   }
 
   private updateAge(): void {

@@ -1,6 +1,7 @@
-// The web app: sign-in, a home form to open an agent, and the agent's worker and chat
-// screens (hash routes #/agents/{id}/worker and #/agents/{id}/chat), both with the
-// «Браузер агента» window.
+// The web app: sign-in, a home page listing the signed-in member's agents (and a form
+// to open one by id), and the agent's worker and chat screens (hash routes
+// #/agents/{id}/worker and #/agents/{id}/chat), both with the «Браузер агента» window.
+import { Agents } from '@agentfy/sdk';
 import { BrowserWindow } from './browser-window.js';
 import { el } from './dom.js';
 import { StatusFeed } from './status-feed.js';
@@ -30,6 +31,7 @@ function render(focus) {
     renderAccount(token);
     if (token === null) {
         closeAgentScreen();
+        homeLoad?.abort();
         showSignIn(sessionExpired);
         return;
     }
@@ -44,8 +46,9 @@ function render(focus) {
     }
     else {
         closeAgentScreen();
+        homeLoad?.abort();
         if (route.name === 'home') {
-            showHome();
+            showHome(token);
         }
         else {
             showMissing();
@@ -102,8 +105,16 @@ function showSignIn(expired) {
     });
     main.replaceChildren(el('h1', { id: 'signin-heading', tabindex: '-1' }, 'Вход'), ...(expired ? [el('p', { class: 'alert', role: 'alert' }, 'Токен не подошёл или истёк. Войдите снова.')] : []), form);
 }
-function showHome() {
+const agentStatus = {
+    running: 'работает',
+    idle: 'ожидает',
+    stopped: 'сессии нет',
+};
+/** homeLoad aborts the home page's list request when the page changes. */
+let homeLoad;
+function showHome(token) {
     document.title = 'Agentfy';
+    const list = el('div', { class: 'agent-list', 'aria-busy': 'true' }, el('p', { class: 'hint' }, 'Загружаем список агентов…'));
     const input = el('input', { id: 'agent-id', type: 'text', required: true, pattern: agentIdPattern.source, autocomplete: 'off', spellcheck: 'false', placeholder: 'например, agent-scout' });
     const open = (tab) => (event) => {
         event.preventDefault();
@@ -113,10 +124,46 @@ function showHome() {
     };
     const worker = el('button', { type: 'submit' }, 'Рабочий экран');
     const chat = el('button', { type: 'button', class: 'secondary' }, 'Чат');
-    const form = el('form', { class: 'card', 'aria-labelledby': 'home-heading' }, el('label', { for: 'agent-id' }, 'Идентификатор агента'), input, el('div', { class: 'actions' }, worker, chat));
+    const form = el('form', { class: 'card', 'aria-labelledby': 'open-heading' }, el('h2', { id: 'open-heading' }, 'Открыть по идентификатору'), el('label', { for: 'agent-id' }, 'Идентификатор агента'), input, el('div', { class: 'actions' }, worker, chat));
     form.addEventListener('submit', open('worker'));
     chat.addEventListener('click', open('chat'));
-    main.replaceChildren(el('h1', { id: 'home-heading', tabindex: '-1' }, 'Открыть агента'), form);
+    main.replaceChildren(el('h1', { id: 'home-heading', tabindex: '-1' }, 'Агенты'), el('section', { 'aria-labelledby': 'home-heading' }, list), form);
+    void loadAgents(token, list);
+}
+/** loadAgents fills the home page's list of agents (GET /v1/agents). */
+async function loadAgents(token, list) {
+    homeLoad?.abort();
+    const load = new AbortController();
+    homeLoad = load;
+    const { data, error, response } = await Agents.listAgents({
+        baseUrl: location.origin,
+        auth: token,
+        cache: 'no-store',
+        signal: AbortSignal.any([load.signal, AbortSignal.timeout(20_000)]),
+    });
+    if (load.signal.aborted || !list.isConnected) {
+        return;
+    }
+    list.removeAttribute('aria-busy');
+    if (error !== undefined) {
+        if (response?.status === 401) {
+            expireSession();
+            return;
+        }
+        const retry = el('button', { type: 'button', class: 'secondary' }, 'Повторить');
+        retry.addEventListener('click', () => {
+            list.setAttribute('aria-busy', 'true');
+            list.replaceChildren(el('p', { class: 'hint' }, 'Загружаем список агентов…'));
+            void loadAgents(token, list);
+        });
+        list.replaceChildren(el('p', { class: 'alert', role: 'alert' }, 'Не удалось загрузить список агентов.'), retry);
+        return;
+    }
+    if (data.agents.length === 0) {
+        list.replaceChildren(el('p', { class: 'hint' }, 'В ваших командах пока нет агентов.'));
+        return;
+    }
+    list.replaceChildren(el('ul', { class: 'agents' }, ...data.agents.map((a) => el('li', { class: 'agent' }, el('a', { href: agentHref(a.id, 'worker'), class: 'agent-link' }, el('span', { class: 'agent-name' }, a.name || a.id), el('span', { class: 'agent-id', translate: 'no' }, a.id)), el('span', { class: `agent-status ${a.live ? 'live' : 'stopped'}` }, agentStatus[a.status]), el('a', { href: agentHref(a.id, 'chat'), class: 'agent-chat', 'aria-label': `Чат агента ${a.name || a.id}` }, 'Чат')))));
 }
 function showMissing() {
     document.title = 'Страница не найдена — Agentfy';
@@ -144,7 +191,7 @@ class AgentScreen {
         document.title = `${tabName}: ${this.agentId} — Agentfy`;
         const link = (t, text) => el('a', { href: agentHref(this.agentId, t), ...(t === tab ? { 'aria-current': 'page' } : {}) }, text);
         const content = tab === 'worker'
-            ? el('div', { class: 'worker-layout' }, el('p', { class: 'hint' }, 'Снимок экрана обновляется каждые 5 секунд, пока окно развёрнуто и вкладка открыта.'), this.window.element)
+            ? el('div', { class: 'worker-layout' }, this.window.element)
             : el('div', { class: 'chat-layout' }, demoChat(), this.window.element);
         main.replaceChildren(el('h1', { tabindex: '-1' }, 'Агент ', el('span', { class: 'agent-id', translate: 'no' }, this.agentId)), el('nav', { class: 'tabs', 'aria-label': 'Разделы агента' }, el('ul', {}, el('li', {}, link('worker', 'Рабочий экран')), el('li', {}, link('chat', 'Чат')))), content);
     }

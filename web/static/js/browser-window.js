@@ -1,0 +1,367 @@
+// The collapsible «Браузер агента» window: a snapshot of the agent's browser, polled with
+// the SDK's watchWorkerView (every 5 s ± 0.5 s, a 429's Retry-After on top, the last
+// frame kept on 429/503/failures, the end on {"live":false}).
+//
+// Rules (SPEC §9): frames are asked for only while the window is expanded, the document
+// is visible and the status feed says the session is alive; the watch is aborted as soon
+// as one of these stops holding, and a new one waits for the API's 3-s pace after the
+// previous request. A new JPEG replaces the old one only after it decoded, so the
+// picture never flashes blank. Only `{"live":false}` (or a stopped session on the feed)
+// means «Браузер закрыт»; the feed reporting a new session wakes the window up, and
+// until that session shows a tab the window says «Ждём снимок экрана…», asking again at
+// the next moment the API allows. The frame's title, URL and age sit above it; a click
+// (or Enter) opens it at full size, Esc closes it.
+import { watchWorkerView } from '@agentfy/sdk';
+import { formatAge } from './age.js';
+import { el, uniqueId } from './dom.js';
+/** What the window says instead of a picture, and a line of explanation. */
+const placeholders = {
+    connecting: ['Подключаемся к агенту…', ''],
+    waiting: ['Ждём снимок экрана…', 'Сессия агента началась; снимок появится, как только откроется вкладка.'],
+    noTab: ['Нет открытых вкладок', 'Браузер агента работает, но ни одна страница не открыта.'],
+    closed: ['Браузер закрыт', 'Снимки появятся снова, когда у агента начнётся новая сессия.'],
+    notFound: ['Агент не найден', 'Такого агента нет или он принадлежит другой команде.'],
+};
+const sessionStatus = {
+    running: 'работает',
+    idle: 'ожидает',
+    stopped: 'остановлена',
+};
+/**
+ * waitForTabMs is how long after a new session starts an answer «no tab» still reads as
+ * «waiting for the first frame» (the worker opens its first tab within seconds).
+ */
+const waitForTabMs = 20_000;
+export class BrowserWindow {
+    options;
+    /** element is the window's <section>, to be placed by the screen. */
+    element;
+    toggle;
+    body;
+    session;
+    notice;
+    open;
+    image;
+    placeholder;
+    placeholderText;
+    placeholderHint;
+    caption;
+    pageTitle;
+    pageUrl;
+    age;
+    hint;
+    dialog;
+    dialogImage;
+    dialogTitle;
+    expanded = true;
+    display = 'connecting';
+    feed;
+    /** closedSession is the session the view answered `{"live":false}` for. */
+    closedSession;
+    /** waitingSince is the Date.now() at which the window began to wait for a new session's first frame. */
+    waitingSince = 0;
+    disposed = false;
+    /** watch aborts the running watchWorkerView; undefined when none runs. */
+    watch;
+    /** lastRequestAt is the Date.now() of the last view request, for the API's pace. */
+    lastRequestAt;
+    /** unavailable is set while the last answer was a failure (the notice shows). */
+    unavailable = false;
+    /** nextAt is the Date.now() of the next request (for the countdown). */
+    nextAt = 0;
+    ticker;
+    /** frameUrl is the blob: URL on screen, revoked when replaced. */
+    frameUrl;
+    capturedAt = 0;
+    onVisibility = () => this.refresh();
+    constructor(options) {
+        this.options = options;
+        const headingId = uniqueId('browser-heading');
+        const bodyId = uniqueId('browser-body');
+        const dialogTitleId = uniqueId('browser-dialog-title');
+        this.toggle = el('button', { type: 'button', class: 'bw-toggle', 'aria-expanded': 'true', 'aria-controls': bodyId }, 'Браузер агента');
+        this.session = el('p', { class: 'bw-session' });
+        this.notice = el('p', { class: 'bw-notice', role: 'status' });
+        this.image = el('img', { class: 'bw-image', alt: '' });
+        this.open = el('button', { type: 'button', class: 'bw-open', hidden: true, title: 'Открыть в полном размере' }, this.image);
+        this.placeholderText = el('strong', {}, placeholders.connecting[0]);
+        this.placeholderHint = el('span', { class: 'hint' });
+        this.placeholder = el('p', { class: 'bw-placeholder', 'aria-live': 'polite' }, this.placeholderText, this.placeholderHint);
+        this.pageTitle = el('span', { class: 'bw-page-title' });
+        this.pageUrl = el('span', { class: 'bw-page-url', translate: 'no' });
+        this.age = el('time', { class: 'bw-age' });
+        this.caption = el('figcaption', { class: 'bw-caption', hidden: true }, this.pageTitle, this.pageUrl, this.age);
+        this.hint = el('p', { class: 'hint bw-hint' }, 'Снимок обновляется каждые 5 секунд, пока окно развёрнуто и вкладка открыта. Нажмите на снимок, чтобы открыть его в полном размере.');
+        this.dialogImage = el('img', { class: 'bw-dialog-image', alt: '' });
+        this.dialogTitle = el('h2', { id: dialogTitleId, class: 'bw-dialog-title' });
+        const close = el('button', { type: 'button', class: 'secondary' }, 'Закрыть');
+        this.dialog = el('dialog', { class: 'bw-dialog', 'aria-labelledby': dialogTitleId }, el('div', { class: 'bw-dialog-bar' }, this.dialogTitle, close), el('div', { class: 'bw-dialog-scroll' }, this.dialogImage));
+        this.body = el('div', { id: bodyId, class: 'bw-body' }, this.session, el('figure', { class: 'bw-frame' }, this.caption, el('div', { class: 'bw-screen' }, this.open, this.placeholder, this.notice)), this.hint);
+        this.element = el('section', { class: 'browser-window', 'aria-labelledby': headingId }, el('h2', { id: headingId, class: 'bw-heading' }, this.toggle), this.body, this.dialog);
+        this.toggle.addEventListener('click', () => this.setExpanded(!this.expanded));
+        this.open.addEventListener('click', () => this.openFull());
+        close.addEventListener('click', () => this.dialog.close());
+        // A click on the backdrop (outside the dialog's box) closes it too.
+        this.dialog.addEventListener('click', (event) => {
+            if (event.target === this.dialog) {
+                this.dialog.close();
+            }
+        });
+        document.addEventListener('visibilitychange', this.onVisibility);
+    }
+    /** setStatus takes an event of the status feed. */
+    setStatus(event) {
+        const previous = this.feed;
+        this.feed = event;
+        this.session.textContent = `Сессия агента: ${sessionStatus[event.status]}`;
+        if (this.display === 'notFound') {
+            return;
+        }
+        if (!event.live) {
+            this.clearFrame('closed');
+        }
+        else if (event.sessionId !== this.closedSession) {
+            if (previous !== undefined && previous.sessionId !== event.sessionId) {
+                // A new session: its worker opens a tab within seconds; until then, «waiting».
+                this.clearFrame('waiting');
+                this.waitingSince = Date.now();
+            }
+            else if (this.display === 'connecting' || this.display === 'closed') {
+                this.show('waiting');
+            }
+        }
+        this.refresh();
+    }
+    /** setNotFound shows that the agent does not exist or is hidden from this person. */
+    setNotFound() {
+        this.clearFrame('notFound');
+        this.session.textContent = '';
+        this.hint.hidden = true;
+        this.refresh();
+    }
+    /** dispose stops the watch, every timer and listener, and frees the frame. */
+    dispose() {
+        this.disposed = true;
+        this.watch?.abort();
+        clearInterval(this.ticker);
+        document.removeEventListener('visibilitychange', this.onVisibility);
+        if (this.frameUrl) {
+            URL.revokeObjectURL(this.frameUrl);
+        }
+    }
+    setExpanded(expanded) {
+        this.expanded = expanded;
+        this.toggle.setAttribute('aria-expanded', String(expanded));
+        this.body.hidden = !expanded;
+        this.refresh();
+    }
+    /** eligible tells whether frames may be requested now. */
+    eligible() {
+        return (!this.disposed &&
+            this.expanded &&
+            document.visibilityState === 'visible' &&
+            this.display !== 'notFound' &&
+            this.feed !== undefined &&
+            this.feed.live &&
+            this.feed.sessionId !== this.closedSession);
+    }
+    /**
+     * refresh follows a change of eligibility: it aborts the watch when frames are not
+     * wanted, and starts one when they are wanted again (its first request waits for the
+     * API's pace after the previous one).
+     */
+    refresh() {
+        this.syncTicker();
+        const eligible = this.eligible();
+        if (!eligible && this.watch) {
+            this.watch.abort();
+            this.watch = undefined;
+        }
+        else if (eligible && !this.watch) {
+            this.startWatch();
+        }
+    }
+    startWatch() {
+        const watch = new AbortController();
+        this.watch = watch;
+        void watchWorkerView({
+            baseUrl: location.origin,
+            auth: this.options.token,
+            agentId: this.options.agentId,
+            signal: watch.signal,
+            ...(this.lastRequestAt === undefined ? {} : { lastRequestAt: this.lastRequestAt }),
+            onUpdate: (update) => this.onUpdate(update, watch.signal),
+            onWait: (nextAt) => {
+                this.nextAt = nextAt;
+                this.updateNotice();
+            },
+        }).then((end) => {
+            if (this.watch === watch) {
+                this.watch = undefined;
+            }
+            if (this.disposed || watch.signal.aborted) {
+                return;
+            }
+            switch (end.reason) {
+                case 'unauthenticated':
+                    this.options.onUnauthorized();
+                    break;
+                case 'notFound':
+                case 'forbidden':
+                    this.setNotFound();
+                    break;
+                case 'closed':
+                case 'aborted':
+                    break;
+            }
+            this.refresh();
+        });
+    }
+    async onUpdate(update, signal) {
+        this.lastRequestAt = update.at;
+        if (this.disposed || signal.aborted || this.display === 'notFound') {
+            return;
+        }
+        switch (update.kind) {
+            case 'frame':
+                try {
+                    await this.swapFrame(update.page);
+                    this.setUnavailable(false);
+                }
+                catch {
+                    // A frame that did not decode: as unavailable as a 503.
+                    this.setUnavailable(true);
+                }
+                return;
+            case 'noTab':
+                this.setUnavailable(false);
+                if (this.display === 'waiting' && Date.now() - this.waitingSince < waitForTabMs) {
+                    // A new session that has not opened its first tab yet: keep waiting, ask soon.
+                    return 'soon';
+                }
+                this.clearFrame('noTab');
+                return;
+            case 'unavailable':
+                // 429, 503, a failed request: keep whatever is shown. Never a closed browser.
+                this.setUnavailable(true);
+                return this.display === 'waiting' ? 'soon' : undefined;
+            case 'closed':
+                // The feed will report the stop too; until it reports a new session, stay closed.
+                this.closedSession = this.feed?.sessionId;
+                this.clearFrame('closed');
+                return;
+        }
+    }
+    setUnavailable(unavailable) {
+        this.unavailable = unavailable;
+        this.updateNotice();
+        this.syncTicker();
+    }
+    /** updateNotice says the view is unavailable, with a live countdown to the next try. */
+    updateNotice() {
+        if (!this.unavailable || this.display === 'closed' || this.display === 'notFound') {
+            this.notice.textContent = '';
+            return;
+        }
+        const seconds = Math.ceil((this.nextAt - Date.now()) / 1_000);
+        const when = this.watch && seconds > 0 ? `Повторим через ${seconds} с.` : 'Повторяем…';
+        this.notice.textContent =
+            this.display === 'frame' ? `Просмотр временно недоступен: показан последний снимок. ${when}` : `Просмотр временно недоступен. ${when}`;
+    }
+    /** swapFrame decodes the JPEG in a detached image and only then shows it. */
+    async swapFrame(page) {
+        const bytes = Uint8Array.from(atob(page.data), (c) => c.charCodeAt(0));
+        const url = URL.createObjectURL(new Blob([bytes], { type: page.contentType }));
+        const decoded = new Image();
+        decoded.src = url;
+        try {
+            await decoded.decode();
+        }
+        catch (err) {
+            URL.revokeObjectURL(url);
+            throw err;
+        }
+        if (this.disposed) {
+            URL.revokeObjectURL(url);
+            return;
+        }
+        // The decoded image is in the document's list of available images, so the visible
+        // element switches to it at once, without a blank frame.
+        const title = page.title || 'Без названия';
+        this.image.src = url;
+        this.image.alt = `Снимок вкладки «${title}»`;
+        this.image.width = decoded.naturalWidth;
+        this.image.height = decoded.naturalHeight;
+        this.open.setAttribute('aria-label', `Открыть снимок вкладки «${title}» в полном размере`);
+        this.dialogImage.src = url;
+        this.dialogImage.alt = this.image.alt;
+        this.dialogTitle.textContent = title;
+        if (this.frameUrl) {
+            URL.revokeObjectURL(this.frameUrl);
+        }
+        this.frameUrl = url;
+        this.pageTitle.textContent = title;
+        this.pageUrl.textContent = page.url;
+        this.age.dateTime = page.capturedAt;
+        this.capturedAt = Date.parse(page.capturedAt);
+        this.show('frame');
+        this.updateAge();
+    }
+    /** openFull shows the frame at its full size in a modal dialog (Esc closes it). */
+    openFull() {
+        if (this.display === 'frame' && !this.dialog.open) {
+            this.dialog.showModal();
+        }
+    }
+    /** clearFrame removes the picture and shows a message in its place. */
+    clearFrame(display) {
+        if (this.dialog.open) {
+            this.dialog.close();
+        }
+        this.image.removeAttribute('src');
+        this.image.alt = '';
+        this.dialogImage.removeAttribute('src');
+        if (this.frameUrl) {
+            URL.revokeObjectURL(this.frameUrl);
+            this.frameUrl = undefined;
+        }
+        this.unavailable = false;
+        this.show(display);
+        this.updateNotice();
+    }
+    show(display) {
+        this.display = display;
+        const frame = display === 'frame';
+        this.caption.hidden = !frame;
+        this.open.hidden = !frame;
+        this.placeholder.hidden = frame;
+        if (!frame) {
+            [this.placeholderText.textContent, this.placeholderHint.textContent] = placeholders[display];
+        }
+        this.syncTicker();
+    }
+    /**
+     * syncTicker ticks the frame's age and the countdown every second, only while someone
+     * can see them.
+     */
+    syncTicker() {
+        const wanted = !this.disposed && (this.display === 'frame' || this.unavailable) && this.expanded && document.visibilityState === 'visible';
+        if (wanted && this.ticker === undefined) {
+            this.tick();
+            this.ticker = setInterval(() => this.tick(), 1_000);
+        }
+        else if (!wanted && this.ticker !== undefined) {
+            clearInterval(this.ticker);
+            this.ticker = undefined;
+        }
+    }
+    tick() {
+        if (this.display === 'frame') {
+            this.updateAge();
+        }
+        this.updateNotice();
+    }
+    updateAge() {
+        this.age.textContent = `Снимок сделан ${formatAge(Date.now() - this.capturedAt)}`;
+    }
+}
