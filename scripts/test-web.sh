@@ -2,11 +2,15 @@
 # The web app's and the SDK's checks and tests (issue 6). Idempotent; CI runs it as root
 # with no TTY from a fresh clone.
 #   1. npm ci in sdk/ and web/, only when node_modules is missing or differs from the lockfile;
-#   2. the committed generated SDK (sdk/src) and web build (web/static/js) match a fresh
-#      generation and build;
-#   3. tsc --strict over the SDK with its usage example (the web build is strict too);
+#   2. the committed generated SDK (sdk/src/gen), its built package (sdk/dist) and the web
+#      build (web/static/js) match a fresh generation and build;
+#   3. tsc --strict over the SDK with its usage example and over every TypeScript snippet
+#      of the READMEs (the web build is strict too); the SDK's own tests (stub fetch);
 #   4. builds the agentfy binary once, then runs the Node tests (playwright-core driving
-#      Debian's Chromium) against the real local stack that each test file starts and stops.
+#      Debian's Chromium) against the real local stack that each test file starts and
+#      stops; the packed SDK is installed into an empty project and run from there.
+# Screenshots go to $AGENTFY_WEB_ARTIFACTS (default .artifacts/web); a failed browser test
+# leaves its Playwright trace and screenshots under its failures/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,10 +36,12 @@ for dir in sdk web; do
   fi
 done
 
-echo "== sdk: generated code matches openapi/openapi.yaml" >&2
+echo "== sdk: generated code and dist/ match openapi/openapi.yaml and src/" >&2
 (cd sdk && npm run --silent check)
-echo "== sdk: tsc --strict (SDK and usage example)" >&2
-(cd sdk && npm run --silent typecheck)
+echo "== sdk: tsc --strict (SDK, usage example, README snippets)" >&2
+(cd sdk && npm run --silent typecheck && node scripts/check-snippets.mjs)
+echo "== sdk: its tests (stub fetch)" >&2
+(cd sdk && node --test --test-reporter=dot test/)
 echo "== web: committed build matches src (tsc --strict)" >&2
 (cd web && npm run --silent check)
 
@@ -44,14 +50,16 @@ trap 'rm -rf "$tmp"' EXIT
 echo "== go build ./cmd/agentfy" >&2
 go build -o "$tmp/agentfy" ./cmd/agentfy
 
-echo "== node --test web/test (real stack, Chromium)" >&2
+export AGENTFY_WEB_ARTIFACTS="${AGENTFY_WEB_ARTIFACTS:-$PWD/.artifacts/web}"
+rm -rf "$AGENTFY_WEB_ARTIFACTS/failures"
+echo "== node --test web/test (real stack, Chromium); screenshots in $AGENTFY_WEB_ARTIFACTS" >&2
 status=0
 (
   cd web
-  # Each test has 3 minutes; the whole run 15. On a timeout the test processes get
+  # Each test file has 5 minutes; the whole run 15. On a timeout the test processes get
   # SIGTERM and stop the stacks and browsers they started.
   AGENTFY_BIN="$tmp/agentfy" timeout --kill-after=30s 15m \
-    node --test --test-concurrency=1 --test-timeout=180000 \
+    node --test --test-concurrency=1 --test-timeout=300000 \
     --test-reporter=spec --test-reporter-destination=stdout \
     --test-reporter=tap --test-reporter-destination="$tmp/web.tap" \
     test/*.test.mjs
@@ -62,5 +70,8 @@ fail=$(sed -n 's/^# fail //p' "$tmp/web.tap" | tail -1)
 echo "web: ${pass:-0} passed, ${fail:-0} failed"
 if [ "$status" -ne 0 ] && [ "${fail:-0}" = 0 ]; then
   echo "web: the test run ended with status $status" >&2
+fi
+if [ -d "$AGENTFY_WEB_ARTIFACTS/failures" ]; then
+  echo "web: traces and screenshots of the failures: $AGENTFY_WEB_ARTIFACTS/failures (npx playwright-core show-trace FILE, in web/)" >&2
 fi
 exit "$status"

@@ -1,23 +1,26 @@
 // The web app in Chromium against the real local stack: sign-in, the «Браузер агента»
 // window's polling rules, decode-before-swap, failures that keep the frame, a stopped
-// and a new session, and no token in any URL. Screenshots go to .artifacts/.
+// and a new session, the states at 1280×720 and 360×740, the home page, and no token in
+// any URL. Screenshots go to $AGENTFY_WEB_ARTIFACTS (.artifacts/web); failures keep traces.
 
 import assert from 'node:assert/strict';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, afterEach, before, describe, test } from 'node:test';
 import { setTimeout as observe } from 'node:timers/promises';
-import { repoRoot, startBrowser, startStack } from './harness.mjs';
+import { artifacts, startBrowser, startStack, traced } from './harness.mjs';
 
-const artifacts = join(repoRoot, '.artifacts');
 
-/** The app's cadence (web/src/poll.ts): 5 s ± 0.5 s of jitter; the API's pace per caller. */
+/** The app's cadence (the SDK's watchWorkerView): 5 s ± 0.5 s of jitter; the API's pace per caller. */
 const intervalMs = 5_000;
 const jitterMs = 500;
 const paceMs = 3_000;
 const toleranceMs = 1_000;
 
 const isView = (req) => req.url().includes('/worker/view');
+
+/** ptest is a test whose failure keeps a trace and screenshots (harness.mjs traced). */
+const ptest = (name, fn) => test(name, traced(() => browser.context, name, fn));
 
 let stack;
 let r;
@@ -30,6 +33,7 @@ before(async () => {
   r = stack.ready;
   browser.context.on('request', (req) => requests.push({ url: req.url(), headers: req.headers() }));
   await mkdir(artifacts, { recursive: true });
+  await browser.context.tracing.start({ screenshots: true, snapshots: true });
 });
 after(async () => {
   await browser?.close();
@@ -72,22 +76,22 @@ function windowOf(page) {
   return {
     section,
     toggle: page.getByRole('button', { name: 'Браузер агента', exact: true }),
-    image: section.locator('img'),
+    image: section.locator('.bw-image'),
     placeholder: section.locator('.bw-placeholder'),
     notice: section.getByRole('status'),
     caption: section.locator('figcaption'),
   };
 }
 
-const visibleImage = (page) => page.locator('.bw-image:not([hidden])').waitFor({ timeout: 20_000 });
+const visibleImage = (page) => page.locator('.bw-open:not([hidden]) .bw-image[src]').waitFor({ timeout: 20_000 });
 
 describe('sign-in', () => {
   let page;
   afterEach(async () => page?.close());
 
-  test('takes the token from the fragment and removes it from the address bar', async () => {
+  ptest('takes the token from the fragment and removes it from the address bar', async () => {
     ({ page } = await openApp(''));
-    await page.getByRole('heading', { name: 'Открыть агента' }).waitFor();
+    await page.getByRole('heading', { name: 'Агенты' }).waitFor();
     assert.equal(new URL(page.url()).hash, '');
     assert.equal(await page.evaluate(() => sessionStorage.getItem('agentfy.token')), r.tokens.member);
     await page.getByLabel('Идентификатор агента').fill(r.agent);
@@ -96,7 +100,7 @@ describe('sign-in', () => {
     assert.equal(new URL(page.url()).hash, `#/agents/${r.agent}/worker`);
   });
 
-  test('takes a pasted token and returns to the screen asked for', async () => {
+  ptest('takes a pasted token and returns to the screen asked for', async () => {
     ({ page } = await openApp(`/agents/${r.agent}/chat`, null));
     await page.getByRole('heading', { name: 'Вход' }).waitFor();
     await page.getByLabel('Токен доступа').fill(r.tokens.member);
@@ -105,7 +109,7 @@ describe('sign-in', () => {
     await page.getByRole('heading', { name: 'Переписка' }).waitFor();
   });
 
-  test('a refused token leads back to sign-in', async () => {
+  ptest('a refused token leads back to sign-in', async () => {
     ({ page } = await openApp(`/agents/${r.agent}/worker`, 'not-a-token'));
     await page.getByRole('heading', { name: 'Вход' }).waitFor();
     await page.getByRole('alert').filter({ hasText: 'Токен не подошёл' }).waitFor();
@@ -125,7 +129,7 @@ describe('the window on the worker screen of a browsing agent', () => {
   });
   after(async () => page?.close());
 
-  test('is expanded and shows the frame with its title, URL and age', async () => {
+  ptest('is expanded and shows the frame with its title, URL and age', async () => {
     assert.equal(await w.toggle.getAttribute('aria-expanded'), 'true');
     const controls = await w.toggle.getAttribute('aria-controls');
     assert.equal(await page.locator(`#${controls}`).isVisible(), true);
@@ -141,7 +145,35 @@ describe('the window on the worker screen of a browsing agent', () => {
     await page.screenshot({ path: join(artifacts, 'worker-screen-desktop.png'), fullPage: true });
   });
 
-  test('asks every 5 ± 0.5 s while expanded, and swaps a frame in only once it decoded', async () => {
+  ptest('at 1280×720 the frame with its title, URL and age is in view without scrolling; a click or Enter opens it at full size, Esc closes it', async () => {
+    await page.setViewportSize({ width: 1280, height: 720 });
+    await visibleImage(page);
+    await page.evaluate(() => window.scrollTo(0, 0));
+    for (const part of [w.image, w.caption.locator('.bw-page-title'), w.caption.locator('.bw-page-url'), w.caption.locator('.bw-age')]) {
+      const box = await part.boundingBox();
+      assert.ok(box && box.y >= 0 && box.y + box.height <= 720 && box.width > 0, `${await part.evaluate((e) => e.className)} at ${JSON.stringify(box)}`);
+    }
+    await page.screenshot({ path: join(artifacts, 'worker-1280x720.png') });
+
+    const dialog = page.getByRole('dialog');
+    await w.section.getByRole('button', { name: /^Открыть снимок вкладки/ }).click();
+    await dialog.waitFor();
+    // Full size: one image pixel per CSS pixel.
+    const full = await dialog.locator('img').evaluate((img) => ({ natural: img.naturalWidth, shown: img.getBoundingClientRect().width }));
+    assert.ok(full.natural > 0 && Math.abs(full.natural - full.shown) < 1, JSON.stringify(full));
+    await page.screenshot({ path: join(artifacts, 'worker-1280x720-full-size.png') });
+    await page.keyboard.press('Escape');
+    await dialog.waitFor({ state: 'hidden' });
+
+    await w.section.getByRole('button', { name: /^Открыть снимок вкладки/ }).focus();
+    await page.keyboard.press('Enter');
+    await dialog.waitFor();
+    await page.keyboard.press('Escape');
+    await dialog.waitFor({ state: 'hidden' });
+    await page.setViewportSize({ width: 1280, height: 900 });
+  });
+
+  ptest('asks every 5 ± 0.5 s while expanded, and swaps a frame in only once it decoded', async () => {
     // Watch the <img>: every change of src must land on an image that is already
     // decoded (complete, with pixels), and src must never be emptied between frames.
     await page.evaluate(() => {
@@ -178,7 +210,7 @@ describe('the window on the worker screen of a browsing agent', () => {
     assert.equal(revoked, true);
   });
 
-  test('asks nothing while collapsed, and at once when expanded again (keyboard)', async () => {
+  ptest('asks nothing while collapsed, and at once when expanded again (keyboard)', async () => {
     await w.toggle.focus();
     await page.keyboard.press('Enter');
     assert.equal(await w.toggle.getAttribute('aria-expanded'), 'false');
@@ -195,7 +227,7 @@ describe('the window on the worker screen of a browsing agent', () => {
     assert.ok(Date.now() - expandedAt < toleranceMs, `asked ${Date.now() - expandedAt} ms after expanding`);
   });
 
-  test('asks nothing while the tab is hidden, and at once when it is shown again', async () => {
+  ptest('asks nothing while the tab is hidden, and at once when it is shown again', async () => {
     const other = await browser.context.newPage();
     await other.bringToFront();
     await page.waitForFunction(() => document.visibilityState === 'hidden');
@@ -214,7 +246,7 @@ describe('the window on the worker screen of a browsing agent', () => {
     await visibleImage(page);
   });
 
-  test('expanding right after a frame waits only for the 3 s pace', async () => {
+  ptest('expanding right after a frame waits only for the 3 s pace', async () => {
     await visibleImage(page);
     // Time from a request that brought a frame: one answered 429 or 503 (the gate or a
     // busy machine) brings none, and the window then waits its normal 5 s.
@@ -236,7 +268,7 @@ describe('the window on the worker screen of a browsing agent', () => {
     assert.ok(gap >= paceMs - 200 && gap < paceMs + 1_000, `asked again ${gap} ms after the previous request`);
   });
 
-  test('shows the page title and URL as text, never as markup', async () => {
+  ptest('shows the page title and URL as text, never as markup', async () => {
     const title = '<img src=x onerror="window.__injected=1">Заголовок';
     const url = 'https://example.com/?q=<b>bold</b>';
     await page.route(
@@ -253,7 +285,7 @@ describe('the window on the worker screen of a browsing agent', () => {
     );
     await page.waitForFunction((t) => document.querySelector('.bw-page-title')?.textContent === t, title, { timeout: intervalMs * 2 });
     assert.equal(await w.caption.locator('.bw-page-url').textContent(), url);
-    assert.equal(await w.section.locator('img').count(), 1);
+    assert.equal(await w.caption.locator('img').count(), 0);
     assert.equal(await page.evaluate(() => window.__injected), undefined);
   });
 
@@ -263,17 +295,29 @@ describe('the window on the worker screen of a browsing agent', () => {
     { name: 'network failure', backOffMs: 0, answer: (route) => route.abort('failed') },
   ]) {
     const after = failure.backOffMs ? ' plus its Retry-After' : '';
-    test(`a ${failure.name} keeps the last frame, says so, and retries at the normal interval${after}`, async () => {
+    ptest(`a ${failure.name} keeps the last frame, says so, and retries at the normal interval${after}`, async () => {
       await visibleImage(page);
       await page.route('**/worker/view', failure.answer, { times: 1 });
       const failed = await page.waitForRequest(isView, { timeout: intervalMs + jitterMs + toleranceMs });
       // The window asks only after the previous frame was swapped in: this is the last frame.
       const before = await w.image.getAttribute('src');
+      const boxBefore = await w.image.boundingBox();
       await w.notice.filter({ hasText: 'временно недоступен' }).waitFor();
+      const failedAt = Date.now();
       assert.equal(await w.image.getAttribute('src'), before, 'the same frame stays');
+      assert.deepEqual(await w.image.boundingBox(), boxBefore, 'the warning moves nothing');
+      // A live countdown to the next try.
+      const seconds = Number(/Повторим через (\d+) с\./.exec(await w.notice.textContent())?.[1]);
+      assert.ok(seconds >= 1 && seconds <= 8, await w.notice.textContent());
+      if (seconds > 1) {
+        await page.waitForFunction(
+          (n) => { const m = /Повторим через (\d+) с\./.exec(document.querySelector('.bw-notice')?.textContent ?? ''); return m !== null && Number(m[1]) < n; },
+          seconds,
+          { timeout: 2_500 },
+        );
+      }
       assert.equal(await w.image.isVisible(), true);
       assert.equal(await w.placeholder.isVisible(), false, 'never «Браузер закрыт»');
-      const failedAt = Date.now();
       const wait = intervalMs + failure.backOffMs;
       const retry = await page.waitForRequest((req) => isView(req) && req !== failed, { timeout: wait + jitterMs + toleranceMs });
       const gap = Date.now() - failedAt;
@@ -283,7 +327,7 @@ describe('the window on the worker screen of a browsing agent', () => {
     });
   }
 
-  test('a stopped session shows «Браузер закрыт» with no image; a new one brings frames back without a reload', async () => {
+  ptest('a stopped session shows «Браузер закрыт» with no image; a new one brings frames back without a reload', async () => {
     await visibleImage(page);
     await page.evaluate(() => {
       window.__sameDocument = true;
@@ -294,8 +338,25 @@ describe('the window on the worker screen of a browsing agent', () => {
     assert.equal(await w.image.getAttribute('src'), null);
     await page.screenshot({ path: join(artifacts, 'worker-screen-closed.png'), fullPage: true });
 
+    // Record what the window says from now on: a new session must read «Ждём снимок
+    // экрана…» until its first frame, never «Нет открытых вкладок».
+    await page.evaluate(() => {
+      const text = document.querySelector('.bw-placeholder strong');
+      window.__said = [text.textContent];
+      new MutationObserver(() => window.__said.push(text.textContent)).observe(text, { childList: true, characterData: true, subtree: true });
+    });
+    const restartFrom = Date.now();
     // agentfy dev starts a new session 3 s later; the status feed reports it.
+    await w.placeholder.filter({ hasText: 'Ждём снимок экрана…' }).waitFor({ timeout: 15_000 });
+    await page.screenshot({ path: join(artifacts, 'worker-screen-waiting.png'), fullPage: true });
     await visibleImage(page);
+    const said = await page.evaluate(() => window.__said);
+    assert.ok(!said.includes('Нет открытых вкладок'), `the window said ${JSON.stringify(said)}`);
+    // While waiting it asks at the 3-s pace, not every 5 s.
+    const asked = app.views.filter((v) => v.at >= restartFrom).map((v) => v.at);
+    for (let i = 1; i < asked.length; i++) {
+      assert.ok(asked[i] - asked[i - 1] < intervalMs - jitterMs, `waiting, asked ${asked[i] - asked[i - 1]} ms after the previous request`);
+    }
     assert.match(await w.image.getAttribute('src'), /^blob:/);
     assert.equal(await w.placeholder.isVisible(), false);
     assert.equal(await page.evaluate(() => window.__sameDocument), true, 'no reload');
@@ -306,14 +367,14 @@ describe('other agents and screens', () => {
   let page;
   afterEach(async () => page?.close());
 
-  test('a live session without a tab says no tab is open', async () => {
+  ptest('a live session without a tab says no tab is open', async () => {
     ({ page } = await openApp(`/agents/${r.emptyAgent}/worker`));
     const w = windowOf(page);
     await w.placeholder.filter({ hasText: 'Нет открытых вкладок' }).waitFor();
     assert.equal(await w.image.isVisible(), false);
   });
 
-  test('an agent without a session is closed, and its window asks nothing', async () => {
+  ptest('an agent without a session is closed, and its window asks nothing', async () => {
     const app = await openApp(`/agents/${r.idleAgent}/worker`);
     page = app.page;
     const w = windowOf(page);
@@ -322,12 +383,64 @@ describe('other agents and screens', () => {
     assert.deepEqual(app.views, []);
   });
 
-  test('an agent of another team is not found', async () => {
+  ptest('an agent of another team is not found, with no word of polling', async () => {
     ({ page } = await openApp(`/agents/${r.foreignAgent}/worker`));
     await windowOf(page).placeholder.filter({ hasText: 'Агент не найден' }).waitFor();
+    const text = await page.locator('main').innerText();
+    assert.ok(!/секунд|обновля/.test(text), text);
   });
 
-  test('the chat screen has the same window, and both fit 360 px', async () => {
+  for (const [width, height] of [[1280, 720], [360, 740]]) {
+    ptest(`the states of the window at ${width}×${height}`, async () => {
+      const states = [
+        [`/agents/${r.agent}/worker`, () => visibleImage(page), 'frame'],
+        [`/agents/${r.emptyAgent}/worker`, () => page.getByText('Нет открытых вкладок').waitFor(), 'no-tab'],
+        [`/agents/${r.idleAgent}/worker`, () => page.getByText('Браузер закрыт').waitFor(), 'closed'],
+        [`/agents/${r.foreignAgent}/worker`, () => page.getByText('Агент не найден').waitFor(), 'not-found'],
+        ['/', () => page.locator('.agents').waitFor(), 'home'],
+      ];
+      for (const [route, ready, name] of states) {
+        await page?.close();
+        ({ page } = await openApp(route));
+        await page.setViewportSize({ width, height });
+        await ready();
+        assert.ok(await page.evaluate((w) => document.documentElement.scrollWidth <= w, width), `${name}: no horizontal scrolling`);
+        if (name === 'frame') {
+          // The frame and its caption fit the screen's height at every width.
+          for (const part of ['.bw-image', '.bw-page-title', '.bw-age']) {
+            const box = await page.locator(part).boundingBox();
+            assert.ok(box && box.y + box.height <= height, `${part} at ${JSON.stringify(box)}`);
+          }
+        }
+        await page.screenshot({ path: join(artifacts, `${name}-${width}x${height}.png`) });
+      }
+    });
+  }
+
+  ptest('the home page lists the member\'s agents with their session status, linking to the worker screen', async () => {
+    ({ page } = await openApp(''));
+    const list = page.locator('.agents');
+    await list.waitFor();
+    const items = await list.locator('li').evaluateAll((lis) =>
+      lis.map((li) => ({ id: li.querySelector('.agent-id').textContent, status: li.querySelector('.agent-status').textContent, href: li.querySelector('a').getAttribute('href') })),
+    );
+    const byId = Object.fromEntries(items.map((i) => [i.id, i]));
+    assert.equal(byId[r.agent]?.status, 'работает', JSON.stringify(items));
+    assert.equal(byId[r.idleAgent]?.status, 'сессии нет', JSON.stringify(items));
+    assert.equal(byId[r.foreignAgent], undefined, 'an agent of another team is not listed');
+    await page.getByRole('link', { name: new RegExp(r.agent) }).first().click();
+    await page.waitForURL(new RegExp(`#/agents/${r.agent}/worker$`));
+    await visibleImage(page);
+
+    // A member of the other team sees that team's agents only.
+    await page.close();
+    ({ page } = await openApp('', r.tokens.outsider));
+    await page.locator('.agents').waitFor();
+    const theirs = await page.locator('.agents .agent-id').allTextContents();
+    assert.ok(theirs.includes(r.foreignAgent) && !theirs.includes(r.agent), JSON.stringify(theirs));
+  });
+
+  ptest('the chat screen has the same window, and both fit 360 px', async () => {
     ({ page } = await openApp(`/agents/${r.agent}/chat`));
     const w = windowOf(page);
     await page.getByRole('heading', { name: 'Браузер агента', exact: true }).waitFor();

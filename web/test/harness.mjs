@@ -205,3 +205,38 @@ export async function startBrowser() {
   const context = browser.contexts()[0];
   return { browser, context, close };
 }
+
+/**
+ * artifacts is where the web tests leave screenshots, and (under failures/) a Playwright
+ * trace and a screenshot of every open page for each failed test. scripts/test-web.sh
+ * names it with AGENTFY_WEB_ARTIFACTS and prints it.
+ */
+export const artifacts = resolve(repoRoot, process.env.AGENTFY_WEB_ARTIFACTS || '.artifacts/web');
+
+/**
+ * traced wraps a test body: the browser context records a trace chunk while it runs,
+ * kept (with screenshots of every page) only when the body fails. Open one with
+ * `npx playwright-core show-trace <file>` (web/).
+ */
+export function traced(getContext, name, fn) {
+  return async (t) => {
+    const context = getContext();
+    const { mkdir } = await import('node:fs/promises');
+    await context.tracing.startChunk({ title: name });
+    try {
+      await fn(t);
+      await context.tracing.stopChunk();
+    } catch (err) {
+      const dir = join(artifacts, 'failures');
+      await mkdir(dir, { recursive: true });
+      const slug = name.replace(/[^\p{L}\p{N}]+/gu, '-').slice(0, 80);
+      await context.tracing.stopChunk({ path: join(dir, `${slug}.trace.zip`) }).catch(() => {});
+      let i = 0;
+      for (const page of context.pages()) {
+        await page.screenshot({ path: join(dir, `${slug}-${++i}.png`), fullPage: true }).catch(() => {});
+      }
+      console.error(`web: ${name} failed; trace and screenshots in ${dir}`);
+      throw err;
+    }
+  };
+}

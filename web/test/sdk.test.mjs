@@ -1,13 +1,20 @@
-// The generated SDK, used from Node against a replica of the real local stack. It imports
-// the committed browser build of sdk/src (plain ES modules, the same code the web app
-// runs); its types are checked under `tsc --strict` by sdk/ (npm run typecheck).
+// The SDK package (@agentfy/sdk, its committed dist/, the same modules the web app runs)
+// used from Node against a replica of the real local stack; then packed with `npm pack`,
+// installed into an empty project and run as a partner would: the README's JavaScript
+// and examples/partner.mjs. Its types are checked under `tsc --strict` in sdk/.
 
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
-import { WorkerView } from '../static/js/sdk/src/index.js';
-import { nextPollDelay, retryAfterMs } from '../static/js/web/src/poll.js';
-import { startStack } from './harness.mjs';
+import { promisify } from 'node:util';
+import { Agents, WorkerView, nextPollDelay, retryAfterMs, watchWorkerView } from '@agentfy/sdk';
+import { repoRoot, startStack } from './harness.mjs';
+
+const run = promisify(execFile);
 
 let stack;
 let baseUrl;
@@ -143,5 +150,104 @@ describe('WorkerView SDK against a replica', () => {
       poll(() => WorkerView.getPartnerWorkerView({ baseUrl, auth: r.orgKeys.reader, path: { orgId: r.orgId, id: r.agent } })),
     ]);
     assert.ok(member.frames >= 5 && partner.frames >= 5, `member ${JSON.stringify(member)}, partner ${JSON.stringify(partner)}`);
+  });
+});
+
+describe('the rest of the package against a replica', () => {
+  test('Agents.listAgents lists the member\'s agents with their status', async () => {
+    const { data, error, response } = await Agents.listAgents({ baseUrl, auth: r.tokens.member });
+    assert.equal(response.status, 200, JSON.stringify(error));
+    assert.equal(response.headers.get('Cache-Control'), 'no-store');
+    const byId = Object.fromEntries(data.agents.map((a) => [a.id, a]));
+    assert.deepEqual(byId[r.agent] && { status: byId[r.agent].status, live: byId[r.agent].live }, { status: 'running', live: true });
+    assert.equal(byId[r.idleAgent]?.live, false);
+    assert.equal(byId[r.foreignAgent], undefined);
+    const key = await Agents.listAgents({ baseUrl, auth: r.orgKeys.reader });
+    assert.equal(key.response.status, 401);
+    assert.equal(key.error.error.code, 'unauthenticated');
+  });
+
+  test('watchWorkerView brings frames of a browsing agent and ends on abort', async () => {
+    const stop = new AbortController();
+    const kinds = [];
+    const end = await watchWorkerView({
+      baseUrl,
+      auth: r.orgKeys.reader,
+      orgId: r.orgId,
+      agentId: r.agent,
+      signal: stop.signal,
+      onUpdate(u) {
+        kinds.push(u.kind);
+        if (kinds.filter((k) => k === 'frame').length === 2) stop.abort();
+      },
+    });
+    assert.deepEqual(end, { reason: 'aborted' });
+    assert.ok(kinds.every((k) => k === 'frame' || k === 'unavailable'), JSON.stringify(kinds));
+  });
+
+  test('watchWorkerView ends with closed for an agent without a session, and notFound for another team\'s', async () => {
+    const closed = await watchWorkerView({ baseUrl, auth: r.tokens.member, agentId: r.idleAgent, lastRequestAt: Date.now(), onUpdate() {} });
+    assert.deepEqual(closed, { reason: 'closed' });
+    const hidden = await watchWorkerView({ baseUrl, auth: r.tokens.member, agentId: r.foreignAgent, onUpdate() {} });
+    assert.equal(hidden.reason, 'notFound');
+  });
+});
+
+describe('the packed package in an empty project, from plain JavaScript', () => {
+  let project;
+  before(async () => {
+    project = await mkdtemp(join(tmpdir(), 'agentfy-partner-'));
+    const sdk = join(repoRoot, 'sdk');
+    const { stdout } = await run('npm', ['pack', '--json', '--pack-destination', project], { cwd: sdk, timeout: 120_000 });
+    const [{ filename, files }] = JSON.parse(stdout);
+    const paths = files.map((f) => f.path);
+    assert.ok(paths.includes('dist/index.js') && paths.includes('dist/index.d.ts') && paths.includes('README.md'), paths.join(' '));
+    assert.ok(!paths.some((p) => p.startsWith('src/') || p.startsWith('test/') || p.startsWith('node_modules/')), paths.join(' '));
+    await writeFile(join(project, 'package.json'), JSON.stringify({ name: 'partner', private: true, type: 'module' }));
+    await run('npm', ['install', '--no-audit', '--no-fund', '--loglevel=error', join(project, filename)], { cwd: project, timeout: 120_000 });
+  });
+  after(async () => {
+    if (project) await rm(project, { recursive: true, force: true });
+  });
+
+  const partnerEnv = () => ({
+    ...process.env,
+    AGENTFY_URL: baseUrl,
+    AGENTFY_ORG: r.orgId,
+    AGENTFY_AGENT: r.agent,
+    AGENTFY_ORG_KEY: r.orgKeys.reader,
+  });
+
+  test("the SDK README's JavaScript saves a frame", async () => {
+    const readme = await readFile(join(repoRoot, 'sdk', 'README.md'), 'utf8');
+    const blocks = [...readme.matchAll(/^```js\n([\s\S]*?)^```$/gm)].map((m) => m[1]);
+    assert.equal(blocks.length, 1, 'one JavaScript snippet in sdk/README.md');
+    await writeFile(join(project, 'partner.mjs'), blocks[0]);
+    // The gate lets one view per agent in 2 s through: ask until one passes (at most 4 times).
+    let out;
+    for (let attempt = 0; attempt < 4; attempt++) {
+      try {
+        out = await run('node', ['partner.mjs'], { cwd: project, env: partnerEnv(), timeout: 60_000 });
+        break;
+      } catch (err) {
+        if (!/429 rate_limited/.test(err.stderr)) throw err;
+        await delay(2_000);
+      }
+    }
+    assert.match(out.stdout, /^saved frame\.jpg: .+ — http/m);
+    const jpeg = await readFile(join(project, 'frame.jpg'));
+    assert.deepEqual([...jpeg.subarray(0, 3)], [0xff, 0xd8, 0xff]);
+  });
+
+  test('examples/partner.mjs watches until it has two frames', async () => {
+    await writeFile(join(project, 'watch.mjs'), await readFile(join(repoRoot, 'sdk', 'examples', 'partner.mjs')));
+    const { stdout } = await run('node', ['watch.mjs'], { cwd: project, env: { ...partnerEnv(), AGENTFY_FRAMES: '2' }, timeout: 90_000 });
+    assert.match(stdout, /^done: aborted, 2 frame\(s\)$/m, stdout);
+    assert.ok((await readdir(project)).includes('frame.jpg'));
+  });
+
+  test('a call without a base URL fails clearly', async () => {
+    await writeFile(join(project, 'nobase.mjs'), "import { WorkerView } from '@agentfy/sdk';\nawait WorkerView.getAgentWorkerView({ path: { id: 'a' } });\n");
+    await assert.rejects(run('node', ['nobase.mjs'], { cwd: project, timeout: 30_000 }), (err) => /ConfigurationError: @agentfy\/sdk: no baseUrl/.test(err.stderr));
   });
 });
