@@ -36,14 +36,18 @@ func TestEveryV1AnswerIsNoStoreJSON(t *testing.T) {
 	}
 	var cases []tc
 	for _, m := range []string{http.MethodPost, http.MethodHead, http.MethodPut, http.MethodDelete, http.MethodOptions, http.MethodPatch} {
-		cases = append(cases, tc{m + "_on_the_agent_view", m, view, http.StatusMethodNotAllowed}, tc{m + "_on_the_partner_view", m, partner, http.StatusMethodNotAllowed})
+		cases = append(cases,
+			tc{m + "_on_the_agent_view", m, view, http.StatusMethodNotAllowed},
+			tc{m + "_on_the_partner_view", m, partner, http.StatusMethodNotAllowed},
+			tc{m + "_on_the_agent_list", m, "/v1/agents", http.StatusMethodNotAllowed})
 	}
 	cases = append(cases,
 		tc{"trailing_slash", http.MethodGet, view + "/", http.StatusNotFound},
 		tc{"upper_case_path", http.MethodGet, strings.ToUpper(view), http.StatusNotFound},
 		tc{"unknown_v1_path", http.MethodGet, "/v1/nothing-here", http.StatusNotFound},
 		tc{"v1_itself", http.MethodGet, "/v1", http.StatusNotFound},
-		tc{"POST_to_an_unknown_v1_path", http.MethodPost, "/v1/agents", http.StatusNotFound},
+		tc{"POST_to_an_unknown_v1_path", http.MethodPost, "/v1/nothing-here", http.StatusNotFound},
+		tc{"agent_list_with_a_trailing_slash", http.MethodGet, "/v1/agents/", http.StatusNotFound},
 	)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -85,6 +85,11 @@ export interface WatchOptions {
     onUpdate(update: ViewUpdate): void | 'soon' | Promise<void | 'soon'>;
     /** onWait is told, before each wait, the Date.now() of the next request (for a countdown). */
     onWait?(nextAt: number): void;
+    /**
+     * onRequest is told the Date.now() of each request as it is sent, also of one that an
+     * abort cancels later: what a resumed watch passes as lastRequestAt.
+     */
+    onRequest?(at: number): void;
     /** random replaces Math.random for the jitter (tests). */
     random?: () => number;
 }

@@ -71,6 +71,7 @@ export async function watchWorkerView(options) {
             return { reason: 'aborted' };
         }
         const at = Date.now();
+        options.onRequest?.(at);
         const timeout = AbortSignal.timeout(requestTimeoutMs);
         const auth = options.auth;
         const common = {

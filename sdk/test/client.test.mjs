@@ -198,10 +198,22 @@ describe('watchWorkerView', () => {
       request.signal.addEventListener('abort', release);
     })]);
     const updates2 = [];
-    const inFlight = watchWorkerView({ client: hanging.client, auth: 'k', agentId: 'a', signal: ac2.signal, onUpdate: (u) => void updates2.push(u.kind) });
+    const sent = [];
+    const started = Date.now();
+    const inFlight = watchWorkerView({
+      client: hanging.client,
+      auth: 'k',
+      agentId: 'a',
+      signal: ac2.signal,
+      onUpdate: (u) => void updates2.push(u.kind),
+      onRequest: (at) => void sent.push(at),
+    });
     await new Promise((r) => setImmediate(r));
     ac2.abort();
     assert.deepEqual(await inFlight, { reason: 'aborted' });
     assert.deepEqual(updates2, []);
+    // The cancelled request was still sent: a resumed watch must count it for the pace.
+    assert.equal(sent.length, 1);
+    assert.ok(sent[0] >= started && sent[0] <= Date.now(), `${sent[0]} not in [${started}, now]`);
   });
 });

@@ -231,6 +231,9 @@ export class BrowserWindow {
       signal: watch.signal,
       ...(this.lastRequestAt === undefined ? {} : { lastRequestAt: this.lastRequestAt }),
       onUpdate: (update) => this.onUpdate(update, watch.signal),
+      onRequest: (at) => {
+        this.lastRequestAt = at;
+      },
       onWait: (nextAt) => {
         this.nextAt = nextAt;
         this.updateNotice();
@@ -259,7 +262,6 @@ export class BrowserWindow {
   }
 
   private async onUpdate(update: ViewUpdate, signal: AbortSignal): Promise<void | 'soon'> {
-    this.lastRequestAt = update.at;
     if (this.disposed || signal.aborted || this.display === 'notFound') {
       return;
     }

@@ -191,6 +191,9 @@ export class BrowserWindow {
             signal: watch.signal,
             ...(this.lastRequestAt === undefined ? {} : { lastRequestAt: this.lastRequestAt }),
             onUpdate: (update) => this.onUpdate(update, watch.signal),
+            onRequest: (at) => {
+                this.lastRequestAt = at;
+            },
             onWait: (nextAt) => {
                 this.nextAt = nextAt;
                 this.updateNotice();
@@ -218,7 +221,6 @@ export class BrowserWindow {
         });
     }
     async onUpdate(update, signal) {
-        this.lastRequestAt = update.at;
         if (this.disposed || signal.aborted || this.display === 'notFound') {
             return;
         }
