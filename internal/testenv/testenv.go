@@ -6,6 +6,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"io"
+	"sync"
 	"testing"
 	"time"
 
@@ -80,9 +82,33 @@ func Deployment(tb testing.TB) string {
 	return "t" + hex.EncodeToString(b)
 }
 
-// Logger writes through tb.Log, so a failing test shows its logs and a passing one does not.
+// Logger writes through tb.Log, so a failing test shows its logs and a passing one does
+// not. Lines logged after the test ended (a NATS connection's asynchronous close
+// callback, say) are dropped: testing panics on a Log after completion.
 func Logger(tb testing.TB) zerolog.Logger {
-	return zerolog.New(zerolog.NewTestWriter(tb)).With().Timestamp().Logger()
+	w := &endedWriter{w: zerolog.NewTestWriter(tb)}
+	tb.Cleanup(func() {
+		w.mu.Lock()
+		w.ended = true
+		w.mu.Unlock()
+	})
+	return zerolog.New(w).With().Timestamp().Logger()
+}
+
+// endedWriter forwards to w until the test ends.
+type endedWriter struct {
+	mu    sync.Mutex
+	ended bool
+	w     io.Writer
+}
+
+func (e *endedWriter) Write(p []byte) (int, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.ended {
+		return len(p), nil
+	}
+	return e.w.Write(p)
 }
 
 // Context returns a context that ends with the test or after d.
