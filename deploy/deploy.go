@@ -36,17 +36,18 @@ const (
 )
 
 // Commands each Redis user may run (besides AUTH, which every connection may): exactly
-// what its code runs. The replica serves views, passes and sessions; the operator seeds
+// what its code runs, and CLUSTER SLOTS and COMMAND, which a Cluster client reads the topology and the
+// commands' key positions with. The replica serves views, passes and sessions; the operator seeds
 // the directory, mints keys, starts and stops sessions, and may inspect the
 // deployment's keys (SCAN, TYPE and the reads).
 var (
 	ReplicaCommands = []string{
-		"ping", "hello", "select",
+		"ping", "hello", "select", "cluster|slots", "command",
 		"get", "set", "del", "hget", "hset", "hdel", "hgetall", "sismember", "smembers",
 		"rpush", "ltrim", "lrange", "multi", "exec", "discard", "eval", "evalsha",
 	}
 	OperatorCommands = []string{
-		"ping", "hello", "select",
+		"ping", "hello", "select", "cluster|slots", "command",
 		"get", "set", "del", "hget", "hset", "hdel", "hgetall", "sadd", "srem", "sismember", "smembers",
 		"lrange", "multi", "exec", "discard", "eval", "evalsha",
 		"scan", "type", "exists", "pttl",

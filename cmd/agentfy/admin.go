@@ -17,6 +17,7 @@ import (
 	"github.com/agentfy/agentfy/cmd/internal/apiconf"
 	"github.com/agentfy/agentfy/cmd/internal/conf"
 	"github.com/agentfy/agentfy/directory"
+	"github.com/agentfy/agentfy/internal/redisclient"
 	"github.com/agentfy/agentfy/session"
 )
 
@@ -33,7 +34,7 @@ func openStores(ctx context.Context) (*stores, error) {
 	if err != nil {
 		return nil, err
 	}
-	rdb := redis.NewUniversalClient(ro)
+	rdb := redisclient.New(ro)
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := rdb.Ping(pctx).Err(); err != nil {

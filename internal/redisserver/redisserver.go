@@ -37,6 +37,12 @@ type Options struct {
 	// ACL is the content of an ACL file (deploy.RedisACL). Empty means no ACL file:
 	// the default user without a password, for tests of Redis alone.
 	ACL string
+	// Args are more command-line options (cluster mode, replication, sentinel).
+	Args []string
+	// Sentinel runs the server as a Redis Sentinel whose configuration file is Config
+	// (Sentinel rewrites it, so it lives in Dir).
+	Sentinel bool
+	Config   string
 }
 
 // Server is a running redis-server. Stop must be called to end it.
@@ -87,6 +93,18 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		"--protected-mode", "yes", "--daemonize", "no", "--loglevel", "warning",
 		"--databases", "16",
 	}
+	if opts.Sentinel {
+		confPath := filepath.Join(dir, "sentinel.conf")
+		if err := os.WriteFile(confPath, []byte(opts.Config), 0o600); err != nil {
+			if ownDir {
+				_ = os.RemoveAll(dir)
+			}
+			return nil, fmt.Errorf("sentinel config: %w", err)
+		}
+		args = []string{confPath, "--sentinel", "--bind", "127.0.0.1", "--port", strconv.Itoa(port),
+			"--dir", dir, "--protected-mode", "yes", "--daemonize", "no", "--loglevel", "warning"}
+	}
+	args = append(args, opts.Args...)
 	if opts.ACL != "" {
 		// The file holds only password hashes, but it is nobody else's business.
 		aclPath := filepath.Join(dir, "users.acl")
@@ -108,7 +126,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		}
 		return nil, fmt.Errorf("start redis-server: %w", err)
 	}
-	s := &Server{opts: Options{Bin: opts.Bin, Dir: dir, Port: port, Persist: opts.Persist, ACL: opts.ACL}, cmd: cmd, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, ownDir: ownDir, done: make(chan struct{})}
+	s := &Server{opts: Options{Bin: opts.Bin, Dir: dir, Port: port, Persist: opts.Persist, ACL: opts.ACL, Args: opts.Args, Sentinel: opts.Sentinel, Config: opts.Config}, cmd: cmd, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, ownDir: ownDir, done: make(chan struct{})}
 	go func() { s.waitErr = cmd.Wait(); close(s.done) }()
 
 	ctx, cancel := context.WithTimeout(ctx, StartTimeout)

@@ -23,6 +23,7 @@ import (
 	"github.com/agentfy/agentfy/channel"
 	"github.com/agentfy/agentfy/directory"
 	"github.com/agentfy/agentfy/feed"
+	"github.com/agentfy/agentfy/internal/redisclient"
 	"github.com/agentfy/agentfy/session"
 	"github.com/agentfy/agentfy/view"
 )
@@ -71,7 +72,7 @@ func New(ctx context.Context, o Options) (*Replica, error) {
 	if err != nil {
 		return nil, err
 	}
-	rdb := redis.NewUniversalClient(o.Redis)
+	rdb := redisclient.New(o.Redis)
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := rdb.Ping(pctx).Err(); err != nil {

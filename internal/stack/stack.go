@@ -30,6 +30,7 @@ import (
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/deploy"
 	"github.com/agentfy/agentfy/directory"
+	"github.com/agentfy/agentfy/internal/redisclient"
 	"github.com/agentfy/agentfy/internal/redisserver"
 	"github.com/agentfy/agentfy/internal/replica"
 	"github.com/agentfy/agentfy/openapi"
@@ -229,7 +230,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		s.natsPort = s.NATS.Addr().(*net.TCPAddr).Port
 		s.natsURLs = []string{s.NATS.ClientURL()}
 	}
-	s.Client = redis.NewUniversalClient(s.RedisOptions(deploy.RedisOperator))
+	s.Client = redisclient.New(s.RedisOptions(deploy.RedisOperator))
 	s.closers = append(s.closers, func() { _ = s.Client.Close() })
 	if s.Bus, err = s.ConnectNATS(bus.RoleReplica, "agentfy-harness"); err != nil {
 		return nil, err

@@ -23,8 +23,11 @@ import (
 // Redis builds client options from AGENTFY_REDIS_URL (redis://[user:pass@]host:port/db,
 // or rediss:// for TLS), or for Sentinel and Cluster from AGENTFY_REDIS_ADDRS
 // (comma-separated), AGENTFY_REDIS_MASTER (the Sentinel master name; set means Sentinel,
-// several addresses without it mean Cluster), AGENTFY_REDIS_DB, AGENTFY_REDIS_USERNAME,
-// AGENTFY_REDIS_PASSWORD(_FILE) and AGENTFY_REDIS_TLS=1.
+// several addresses without it mean Cluster; AGENTFY_REDIS_CLUSTER=1 means Cluster with
+// one seed address too), AGENTFY_REDIS_DB, AGENTFY_REDIS_USERNAME,
+// AGENTFY_REDIS_PASSWORD(_FILE) and AGENTFY_REDIS_TLS=1. The sentinels are asked with
+// the same credential unless AGENTFY_REDIS_SENTINEL_USERNAME and
+// AGENTFY_REDIS_SENTINEL_PASSWORD(_FILE) name another.
 func Redis(warn func(string)) (*redis.UniversalOptions, error) {
 	opts := &redis.UniversalOptions{
 		DialTimeout:  2 * time.Second,
@@ -68,10 +71,23 @@ func Redis(warn func(string)) (*redis.UniversalOptions, error) {
 		return nil, err
 	}
 	opts.Password = pw
+	opts.SentinelUsername, opts.SentinelPassword = opts.Username, opts.Password
+	if u := os.Getenv("AGENTFY_REDIS_SENTINEL_USERNAME"); u != "" {
+		opts.SentinelUsername = u
+	}
+	if spw, err := conf.Secret("AGENTFY_REDIS_SENTINEL_PASSWORD", warn); err != nil {
+		return nil, err
+	} else if spw != "" {
+		opts.SentinelPassword = spw
+	}
+	opts.IsClusterMode = os.Getenv("AGENTFY_REDIS_CLUSTER") == "1"
+	if opts.IsClusterMode && opts.MasterName != "" {
+		return nil, errors.New("AGENTFY_REDIS_CLUSTER and AGENTFY_REDIS_MASTER: a deployment is a Cluster or a Sentinel set, not both")
+	}
 	if os.Getenv("AGENTFY_REDIS_TLS") == "1" {
 		opts.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 	}
-	if len(opts.Addrs) > 1 && opts.MasterName == "" && opts.DB != 0 {
+	if (len(opts.Addrs) > 1 || opts.IsClusterMode) && opts.MasterName == "" && opts.DB != 0 {
 		return nil, errors.New("AGENTFY_REDIS_DB: Redis Cluster has only database 0")
 	}
 	return opts, nil
