@@ -44,7 +44,7 @@ var (
 	ReplicaCommands = []string{
 		"ping", "hello", "select", "cluster|slots", "command",
 		"get", "set", "del", "hget", "hset", "hdel", "hgetall", "sismember", "smembers",
-		"rpush", "ltrim", "lrange", "multi", "exec", "discard", "eval", "evalsha",
+		"rpush", "ltrim", "lrange", "multi", "exec", "discard", "eval", "evalsha", "wait", "role",
 	}
 	OperatorCommands = []string{
 		"ping", "hello", "select", "cluster|slots", "command",

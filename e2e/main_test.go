@@ -18,6 +18,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/agentfy/agentfy/deploy"
 	"github.com/agentfy/agentfy/directory"
 	"github.com/agentfy/agentfy/internal/oas"
 	"github.com/agentfy/agentfy/internal/stack"
@@ -43,7 +44,23 @@ func run(m *testing.M) int {
 	if os.Getenv("AGENTFY_TEST_LOG") != "" {
 		level = zerolog.DebugLevel
 	}
-	st, err = stack.Start(ctx, stack.Options{Log: zerolog.New(os.Stderr).Level(level).With().Timestamp().Logger()})
+	// AGENTFY_TEST_REDIS=cluster or sentinel runs the suite on that Redis topology.
+	secrets, err := deploy.GenerateSecrets()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	topo, err := stack.TopologyFromEnv(ctx, "dev", secrets)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start redis:", err)
+		return 1
+	}
+	defer topo.Stop()
+	opts := stack.Options{Secrets: &secrets, Log: zerolog.New(os.Stderr).Level(level).With().Timestamp().Logger()}
+	if topo != nil {
+		opts.Redis = topo.Target
+	}
+	st, err = stack.Start(ctx, opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start stack:", err)
 		return 1

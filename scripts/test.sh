@@ -24,6 +24,17 @@ echo "== go test -race" >&2
 go test -race -count=1 -timeout 20m $(go list ./... | grep -v /reliability)
 echo "== reliability suite (faults, tampering, capabilities, load, leaks, access)" >&2
 go test -count=1 -timeout 15m ./reliability
+echo "== Redis Cluster and Sentinel: end-to-end, capability and CLI tests on each" >&2
+# Three masters with a replica each, and a master, a replica and three sentinels, all
+# with the deployment's ACL users (internal/redisserver). The failover under load runs
+# in the reliability suite above, on both.
+e2e_on_topology='^(TestAgentList|TestConsumeRoute|TestStatusFeedAccess|TestPollingDoesNotKeepASessionAlive|TestWorkerEndsItsSession|TestFrameOfTheOpenedPage|TestNoTabIsPageNull|TestNoSessionIsNotLive|TestRechecksAfterCapture|TestAccessAnswers|TestGateAcrossReplicas|TestUnavailable|TestServiceRoutes)$'
+for topology in cluster sentinel; do
+  echo "-- on a Redis $topology" >&2
+  AGENTFY_TEST_REDIS=$topology go test -count=1 -timeout 10m -run "$e2e_on_topology" ./e2e
+  AGENTFY_TEST_REDIS=$topology go test -count=1 -timeout 10m -run '^(TestCapabilities|TestAccess)$' ./reliability
+  AGENTFY_TEST_REDIS=$topology go test -count=1 -timeout 10m -run '^(TestOperatorCommands|TestToolCommandGoesThroughTheOwner)$' ./cmd/agentfy
+done
 echo "== fuzzing, 10 s per target, from the committed corpora" >&2
 for target in "FuzzOpen ./view/envelope" "FuzzParse ./jsonrpc" "FuzzConsumeBody ./api" "FuzzParsePlaintext ./view"; do
   set -- $target

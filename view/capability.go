@@ -28,6 +28,13 @@ type Capabilities struct {
 	rdb    redis.UniversalClient
 	prefix string
 	ttl    time.Duration
+	acks   Acks
+}
+
+// WithAcks makes each consumption wait for acks (see Acks) and returns c.
+func (c *Capabilities) WithAcks(acks Acks) *Capabilities {
+	c.acks = acks
+	return c
 }
 
 // NewCapabilities returns the store for one deployment. ttl 0 means CapabilityTTL (tests
@@ -105,7 +112,8 @@ func (c *Capabilities) Consume(ctx context.Context, requestID, sessionID string)
 	if !envelope.ValidRequestID(requestID) || sessionID == "" {
 		return "", ErrCapabilityNotFound
 	}
-	pk, err := consumeScript.Run(ctx, c.rdb, []string{c.key(requestID)}, sessionID).Text()
+	// Durable, so that a failover cannot bring a consumed capability back.
+	pk, err := runScript(ctx, c.rdb, c.acks, consumeScript, []string{c.key(requestID)}, sessionID).Text()
 	if errors.Is(err, redis.Nil) {
 		return "", ErrCapabilityNotFound
 	}

@@ -28,6 +28,13 @@ type Gate struct {
 	prefix string
 	window time.Duration
 	pace   time.Duration
+	acks   Acks
+}
+
+// WithAcks makes each window the gate grants wait for acks (see Acks) and returns g.
+func (g *Gate) WithAcks(acks Acks) *Gate {
+	g.acks = acks
+	return g
 }
 
 // NewGate returns the gate of one deployment; window 0 means GateWindow and pace 0
@@ -57,7 +64,8 @@ return 1`)
 // Redis error is returned as such (the caller answers 503), never as a refusal.
 func (g *Gate) Allow(ctx context.Context, agentID, caller string) (bool, error) {
 	keys := []string{g.PaceKey(agentID, caller), g.Key(agentID)}
-	n, err := gateScript.Run(ctx, g.rdb, keys, g.pace.Milliseconds(), g.window.Milliseconds()).Int()
+	// Durable, so that a failover cannot lose a granted window and let a second view in.
+	n, err := runScript(ctx, g.rdb, g.acks, gateScript, keys, g.pace.Milliseconds(), g.window.Milliseconds()).Int()
 	if err != nil {
 		return false, fmt.Errorf("view gate: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -67,8 +68,18 @@ type readyFile struct {
 	Site         string            `json:"site"`
 	SessionID    string            `json:"sessionId"`
 	Metrics      []string          `json:"metrics"`
-	NATSMonitor  string            `json:"natsMonitor"`
+	NATSMonitor  string            `json:"natsMonitor,omitempty"`
 	JWTSecret    string            `json:"jwtSecret"`
+	// RedisEnv points the operator CLI at the stack's Redis as the operator: KEY=value
+	// pairs (what Redis says for the stack's own server only).
+	RedisEnv []string  `json:"redisEnv"`
+	Uses     readyUses `json:"uses"`
+}
+
+// readyUses says which servers the stack runs on: its own or external ones.
+type readyUses struct {
+	Redis string `json:"redis"`
+	NATS  string `json:"nats"`
 }
 
 func cmdDev(ctx context.Context, args []string, stdout io.Writer) error {
@@ -77,6 +88,7 @@ func cmdDev(ctx context.Context, args []string, stdout io.Writer) error {
 	restartAfter := fs.Duration("restart-after", 10*time.Second, "start a new demo session this long after the demo session stops (0: never)")
 	chromium := fs.String("chromium", os.Getenv("AGENTFY_CHROMIUM"), "Chromium `binary` (default /usr/bin/chromium)")
 	verbose := fs.Bool("v", false, "log every component at debug level")
+	secretsDir := fs.String("secrets", os.Getenv("AGENTFY_SECRETS_DIR"), "with servers of your own (AGENTFY_REDIS_*, AGENTFY_NATS_URL): the `directory` `agentfy secrets -out` wrote")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -92,8 +104,24 @@ func cmdDev(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	log := zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: "15:04:05"}).Level(level).With().Timestamp().Logger()
 
-	progress("starting redis-server, NATS and two API replicas")
-	st, err := stack.Start(ctx, stack.Options{Chromium: *chromium, WebApp: web.Files(), Log: log})
+	ext, err := externalServers(*secretsDir)
+	if err != nil {
+		return err
+	}
+	opts := stack.Options{Chromium: *chromium, WebApp: web.Files(), Log: log}
+	uses := readyUses{Redis: "redis-server (its own)", NATS: "embedded"}
+	if ext != nil {
+		opts.Secrets, opts.NATSServers = ext.secrets, ext.nats
+		if ext.redis != nil {
+			opts.Redis, opts.RedisDB = ext.redis, ext.redisDB
+			uses.Redis = "external " + ext.redis.Kind + " " + strings.Join(ext.redis.Addrs, ",")
+		}
+		if ext.nats != nil {
+			uses.NATS = "external " + strings.Join(ext.nats, ",")
+		}
+	}
+	progress("starting two API replicas (Redis: %s; NATS: %s)", uses.Redis, uses.NATS)
+	st, err := stack.Start(ctx, opts)
 	if err != nil {
 		return err
 	}
@@ -101,7 +129,7 @@ func cmdDev(ctx context.Context, args []string, stdout io.Writer) error {
 		progress("stopping")
 		st.Close()
 	}()
-	progress("redis %s, NATS %s, replicas %s and %s", st.Redis.Addr(), st.NATS.ClientURL(), st.Replicas[0].URL, st.Replicas[1].URL)
+	progress("replicas %s and %s", st.Replicas[0].URL, st.Replicas[1].URL)
 
 	tokens := map[string]string{}
 	for name, user := range map[string]string{"member": memberUser, "outsider": outsiderUser} {
@@ -137,14 +165,18 @@ func cmdDev(ctx context.Context, args []string, stdout io.Writer) error {
 
 	rf := readyFile{
 		Replicas: []string{st.Replicas[0].URL, st.Replicas[1].URL}, App: st.Replicas[0].URL + "/",
-		NATS: st.NATS.ClientURL(), Redis: st.RedisURL(deploy.RedisOperator), Deployment: "dev",
+		NATS: strings.Join(st.NATSURLs(), ","), Redis: st.RedisURL(deploy.RedisOperator), Deployment: "dev",
+		RedisEnv: st.RedisEnv(deploy.RedisOperator), Uses: uses,
 		NATSDebug:    natsCred(st, bus.RoleDebug),
 		NATSSystem:   natsCred(st, bus.RoleSystem),
 		NATSOperator: natsCred(st, bus.RoleOperator),
 		Agent:        demoAgent, IdleAgent: idleAgent, EmptyAgent: emptyAgent, ForeignAgent: foreignAgent, Tokens: tokens,
 		OrgID: demoOrg, OrgKeys: keys, Site: st.Site, SessionID: demo.sessionID(),
-		Metrics:     []string{st.Replicas[0].URL + "/metrics", st.Replicas[1].URL + "/metrics"},
-		NATSMonitor: "http://" + st.NATS.MonitorAddr().String(), JWTSecret: string(st.Secret),
+		Metrics:   []string{st.Replicas[0].URL + "/metrics", st.Replicas[1].URL + "/metrics"},
+		JWTSecret: string(st.Secret),
+	}
+	if st.NATS != nil {
+		rf.NATSMonitor = "http://" + st.NATS.MonitorAddr().String()
 	}
 	// Ready means a frame can be had: wait for the first tab before saying so.
 	if err := demo.waitFirstTab(ctx); err != nil {
@@ -203,12 +235,25 @@ func ensureInstalled(ctx context.Context, progress func(string, ...any)) error {
 	return nil
 }
 
-// redisAddr is the host:port of a redis:// URL, for a summary line without the password.
-func redisAddr(u string) string {
-	if p, err := url.Parse(u); err == nil {
-		return p.Host
+// redisSummary says which Redis the stack uses, without a password.
+func redisSummary(rf readyFile) string {
+	if rf.Redis != "" {
+		if p, err := url.Parse(rf.Redis); err == nil {
+			return p.Host
+		}
 	}
-	return "?"
+	return rf.Uses.Redis
+}
+
+// shellEnv quotes KEY=value pairs for an export line, leaving out empty values.
+func shellEnv(env []string) string {
+	var out []string
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok && v != "" {
+			out = append(out, k+"='"+strings.ReplaceAll(v, "'", `'\''`)+"'")
+		}
+	}
+	return strings.Join(out, " ")
 }
 
 func natsCred(st *stack.Stack, r bus.Role) natsCredential {
@@ -256,17 +301,17 @@ In another terminal:
 
   # a tool call as the operator, then stop the demo session (the web app shows
   # "Браузер закрыт"; a new session starts 10 s later)
-  export AGENTFY_REDIS_URL='%s' AGENTFY_NATS_URL='%s' AGENTFY_NATS_PASSWORD='%s'
+  export %s AGENTFY_NATS_URL='%s' AGENTFY_NATS_PASSWORD='%s'
   go run ./cmd/agentfy tool -agent %s -name browser_tabs
   go run ./cmd/agentfy session stop -agent %s
-`, took.Seconds(), rf.App, rf.Agent, rf.Tokens["member"], rf.Replicas[0], rf.Replicas[1], rf.NATS, rf.NATSMonitor, redisAddr(rf.Redis), rf.Deployment,
+`, took.Seconds(), rf.App, rf.Agent, rf.Tokens["member"], rf.Replicas[0], rf.Replicas[1], rf.NATS, rf.NATSMonitor, redisSummary(rf), rf.Deployment,
 		rf.Agent, rf.Site, rf.EmptyAgent, rf.IdleAgent,
 		rf.Tokens["member"], rf.OrgKeys["reader"],
 		rf.Replicas[0], rf.Agent, rf.Replicas[0], rf.Agent,
 		rf.Replicas[0], rf.OrgID, rf.Agent,
 		rf.NATS, rf.NATSDebug.User, rf.NATSDebug.Password, rf.Deployment,
 		rf.NATS, rf.NATSSystem.User, rf.NATSSystem.Password,
-		rf.Redis, rf.NATS, rf.NATSOperator.Password, rf.Agent, rf.Agent)
+		shellEnv(rf.RedisEnv), rf.NATS, rf.NATSOperator.Password, rf.Agent, rf.Agent)
 }
 
 // demoRunner keeps a demo session alive: it browses the demo site through tool calls

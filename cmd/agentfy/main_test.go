@@ -9,17 +9,38 @@ import (
 	"time"
 
 	"github.com/agentfy/agentfy/auth"
+	"github.com/agentfy/agentfy/deploy"
+	"github.com/agentfy/agentfy/internal/stack"
 	"github.com/agentfy/agentfy/internal/testenv"
 )
 
 const devSecret = "test-secret-test-secret-test-secret!"
 
+// TestOperatorCommands runs seed, token, orgkey and session start|stop against a
+// redis-server, or the Cluster or Sentinel set AGENTFY_TEST_REDIS names (as the operator
+// user of the deployment's ACL).
 func TestOperatorCommands(t *testing.T) {
-	srv := testenv.Redis(t)
-	t.Setenv("AGENTFY_REDIS_URL", srv.URL(4))
-	t.Setenv("AGENTFY_DEPLOYMENT", testenv.Deployment(t))
+	ctx := testenv.Context(t, 2*time.Minute)
+	dep := testenv.Deployment(t)
+	t.Setenv("AGENTFY_DEPLOYMENT", dep)
 	t.Setenv("AGENTFY_JWT_HS256_SECRET", devSecret)
-	ctx := testenv.Context(t, 60*time.Second)
+	secrets, err := deploy.GenerateSecrets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	topo, err := stack.TopologyFromEnv(ctx, dep, secrets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if topo != nil {
+		t.Cleanup(topo.Stop)
+		for _, kv := range topo.Target.Env(deploy.RedisOperator, secrets.Redis[deploy.RedisOperator], 0) {
+			k, v, _ := strings.Cut(kv, "=")
+			t.Setenv(k, v)
+		}
+	} else {
+		t.Setenv("AGENTFY_REDIS_URL", testenv.Redis(t).URL(4))
+	}
 	t.Chdir("../..") // the CLI's default paths are relative to the repository root
 
 	exec := func(args ...string) string {

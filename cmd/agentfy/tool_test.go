@@ -20,8 +20,22 @@ import (
 // TestToolCommandGoesThroughTheOwner runs `agentfy tool` against a stack whose worker is
 // attached to the second replica; the broker here is a stand-in answering browser_tabs.
 func TestToolCommandGoesThroughTheOwner(t *testing.T) {
-	ctx := testenv.Context(t, time.Minute)
-	st, err := stack.Start(ctx, stack.Options{Root: "../..", Log: zerolog.New(os.Stderr).Level(zerolog.WarnLevel)})
+	ctx := testenv.Context(t, 2*time.Minute)
+	secrets, err := deploy.GenerateSecrets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// On the Redis topology AGENTFY_TEST_REDIS names (a redis-server by default).
+	topo, err := stack.TopologyFromEnv(ctx, "dev", secrets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(topo.Stop)
+	opts := stack.Options{Root: "../..", Secrets: &secrets, Log: zerolog.New(os.Stderr).Level(zerolog.WarnLevel)}
+	if topo != nil {
+		opts.Redis = topo.Target
+	}
+	st, err := stack.Start(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +54,10 @@ func TestToolCommandGoesThroughTheOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The operator's credentials, as `agentfy dev` prints them.
-	t.Setenv("AGENTFY_REDIS_URL", st.RedisURL(deploy.RedisOperator))
+	for _, kv := range st.RedisEnv(deploy.RedisOperator) {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
 	t.Setenv("AGENTFY_NATS_URL", st.NATS.ClientURL())
 	t.Setenv("AGENTFY_NATS_PASSWORD", st.Secrets.NATS[bus.RoleOperator])
 	t.Setenv("AGENTFY_DEPLOYMENT", "dev")

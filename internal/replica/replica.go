@@ -43,6 +43,16 @@ type Options struct {
 	Log     zerolog.Logger
 	// DrainTimeout bounds graceful shutdown; 0 means 12 s (longer than a view's 9 s).
 	DrainTimeout time.Duration
+	// RedisAcks, when set, is how many replicas must acknowledge the gate's windows and
+	// the capabilities' consumption (view.Acks). Nil means view.DefaultAcks for a
+	// Cluster or Sentinel set and none for one server.
+	RedisAcks *view.Acks
+}
+
+// replicated reports whether o describes a Cluster or a Sentinel set: deployments where
+// a replica takes over from a failed master.
+func replicated(o *redis.UniversalOptions) bool {
+	return o.MasterName != "" || o.IsClusterMode || len(o.Addrs) > 1
 }
 
 // Replica is a wired API replica.
@@ -101,8 +111,14 @@ func New(ctx context.Context, o Options) (*Replica, error) {
 	r.Creds = auth.NewStore(rdb, o.Deployment, nil)
 	r.Dir = directory.NewStore(rdb, o.Deployment)
 	r.Sessions = session.NewStore(rdb, r.Creds, o.Deployment, o.Policy, nil)
-	caps := view.NewCapabilities(rdb, o.Deployment, 0)
-	r.Views = view.NewService(view.NewGate(rdb, o.Deployment, 0, 0), caps, r.Sessions, nc, ns, o.Log)
+	acks := view.Acks{}
+	if o.RedisAcks != nil {
+		acks = *o.RedisAcks
+	} else if replicated(o.Redis) {
+		acks = view.DefaultAcks
+	}
+	caps := view.NewCapabilities(rdb, o.Deployment, 0).WithAcks(acks)
+	r.Views = view.NewService(view.NewGate(rdb, o.Deployment, 0, 0).WithAcks(acks), caps, r.Sessions, nc, ns, o.Log)
 	if r.Feed, err = feed.New(nc, ns, r.Sessions, o.Log); err != nil {
 		r.close()
 		return nil, err

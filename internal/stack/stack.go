@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,6 +64,22 @@ type Options struct {
 	PersistRedis bool
 	// BrokerBin is the agentfy-broker binary for sessions started with BrokerProcess.
 	BrokerBin string
+	// Redis, when set, replaces the stack's own redis-server: a Cluster or Sentinel set
+	// (or a server) the caller runs, configured with deploy.RedisACL and Secrets.
+	Redis *RedisTarget
+}
+
+// RedisTarget is a Redis deployment the stack uses instead of starting its own.
+type RedisTarget struct {
+	// Addrs are the server, the Cluster's seed nodes, or the sentinels.
+	Addrs []string
+	// MasterName is the Sentinel master's name; empty otherwise.
+	MasterName string
+	// Cluster says Addrs are Cluster nodes (also when there is one).
+	Cluster bool
+	// Kind names it in logs and the dev stack's ready file: "cluster", "sentinel",
+	// "server".
+	Kind string
 }
 
 // Stack is a running system.
@@ -101,7 +118,8 @@ type Stack struct {
 	consumeHook atomic.Pointer[func()] // called by the balancer before it forwards a consume
 }
 
-// StopRedis stops the Redis server, keeping its data when Options.PersistRedis.
+// StopRedis stops the Redis server, keeping its data when Options.PersistRedis. With
+// Options.Redis there is no server of the stack's own: it panics.
 func (s *Stack) StopRedis() { s.Redis.Halt() }
 
 // RestartRedis starts Redis again on the same port.
@@ -213,10 +231,14 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.Redis, err = redisserver.Start(ctx, redisserver.Options{Persist: o.PersistRedis, ACL: acl}); err != nil {
-		return nil, err
+	if o.Redis == nil {
+		if s.Redis, err = redisserver.Start(ctx, redisserver.Options{Persist: o.PersistRedis, ACL: acl}); err != nil {
+			return nil, err
+		}
+		s.closers = append(s.closers, func() { s.Redis.Stop() })
+	} else if o.Redis.Cluster && o.RedisDB != 0 {
+		return nil, errors.New("stack: Redis Cluster has only database 0")
 	}
-	s.closers = append(s.closers, func() { s.Redis.Stop() })
 	s.natsURLs = o.NATSServers
 	if len(s.natsURLs) == 0 {
 		cfg, err := deploy.NATSConfig(s.NS, s.Secrets)
@@ -272,23 +294,71 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 }
 
 // RedisOptions are client options for the stack's Redis, logged in as user
-// (deploy.RedisReplica or deploy.RedisOperator).
+// (deploy.RedisReplica or deploy.RedisOperator), to the sentinels too.
 func (s *Stack) RedisOptions(user string) *redis.UniversalOptions {
-	return &redis.UniversalOptions{
-		Addrs: []string{s.Redis.Addr()}, DB: s.opts.RedisDB,
+	o := &redis.UniversalOptions{
+		DB:       s.opts.RedisDB,
 		Username: user, Password: s.Secrets.Redis[user],
 		DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second,
 		MaxRetries: 1, PoolSize: 64, DisableIdentity: true,
-		ReadBufferSize: 8 << 10, WriteBufferSize: 8 << 10, // as cmd/internal/conf
+		ReadBufferSize: 8 << 10, WriteBufferSize: 8 << 10, // as cmd/internal/apiconf
 	}
+	if t := s.opts.Redis; t != nil {
+		o.Addrs, o.MasterName, o.IsClusterMode = t.Addrs, t.MasterName, t.Cluster
+		o.SentinelUsername, o.SentinelPassword = user, s.Secrets.Redis[user]
+	} else {
+		o.Addrs = []string{s.Redis.Addr()}
+	}
+	return o
 }
 
-// RedisURL is a redis:// URL of the stack's Redis with user's credential, as the
-// operator CLI takes it in AGENTFY_REDIS_URL.
+// RedisKind is "server" for the stack's own redis-server, else Options.Redis.Kind.
+func (s *Stack) RedisKind() string {
+	if s.opts.Redis == nil {
+		return "server"
+	}
+	return s.opts.Redis.Kind
+}
+
+// RedisURL is a redis:// URL of the stack's own Redis with user's credential, as the
+// operator CLI takes it in AGENTFY_REDIS_URL; "" with Options.Redis (see RedisEnv).
 func (s *Stack) RedisURL(user string) string {
+	if s.opts.Redis != nil {
+		return ""
+	}
 	u := url.URL{Scheme: "redis", User: url.UserPassword(user, s.Secrets.Redis[user]), Host: s.Redis.Addr(), Path: "/" + strconv.Itoa(s.opts.RedisDB)}
 	return u.String()
 }
+
+// RedisEnv is the environment that points a process (the CLI, a replica) at the
+// stack's Redis as user: KEY=value pairs of cmd/internal/apiconf.Redis.
+func (s *Stack) RedisEnv(user string) []string {
+	if s.opts.Redis == nil {
+		return []string{"AGENTFY_REDIS_URL=" + s.RedisURL(user)}
+	}
+	return s.opts.Redis.Env(user, s.Secrets.Redis[user], s.opts.RedisDB)
+}
+
+// Env is the environment that points a process at t as user: KEY=value pairs of
+// cmd/internal/apiconf.Redis (every AGENTFY_REDIS_ variable, so none is left over).
+func (t *RedisTarget) Env(user, password string, db int) []string {
+	cluster := ""
+	if t.Cluster {
+		cluster = "1"
+	}
+	return []string{
+		"AGENTFY_REDIS_URL=",
+		"AGENTFY_REDIS_ADDRS=" + strings.Join(t.Addrs, ","),
+		"AGENTFY_REDIS_USERNAME=" + user,
+		"AGENTFY_REDIS_PASSWORD=" + password,
+		"AGENTFY_REDIS_DB=" + strconv.Itoa(db),
+		"AGENTFY_REDIS_MASTER=" + t.MasterName,
+		"AGENTFY_REDIS_CLUSTER=" + cluster,
+	}
+}
+
+// NATSURLs are the NATS servers the stack's processes connect to.
+func (s *Stack) NATSURLs() []string { return s.natsURLs }
 
 // NATSConfig is the connection configuration of role on the stack's NATS.
 func (s *Stack) NATSConfig(role bus.Role, name string) bus.Config {
@@ -317,11 +387,24 @@ func (s *Stack) OpenGate(ctx context.Context, agentID string) error {
 		}
 	}
 	keys := []string{"agentfy:" + s.opts.Deployment + ":gate:{a:" + agentID + "}"}
-	iter := s.Client.Scan(ctx, 0, "agentfy:"+s.opts.Deployment+":pace:{a:"+agentID+"}:*", 100).Iterator()
-	for iter.Next(ctx) {
-		keys = append(keys, iter.Val())
+	// The gate and the paces share the agent's hash tag: one slot, one master.
+	scan := func(ctx context.Context, c redis.Cmdable) error {
+		iter := c.Scan(ctx, 0, "agentfy:"+s.opts.Deployment+":pace:{a:"+agentID+"}:*", 100).Iterator()
+		for iter.Next(ctx) {
+			keys = append(keys, iter.Val())
+		}
+		return iter.Err()
 	}
-	if err := iter.Err(); err != nil {
+	var err error
+	if cc, ok := s.Client.(*redis.ClusterClient); ok {
+		var master *redis.Client
+		if master, err = cc.MasterForKey(ctx, keys[0]); err == nil {
+			err = scan(ctx, master)
+		}
+	} else {
+		err = scan(ctx, s.Client)
+	}
+	if err != nil {
 		return err
 	}
 	return s.Client.Del(ctx, keys...).Err()

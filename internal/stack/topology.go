@@ -1,0 +1,77 @@
+package stack
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"os"
+
+	"github.com/agentfy/agentfy/deploy"
+	"github.com/agentfy/agentfy/internal/redisserver"
+)
+
+// TopologyEnv names the Redis topology the integration suites run on: "" or "server"
+// (one redis-server, the default), "cluster" (three masters, three replicas) or
+// "sentinel" (a master, a replica, three sentinels). scripts/test.sh runs the suites
+// on each.
+const TopologyEnv = "AGENTFY_TEST_REDIS"
+
+// Topology is a Redis Cluster or Sentinel set started for a stack.
+type Topology struct {
+	Target   *RedisTarget
+	Cluster  *redisserver.Cluster     // with kind "cluster"
+	Sentinel *redisserver.SentinelSet // with kind "sentinel"
+	Admin    redisserver.Admin
+}
+
+// Stop stops its servers.
+func (t *Topology) Stop() {
+	if t == nil {
+		return
+	}
+	if t.Cluster != nil {
+		t.Cluster.Stop()
+	}
+	if t.Sentinel != nil {
+		t.Sentinel.Stop()
+	}
+}
+
+// StartTopology starts kind ("cluster" or "sentinel") with the ACL users of deployment
+// and secrets (and an administrator of its own). "" and "server" return nil: the stack
+// starts its own redis-server.
+func StartTopology(ctx context.Context, kind, deployment string, secrets deploy.Secrets) (*Topology, error) {
+	if kind == "" || kind == "server" {
+		return nil, nil
+	}
+	acl, err := deploy.RedisACL(deployment, secrets)
+	if err != nil {
+		return nil, err
+	}
+	pw := make([]byte, 32)
+	if _, err := rand.Read(pw); err != nil {
+		return nil, err
+	}
+	t := &Topology{Admin: redisserver.Admin{User: "agentfy-test-admin", Password: base64.RawURLEncoding.EncodeToString(pw)}}
+	switch kind {
+	case "cluster":
+		if t.Cluster, err = redisserver.StartCluster(ctx, redisserver.ClusterOptions{ACL: acl, Admin: t.Admin}); err != nil {
+			return nil, err
+		}
+		t.Target = &RedisTarget{Addrs: t.Cluster.Addrs(), Cluster: true, Kind: kind}
+	case "sentinel":
+		if t.Sentinel, err = redisserver.StartSentinel(ctx, redisserver.SentinelOptions{ACL: acl, Admin: t.Admin, Users: secrets.Redis}); err != nil {
+			return nil, err
+		}
+		t.Target = &RedisTarget{Addrs: t.Sentinel.SentinelAddrs(), MasterName: t.Sentinel.MasterName(), Kind: kind}
+	default:
+		return nil, fmt.Errorf("%s=%q: want server, cluster or sentinel", TopologyEnv, kind)
+	}
+	return t, nil
+}
+
+// TopologyFromEnv starts the topology TopologyEnv names (nil for the default).
+func TopologyFromEnv(ctx context.Context, deployment string, secrets deploy.Secrets) (*Topology, error) {
+	return StartTopology(ctx, os.Getenv(TopologyEnv), deployment, secrets)
+}

@@ -1,0 +1,218 @@
+package reliability
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/agentfy/agentfy/deploy"
+	"github.com/agentfy/agentfy/directory"
+	"github.com/agentfy/agentfy/internal/redisserver"
+	"github.com/agentfy/agentfy/internal/stack"
+	"github.com/agentfy/agentfy/view"
+)
+
+// seen is one poll of the failover test.
+type seen struct {
+	start, end time.Time
+	status     int
+	body       string
+	captured   time.Time // of a frame
+}
+
+// TestRedisFailoverUnderLoad stops the Redis master that holds an agent's keys while
+// four pollers view it through both replicas, on a Redis Cluster and on a Sentinel set
+// (each started here, with the deployment's ACL users). While the failover runs every
+// answer is a frame, 429 or 503 (never live:false, never a page that skipped a check);
+// frames come back once a replica is promoted, with nothing restarted; the gate still
+// lets at most one capture per agent in 2 s through, since each window is acknowledged
+// by a replica before it counts (view.Acks); and the session, which the replica had,
+// is the same after.
+func TestRedisFailoverUnderLoad(t *testing.T) {
+	for _, kind := range []string{"cluster", "sentinel"} {
+		t.Run(kind, func(t *testing.T) {
+			observed := "did not finish"
+			record(t, "Redis failover", "only frames, 429 and 503 while the master of the agent's keys is stopped; frames again after the promotion without a restart; at most one capture per 2 s; the session kept", &observed)
+			observed = failover(t, kind)
+			t.Log(observed)
+		})
+	}
+}
+
+func failover(t *testing.T, kind string) string {
+	c, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	t.Cleanup(cancel)
+	secrets, err := deploy.GenerateSecrets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	topo, err := stack.StartTopology(c, kind, "dev", secrets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(topo.Stop)
+	fs, err := stack.Start(c, stack.Options{Secrets: &secrets, Redis: topo.Target, Log: zerolog.New(io.Discard)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fs.Close)
+	agent := "agent-failover"
+	if err := fs.Dir.Load(c, directory.Seed{Agents: []directory.Agent{{ID: agent, Name: agent, TeamID: "team-atlas", OrgID: "org-acme", Environment: "production"}}}); err != nil {
+		t.Fatal(err)
+	}
+	ss, err := fs.StartSession(c, agent, stack.SessionOptions{Replica: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ss.Close)
+	if _, err := ss.Tool(c, "browser_open", map[string]string{"url": fs.Site + "/"}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Four pollers: two users through each replica, each asking every 300 ms.
+	var mu sync.Mutex
+	var polls []seen
+	frameAfter := func(at time.Time) int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, p := range polls {
+			if !p.captured.IsZero() && p.start.After(at) {
+				n++
+			}
+		}
+		return n
+	}
+	pctx, stopPolling := context.WithCancel(c)
+	var wg sync.WaitGroup
+	client := &http.Client{Timeout: 15 * time.Second}
+	for i, user := range []string{"u-alice", "u-bob", "u-alice", "u-bob"} {
+		tok, err := fs.Token(user, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		url := fs.Replicas[i%2].URL + "/v1/agents/" + agent + "/worker/view"
+		wg.Go(func() {
+			tick := time.NewTicker(300 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				req, _ := http.NewRequestWithContext(pctx, http.MethodGet, url, nil)
+				req.Header.Set("Authorization", "Bearer "+tok)
+				p := seen{start: time.Now()}
+				resp, err := client.Do(req)
+				if pctx.Err() != nil {
+					return
+				}
+				if err == nil {
+					b, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+					_ = resp.Body.Close()
+					p.status, p.body = resp.StatusCode, string(b)
+					var v struct {
+						Live bool `json:"live"`
+						Page *struct {
+							CapturedAt time.Time `json:"capturedAt"`
+						} `json:"page"`
+					}
+					if resp.StatusCode == http.StatusOK && json.Unmarshal(b, &v) == nil && v.Live && v.Page != nil {
+						p.captured = v.Page.CapturedAt
+					}
+				}
+				p.end = time.Now()
+				mu.Lock()
+				polls = append(polls, p)
+				mu.Unlock()
+				select {
+				case <-pctx.Done():
+					return
+				case <-tick.C:
+				}
+			}
+		})
+	}
+	waitFor := func(what string, d time.Duration, ok func() bool) {
+		t.Helper()
+		deadline := time.NewTimer(d)
+		defer deadline.Stop()
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for !ok() {
+			select {
+			case <-deadline.C:
+				stopPolling()
+				wg.Wait()
+				t.Fatalf("%s: not within %v", what, d)
+			case <-tick.C:
+			}
+		}
+	}
+	began := time.Now()
+	waitFor("two frames before the fault", 30*time.Second, func() bool { return frameAfter(began) >= 2 })
+
+	// Stop the master that holds the agent's gate (and its session pointer's slot, for
+	// the Cluster: the agent's keys share its hash tag).
+	gateKey := view.NewGate(fs.Client, "dev", 0, 0).Key(agent)
+	var master *redisserver.Server
+	if topo.Cluster != nil {
+		master, err = topo.Cluster.MasterOf(c, gateKey)
+	} else {
+		master, err = topo.Sentinel.Master(c)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	stoppedAt := time.Now()
+	master.Stop()
+	waitFor("three frames after the failover", 60*time.Second, func() bool { return frameAfter(stoppedAt) >= 3 })
+	stopPolling()
+	wg.Wait()
+
+	// Every answer was a frame, a 429 or a 503.
+	counts := map[string]int{}
+	var frames []time.Time
+	firstFrameAfter := time.Time{}
+	for _, p := range polls {
+		switch {
+		case !p.captured.IsZero():
+			counts["frame"]++
+			frames = append(frames, p.captured)
+			if p.start.After(stoppedAt) && (firstFrameAfter.IsZero() || p.end.Before(firstFrameAfter)) {
+				firstFrameAfter = p.end
+			}
+		case p.status == http.StatusTooManyRequests, p.status == http.StatusServiceUnavailable:
+			counts[fmt.Sprint(p.status)]++
+		case p.status == 0:
+			counts["no answer"]++
+		default:
+			t.Errorf("answer %d %.120s", p.status, p.body)
+		}
+	}
+	// At most one capture per 2 s: captures of two views the gate let through 2 s
+	// apart can land closer only by the difference of their capture times.
+	slices.SortFunc(frames, func(a, b time.Time) int { return a.Compare(b) })
+	minGap := time.Hour
+	for i := 1; i < len(frames); i++ {
+		minGap = min(minGap, frames[i].Sub(frames[i-1]))
+	}
+	if minGap < 1500*time.Millisecond {
+		t.Errorf("two captures %v apart: the gate let a second view through", minGap)
+	}
+	if counts["no answer"] > 0 {
+		t.Errorf("%d polls got no answer at all", counts["no answer"])
+	}
+	// The session survived: the replica had it.
+	cur, err := fs.Sess.Current(c, agent)
+	if err != nil || cur.ID != ss.ID {
+		t.Errorf("session after the failover: %q, %v; want %q", cur.ID, err, ss.ID)
+	}
+	outage := firstFrameAfter.Sub(stoppedAt)
+	return fmt.Sprintf("outage %.1f s (master stopped → first frame); %d frames, %d × 503, %d × 429 over %.0f s; captures at least %.2f s apart; session kept",
+		outage.Seconds(), counts["frame"], counts["503"], counts["429"], time.Since(began).Seconds(), minGap.Seconds())
+}

@@ -1,0 +1,104 @@
+package view
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrNotDurable is returned when a write that guards a view (the gate's window, a
+// capability's consumption) was not acknowledged by enough replicas in time: after a
+// failover it could be lost, letting a second view through the gate or a capability be
+// redeemed twice, so the view fails (503) instead.
+var ErrNotDurable = errors.New("view: a guarding write was not replicated in time")
+
+// Acks is how durable the writes that guard a view must be before it goes on. With a
+// Redis Cluster or Sentinel set (where a replica takes over from a failed master and
+// replication is asynchronous) each such write is followed, on the same connection, by
+// WAIT Replicas Timeout; fewer acknowledgements fail the view. The zero value waits for
+// nothing (one server, whose loss loses every key anyway).
+type Acks struct {
+	Replicas int
+	Timeout  time.Duration
+}
+
+// DefaultAcks are the Acks of a Cluster or Sentinel deployment.
+var DefaultAcks = Acks{Replicas: 1, Timeout: 500 * time.Millisecond}
+
+// runScript runs script on keys[0]'s master and, with acks, makes its write durable:
+// on the same connection (WAIT counts that connection's own writes) it reads ROLE and
+// WAITs for as many of the master's connected replicas as acks asks, at most. A master
+// with no replica connected (one just promoted, its old master gone) waits for none:
+// there is no replica that a failover could promote without the write. A reply that was
+// not acknowledged by enough replicas in time is ErrNotDurable.
+func runScript(ctx context.Context, rdb redis.UniversalClient, acks Acks, script *redis.Script, keys []string, args ...any) *redis.Cmd {
+	if acks.Replicas <= 0 {
+		return script.Run(ctx, rdb, keys, args...)
+	}
+	fail := func(err error) *redis.Cmd {
+		cmd := redis.NewCmd(ctx)
+		cmd.SetErr(err)
+		return cmd
+	}
+	var node *redis.Client
+	switch c := rdb.(type) {
+	case *redis.ClusterClient:
+		m, err := c.MasterForKey(ctx, keys[0])
+		if err != nil {
+			return fail(err)
+		}
+		node = m
+	case *redis.Client:
+		node = c
+	default:
+		return fail(fmt.Errorf("view: durable writes need a *redis.Client or *redis.ClusterClient, not %T", rdb))
+	}
+	conn := node.Conn()
+	defer func() { _ = conn.Close() }()
+	var cmd, role *redis.Cmd
+	_, _ = conn.Pipelined(ctx, func(p redis.Pipeliner) error {
+		cmd = script.Eval(ctx, p, keys, args...)
+		role = p.Do(ctx, "role")
+		return nil
+	})
+	if cmd.Err() != nil && !errors.Is(cmd.Err(), redis.Nil) {
+		return cmd
+	}
+	replicas, err := connectedReplicas(role)
+	if err != nil {
+		cmd.SetErr(fmt.Errorf("%w: role: %v", ErrNotDurable, err))
+		return cmd
+	}
+	want := min(acks.Replicas, replicas)
+	if want == 0 {
+		return cmd
+	}
+	n, err := conn.Do(ctx, "wait", want, acks.Timeout.Milliseconds()).Int64()
+	if err != nil {
+		cmd.SetErr(fmt.Errorf("wait for replicas: %w", err))
+		return cmd
+	}
+	if n < int64(want) {
+		cmd.SetErr(fmt.Errorf("%w: %d of %d replicas in %v", ErrNotDurable, n, want, acks.Timeout))
+	}
+	return cmd
+}
+
+// connectedReplicas reads a master's ROLE reply: ["master", offset, [[ip, port, offset], …]].
+func connectedReplicas(role *redis.Cmd) (int, error) {
+	v, err := role.Slice()
+	if err != nil {
+		return 0, err
+	}
+	if len(v) < 3 || v[0] != "master" {
+		return 0, fmt.Errorf("not a master: %v", v)
+	}
+	list, ok := v[2].([]any)
+	if !ok {
+		return 0, fmt.Errorf("replica list %T", v[2])
+	}
+	return len(list), nil
+}
