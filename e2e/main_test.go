@@ -18,7 +18,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/agentfy/agentfy/deploy"
 	"github.com/agentfy/agentfy/directory"
 	"github.com/agentfy/agentfy/internal/oas"
 	"github.com/agentfy/agentfy/internal/stack"
@@ -45,22 +44,7 @@ func run(m *testing.M) int {
 		level = zerolog.DebugLevel
 	}
 	// AGENTFY_TEST_REDIS=cluster or sentinel runs the suite on that Redis topology.
-	secrets, err := deploy.GenerateSecrets()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	topo, err := stack.TopologyFromEnv(ctx, "dev", secrets)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "start redis:", err)
-		return 1
-	}
-	defer topo.Stop()
-	opts := stack.Options{Secrets: &secrets, Log: zerolog.New(os.Stderr).Level(level).With().Timestamp().Logger()}
-	if topo != nil {
-		opts.Redis = topo.Target
-	}
-	st, err = stack.Start(ctx, opts)
+	st, _, err = stack.StartOnTopology(ctx, stack.Options{Log: zerolog.New(os.Stderr).Level(level).With().Timestamp().Logger()})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start stack:", err)
 		return 1

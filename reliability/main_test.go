@@ -20,7 +20,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/agentfy/agentfy/deploy"
 	"github.com/agentfy/agentfy/directory"
 	"github.com/agentfy/agentfy/internal/oas"
 	"github.com/agentfy/agentfy/internal/stack"
@@ -61,25 +60,10 @@ func run(m *testing.M) int {
 		return 1
 	}
 	// AGENTFY_TEST_REDIS=cluster or sentinel runs the suite on that Redis topology.
-	secrets, err := deploy.GenerateSecrets()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	topo, err := stack.TopologyFromEnv(ctx, "dev", secrets)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "start redis:", err)
-		return 1
-	}
-	defer topo.Stop()
-	opts := stack.Options{
-		PersistRedis: true, BrokerBin: brokerBin, Secrets: &secrets,
+	st, _, err = stack.StartOnTopology(ctx, stack.Options{
+		PersistRedis: true, BrokerBin: brokerBin,
 		Log: zerolog.New(logs).Level(zerolog.DebugLevel).With().Timestamp().Logger(),
-	}
-	if topo != nil {
-		opts.Redis = topo.Target
-	}
-	st, err = stack.Start(ctx, opts)
+	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start stack:", err)
 		return 1

@@ -21,21 +21,8 @@ import (
 // attached to the second replica; the broker here is a stand-in answering browser_tabs.
 func TestToolCommandGoesThroughTheOwner(t *testing.T) {
 	ctx := testenv.Context(t, 2*time.Minute)
-	secrets, err := deploy.GenerateSecrets()
-	if err != nil {
-		t.Fatal(err)
-	}
 	// On the Redis topology AGENTFY_TEST_REDIS names (a redis-server by default).
-	topo, err := stack.TopologyFromEnv(ctx, "dev", secrets)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(topo.Stop)
-	opts := stack.Options{Root: "../..", Secrets: &secrets, Log: zerolog.New(os.Stderr).Level(zerolog.WarnLevel)}
-	if topo != nil {
-		opts.Redis = topo.Target
-	}
-	st, err := stack.Start(ctx, opts)
+	st, _, err := stack.StartOnTopology(ctx, stack.Options{Root: "../..", Log: zerolog.New(os.Stderr).Level(zerolog.WarnLevel)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -121,18 +121,23 @@ func (c *Cluster) AdminClient(addr string) *redis.Client {
 // WaitHealthy waits (at most 60 s) until every running node reports cluster_state:ok,
 // every slot is served, and every master's replicas are in sync.
 func (c *Cluster) WaitHealthy(ctx context.Context) error {
+	return waitUntil(ctx, "redis cluster not healthy", c.healthy)
+}
+
+// waitUntil polls ok every 50 ms (at most 60 s) until it returns nil.
+func waitUntil(ctx context.Context, what string, ok func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		err := c.healthy(ctx)
+		err := ok(ctx)
 		if err == nil {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("redis cluster not healthy: %w (last: %v)", ctx.Err(), err)
+			return fmt.Errorf("%s: %w (last: %v)", what, ctx.Err(), err)
 		case <-tick.C:
 		}
 	}

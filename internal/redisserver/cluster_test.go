@@ -39,6 +39,20 @@ func readBack(t *testing.T, ctx context.Context, rdb redis.UniversalClient, key 
 	}
 }
 
+// deploymentACL renders the ACL of deployment "dev" with fresh secrets.
+func deploymentACL(t *testing.T) (deploy.Secrets, string) {
+	t.Helper()
+	secrets, err := deploy.GenerateSecrets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	acl, err := deploy.RedisACL("dev", secrets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return secrets, acl
+}
+
 var admin = redisserver.Admin{User: "test-admin", Password: "test-admin-password"}
 
 func roleOptions(secrets deploy.Secrets, user string, addrs []string, master string) *redis.UniversalOptions {
@@ -55,14 +69,7 @@ func roleOptions(secrets deploy.Secrets, user string, addrs []string, master str
 // replica took over.
 func TestClusterFailsOver(t *testing.T) {
 	ctx := ctxT(t, 2*time.Minute)
-	secrets, err := deploy.GenerateSecrets()
-	if err != nil {
-		t.Fatal(err)
-	}
-	acl, err := deploy.RedisACL("dev", secrets)
-	if err != nil {
-		t.Fatal(err)
-	}
+	secrets, acl := deploymentACL(t)
 	c, err := redisserver.StartCluster(ctx, redisserver.ClusterOptions{ACL: acl, Admin: admin})
 	if err != nil {
 		t.Fatal(err)
@@ -102,14 +109,7 @@ func TestClusterFailsOver(t *testing.T) {
 // TestSentinelFailsOver does the same with a Sentinel set.
 func TestSentinelFailsOver(t *testing.T) {
 	ctx := ctxT(t, 2*time.Minute)
-	secrets, err := deploy.GenerateSecrets()
-	if err != nil {
-		t.Fatal(err)
-	}
-	acl, err := deploy.RedisACL("dev", secrets)
-	if err != nil {
-		t.Fatal(err)
-	}
+	secrets, acl := deploymentACL(t)
 	s, err := redisserver.StartSentinel(ctx, redisserver.SentinelOptions{ACL: acl, Admin: admin, Users: secrets.Redis})
 	if err != nil {
 		t.Fatal(err)

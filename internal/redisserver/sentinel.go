@@ -155,21 +155,7 @@ func (s *SentinelSet) Master(ctx context.Context) (*Server, error) {
 // WaitHealthy waits (at most 60 s) until every sentinel names the same master, knows
 // one replica and the two other sentinels, and the master has a replica in sync.
 func (s *SentinelSet) WaitHealthy(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := s.healthy(ctx)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("redis sentinel set not healthy: %w (last: %v)", ctx.Err(), err)
-		case <-tick.C:
-		}
-	}
+	return waitUntil(ctx, "redis sentinel set not healthy", s.healthy)
 }
 
 func (s *SentinelSet) healthy(ctx context.Context) error {

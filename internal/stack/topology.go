@@ -75,3 +75,34 @@ func StartTopology(ctx context.Context, kind, deployment string, secrets deploy.
 func TopologyFromEnv(ctx context.Context, deployment string, secrets deploy.Secrets) (*Topology, error) {
 	return StartTopology(ctx, os.Getenv(TopologyEnv), deployment, secrets)
 }
+
+// StartOnTopology starts a stack on the Redis topology TopologyEnv names: it starts the
+// Cluster or Sentinel set first (with o.Secrets, fresh ones when nil) and points o at
+// it. Close stops the stack and then the topology.
+func StartOnTopology(ctx context.Context, o Options) (*Stack, *Topology, error) {
+	if o.Secrets == nil {
+		s, err := deploy.GenerateSecrets()
+		if err != nil {
+			return nil, nil, err
+		}
+		o.Secrets = &s
+	}
+	dep := o.Deployment
+	if dep == "" {
+		dep = "dev"
+	}
+	topo, err := TopologyFromEnv(ctx, dep, *o.Secrets)
+	if err != nil {
+		return nil, nil, fmt.Errorf("start redis: %w", err)
+	}
+	if topo != nil {
+		o.Redis = topo.Target
+	}
+	st, err := Start(ctx, o)
+	if err != nil {
+		topo.Stop()
+		return nil, nil, err
+	}
+	st.closers = append([]func(){topo.Stop}, st.closers...) // the last to stop
+	return st, topo, nil
+}
