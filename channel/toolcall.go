@@ -66,7 +66,7 @@ func CallTool(ctx context.Context, nc *nats.Conn, ns bus.Namespace, sess session
 	if err != nil {
 		return nil, err
 	}
-	env, err := envelope.Seal(rand.Reader, ownerKey, requestID, plain)
+	env, err := envelope.SealToolCall(rand.Reader, ownerKey, requestID, plain)
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +99,7 @@ func openToolRequest(key *ecdh.PrivateKey, data []byte) (req toolRequest, p json
 	if len(data) > MaxToolRequest || json.Unmarshal(data, &req) != nil {
 		return req, p, nil, errors.New("malformed tool call")
 	}
-	plain, err := envelope.Open(key, req.RequestID, req.Envelope)
+	plain, err := envelope.OpenToolCall(key, req.RequestID, req.Envelope)
 	if err != nil {
 		return req, p, nil, errors.New("tool call does not open")
 	}

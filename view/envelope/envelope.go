@@ -1,4 +1,9 @@
-// Package envelope seals one browser view page to one API replica.
+// Package envelope seals what travels between the processes: a browser view page to
+// the one API replica that asked for it ([Seal], with the seed's [Label]), a tool call
+// to the replica that owns the worker's socket ([SealToolCall], [LabelToolCall]), and a
+// tool result from that replica, authenticated by its static key ([SealFrom],
+// [LabelFrom]). Each has its own HKDF label, so no envelope of one kind opens as
+// another.
 //
 // The sender (the browser broker) generates an ephemeral P-256 key pair per
 // seal and agrees a secret with the recipient's ephemeral P-256 public key.
@@ -30,6 +35,10 @@ const (
 	// Label is the HKDF info string. It names the version of the construction:
 	// any change to the construction must change the label.
 	Label = "agentfy-browser-view-v1"
+
+	// LabelToolCall is the HKDF info string of a tool call (SealToolCall): the same
+	// construction as a view page's, under its own label.
+	LabelToolCall = "agentfy-tool-call-v1"
 
 	// LabelFrom is the HKDF info prefix of an envelope sealed with SealFrom. Its own
 	// label keeps the two constructions apart: no envelope of one opens as the other.
@@ -110,7 +119,13 @@ func ValidRequestID(id string) bool {
 // Seal rejects an invalid request id (see ValidRequestID), a nil or non-P-256
 // recipient, and a plaintext longer than MaxPlaintext.
 func Seal(rand io.Reader, recipient *ecdh.PublicKey, requestID string, plaintext []byte) (Envelope, error) {
-	return seal(rand, nil, recipient, requestID, plaintext)
+	return seal(rand, nil, recipient, requestID, plaintext, Label)
+}
+
+// SealToolCall seals a tool call like Seal, under LabelToolCall: it opens only with
+// OpenToolCall, never as a view page.
+func SealToolCall(rand io.Reader, recipient *ecdh.PublicKey, requestID string, plaintext []byte) (Envelope, error) {
+	return seal(rand, nil, recipient, requestID, plaintext, LabelToolCall)
 }
 
 // SealFrom seals like Seal and also proves who sealed: the key derives from the ECDH
@@ -123,10 +138,10 @@ func SealFrom(rand io.Reader, sender *ecdh.PrivateKey, recipient *ecdh.PublicKey
 	if sender == nil || sender.Curve() != ecdh.P256() {
 		return Envelope{}, errors.New("envelope: sender is not a P-256 private key")
 	}
-	return seal(rand, sender, recipient, requestID, plaintext)
+	return seal(rand, sender, recipient, requestID, plaintext, LabelFrom)
 }
 
-func seal(rand io.Reader, sender *ecdh.PrivateKey, recipient *ecdh.PublicKey, requestID string, plaintext []byte) (Envelope, error) {
+func seal(rand io.Reader, sender *ecdh.PrivateKey, recipient *ecdh.PublicKey, requestID string, plaintext []byte, label string) (Envelope, error) {
 	if !ValidRequestID(requestID) {
 		return Envelope{}, errors.New("envelope: request id is not 64 lowercase hex characters")
 	}
@@ -148,7 +163,7 @@ func seal(rand io.Reader, sender *ecdh.PrivateKey, recipient *ecdh.PublicKey, re
 	if err != nil {
 		return Envelope{}, fmt.Errorf("envelope: key agreement: %w", err)
 	}
-	info := Label
+	info := label
 	if sender != nil {
 		static, err := sender.ECDH(recipient)
 		if err != nil {
@@ -185,7 +200,13 @@ func seal(rand io.Reader, sender *ecdh.PrivateKey, recipient *ecdh.PublicKey, re
 // off-curve point, a ciphertext longer than MaxPlaintext, or a failed
 // authentication, which covers a wrong key, request id, IV, tag or ciphertext.
 func Open(priv *ecdh.PrivateKey, requestID string, env Envelope) ([]byte, error) {
-	return open(priv, nil, requestID, env)
+	return open(priv, nil, requestID, env, Label)
+}
+
+// OpenToolCall opens an envelope made by SealToolCall; it fails with ErrOpen like Open,
+// and for a view page.
+func OpenToolCall(priv *ecdh.PrivateKey, requestID string, env Envelope) ([]byte, error) {
+	return open(priv, nil, requestID, env, LabelToolCall)
 }
 
 // OpenFrom opens an envelope made by SealFrom with sender's key. It fails with ErrOpen
@@ -194,10 +215,10 @@ func OpenFrom(priv *ecdh.PrivateKey, sender *ecdh.PublicKey, requestID string, e
 	if sender == nil || sender.Curve() != ecdh.P256() {
 		return nil, ErrOpen
 	}
-	return open(priv, sender, requestID, env)
+	return open(priv, sender, requestID, env, LabelFrom)
 }
 
-func open(priv *ecdh.PrivateKey, sender *ecdh.PublicKey, requestID string, env Envelope) ([]byte, error) {
+func open(priv *ecdh.PrivateKey, sender *ecdh.PublicKey, requestID string, env Envelope, label string) ([]byte, error) {
 	if priv == nil || priv.Curve() != ecdh.P256() || !ValidRequestID(requestID) {
 		return nil, ErrOpen
 	}
@@ -235,7 +256,7 @@ func open(priv *ecdh.PrivateKey, sender *ecdh.PublicKey, requestID string, env E
 	if err != nil {
 		return nil, ErrOpen
 	}
-	info := Label
+	info := label
 	if sender != nil {
 		static, err := priv.ECDH(sender)
 		if err != nil {
