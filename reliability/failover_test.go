@@ -7,7 +7,9 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -47,9 +49,10 @@ func TestRedisFailoverUnderLoad(t *testing.T) {
 	}
 }
 
-func failover(t *testing.T, kind string) string {
-	c, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	t.Cleanup(cancel)
+// replicatedStack starts kind ("cluster" or "sentinel") and a stack on it, with a
+// session of agent browsing the demo site.
+func replicatedStack(t *testing.T, c context.Context, kind, agent string) (*stack.Stack, *stack.Topology, *stack.Session) {
+	t.Helper()
 	secrets, err := deploy.GenerateSecrets()
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +67,6 @@ func failover(t *testing.T, kind string) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(fs.Close)
-	agent := "agent-failover"
 	if err := fs.Dir.Load(c, directory.Seed{Agents: []directory.Agent{{ID: agent, Name: agent, TeamID: "team-atlas", OrgID: "org-acme", Environment: "production"}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -76,6 +78,89 @@ func failover(t *testing.T, kind string) string {
 	if _, err := ss.Tool(c, "browser_open", map[string]string{"url": fs.Site + "/"}); err != nil {
 		t.Fatal(err)
 	}
+	return fs, topo, ss
+}
+
+// TestUnacknowledgedGateFailsTheView freezes the Sentinel set's replica (SIGSTOP: its
+// connection stays open, so the master still counts it) while a member views: the
+// gate's window is written on the master but no replica acknowledges it within 500 ms,
+// so a failover now could lose it. Every view answers 503, never a frame let through an
+// unacknowledged gate; once the replica runs again, frames come back.
+func TestUnacknowledgedGateFailsTheView(t *testing.T) {
+	observed := "did not finish"
+	record(t, "Redis failover", "a replica that stops acknowledging (frozen): every view 503 while it does, never a frame through an unacknowledged gate window; frames again once it answers", &observed)
+	c, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	agent := "agent-unacked"
+	fs, topo, _ := replicatedStack(t, c, "sentinel", agent)
+	tok, err := fs.Token("u-alice", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := fs.Replicas[0].URL + "/v1/agents/" + agent + "/worker/view"
+	view := func() answer {
+		t.Helper()
+		if err := fs.OpenGate(c, agent); err != nil {
+			t.Fatal(err)
+		}
+		status, header, b := validator.Call(c, t, http.MethodGet, url, tok, nil)
+		return answer{status, header, string(b)}
+	}
+	if a := view(); a.summary() != "200 frame" {
+		t.Fatalf("before: %s", a.summary())
+	}
+	master, err := topo.Sentinel.Master(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var replica *redisserver.Server
+	for _, d := range topo.Sentinel.Data {
+		if d != master {
+			replica = d
+		}
+	}
+	if err := syscall.Kill(replica.Pid(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			_ = syscall.Kill(replica.Pid(), syscall.SIGCONT)
+		}
+	}
+	t.Cleanup(resume)
+	var during []string
+	for range 3 {
+		a := view()
+		during = append(during, a.summary())
+		if a.Status != http.StatusServiceUnavailable {
+			t.Fatalf("with the replica frozen: %s, want 503", a.summary())
+		}
+	}
+	resume()
+	deadline := time.Now().Add(30 * time.Second)
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	tries := 0
+	for {
+		tries++
+		if a := view(); a.summary() == "200 frame" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no frame within 30 s of the replica running again (%d tries)", tries)
+		}
+		<-tick.C
+	}
+	observed = fmt.Sprintf("frozen replica: %s; after it runs again a frame at try %d", strings.Join(during, ", "), tries)
+}
+
+func failover(t *testing.T, kind string) string {
+	c, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	t.Cleanup(cancel)
+	agent := "agent-failover"
+	fs, topo, ss := replicatedStack(t, c, kind, agent)
 
 	// Four pollers: two users through each replica, each asking every 300 ms.
 	var mu sync.Mutex
@@ -160,6 +245,7 @@ func failover(t *testing.T, kind string) string {
 	// the Cluster: the agent's keys share its hash tag).
 	gateKey := view.NewGate(fs.Client, "dev", 0, 0).Key(agent)
 	var master *redisserver.Server
+	var err error
 	if topo.Cluster != nil {
 		master, err = topo.Cluster.MasterOf(c, gateKey)
 	} else {

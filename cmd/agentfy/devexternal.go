@@ -72,14 +72,14 @@ func readSecrets(dir string) (*deploy.Secrets, error) {
 		return strings.TrimRight(string(b), "\r\n"), nil
 	}
 	s := &deploy.Secrets{NATS: map[bus.Role]string{}, Redis: map[string]string{}}
-	for role, name := range map[bus.Role]string{bus.RoleReplica: "replica/nats", bus.RoleOperator: "operator/nats", bus.RoleDebug: "debug/nats", bus.RoleSystem: "system/nats"} {
+	for role, name := range natsSecretFiles {
 		v, err := read(name)
 		if err != nil {
 			return nil, err
 		}
 		s.NATS[role] = v
 	}
-	for user, name := range map[string]string{deploy.RedisReplica: "replica/redis", deploy.RedisOperator: "operator/redis"} {
+	for user, name := range redisSecretFiles {
 		v, err := read(name)
 		if err != nil {
 			return nil, err

@@ -56,19 +56,20 @@ func cmdSecrets(_ context.Context, args []string, stdout io.Writer) error {
 	// One directory per consumer, so that each container mounts only what is its own:
 	// the servers their configurations (hashes only, readable by the server's own user
 	// whoever wrote them), each role its passwords (this user's alone).
-	files := []struct {
+	type secretFile struct {
 		name, content string
 		mode          os.FileMode
-	}{
+	}
+	files := []secretFile{
 		{"nats/nats-server.conf", natsConf, 0o644},
 		{"redis/users.acl", acl, 0o644},
-		{"replica/nats", s.NATS[bus.RoleReplica] + "\n", 0o600},
-		{"replica/redis", s.Redis[deploy.RedisReplica] + "\n", 0o600},
-		{"operator/nats", s.NATS[bus.RoleOperator] + "\n", 0o600},
-		{"operator/redis", s.Redis[deploy.RedisOperator] + "\n", 0o600},
-		{"debug/nats", s.NATS[bus.RoleDebug] + "\n", 0o600},
-		{"system/nats", s.NATS[bus.RoleSystem] + "\n", 0o600},
 		{"jwt/secret", jwt + "\n", 0o600}, // the development HS256 secret of the replicas and the CLI
+	}
+	for role, name := range natsSecretFiles {
+		files = append(files, secretFile{name, s.NATS[role] + "\n", 0o600})
+	}
+	for user, name := range redisSecretFiles {
+		files = append(files, secretFile{name, s.Redis[user] + "\n", 0o600})
 	}
 	for _, f := range files {
 		path := filepath.Join(*out, f.name)
@@ -83,6 +84,16 @@ func cmdSecrets(_ context.Context, args []string, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "wrote the credentials of namespace %s to %s (%d files)\n", ns.Prefix(), *out, len(files))
 	return nil
 }
+
+// The files of the role passwords, below the -out directory: what `agentfy secrets`
+// writes and `agentfy dev -secrets` reads.
+var (
+	natsSecretFiles = map[bus.Role]string{
+		bus.RoleReplica: "replica/nats", bus.RoleOperator: "operator/nats",
+		bus.RoleDebug: "debug/nats", bus.RoleSystem: "system/nats",
+	}
+	redisSecretFiles = map[string]string{deploy.RedisReplica: "replica/redis", deploy.RedisOperator: "operator/redis"}
+)
 
 // randomSecret is 32 random bytes, base64url.
 func randomSecret() (string, error) {

@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -66,5 +67,5 @@ func (h reloadHook) reloadOn(ctx context.Context, err error) {
 // being failed over.
 func isClusterDown(err error) bool {
 	var re redis.Error
-	return errors.As(err, &re) && len(re.Error()) >= 11 && re.Error()[:11] == "CLUSTERDOWN"
+	return errors.As(err, &re) && strings.HasPrefix(re.Error(), "CLUSTERDOWN")
 }
