@@ -109,7 +109,7 @@ func cmdDev(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	opts := stack.Options{Chromium: *chromium, WebApp: web.Files(), Log: log}
-	uses := readyUses{Redis: "redis-server (its own)", NATS: "embedded"}
+	uses := readyUses{Redis: "its own redis-server", NATS: "embedded"}
 	if ext != nil {
 		opts.Secrets, opts.NATSServers = ext.secrets, ext.nats
 		if ext.redis != nil {
