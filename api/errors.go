@@ -77,7 +77,9 @@ func (s *Server) abort(c *gin.Context, err error) {
 		c.Header("Retry-After", "2")
 	}
 	if e.status >= http.StatusInternalServerError {
-		s.log(c).Warn().Err(err).Str("reason", reasonOf(err)).Msg("request failed")
+		reason := reasonOf(err)
+		c.Set(ctxReason, reason)
+		s.log(c).Warn().Err(err).Str("reason", reason).Msg("request failed")
 	}
 	c.Set(ctxOutcome, e.code)
 	closeIfBody(c)
@@ -97,6 +99,9 @@ func closeIfBody(c *gin.Context) {
 	}
 }
 
+// reasonOf is why a request failed with 503, from a bounded set: a view's wire reason
+// (wire.Reasons), pending_limit, not_durable (too few Redis replicas acknowledged a
+// write), or internal (Redis or NATS on this replica).
 func reasonOf(err error) string {
 	var u *view.UnavailableError
 	if errors.As(err, &u) {
@@ -104,6 +109,9 @@ func reasonOf(err error) string {
 	}
 	if errors.Is(err, view.ErrBusy) {
 		return "pending_limit"
+	}
+	if errors.Is(err, view.ErrNotDurable) {
+		return "not_durable"
 	}
 	return "internal"
 }

@@ -16,6 +16,7 @@ import (
 type Metrics struct {
 	reg      *prometheus.Registry
 	outcomes *prometheus.CounterVec
+	reasons  *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	gate     prometheus.Counter
 }
@@ -30,6 +31,10 @@ func NewMetrics(pending, waiters, workers, listeners func() int) *Metrics {
 			Name: "agentfy_view_requests_total",
 			Help: "View requests by route, HTTP status and outcome (frame, no_tab, not_live, rate_limited, not_found, unavailable, …).",
 		}, []string{"route", "status", "outcome"}),
+		reasons: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentfy_view_unavailable_total",
+			Help: "View requests answered 503, by route and reason: the wire reasons (no_channel, unsupported, busy, refused, capture, broker_down, broker_error, bad_request, timeout, invalid, failed), pending_limit, not_durable or internal.",
+		}, []string{"route", "reason"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "agentfy_view_duration_seconds",
 			Help:    "View request latency by route and HTTP status.",
@@ -43,7 +48,7 @@ func NewMetrics(pending, waiters, workers, listeners func() int) *Metrics {
 	gauge := func(name, help string, f func() int) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return float64(f()) })
 	}
-	reg.MustRegister(m.outcomes, m.latency, m.gate,
+	reg.MustRegister(m.outcomes, m.reasons, m.latency, m.gate,
 		gauge("agentfy_view_pending", "View requests this replica waits for (bound 128).", pending),
 		gauge("agentfy_observation_waiters", "View requests relayed to workers held by this replica (bound 8 per connection).", waiters),
 		gauge("agentfy_worker_connections", "Worker sockets held by this replica.", workers),
@@ -73,5 +78,8 @@ func (s *Server) metricView(c *gin.Context) {
 	}
 	st := strconv.Itoa(c.Writer.Status())
 	s.cfg.Metrics.outcomes.WithLabelValues(route, st, outcome).Inc()
+	if reason := c.GetString(ctxReason); reason != "" {
+		s.cfg.Metrics.reasons.WithLabelValues(route, reason).Inc()
+	}
 	s.cfg.Metrics.latency.WithLabelValues(route, st).Observe(time.Since(start).Seconds())
 }

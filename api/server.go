@@ -80,6 +80,8 @@ const (
 const (
 	ctxLogger  = "agentfy.log"
 	ctxOutcome = "agentfy.outcome"
+	// ctxReason is why a request was answered 503 (reasonOf).
+	ctxReason = "agentfy.reason"
 )
 
 // New builds the routes.

@@ -9,15 +9,17 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/agentfy/agentfy/bus"
 )
 
 // Store keeps organisation keys and session passes in Redis, as hashes only. Every key is
 // namespaced by deployment and hash-tagged by the credential id, so each operation stays
 // in one slot of a Redis Cluster.
 type Store struct {
-	rdb    redis.UniversalClient
-	prefix string
-	now    func() time.Time
+	rdb  redis.UniversalClient
+	keys bus.Keys
+	now  func() time.Time
 }
 
 // NewStore returns a Store for one deployment. now may be nil (time.Now).
@@ -25,7 +27,7 @@ func NewStore(rdb redis.UniversalClient, deployment string, now func() time.Time
 	if now == nil {
 		now = time.Now
 	}
-	return &Store{rdb: rdb, prefix: "agentfy:" + deployment + ":", now: now}
+	return &Store{rdb: rdb, keys: bus.KeysFor(deployment), now: now}
 }
 
 // Token prefixes. They help people and secret scanners recognise a leaked credential;
@@ -46,8 +48,8 @@ type OrgKey struct {
 // HasScope reports whether the key carries scope.
 func (k OrgKey) HasScope(scope string) bool { return slices.Contains(k.Scopes, scope) }
 
-func (s *Store) orgKeyKey(id string) string { return s.prefix + "orgkey:{k:" + id + "}" }
-func (s *Store) passKey(id string) string   { return s.prefix + "pass:{p:" + id + "}" }
+func (s *Store) orgKeyKey(id string) string { return s.keys.OrgKey(id) }
+func (s *Store) passKey(id string) string   { return s.keys.Pass(id) }
 
 // CreateOrgKey mints a key for an organisation and environment. The returned token is
 // shown once; only its hash is stored.

@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +9,8 @@ import (
 
 	"github.com/go-rod/rod"
 	"github.com/go-rod/rod/lib/proto"
+
+	"github.com/agentfy/agentfy/wire"
 )
 
 // Page is the plaintext of an observation of a tab: exactly the fields the
@@ -19,7 +20,7 @@ type Page struct {
 	URL string `json:"url"`
 	// Title is the tab's title, as Target.getTargetInfo reports it.
 	Title string `json:"title"`
-	// CapturedAt is when the capture started, formatted with CapturedAtLayout.
+	// CapturedAt is when the capture started (wire.FormatCapturedAt).
 	CapturedAt string `json:"capturedAt"`
 	// ContentType is always CaptureContentType.
 	ContentType string `json:"contentType"`
@@ -118,24 +119,19 @@ func capture(ctx context.Context, s cdpSession, target proto.TargetTargetID, at 
 	if err != nil {
 		return nil, fmt.Errorf("capture screenshot: %w", err)
 	}
-	if !isJPEG(shot.Data) {
-		return nil, errNotJPEG
-	}
 	if len(shot.Data) > MaxFrameBytes {
 		// The API would refuse it; do not seal and carry it that far.
 		return nil, errFrameTooLarge
 	}
+	if wire.CheckFrame(shot.Data) != nil {
+		// The same checks as the requesting replica's: markers, header, size.
+		return nil, errNotJPEG
+	}
 	return &Page{
 		URL:         info.TargetInfo.URL,
 		Title:       info.TargetInfo.Title,
-		CapturedAt:  at.UTC().Format(CapturedAtLayout),
+		CapturedAt:  wire.FormatCapturedAt(at),
 		ContentType: CaptureContentType,
 		Data:        shot.Data,
 	}, nil
-}
-
-// isJPEG checks the markers the API checks: FF D8 FF at the start, FF D9 at
-// the end.
-func isJPEG(b []byte) bool {
-	return len(b) >= 5 && bytes.HasPrefix(b, []byte{0xFF, 0xD8, 0xFF}) && bytes.HasSuffix(b, []byte{0xFF, 0xD9})
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/go-rod/rod/lib/proto"
+
+	"github.com/agentfy/agentfy/wire"
 )
 
 func TestCaptureClip(t *testing.T) {
@@ -103,23 +105,5 @@ func TestDevicePixelRatio(t *testing.T) {
 	}
 }
 
-func TestIsJPEG(t *testing.T) {
-	tests := []struct {
-		name string
-		b    []byte
-		want bool
-	}{
-		{"minimal", []byte{0xFF, 0xD8, 0xFF, 0xE0, 0xFF, 0xD9}, true},
-		{"no end marker", []byte{0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x00}, false},
-		{"png", []byte("\x89PNG\r\n\x1a\n"), false},
-		{"too short", []byte{0xFF, 0xD8, 0xFF, 0xD9}, false},
-		{"empty", nil, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := isJPEG(tt.b); got != tt.want {
-				t.Errorf("isJPEG() = %v, want %v", got, tt.want)
-			}
-		})
-	}
-}
+// isJPEG is the requesting replica's check of a frame (wire.CheckFrame, tested there).
+func isJPEG(b []byte) bool { return wire.CheckFrame(b) == nil }

@@ -5,13 +5,15 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/agentfy/agentfy/wire"
 )
 
 // Names and limits of the broker. Limits carry their unit in the comment; the
 // durations are defaults that [Config] may override.
 const (
 	// SocketName is the file name of the broker's socket inside the IPC directory.
-	SocketName = "browser.sock"
+	SocketName = wire.SocketName
 	// SocketMode is the permission of the socket: the worker shares the group.
 	SocketMode os.FileMode = 0o660
 
@@ -34,21 +36,19 @@ const (
 
 	// MaxPageURLBytes and MaxPageTitleBytes bound the URL and title of a page
 	// (the API's limits): longer ones are shortened on a character boundary.
-	MaxPageURLBytes   = 16 << 10 // 16 KiB
-	MaxPageTitleBytes = 4 << 10  // 4 KiB
+	MaxPageURLBytes   = wire.MaxURLBytes
+	MaxPageTitleBytes = wire.MaxTitleBytes
 	// MaxFrameBytes bounds a capture's JPEG (the API's limit); a larger one fails.
-	MaxFrameBytes = 4 << 20 // 4 MiB
+	MaxFrameBytes = wire.MaxFrameBytes
 	// CaptureQuality is the JPEG quality of every capture.
 	CaptureQuality = 60
 	// MaxCaptureWidth bounds the width of a capture, in image pixels.
-	MaxCaptureWidth = 1280
+	MaxCaptureWidth = wire.MaxFrameWidth
 	// MaxCaptureHeight bounds the height of the captured viewport, in CSS
 	// pixels, before scaling.
-	MaxCaptureHeight = 2000
+	MaxCaptureHeight = wire.MaxFrameHeight
 	// CaptureContentType is the media type of every capture.
-	CaptureContentType = "image/jpeg"
-	// CapturedAtLayout formats capturedAt: UTC with milliseconds and a Z.
-	CapturedAtLayout = "2006-01-02T15:04:05.000Z"
+	CaptureContentType = wire.ContentTypeJPEG
 
 	// DefaultToolQueueSize is how many tool operations may be queued,
 	// the running one included; one more is refused with queue_full.
@@ -61,15 +61,15 @@ const (
 	// DefaultMaxTabs bounds the tabs browser_open may create.
 	DefaultMaxTabs = 32
 
-	// DefaultObserveTimeout bounds a whole observation; the API's waiter
-	// gives up at 8 s, so the broker must answer before that.
-	DefaultObserveTimeout = 7 * time.Second
+	// DefaultObserveTimeout bounds a whole observation: the broker's hop of
+	// wire.Budget, inside the worker's.
+	DefaultObserveTimeout = wire.BrokerObserveTimeout
 	// DefaultConsumeTimeout bounds the redemption of a request id at the API.
-	DefaultConsumeTimeout = 3 * time.Second
+	DefaultConsumeTimeout = wire.BrokerConsumeTimeout
 	// DefaultCaptureTimeout bounds the CDP calls of one capture. A tab that
 	// does not paint makes captureScreenshot hang; this turns it into a
 	// clean capture_failed.
-	DefaultCaptureTimeout = 5 * time.Second
+	DefaultCaptureTimeout = wire.BrokerCaptureTimeout
 	// DefaultMinCaptureInterval spaces real captures apart.
 	DefaultMinCaptureInterval = 2 * time.Second
 )
@@ -147,6 +147,11 @@ func (c Config) validate() error {
 		if d.d <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive", d.name))
 		}
+	}
+	if c.ObserveTimeout > wire.BrokerObserveTimeout {
+		// The worker gives up at wire.WorkerObserveTimeout: a longer observation
+		// would answer no one.
+		errs = append(errs, fmt.Errorf("observe timeout must be at most %s", wire.BrokerObserveTimeout))
 	}
 	if c.MinCaptureInterval < 0 {
 		errs = append(errs, errors.New("min capture interval must not be negative"))

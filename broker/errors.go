@@ -3,6 +3,8 @@ package broker
 import (
 	"errors"
 	"net/http"
+
+	"github.com/agentfy/agentfy/wire"
 )
 
 // Errors the broker's operations return. Callers branch on them with
@@ -40,7 +42,9 @@ var (
 )
 
 // apiError is what a client sees of an error: a status, a snake_case code and
-// a plain message that never carries internal details.
+// a plain message that never carries internal details. The code of every error
+// /observe can answer is a wire reason (wire.Reason*): the worker passes it on
+// unchanged, and it reaches the viewer's replica, its metric and its log as it is.
 type apiError struct {
 	status  int
 	code    string
@@ -52,9 +56,9 @@ var errorTable = []struct {
 	err error
 	apiError
 }{
-	{ErrBadBody, apiError{http.StatusBadRequest, "bad_request", "the request body is not valid JSON of the expected shape"}},
+	{ErrBadBody, apiError{http.StatusBadRequest, wire.ReasonBadRequest, "the request body is not valid JSON of the expected shape"}},
 	{ErrBodyTooLarge, apiError{http.StatusRequestEntityTooLarge, "body_too_large", "the request body is too large"}},
-	{ErrBadRequestID, apiError{http.StatusBadRequest, "bad_request_id", "requestId must be 64 lowercase hex digits"}},
+	{ErrBadRequestID, apiError{http.StatusBadRequest, wire.ReasonBadRequest, "requestId must be 64 lowercase hex digits"}},
 	{ErrBadURL, apiError{http.StatusBadRequest, "bad_url", "the url must be an http or https URL, or about:blank"}},
 	{ErrBadStep, apiError{http.StatusBadRequest, "bad_step", "a step is unknown or malformed"}},
 	{ErrUnknownTab, apiError{http.StatusNotFound, "unknown_tab", "no open tab has this id"}},
@@ -62,14 +66,14 @@ var errorTable = []struct {
 	{ErrQueueFull, apiError{http.StatusTooManyRequests, "queue_full", "too many browser tool calls are waiting"}},
 	{ErrToolTimeout, apiError{http.StatusGatewayTimeout, "tool_timeout", "the browser tool call did not finish in time"}},
 	{ErrStepFailed, apiError{http.StatusUnprocessableEntity, "step_failed", "the browser could not perform a step"}},
-	{ErrBusy, apiError{http.StatusConflict, "busy", "another observation is in progress"}},
-	{ErrCapabilityRefused, apiError{http.StatusBadGateway, "capability_refused", "the observation capability was refused"}},
-	{ErrCaptureFailed, apiError{http.StatusServiceUnavailable, "capture_failed", "the browser could not be captured in time"}},
-	{ErrClosed, apiError{http.StatusServiceUnavailable, "closed", "the broker is shutting down"}},
+	{ErrBusy, apiError{http.StatusConflict, wire.ReasonBusy, "another observation is in progress"}},
+	{ErrCapabilityRefused, apiError{http.StatusBadGateway, wire.ReasonRefused, "the observation capability was refused"}},
+	{ErrCaptureFailed, apiError{http.StatusServiceUnavailable, wire.ReasonCapture, "the browser could not be captured in time"}},
+	{ErrClosed, apiError{http.StatusServiceUnavailable, wire.ReasonBrokerDown, "the broker is shutting down"}},
 }
 
 // internalError is what a client sees of any error not in errorTable.
-var internalError = apiError{http.StatusInternalServerError, "internal", "internal error"}
+var internalError = apiError{http.StatusInternalServerError, wire.ReasonBrokerError, "internal error"}
 
 // statusOf maps an error to what the client sees.
 func statusOf(err error) apiError {

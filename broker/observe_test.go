@@ -17,6 +17,7 @@ import (
 	"github.com/go-rod/rod/lib/proto"
 
 	"github.com/agentfy/agentfy/view/envelope/envelopetest"
+	"github.com/agentfy/agentfy/wire"
 )
 
 // fakeClock is a Clock that moves only when the test says so. Every After
@@ -93,7 +94,7 @@ func rgbOf(c color.Color) [3]uint8 {
 
 func parseCapturedAt(tb testing.TB, s string) time.Time {
 	tb.Helper()
-	at, err := time.Parse(CapturedAtLayout, s)
+	at, err := time.Parse(wire.CapturedAtLayout, s)
 	if err != nil || !strings.HasSuffix(s, "Z") || len(s) != len("2006-01-02T15:04:05.000Z") {
 		tb.Fatalf("capturedAt %q is not UTC with milliseconds: %v", s, err)
 	}
@@ -407,8 +408,8 @@ func TestObserveSpacingClock(t *testing.T) {
 	captures := tb.captures.Load()
 	start := time.Now()
 	status, body, _, _ := tb.observe(t)
-	if status != http.StatusServiceUnavailable || !strings.Contains(string(body), "capture_failed") {
-		t.Fatalf("observation due after its deadline: %d %s, want 503 capture_failed", status, body)
+	if status != http.StatusServiceUnavailable || !strings.Contains(string(body), `"code":"capture"`) {
+		t.Fatalf("observation due after its deadline: %d %s, want 503 capture", status, body)
 	}
 	if took := time.Since(start); took > time.Second {
 		t.Errorf("refusal took %v", took)
@@ -444,8 +445,8 @@ func TestObserveRefused(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.setup()
 			status, body, _, _ := tb.observe(t)
-			if status != http.StatusBadGateway || string(body) != `{"error":{"code":"capability_refused","message":"the observation capability was refused"}}`+"\n" {
-				t.Errorf("observe: %d %s, want 502 capability_refused", status, body)
+			if status != http.StatusBadGateway || string(body) != `{"error":{"code":"refused","message":"the observation capability was refused"}}`+"\n" {
+				t.Errorf("observe: %d %s, want 502 refused", status, body)
 			}
 			if n := tb.captures.Load(); n != 0 {
 				t.Errorf("%d captures after a refusal", n)
@@ -471,8 +472,8 @@ func TestObserveCaptureFailure(t *testing.T) {
 	start := time.Now()
 	status, body, _, _ := tb.observe(t)
 	took := time.Since(start)
-	if status != http.StatusServiceUnavailable || !strings.Contains(string(body), `"code":"capture_failed"`) {
-		t.Fatalf("observe a stuck tab: %d %s, want 503 capture_failed", status, body)
+	if status != http.StatusServiceUnavailable || !strings.Contains(string(body), `"code":"capture"`) {
+		t.Fatalf("observe a stuck tab: %d %s, want 503 capture", status, body)
 	}
 	if took > 3*time.Second {
 		t.Errorf("failure took %v, want about the 1s capture deadline", took)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/agentfy/agentfy/wire"
 )
 
 // Handler returns the broker's HTTP API:
@@ -192,7 +194,7 @@ func writeError(w http.ResponseWriter, e apiError) {
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	data, err := json.Marshal(v)
 	if err != nil {
-		status, data = http.StatusInternalServerError, []byte(`{"error":{"code":"internal","message":"internal error"}}`)
+		status, data = http.StatusInternalServerError, []byte(`{"error":{"code":"`+wire.ReasonBrokerError+`","message":"internal error"}}`)
 	}
 	writeBody(w, status, data)
 }

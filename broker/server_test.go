@@ -26,9 +26,9 @@ func TestHTTPErrors(t *testing.T) {
 		wantStatus int
 		wantCode   string
 	}{
-		{"observe bad id", "POST", "/observe", `{"requestId":"abc"}`, 400, "bad_request_id"},
-		{"observe uppercase id", "POST", "/observe", `{"requestId":"` + strings.ToUpper(goodID) + `"}`, 400, "bad_request_id"},
-		{"observe no id", "POST", "/observe", `{}`, 400, "bad_request_id"},
+		{"observe bad id", "POST", "/observe", `{"requestId":"abc"}`, 400, "bad_request"},
+		{"observe uppercase id", "POST", "/observe", `{"requestId":"` + strings.ToUpper(goodID) + `"}`, 400, "bad_request"},
+		{"observe no id", "POST", "/observe", `{}`, 400, "bad_request"},
 		{"observe not json", "POST", "/observe", `requestId`, 400, "bad_request"},
 		{"observe unknown field", "POST", "/observe", `{"requestId":"` + goodID + `","publicKey":"04"}`, 400, "bad_request"},
 		{"observe two values", "POST", "/observe", `{"requestId":"` + goodID + `"}{}`, 400, "bad_request"},

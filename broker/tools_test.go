@@ -85,16 +85,16 @@ func TestStatusOf(t *testing.T) {
 		wantStatus int
 		wantCode   string
 	}{
-		{"bad request id", ErrBadRequestID, 400, "bad_request_id"},
+		{"bad request id", ErrBadRequestID, 400, "bad_request"},
 		{"busy", ErrBusy, 409, "busy"},
-		{"wrapped refusal", errors.Join(errors.New("x"), ErrCapabilityRefused), 502, "capability_refused"},
-		{"capture", ErrCaptureFailed, 503, "capture_failed"},
+		{"wrapped refusal", errors.Join(errors.New("x"), ErrCapabilityRefused), 502, "refused"},
+		{"capture", ErrCaptureFailed, 503, "capture"},
 		{"queue", ErrQueueFull, 429, "queue_full"},
 		{"unknown tab", ErrUnknownTab, 404, "unknown_tab"},
 		{"bad body", ErrBadBody, 400, "bad_request"},
 		{"too large", ErrBodyTooLarge, 413, "body_too_large"},
 		{"timeout", ErrToolTimeout, 504, "tool_timeout"},
-		{"internal", errors.New("cdp: secret detail"), 500, "internal"},
+		{"internal", errors.New("cdp: secret detail"), 500, "broker_error"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -30,8 +30,8 @@ import (
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/jsonrpc"
 	"github.com/agentfy/agentfy/session"
-	"github.com/agentfy/agentfy/view"
 	"github.com/agentfy/agentfy/view/envelope"
+	"github.com/agentfy/agentfy/wire"
 )
 
 // Limits of one worker connection.
@@ -39,8 +39,9 @@ const (
 	// MaxObservationWaiters is how many view requests one connection relays at once; the
 	// next is refused at once.
 	MaxObservationWaiters = 8
-	// ObservationTimeout bounds one relayed view request.
-	ObservationTimeout = 8 * time.Second
+	// ObservationTimeout bounds one relayed view request from its arrival, the
+	// capability check included: the owner's hop of wire.Budget.
+	ObservationTimeout = wire.ChannelObserveTimeout
 	// MaxToolWaiters is how many tool calls one connection relays at once.
 	MaxToolWaiters = 16
 	// ToolTimeout bounds one tool call.
@@ -64,7 +65,7 @@ const (
 	ObservationRate  = rate.Limit(1) // per second
 	// CapabilityCheckTimeout bounds the Redis lookup that proves a view request was
 	// made by a replica that stored its capability.
-	CapabilityCheckTimeout = time.Second
+	CapabilityCheckTimeout = wire.OwnerCheckTimeout
 )
 
 // Capabilities is what the hub needs of the view capabilities (view.Capabilities).
@@ -418,40 +419,46 @@ func (c *Conn) onView(msg *nats.Msg) {
 	}
 	requestID := string(msg.Data)
 	if !envelope.ValidRequestID(requestID) {
-		_ = bus.RespondError(msg, view.ReasonFailed, "bad request id")
+		_ = bus.RespondError(msg, wire.ReasonBadRequest, "bad request id")
 		return
 	}
-	if !c.session.HasCapability(session.CapabilityBrowserView) {
-		_ = bus.RespondError(msg, view.ReasonUnsupported, "worker image cannot relay views")
+	if !c.session.HasCapability(wire.CapabilityBrowserView) {
+		_ = bus.RespondError(msg, wire.ReasonUnsupported, "worker image cannot relay views")
 		return
 	}
-	cctx, cancel := context.WithTimeout(c.ctx, CapabilityCheckTimeout)
+	// One deadline from the request's arrival: the check and the relay together fit
+	// the owner's hop of the budget.
+	ctx, cancel := context.WithTimeout(c.ctx, ObservationTimeout)
+	cctx, ccancel := context.WithTimeout(ctx, CapabilityCheckTimeout)
 	ok, err := c.hub.cfg.Capabilities.Pending(cctx, requestID, c.session.ID)
-	cancel()
+	ccancel()
 	switch {
 	case err != nil:
-		_ = bus.RespondError(msg, view.ReasonFailed, "cannot check the capability")
+		cancel()
+		_ = bus.RespondError(msg, wire.ReasonFailed, "cannot check the capability")
 		return
 	case !ok:
+		cancel()
 		c.hub.ViewsRefused.Add(1)
-		_ = bus.RespondError(msg, view.ReasonRefused, "no such capability")
+		_ = bus.RespondError(msg, wire.ReasonRefused, "no such capability")
 		return
 	}
 	if c.observing.Add(1) > MaxObservationWaiters {
+		cancel()
 		c.observing.Add(-1)
-		_ = bus.RespondError(msg, view.ReasonBusy, "too many observations on this connection")
+		_ = bus.RespondError(msg, wire.ReasonBusy, "too many observations on this connection")
 		return
 	}
 	if !c.relays.Load().Allow() {
+		cancel()
 		c.observing.Add(-1)
 		c.hub.ViewsPaced.Add(1)
-		_ = bus.RespondError(msg, view.ReasonBusy, "too many observations for this session")
+		_ = bus.RespondError(msg, wire.ReasonBusy, "too many observations for this session")
 		return
 	}
 	c.hub.ViewsRelayed.Add(1)
 	go func() {
 		defer c.observing.Add(-1)
-		ctx, cancel := context.WithTimeout(c.ctx, ObservationTimeout)
 		defer cancel()
 		res, err := c.call(ctx, jsonrpc.MethodBrowserView, jsonrpc.BrowserViewParams{RequestID: requestID})
 		if err != nil {
@@ -468,32 +475,24 @@ func (c *Conn) onView(msg *nats.Msg) {
 			// Too large for NATS, or the connection is down: say so at once rather than
 			// let the requester wait out its deadline.
 			c.log.Warn().Err(err).Int("bytes", len(res)).Msg("view reply not sent")
-			_ = bus.RespondError(msg, view.ReasonFailed, "reply not sent")
+			_ = bus.RespondError(msg, wire.ReasonFailed, "reply not sent")
 		}
 	}()
 }
 
+// viewReason is the wire reason of a failed relay: the worker's (which carries the
+// broker's) as it came, or what this replica saw of the channel.
 func viewReason(err error) string {
 	var rpcErr *jsonrpc.Error
 	switch {
 	case errors.As(err, &rpcErr):
-		switch rpcErr.Code {
-		case jsonrpc.CodeMethodNotFound:
-			return view.ReasonUnsupported
-		case jsonrpc.CodeBusy:
-			return view.ReasonBusy
-		case jsonrpc.CodeRefused:
-			return view.ReasonRefused
-		case jsonrpc.CodeUnavailable:
-			return view.ReasonCapture
-		}
-		return view.ReasonFailed
+		return jsonrpc.ReasonOf(rpcErr)
 	case errors.Is(err, context.DeadlineExceeded):
-		return view.ReasonTimeout
+		return wire.ReasonTimeout
 	case errors.Is(err, errConnClosed):
-		return view.ReasonNoChannel
+		return wire.ReasonNoChannel
 	}
-	return view.ReasonFailed
+	return wire.ReasonFailed
 }
 
 // onTool handles a sealed tool call routed over NATS: the one path that moves the

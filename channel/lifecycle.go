@@ -7,11 +7,12 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/agentfy/agentfy/session"
+	"github.com/agentfy/agentfy/wire"
 )
 
 // StatusSessionEnded is the WebSocket close code telling a worker that its session is
-// over: it must not reconnect.
-const StatusSessionEnded websocket.StatusCode = 4000
+// over: it must not reconnect (wire.CloseSessionEnded).
+const StatusSessionEnded websocket.StatusCode = wire.CloseSessionEnded
 
 // Run checks the sessions this replica holds every Tick until ctx ends: it publishes
 // running → idle changes and stops a session past the idle timeout (closing its socket

@@ -155,7 +155,7 @@ func RedisACL(deployment string, s Secrets) (string, error) {
 	}
 	var b strings.Builder
 	err = template.Must(template.New("redis").Parse(redisTemplate)).Execute(&b, map[string]any{
-		"Deployment": deployment, "Replica": replica, "Operator": operator,
+		"Keys": bus.KeysFor(deployment).Pattern(), "Replica": replica, "Operator": operator,
 	})
 	if err != nil {
 		return "", fmt.Errorf("deploy: render Redis ACL: %w", err)

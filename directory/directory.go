@@ -13,6 +13,8 @@ import (
 	"slices"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/agentfy/agentfy/bus"
 )
 
 // ErrNotFound is returned for an unknown user, team, organisation or agent.
@@ -123,26 +125,26 @@ func ParseSeed(r io.Reader) (Seed, error) {
 
 // Store reads and writes the directory.
 type Store struct {
-	rdb    redis.UniversalClient
-	prefix string
+	rdb  redis.UniversalClient
+	keys bus.Keys
 }
 
 // NewStore returns a Store for one deployment.
 func NewStore(rdb redis.UniversalClient, deployment string) *Store {
-	return &Store{rdb: rdb, prefix: "agentfy:" + deployment + ":"}
+	return &Store{rdb: rdb, keys: bus.KeysFor(deployment)}
 }
 
-func (s *Store) agentKey(id string) string   { return s.prefix + "agent:{a:" + id + "}" }
-func (s *Store) userKey(id string) string    { return s.prefix + "user:{u:" + id + "}" }
-func (s *Store) orgKey(id string) string     { return s.prefix + "org:{o:" + id + "}" }
-func (s *Store) teamKey(id string) string    { return s.prefix + "team:{t:" + id + "}" }
-func (s *Store) membersKey(id string) string { return s.prefix + "team:{t:" + id + "}:members" }
+func (s *Store) agentKey(id string) string   { return s.keys.Agent(id) }
+func (s *Store) userKey(id string) string    { return s.keys.User(id) }
+func (s *Store) orgKey(id string) string     { return s.keys.Org(id) }
+func (s *Store) teamKey(id string) string    { return s.keys.Team(id) }
+func (s *Store) membersKey(id string) string { return s.keys.TeamMembers(id) }
 
 // userTeamsKey and teamAgentsKey are indices for listing (VisibleAgents): the teams a
 // user was made a member of, and the agents a seed put in a team. Neither grants
 // anything: VisibleAgents checks each against the member set and the agent's record.
-func (s *Store) userTeamsKey(id string) string  { return s.prefix + "user:{u:" + id + "}:teams" }
-func (s *Store) teamAgentsKey(id string) string { return s.prefix + "team:{t:" + id + "}:agents" }
+func (s *Store) userTeamsKey(id string) string  { return s.keys.UserTeams(id) }
+func (s *Store) teamAgentsKey(id string) string { return s.keys.TeamAgents(id) }
 
 // Load writes a parsed seed. It is idempotent: records are overwritten and team
 // memberships replaced by the seed's. Each record is one key, so a Cluster is fine.

@@ -8,18 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/agentfy/agentfy/wire"
 )
 
 // Version is the only protocol version accepted.
 const Version = "2.0"
-
-// CapabilityBrowserView is what a worker's hello lists when its image can relay view
-// requests to a browser broker.
-const CapabilityBrowserView = "browserView"
-
-// BootstrapRevision is the worker bootstrap revision. It stays 2: the observe path lives
-// on the broker socket the worker already knows, so no bootstrap variable was added.
-const BootstrapRevision = 2
 
 // MaxMessage bounds one message on the channel: a sealed frame of a 1280×2000 viewport
 // with its base64 and JSON overhead stays well below it.
@@ -58,6 +52,52 @@ const (
 type Error struct {
 	Code    int    `json:"code"`
 	Message string `json:"message"`
+	// Data, JSON-RPC's optional error member, carries the wire reason of a failed
+	// view (wire.Reason*) from the worker to the replica unchanged.
+	Data *ErrorData `json:"data,omitempty"`
+}
+
+// ErrorData is the data member of an error.
+type ErrorData struct {
+	Reason string `json:"reason"`
+}
+
+// ReasonOf is the wire reason of a view's error answer: the one its data names, or, from
+// a worker that names none (an older image), the one its code stands for. It is always
+// one of wire.Reasons.
+func ReasonOf(e *Error) string {
+	if e.Data != nil && wire.IsReason(e.Data.Reason) {
+		return e.Data.Reason
+	}
+	switch e.Code {
+	case CodeMethodNotFound:
+		return wire.ReasonUnsupported
+	case CodeBusy:
+		return wire.ReasonBusy
+	case CodeRefused:
+		return wire.ReasonRefused
+	case CodeUnavailable:
+		return wire.ReasonCapture
+	case CodeInvalidParams:
+		return wire.ReasonBadRequest
+	}
+	return wire.ReasonFailed
+}
+
+// CodeOf is the error code that stands for a view's wire reason, for replicas that read
+// the code alone.
+func CodeOf(reason string) int {
+	switch reason {
+	case wire.ReasonUnsupported:
+		return CodeMethodNotFound
+	case wire.ReasonBusy:
+		return CodeBusy
+	case wire.ReasonRefused:
+		return CodeRefused
+	case wire.ReasonBadRequest:
+		return CodeInvalidParams
+	}
+	return CodeUnavailable
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("jsonrpc error %d: %s", e.Code, e.Message) }
@@ -154,6 +194,14 @@ func NewError(id uint64, code int, message string) ([]byte, error) {
 	return json.Marshal(Message{JSONRPC: Version, ID: &id, Error: &Error{Code: code, Message: message}})
 }
 
+// NewViewError builds the error answer of a view request: reason (one of wire.Reasons)
+// in the data member and the code that stands for it.
+func NewViewError(id uint64, reason, message string) []byte {
+	reason = wire.Reason(reason)
+	b, _ := json.Marshal(Message{JSONRPC: Version, ID: &id, Error: &Error{Code: CodeOf(reason), Message: message, Data: &ErrorData{Reason: reason}}})
+	return b // a Message of strings and numbers always marshals
+}
+
 // Bounds of the worker's hello. A replica reads the hello with MaxHelloBytes as the
 // socket's read limit and refuses one whose fields break the others.
 const (
@@ -169,7 +217,7 @@ const (
 // MaxCapabilityBytes or not a plain token. It returns "" for a good hello.
 func ValidHello(p HelloParams) string {
 	switch {
-	case p.BootstrapRevision != BootstrapRevision:
+	case p.BootstrapRevision != wire.BootstrapRevision:
 		return "unsupported bootstrap revision"
 	case len(p.ImageTag) > MaxImageTagBytes || !printable(p.ImageTag):
 		return "bad image tag"

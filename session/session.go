@@ -19,7 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentfy/agentfy/auth"
-	"github.com/agentfy/agentfy/jsonrpc"
+	"github.com/agentfy/agentfy/bus"
 )
 
 // Errors callers branch on.
@@ -38,13 +38,6 @@ const (
 	Running Status = "running" // a tool call within the idle window
 	Idle    Status = "idle"    // no recent tool call, not yet timed out
 	Stopped Status = "stopped"
-)
-
-// The hello's contract lives with the wire protocol (the worker, which has no Redis,
-// imports only that); these name it where sessions are kept.
-const (
-	CapabilityBrowserView = jsonrpc.CapabilityBrowserView
-	BootstrapRevision     = jsonrpc.BootstrapRevision
 )
 
 // ActivityLogMax bounds the activity log of one session.
@@ -110,7 +103,7 @@ type Passes struct {
 type Store struct {
 	rdb    redis.UniversalClient
 	creds  *auth.Store
-	prefix string
+	keys   bus.Keys
 	policy Policy
 	now    func() time.Time
 }
@@ -123,17 +116,15 @@ func NewStore(rdb redis.UniversalClient, creds *auth.Store, deployment string, p
 	if now == nil {
 		now = time.Now
 	}
-	return &Store{rdb: rdb, creds: creds, prefix: "agentfy:" + deployment + ":", policy: policy, now: now}
+	return &Store{rdb: rdb, creds: creds, keys: bus.KeysFor(deployment), policy: policy, now: now}
 }
 
 // Policy is the store's idle policy.
 func (s *Store) Policy() Policy { return s.policy }
 
-func (s *Store) sessionKey(id string) string  { return s.prefix + "session:{s:" + id + "}" }
-func (s *Store) activityKey(id string) string { return s.prefix + "session:{s:" + id + "}:activity" }
-func (s *Store) currentKey(agent string) string {
-	return s.prefix + "agent:{a:" + agent + "}:session"
-}
+func (s *Store) sessionKey(id string) string    { return s.keys.Session(id) }
+func (s *Store) activityKey(id string) string   { return s.keys.SessionActivity(id) }
+func (s *Store) currentKey(agent string) string { return s.keys.CurrentSession(agent) }
 
 func ms(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/internal/testenv"
 	"github.com/agentfy/agentfy/session"
+	"github.com/agentfy/agentfy/wire"
 )
 
 // clock is a settable clock for the store; Redis itself keeps no session timers.
@@ -52,12 +53,12 @@ func TestLifecycle(t *testing.T) {
 		t.Fatalf("current = %+v %v", cur, err)
 	}
 
-	hello := session.Hello{ImageTag: "browser:1.4.2", BootstrapRevision: 2, Capabilities: []string{session.CapabilityBrowserView}}
+	hello := session.Hello{ImageTag: "browser:1.4.2", BootstrapRevision: 2, Capabilities: []string{wire.CapabilityBrowserView}}
 	if err := st.Attach(ctx, sess.ID, "replica-b", "04ab", hello); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := st.Get(ctx, sess.ID)
-	if got.Owner != "replica-b" || got.OwnerKey != "04ab" || !got.HasCapability(session.CapabilityBrowserView) || got.Hello.ImageTag != "browser:1.4.2" {
+	if got.Owner != "replica-b" || got.OwnerKey != "04ab" || !got.HasCapability(wire.CapabilityBrowserView) || got.Hello.ImageTag != "browser:1.4.2" {
 		t.Fatalf("after attach: %+v", got)
 	}
 	if err := st.Detach(ctx, sess.ID, "replica-a"); err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/view/envelope"
 )
 
@@ -25,10 +26,10 @@ var ErrCapabilityNotFound = errors.New("view: capability not found")
 // Capabilities stores {sessionId, publicKey} under a request id, and redeems it once.
 // Nothing else of a view is ever written to Redis: not the private key, not a frame.
 type Capabilities struct {
-	rdb    redis.UniversalClient
-	prefix string
-	ttl    time.Duration
-	acks   Acks
+	rdb  redis.UniversalClient
+	keys bus.Keys
+	ttl  time.Duration
+	acks Acks
 }
 
 // WithAcks makes each consumption wait for acks (see Acks) and returns c.
@@ -43,7 +44,7 @@ func NewCapabilities(rdb redis.UniversalClient, deployment string, ttl time.Dura
 	if ttl == 0 {
 		ttl = CapabilityTTL
 	}
-	return &Capabilities{rdb: rdb, prefix: "agentfy:" + deployment + ":", ttl: ttl}
+	return &Capabilities{rdb: rdb, keys: bus.KeysFor(deployment), ttl: ttl}
 }
 
 type capability struct {
@@ -52,7 +53,7 @@ type capability struct {
 }
 
 // The key is tagged by request id: every operation on it is a single key.
-func (c *Capabilities) key(requestID string) string { return c.prefix + "cap:{r:" + requestID + "}" }
+func (c *Capabilities) key(requestID string) string { return c.keys.Capability(requestID) }
 
 // Put stores a capability for ttl. It fails if the request id exists already (a 256-bit
 // random id never collides; a collision means a bug).

@@ -2,12 +2,12 @@ package view
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/agentfy/agentfy/bus"
 )
 
 // GateWindow is the spacing of view requests per agent across all replicas.
@@ -25,7 +25,7 @@ const CallerPace = 3 * time.Second
 // keys of the agent's slot.
 type Gate struct {
 	rdb    redis.UniversalClient
-	prefix string
+	keys   bus.Keys
 	window time.Duration
 	pace   time.Duration
 	acks   Acks
@@ -46,7 +46,7 @@ func NewGate(rdb redis.UniversalClient, deployment string, window, pace time.Dur
 	if pace == 0 {
 		pace = CallerPace
 	}
-	return &Gate{rdb: rdb, prefix: "agentfy:" + deployment + ":", window: window, pace: pace}
+	return &Gate{rdb: rdb, keys: bus.KeysFor(deployment), window: window, pace: pace}
 }
 
 // Window is the gate's window.
@@ -73,11 +73,8 @@ func (g *Gate) Allow(ctx context.Context, agentID, caller string) (bool, error) 
 }
 
 // Key is the Redis key of agentID's window.
-func (g *Gate) Key(agentID string) string { return g.prefix + "gate:{a:" + agentID + "}" }
+func (g *Gate) Key(agentID string) string { return g.keys.Gate(agentID) }
 
 // PaceKey is the Redis key of caller's pace for agentID; the caller appears only as a
 // hash.
-func (g *Gate) PaceKey(agentID, caller string) string {
-	sum := sha256.Sum256([]byte(caller))
-	return g.prefix + "pace:{a:" + agentID + "}:" + hex.EncodeToString(sum[:12])
-}
+func (g *Gate) PaceKey(agentID, caller string) string { return g.keys.Pace(agentID, caller) }

@@ -18,6 +18,7 @@ import (
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/session"
 	"github.com/agentfy/agentfy/view/envelope"
+	"github.com/agentfy/agentfy/wire"
 )
 
 // Bounds of the requesting replica.
@@ -25,8 +26,9 @@ const (
 	// MaxPending is the most view requests one replica waits for at once; the next is
 	// refused at once with ErrBusy.
 	MaxPending = 128
-	// RequestTimeout bounds the whole wait for a frame, NATS to reply.
-	RequestTimeout = 9 * time.Second
+	// RequestTimeout bounds the whole wait for a frame, NATS to reply (the outermost
+	// hop of wire.Budget).
+	RequestTimeout = wire.ViewTimeout
 	// MaxReply bounds the sealed reply read from NATS.
 	MaxReply = 8 << 20 // 8 MiB
 )
@@ -43,17 +45,17 @@ var (
 	ErrUnavailable = errors.New("view: unavailable")
 )
 
-// Reasons are the error codes an owning replica sends back in NATS headers; they are
-// also the label of the outcome metric. None holds user, agent or page data.
+// Reasons a view is unavailable: the wire contract's closed set (wire.Reason*), the
+// label of the outcome metric and of the log line.
 const (
-	ReasonNoChannel   = "no_channel"  // no replica holds the worker's socket
-	ReasonUnsupported = "unsupported" // the worker image cannot relay views
-	ReasonBusy        = "busy"        // the connection's observation waiters are full, or the broker is busy
-	ReasonRefused     = "refused"     // the broker could not redeem the capability
-	ReasonCapture     = "capture"     // the broker could not capture
-	ReasonTimeout     = "timeout"     // no answer in time
-	ReasonInvalid     = "invalid"     // the reply did not open or validate
-	ReasonFailed      = "failed"      // anything else
+	ReasonNoChannel   = wire.ReasonNoChannel
+	ReasonUnsupported = wire.ReasonUnsupported
+	ReasonBusy        = wire.ReasonBusy
+	ReasonRefused     = wire.ReasonRefused
+	ReasonCapture     = wire.ReasonCapture
+	ReasonTimeout     = wire.ReasonTimeout
+	ReasonInvalid     = wire.ReasonInvalid
+	ReasonFailed      = wire.ReasonFailed
 )
 
 // UnavailableError says why a view was unavailable. errors.Is(err, ErrUnavailable) holds.
@@ -163,7 +165,7 @@ func (s *Service) Observe(ctx context.Context, sess session.Session) (*Page, err
 	default:
 		return nil, ErrBusy
 	}
-	if !sess.HasCapability(session.CapabilityBrowserView) && sess.Owner != "" {
+	if !sess.HasCapability(wire.CapabilityBrowserView) && sess.Owner != "" {
 		// The worker said in its hello that its image cannot relay views: refuse without
 		// dispatching anything.
 		return nil, unavailable(ReasonUnsupported)
@@ -217,21 +219,19 @@ func (s *Service) Observe(ctx context.Context, sess session.Session) (*Page, err
 	return page, nil
 }
 
+// classify turns a failed NATS request into the view's reason: the owner's code, as it
+// came, when it is one of the wire reasons.
 func classify(err error) error {
 	var re *bus.RemoteError
 	switch {
 	case errors.Is(err, bus.ErrNoResponders):
-		return unavailable(ReasonNoChannel)
+		return unavailable(wire.ReasonNoChannel)
 	case errors.Is(err, bus.ErrTimeout):
-		return unavailable(ReasonTimeout)
+		return unavailable(wire.ReasonTimeout)
 	case errors.As(err, &re):
-		switch re.Code {
-		case ReasonUnsupported, ReasonBusy, ReasonRefused, ReasonCapture, ReasonTimeout, ReasonNoChannel:
-			return unavailable(re.Code)
-		}
-		return unavailable(ReasonFailed)
+		return unavailable(wire.Reason(re.Code))
 	default:
-		return fmt.Errorf("%w: %v", unavailable(ReasonFailed), err)
+		return fmt.Errorf("%w: %v", unavailable(wire.ReasonFailed), err)
 	}
 }
 

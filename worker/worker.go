@@ -27,6 +27,7 @@ import (
 
 	"github.com/agentfy/agentfy/jsonrpc"
 	"github.com/agentfy/agentfy/view/envelope"
+	"github.com/agentfy/agentfy/wire"
 )
 
 // Limits of the worker.
@@ -35,17 +36,16 @@ const (
 	// more are refused with CodeBusy.
 	MaxConcurrentTools = 16
 	MaxConcurrentViews = 8
-	// ToolTimeout and ObserveTimeout bound one broker call.
+	// ToolTimeout and ObserveTimeout bound one broker call (ObserveTimeout is the
+	// worker's hop of wire.Budget).
 	ToolTimeout    = 60 * time.Second
-	ObserveTimeout = 8 * time.Second
+	ObserveTimeout = wire.WorkerObserveTimeout
 	// DialTimeout bounds connecting and the hello.
 	DialTimeout = 10 * time.Second
 	// WriteTimeout bounds one WebSocket write.
 	WriteTimeout = 10 * time.Second
-	// SocketName is the broker's socket in the shared IPC directory.
-	SocketName = "browser.sock"
-	// StatusSessionEnded is the close code with which a replica ends a stopped session.
-	StatusSessionEnded websocket.StatusCode = 4000
+	// StatusSessionEnded is the close code that ends a session (wire.CloseSessionEnded).
+	StatusSessionEnded websocket.StatusCode = wire.CloseSessionEnded
 )
 
 // ErrSessionEnded is returned by Run when the session is over (stopped, or the pass is
@@ -90,7 +90,7 @@ func New(cfg Config) (*Worker, error) {
 	if len(cfg.APIURLs) == 0 || cfg.Pass == "" {
 		return nil, errors.New("worker: API URL and worker pass are required")
 	}
-	sock := filepath.Join(cfg.IPCDir, SocketName)
+	sock := filepath.Join(cfg.IPCDir, wire.SocketName)
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
@@ -113,8 +113,8 @@ func (w *Worker) capabilities() []string {
 	if w.cfg.IPCDir == "" {
 		return []string{}
 	}
-	if fi, err := os.Stat(filepath.Join(w.cfg.IPCDir, SocketName)); err == nil && fi.Mode()&os.ModeSocket != 0 {
-		return []string{jsonrpc.CapabilityBrowserView}
+	if fi, err := os.Stat(filepath.Join(w.cfg.IPCDir, wire.SocketName)); err == nil && fi.Mode()&os.ModeSocket != 0 {
+		return []string{wire.CapabilityBrowserView}
 	}
 	return []string{}
 }
@@ -156,7 +156,7 @@ func (w *Worker) Run(ctx context.Context) error {
 }
 
 func channelURL(base string) (string, error) {
-	u, err := url.Parse(strings.TrimRight(base, "/") + "/v1/worker/channel")
+	u, err := url.Parse(strings.TrimRight(base, "/") + wire.ChannelPath)
 	if err != nil {
 		return "", err
 	}
@@ -196,7 +196,7 @@ func (w *Worker) serve(ctx context.Context, base string) error {
 
 	caps := w.capabilities()
 	hello, err := jsonrpc.NewRequest(1, jsonrpc.MethodHello, jsonrpc.HelloParams{
-		ImageTag: w.cfg.ImageTag, BootstrapRevision: jsonrpc.BootstrapRevision, Capabilities: caps,
+		ImageTag: w.cfg.ImageTag, BootstrapRevision: wire.BootstrapRevision, Capabilities: caps,
 	})
 	if err != nil {
 		return err
@@ -291,41 +291,48 @@ func (w *Worker) dispatch(ctx context.Context, ws *websocket.Conn, m *jsonrpc.Me
 }
 
 // observe relays only the request id to the broker's /observe on the observation path,
-// and passes its answer (the sealed envelope) back untouched.
+// and passes its answer (the sealed envelope) back untouched. A failure is answered with
+// the broker's own reason (wire.Reason*) when it names one, or with what the worker saw.
 func (w *Worker) observe(ctx context.Context, id uint64, params json.RawMessage) ([]byte, error) {
 	var p jsonrpc.BrowserViewParams
 	if err := json.Unmarshal(params, &p); err != nil || !envelope.ValidRequestID(p.RequestID) {
-		return jsonrpc.NewError(id, jsonrpc.CodeInvalidParams, "requestId must be 64 lowercase hex")
+		return jsonrpc.NewViewError(id, wire.ReasonBadRequest, "requestId must be 64 lowercase hex"), nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, ObserveTimeout)
 	defer cancel()
 	body, _ := json.Marshal(p)
-	status, resp, err := w.post(ctx, "/observe", body)
-	if err != nil {
-		return jsonrpc.NewError(id, jsonrpc.CodeUnavailable, "broker unavailable")
-	}
-	switch status {
-	case http.StatusOK:
+	status, resp, err := w.post(ctx, wire.ObservePath, body)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return jsonrpc.NewViewError(id, wire.ReasonTimeout, "the broker did not answer in time"), nil
+	case err != nil:
+		return jsonrpc.NewViewError(id, wire.ReasonBrokerDown, "broker unavailable"), nil
+	case status == http.StatusOK:
 		// The envelope passes through untouched: the worker cannot read it anyway.
 		return jsonrpc.NewRawResult(id, resp), nil
-	case http.StatusConflict:
-		return jsonrpc.NewError(id, jsonrpc.CodeBusy, "broker busy")
-	case http.StatusBadGateway:
-		return jsonrpc.NewError(id, jsonrpc.CodeRefused, "capability refused")
-	case http.StatusBadRequest:
-		return jsonrpc.NewError(id, jsonrpc.CodeInvalidParams, "bad request id")
-	default:
-		return jsonrpc.NewError(id, jsonrpc.CodeUnavailable, "capture failed")
 	}
+	reason := brokerReason(resp)
+	return jsonrpc.NewViewError(id, reason, "view failed at the broker: "+reason), nil
 }
 
-// toolNames are the broker's tools; anything else is refused before reaching it.
-var toolNames = map[string]bool{"browser_open": true, "browser_play": true, "browser_tabs": true, "browser_close": true}
+// brokerReason is the reason of the broker's error body {"error":{"code","message"}}:
+// its code when that is one of the wire reasons, ReasonBrokerError for anything else.
+func brokerReason(body []byte) string {
+	var out struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(body, &out); err != nil || !wire.IsReason(out.Error.Code) {
+		return wire.ReasonBrokerError
+	}
+	return out.Error.Code
+}
 
 // tool relays a tool call to the broker's tool endpoint.
 func (w *Worker) tool(ctx context.Context, id uint64, params json.RawMessage) ([]byte, error) {
 	var p jsonrpc.ToolCallParams
-	if err := json.Unmarshal(params, &p); err != nil || !toolNames[p.Name] {
+	if err := json.Unmarshal(params, &p); err != nil || !wire.IsTool(p.Name) {
 		return jsonrpc.NewError(id, jsonrpc.CodeInvalidParams, "unknown tool")
 	}
 	if len(w.capabilities()) == 0 {
@@ -337,7 +344,7 @@ func (w *Worker) tool(ctx context.Context, id uint64, params json.RawMessage) ([
 	}
 	ctx, cancel := context.WithTimeout(ctx, ToolTimeout)
 	defer cancel()
-	status, resp, err := w.post(ctx, "/tools/"+p.Name, args)
+	status, resp, err := w.post(ctx, wire.ToolPathPrefix+p.Name, args)
 	if err != nil {
 		return jsonrpc.NewError(id, jsonrpc.CodeUnavailable, "broker unavailable")
 	}

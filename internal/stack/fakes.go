@@ -19,7 +19,7 @@ func NewHoldingBroker(n int) *HoldingBroker {
 	return &HoldingBroker{Entered: make(chan struct{}, n), release: make(chan struct{})}
 }
 
-// Release lets every held and future observation answer 503 capture_failed.
+// Release lets every held and future observation answer 503 capture.
 func (b *HoldingBroker) Release() { b.once.Do(func() { close(b.release) }) }
 
 func (b *HoldingBroker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -35,5 +35,5 @@ func (b *HoldingBroker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case <-b.release:
 	case <-r.Context().Done():
 	}
-	http.Error(w, `{"error":{"code":"capture_failed","message":"released"}}`, http.StatusServiceUnavailable)
+	http.Error(w, `{"error":{"code":"capture","message":"released"}}`, http.StatusServiceUnavailable)
 }

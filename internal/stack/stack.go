@@ -386,10 +386,10 @@ func (s *Stack) OpenGate(ctx context.Context, agentID string) error {
 			r.Hub.RefillPace()
 		}
 	}
-	keys := []string{"agentfy:" + s.opts.Deployment + ":gate:{a:" + agentID + "}"}
+	keys := []string{bus.KeysFor(s.opts.Deployment).Gate(agentID)}
 	// The gate and the paces share the agent's hash tag: one slot, one master.
 	scan := func(ctx context.Context, c redis.Cmdable) error {
-		iter := c.Scan(ctx, 0, "agentfy:"+s.opts.Deployment+":pace:{a:"+agentID+"}:*", 100).Iterator()
+		iter := c.Scan(ctx, 0, bus.KeysFor(s.opts.Deployment).PacePattern(agentID), 100).Iterator()
 		for iter.Next(ctx) {
 			keys = append(keys, iter.Val())
 		}

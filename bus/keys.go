@@ -1,0 +1,97 @@
+package bus
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+)
+
+// Keys builds the Redis keys of one deployment, the way Namespace builds its NATS
+// subjects: every key is agentfy:<deployment>:<kind>:{<tag>:<id>}[:<part>]. The braces
+// are a Redis Cluster hash tag, so the keys of one record share a slot (an agent's gate,
+// paces and current-session pointer; a session and its activity log; a team and its
+// member and agent sets) and one script or transaction can touch them together. Nothing
+// else in the module writes a key's name; the Redis ACLs grant exactly Pattern().
+//
+// Ids are used as given: every store validates or generates its ids before it builds a
+// key (request ids are 64 hex digits, credential and session ids are random hex, and
+// directory ids come from the operator's seed).
+type Keys struct {
+	prefix string
+}
+
+// KeysFor returns the key builder of deployment.
+func KeysFor(deployment string) Keys { return Keys{prefix: Root + ":" + deployment + ":"} }
+
+// Keys is the key builder of the namespace's deployment. The Redis database is chosen by
+// the connection, not by the key.
+func (n Namespace) Keys() Keys { return KeysFor(n.deployment) }
+
+// Prefix is agentfy:<deployment>:, the start of every key of the deployment.
+func (k Keys) Prefix() string { return k.prefix }
+
+// Pattern is the glob of every key of the deployment (the Redis ACL's ~pattern).
+func (k Keys) Pattern() string { return k.prefix + "*" }
+
+func (k Keys) tagged(kind, tag, id string) string {
+	return k.prefix + kind + ":{" + tag + ":" + id + "}"
+}
+
+// The directory (package directory).
+
+// Agent is an agent's record.
+func (k Keys) Agent(id string) string { return k.tagged("agent", "a", id) }
+
+// User is a user's record.
+func (k Keys) User(id string) string { return k.tagged("user", "u", id) }
+
+// UserTeams indexes the teams a user was made a member of (for listing only).
+func (k Keys) UserTeams(id string) string { return k.User(id) + ":teams" }
+
+// Org is an organisation's record.
+func (k Keys) Org(id string) string { return k.tagged("org", "o", id) }
+
+// Team is a team's record.
+func (k Keys) Team(id string) string { return k.tagged("team", "t", id) }
+
+// TeamMembers is a team's member set, the truth of membership.
+func (k Keys) TeamMembers(id string) string { return k.Team(id) + ":members" }
+
+// TeamAgents indexes the agents a seed put in a team (for listing only).
+func (k Keys) TeamAgents(id string) string { return k.Team(id) + ":agents" }
+
+// Credentials (package auth).
+
+// OrgKey is an organisation API key's record, by the key's id.
+func (k Keys) OrgKey(id string) string { return k.tagged("orgkey", "k", id) }
+
+// Pass is a worker or broker pass's record, by the pass's id.
+func (k Keys) Pass(id string) string { return k.tagged("pass", "p", id) }
+
+// Sessions (package session).
+
+// Session is a worker session's record.
+func (k Keys) Session(id string) string { return k.tagged("session", "s", id) }
+
+// SessionActivity is a session's activity log, in the session's slot.
+func (k Keys) SessionActivity(id string) string { return k.Session(id) + ":activity" }
+
+// CurrentSession points from an agent to its current session, in the agent's slot.
+func (k Keys) CurrentSession(agentID string) string { return k.Agent(agentID) + ":session" }
+
+// Views (package view).
+
+// Capability is a view capability, by its request id.
+func (k Keys) Capability(requestID string) string { return k.tagged("cap", "r", requestID) }
+
+// Gate is an agent's view window, in the agent's slot.
+func (k Keys) Gate(agentID string) string { return k.tagged("gate", "a", agentID) }
+
+// PacePattern is the glob of every caller's pace for an agent.
+func (k Keys) PacePattern(agentID string) string { return k.tagged("pace", "a", agentID) + ":*" }
+
+// Pace is a caller's pace for an agent, in the agent's slot; the caller (a user or an
+// organisation key) appears only as a hash.
+func (k Keys) Pace(agentID, caller string) string {
+	sum := sha256.Sum256([]byte(caller))
+	return k.tagged("pace", "a", agentID) + ":" + hex.EncodeToString(sum[:12])
+}

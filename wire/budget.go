@@ -1,0 +1,47 @@
+package wire
+
+import "time"
+
+// The deadline budget of one view, hop by hop from the viewer inwards. Each hop's
+// deadline, plus HopMargin for its answer to travel back, fits inside the deadline of
+// the hop that waits for it (budget_test.go proves the chain), so the reason of the
+// innermost failure reaches the viewer instead of an outer timeout.
+const (
+	// ViewTimeout bounds the requesting replica's whole wait, NATS to reply (SPEC: 9 s).
+	ViewTimeout = 9 * time.Second
+	// ChannelObserveTimeout bounds the owner replica's waiter, from the NATS request's
+	// arrival (its capability check included) to the worker's answer (SPEC: 8 s).
+	ChannelObserveTimeout = 8 * time.Second
+	// WorkerObserveTimeout bounds the worker's call to the broker's /observe.
+	WorkerObserveTimeout = 7250 * time.Millisecond
+	// BrokerObserveTimeout bounds the broker's whole observation: the redemption and
+	// the capture.
+	BrokerObserveTimeout = 7 * time.Second
+	// BrokerConsumeTimeout bounds the broker's redemption of the request id.
+	BrokerConsumeTimeout = 3 * time.Second
+	// BrokerCaptureTimeout bounds the CDP calls of one capture.
+	BrokerCaptureTimeout = 5 * time.Second
+	// OwnerCheckTimeout bounds the owner's Redis lookup of the capability before it
+	// relays anything: it comes out of the owner's hop, before the worker's.
+	OwnerCheckTimeout = 500 * time.Millisecond
+
+	// HopMargin is the time left to each hop, after the hop inside it gave up, to
+	// answer with that hop's reason: a few small writes on loopback or a LAN.
+	HopMargin = 250 * time.Millisecond
+)
+
+// Hop is one waiting step of a view and its deadline.
+type Hop struct {
+	Name    string
+	Timeout time.Duration
+}
+
+// Budget is the chain of a view's deadlines, outermost first.
+func Budget() []Hop {
+	return []Hop{
+		{"requesting replica (view)", ViewTimeout},
+		{"owner replica (waiter)", ChannelObserveTimeout},
+		{"worker (/observe)", WorkerObserveTimeout},
+		{"broker (observation)", BrokerObserveTimeout},
+	}
+}

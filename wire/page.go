@@ -1,0 +1,111 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"image"
+	_ "image/jpeg" // DecodeConfig reads JPEG headers
+	"time"
+	"unicode/utf8"
+)
+
+// Limits and layout of a page, the plaintext the broker seals for the requesting
+// replica: exactly `null` (no tab) or {url, title, capturedAt, contentType, data}.
+const (
+	// MaxFrameBytes bounds the JPEG.
+	MaxFrameBytes = 4 << 20 // 4 MiB
+	// MaxURLBytes and MaxTitleBytes bound the tab's URL and title; the broker shortens
+	// longer ones on a character boundary.
+	MaxURLBytes   = 16 << 10 // 16 KiB
+	MaxTitleBytes = 4 << 10  // 4 KiB
+	// MaxFrameWidth and MaxFrameHeight bound the JPEG's size in pixels. The broker
+	// captures at most MaxFrameHeight CSS pixels of the viewport, scaled to at most
+	// MaxFrameWidth image pixels across and never more than one image pixel per CSS
+	// pixel.
+	MaxFrameWidth  = 1280 // px
+	MaxFrameHeight = 2000 // px
+	// MaxPlaintextBytes bounds a page's JSON: the JPEG in base64, and room for the URL
+	// and title even if every byte of them were escaped (\u00XX).
+	MaxPlaintextBytes = 4*((MaxFrameBytes+2)/3) + 6*(MaxURLBytes+MaxTitleBytes) + 256
+	// MaxSealedBytes bounds a sealed page on the wire, {"envelope":{…}}: the ciphertext
+	// in base64 and the keys, IV and tag in hex. It is the largest NATS message of a
+	// view, so the NATS server's max_payload must be at least this; a replica checks it
+	// at start, and a test checks the chain up to the channel's message bound.
+	MaxSealedBytes = 4*((MaxPlaintextBytes+2)/3) + 512
+	// CapturedAtLayout is capturedAt's layout: UTC with milliseconds and a Z.
+	CapturedAtLayout = "2006-01-02T15:04:05.000Z"
+	// ContentTypeJPEG is the media type of every frame.
+	ContentTypeJPEG = "image/jpeg"
+)
+
+// Page is one frame of the agent's current tab as the requesting replica reads it. Data
+// stays the base64 text the broker sealed: ParsePage validates it by decoding, and it is
+// passed on without re-encoding.
+type Page struct {
+	URL         string `json:"url"`
+	Title       string `json:"title"`
+	CapturedAt  string `json:"capturedAt"`
+	ContentType string `json:"contentType"`
+	Data        string `json:"data"`
+}
+
+// ErrInvalidPage is the one error for a plaintext that is not a valid page, and for a
+// capture that is not a valid frame: which check failed is not said.
+var ErrInvalidPage = errors.New("wire: invalid page")
+
+// FormatCapturedAt formats t as capturedAt.
+func FormatCapturedAt(t time.Time) string { return t.UTC().Format(CapturedAtLayout) }
+
+// ParsePage validates a decrypted plaintext: exactly `null` (no tab, a nil page) or a
+// page with exactly the five fields, a UTC millisecond timestamp, content type
+// image/jpeg, a URL and title of valid UTF-8 within their bounds, and strict standard
+// base64 of a frame CheckFrame accepts.
+func ParsePage(b []byte) (*Page, error) {
+	if bytes.Equal(bytes.TrimSpace(b), []byte("null")) {
+		return nil, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var p Page
+	if err := dec.Decode(&p); err != nil || dec.More() {
+		return nil, ErrInvalidPage
+	}
+	if p.ContentType != ContentTypeJPEG || len(p.URL) > MaxURLBytes || len(p.Title) > MaxTitleBytes ||
+		!utf8.ValidString(p.URL) || !utf8.ValidString(p.Title) {
+		return nil, ErrInvalidPage
+	}
+	if _, err := time.Parse(CapturedAtLayout, p.CapturedAt); err != nil {
+		return nil, ErrInvalidPage
+	}
+	if base64.StdEncoding.DecodedLen(len(p.Data)) > MaxFrameBytes+3 {
+		return nil, ErrInvalidPage
+	}
+	jpg, err := base64.StdEncoding.Strict().DecodeString(p.Data)
+	if err != nil {
+		return nil, ErrInvalidPage
+	}
+	if err := CheckFrame(jpg); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// CheckFrame checks a JPEG the way the requesting replica does: at most MaxFrameBytes,
+// the markers FF D8 FF … FF D9, and a JPEG header of at least 1×1 and at most
+// MaxFrameWidth × MaxFrameHeight pixels. The broker checks its capture with it before
+// sealing, so a frame the replica would refuse is never carried that far.
+func CheckFrame(jpg []byte) error {
+	if len(jpg) > MaxFrameBytes || len(jpg) < 5 {
+		return ErrInvalidPage
+	}
+	if !bytes.HasPrefix(jpg, []byte{0xFF, 0xD8, 0xFF}) || !bytes.HasSuffix(jpg, []byte{0xFF, 0xD9}) {
+		return ErrInvalidPage
+	}
+	cfg, format, err := image.DecodeConfig(bytes.NewReader(jpg))
+	if err != nil || format != "jpeg" || cfg.Width < 1 || cfg.Height < 1 || cfg.Width > MaxFrameWidth || cfg.Height > MaxFrameHeight {
+		return ErrInvalidPage
+	}
+	return nil
+}

@@ -1,0 +1,56 @@
+// Package wire is the contract between Agentfy's processes, in one place that every end
+// imports: the names on the worker tool channel and the broker socket, the reasons a view
+// fails with, the limits and layout of a page and its validation, and the deadline
+// budget of a view hop by hop. It imports nothing but the standard library, so the
+// worker and the broker can share it without linking anything of the API replica.
+//
+// Changing a value here changes the protocol between separately deployed processes: a
+// new name or reason may be added; an existing one stays as it is.
+package wire
+
+import "slices"
+
+// Names on the broker's socket and the tool channel.
+const (
+	// SocketName is the broker's socket in the IPC directory the worker and the broker
+	// share (AGENTFY_IPC_DIR).
+	SocketName = "browser.sock"
+	// ObservePath is the broker's route for a view request id.
+	ObservePath = "/observe"
+	// ToolPathPrefix + a tool name is the broker's route for that tool.
+	ToolPathPrefix = "/tools/"
+	// ChannelPath is the replicas' WebSocket route of the worker tool channel.
+	ChannelPath = "/v1/worker/channel"
+	// ConsumePath is the replicas' route where a broker redeems a view capability.
+	ConsumePath = "/v1/internal/worker-observations/consume"
+
+	// CapabilityBrowserView is what a worker's hello lists when its image can relay view
+	// requests to a browser broker.
+	CapabilityBrowserView = "browserView"
+	// BootstrapRevision is the worker bootstrap revision. It stays 2: the observe path
+	// lives on the broker socket the worker already knows, so no bootstrap variable was
+	// added.
+	BootstrapRevision = 2
+	// CloseSessionEnded is the WebSocket close code that ends a session for good, in
+	// both directions: a replica closes with it when the session was stopped, and a
+	// worker whose session ended closes with it. Any other close is a lost socket, which
+	// never stops a session.
+	CloseSessionEnded = 4000
+)
+
+// The broker's tools, the only names a tool call may carry.
+const (
+	ToolOpen  = "browser_open"
+	ToolPlay  = "browser_play"
+	ToolTabs  = "browser_tabs"
+	ToolClose = "browser_close"
+)
+
+// tools lists every tool, in the order the broker documents them.
+var tools = []string{ToolOpen, ToolPlay, ToolTabs, ToolClose}
+
+// Tools returns every tool name.
+func Tools() []string { return slices.Clone(tools) }
+
+// IsTool reports whether name is one of the broker's tools.
+func IsTool(name string) bool { return slices.Contains(tools, name) }
