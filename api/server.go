@@ -33,6 +33,7 @@ import (
 	"github.com/agentfy/agentfy/feed"
 	"github.com/agentfy/agentfy/session"
 	"github.com/agentfy/agentfy/view"
+	"github.com/agentfy/agentfy/wire"
 )
 
 // Config wires a Server. Every field but WebApp, Metrics and Ready is required.
@@ -105,8 +106,9 @@ func New(cfg Config) *Server {
 	views.GET("/orgs/:orgId/agents/:id/worker/view", s.partnerView)
 	v1.GET("/agents", s.agents)
 	v1.GET("/agents/:id/worker/status", s.status)
-	v1.POST("/internal/worker-observations/consume", s.consume)
-	v1.GET("/worker/channel", gin.WrapH(cfg.Hub))
+	// The two routes of the other processes, as the wire contract names them.
+	eng.POST(wire.ConsumePath, noStore, s.consume)
+	eng.GET(wire.ChannelPath, noStore, gin.WrapH(cfg.Hub))
 
 	eng.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"ok": true}) })
 	eng.GET("/readyz", s.ready)

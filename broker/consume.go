@@ -12,10 +12,11 @@ import (
 	"net/url"
 
 	"github.com/agentfy/agentfy/view/envelope"
+	"github.com/agentfy/agentfy/wire"
 )
 
 // ConsumePath is the API route that redeems an observation request id.
-const ConsumePath = "/v1/internal/worker-observations/consume"
+const ConsumePath = wire.ConsumePath
 
 // ConsumeClient redeems observation request ids at the API with the broker
 // pass, and learns the public key to seal the observation to. The pass goes

@@ -30,11 +30,11 @@ func (b *Broker) Handler() http.Handler {
 		method, path string
 		handle       http.HandlerFunc
 	}{
-		{http.MethodPost, "/tools/browser_open", b.handleOpen},
-		{http.MethodPost, "/tools/browser_play", b.handlePlay},
-		{http.MethodPost, "/tools/browser_tabs", b.handleTabs},
-		{http.MethodPost, "/tools/browser_close", b.handleClose},
-		{http.MethodPost, "/observe", b.handleObserve},
+		{http.MethodPost, wire.ToolPathPrefix + wire.ToolOpen, b.handleOpen},
+		{http.MethodPost, wire.ToolPathPrefix + wire.ToolPlay, b.handlePlay},
+		{http.MethodPost, wire.ToolPathPrefix + wire.ToolTabs, b.handleTabs},
+		{http.MethodPost, wire.ToolPathPrefix + wire.ToolClose, b.handleClose},
+		{http.MethodPost, wire.ObservePath, b.handleObserve},
 		{http.MethodGet, "/healthz", b.handleHealth},
 	}
 	for _, r := range routes {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/internal/testenv"
 	"github.com/agentfy/agentfy/view"
 )
@@ -164,7 +165,7 @@ func TestGateOneWinnerOf64AcrossTwoClients(t *testing.T) {
 		t.Fatalf("other agent: %v, %v", ok, err)
 	}
 	// The window is 2 s, kept by Redis.
-	ttl, err := clients[0].PTTL(ctx, "agentfy:"+dep+":gate:{a:agent-1}").Result()
+	ttl, err := clients[0].PTTL(ctx, bus.KeysFor(dep).Gate("agent-1")).Result()
 	if err != nil || ttl <= 1500*time.Millisecond || ttl > view.GateWindow {
 		t.Fatalf("gate ttl = %v, %v", ttl, err)
 	}

@@ -3,6 +3,8 @@ package stack
 import (
 	"net/http"
 	"sync"
+
+	"github.com/agentfy/agentfy/wire"
 )
 
 // HoldingBroker stands in for a broker whose observations never finish until the test
@@ -23,7 +25,7 @@ func NewHoldingBroker(n int) *HoldingBroker {
 func (b *HoldingBroker) Release() { b.once.Do(func() { close(b.release) }) }
 
 func (b *HoldingBroker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != "/observe" {
+	if r.URL.Path != wire.ObservePath {
 		http.Error(w, `{"error":{"code":"not_found","message":"no such route"}}`, http.StatusNotFound)
 		return
 	}

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentfy/agentfy/internal/stack"
+	"github.com/agentfy/agentfy/wire"
 )
 
 // maxViewBody bounds a view response the bench reads (a 2000-px frame in base64 is far
@@ -50,11 +51,6 @@ func (v *viewer) openGate(ctx context.Context, agentID string) error {
 	return v.st.OpenGate(ctx, agentID)
 }
 
-// gateKey is view.Gate's Redis key for an agent (see view/gate.go).
-func gateKey(deployment, agentID string) string {
-	return "agentfy:" + deployment + ":gate:{a:" + agentID + "}"
-}
-
 // view requests one frame of agentID at base and decodes it; a response other than
 // 200 with a page is an error.
 func (v *viewer) view(ctx context.Context, base, agentID string) (frame, error) {
@@ -90,7 +86,10 @@ func (v *viewer) view(ctx context.Context, base, agentID string) (frame, error) 
 		return frame{}, fmt.Errorf("view: no frame: %.200s", body)
 	}
 	cfg, format, err := image.DecodeConfig(bytes.NewReader(res.Page.Data))
-	if err != nil || format != "jpeg" || cfg.Width < 1 || cfg.Width > 1280 {
+	if err == nil {
+		err = wire.CheckFrame(res.Page.Data) // what the replica checked
+	}
+	if err != nil {
 		return frame{}, fmt.Errorf("view: not a frame (%s %dx%d, %v)", format, cfg.Width, cfg.Height, err)
 	}
 	return frame{bodyBytes: len(body), jpeg: res.Page.Data, width: cfg.Width, headers: headers}, nil

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"fmt"
@@ -38,9 +38,9 @@ func fx(x float64) string { return strconv.FormatFloat(x, 'f', 2, 64) + "×" }
 func f1(x float64) string { return strconv.FormatFloat(x, 'f', 1, 64) }
 func f0(x float64) string { return strconv.FormatFloat(x, 'f', 0, 64) }
 
-// renderReport renders the results as Markdown: the machine, then one section per
-// suite. full adds the method notes (the file has them; the terminal does not).
-func renderReport(r *benchResults, full bool) string {
+// Markdown renders the results as Markdown: the machine, then one section per suite.
+// full adds the method notes (BENCHMARKS.md has them; the terminal does not).
+func (r *Results) Markdown(full bool) string {
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	mode := "full run"
@@ -243,7 +243,7 @@ func renderReport(r *benchResults, full bool) string {
 
 // renderWhereTimeGoes explains the gap between a view and the bare capture with this
 // run's numbers: which hops, how much CPU, and what the hops have in common.
-func renderWhereTimeGoes(b *strings.Builder, r *benchResults) {
+func renderWhereTimeGoes(b *strings.Builder, r *Results) {
 	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
 	e, f := r.E2E, r.Footprint
 	p("### Where the time goes\n\n")

@@ -1,58 +1,65 @@
-package main
+package bench
 
 import (
-	"bytes"
 	"encoding/json"
 	"math"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
+	"github.com/agentfy/agentfy/internal/stack"
 	"github.com/agentfy/agentfy/internal/testenv"
 	"github.com/agentfy/agentfy/view"
+	"github.com/agentfy/agentfy/wire"
 )
 
-// TestBenchQuick runs `agentfy bench -quick` on a real stack (redis-server, NATS,
-// replicas, brokers with Chromium, go test -bench) and checks that the report has every
-// section and that the numbers are sane: the counts that are exact by design (NATS
-// deliveries per view, pending views, each answer's status) exactly, the others by
-// relations that must hold whatever the machine's speed.
+// TestBenchQuick runs the quick bench on a real stack (redis-server, NATS, replicas,
+// brokers with Chromium, go test -bench) and checks that the report has every section
+// and that the numbers are sane: the counts that are exact by design (NATS deliveries
+// per view, pending views, each answer's status) exactly, the others by relations that
+// must hold whatever the machine's speed. The results are checked after a round trip
+// through JSON, as `agentfy bench -json` writes them.
 func TestBenchQuick(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the whole stack and two Chromiums")
 	}
-	dir := t.TempDir()
-	mdPath, jsonPath := filepath.Join(dir, "BENCHMARKS.md"), filepath.Join(dir, "bench.json")
-	ctx := testenv.Context(t, 3*time.Minute)
-	var stdout bytes.Buffer
-	start := time.Now()
-	if err := run(ctx, []string{"bench", "-quick", "-out", mdPath, "-json", jsonPath}, &stdout); err != nil {
-		t.Fatalf("agentfy bench -quick: %v", err)
-	}
-	t.Logf("bench -quick took %v", time.Since(start))
-
-	md, err := os.ReadFile(mdPath)
+	root, err := stack.FindRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range append([]string{"| CPU |", "| Chromium | ", "| Go | go1.", "`go run ./cmd/agentfy bench -quick"}, benchSections...) {
-		if !bytes.Contains(md, []byte(want)) {
+	ctx := testenv.Context(t, 3*time.Minute)
+	const command = "go run ./cmd/agentfy bench -quick"
+	start := time.Now()
+	res, err := Run(ctx, Options{
+		Root: root, Quick: true, Chromium: os.Getenv("AGENTFY_CHROMIUM"), Command: command,
+		Log:      zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: "15:04:05"}).Level(zerolog.ErrorLevel).With().Timestamp().Logger(),
+		Progress: t.Logf,
+	})
+	if err != nil {
+		t.Fatalf("bench quick: %v", err)
+	}
+	t.Logf("bench quick took %v", time.Since(start))
+
+	md, terminal := res.Markdown(true), res.Markdown(false)
+	for _, want := range append([]string{"| CPU |", "| Chromium | ", "| Go | go1.", "`" + command + "`"}, benchSections...) {
+		if !strings.Contains(md, want) {
 			t.Errorf("BENCHMARKS.md lacks %q", want)
 		}
 	}
 	for _, want := range benchSections {
-		if !strings.Contains(stdout.String(), want) {
+		if !strings.Contains(terminal, want) {
 			t.Errorf("stdout lacks %q", want)
 		}
 	}
 
-	b, err := os.ReadFile(jsonPath)
+	b, err := json.Marshal(res)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var r benchResults
+	var r Results
 	if err := json.Unmarshal(b, &r); err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +83,7 @@ func TestBenchQuick(t *testing.T) {
 		}
 		// The sealed envelope carries the page JSON, which carries the JPEG in base64,
 		// in base64 again; the HTTP body carries it in base64 once.
-		if e.JPEGBytes < 1000 || e.SealedBytes < e.JPEGBytes*4/3 || e.BodyBytes < e.JPEGBytes*4/3 || e.Width < 1 || e.Width > 1280 {
+		if e.JPEGBytes < 1000 || e.SealedBytes < e.JPEGBytes*4/3 || e.BodyBytes < e.JPEGBytes*4/3 || e.Width < 1 || e.Width > wire.MaxFrameWidth {
 			t.Errorf("sizes: jpeg %d, sealed %d, body %d, width %d", e.JPEGBytes, e.SealedBytes, e.BodyBytes, e.Width)
 		}
 		if len(e.Hops) != 8 {

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/directory"
 	"github.com/agentfy/agentfy/internal/stack"
 )
@@ -66,7 +67,7 @@ func benchFastPaths(ctx context.Context, st *stack.Stack, a *stack.Replica, toke
 		return fastPathResult{}, err
 	}
 	// Hold the agent's gate for longer than the run, so that every request loses it.
-	if err := st.Client.Set(ctx, gateKey(benchDeployment, held), "1", 10*time.Minute).Err(); err != nil {
+	if err := st.Client.Set(ctx, bus.KeysFor(benchDeployment).Gate(held), "1", 10*time.Minute).Err(); err != nil {
 		return fastPathResult{}, err
 	}
 	var lfNext atomic.Int64

@@ -1,14 +1,16 @@
-package main
+// Package bench measures the system on real servers (redis-server, NATS, replicas and
+// a broker with Chromium, all on this machine) and renders what it measured as the
+// Markdown of BENCHMARKS.md: a view end to end against the bare capture of the same
+// tab, routing against the broadcast design, the fast paths, the footprint and the Go
+// benchmarks. `agentfy bench` runs it and writes the files.
+package bench
 
 import (
 	"context"
-	"encoding/json"
-	"flag"
+	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"strings"
@@ -75,8 +77,8 @@ func quickOptions() benchOptions {
 	}
 }
 
-// benchResults is everything one run measured; -json writes it as is.
-type benchResults struct {
+// Results is everything one run measured; `agentfy bench -json` writes it as is.
+type Results struct {
 	Machine    machine         `json:"machine"`
 	Command    string          `json:"command"`
 	Quick      bool            `json:"quick"`
@@ -101,79 +103,57 @@ type machine struct {
 	Commit   string `json:"commit"`
 }
 
-// cmdBench runs the benchmark suite against a real local stack and prints a table
-// (see BENCHMARKS.md).
-func cmdBench(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	out := fs.String("out", "", "write the report to this Markdown `file` (default BENCHMARKS.md at the repository root; - for none)")
-	jsonOut := fs.String("json", "", "also write the raw results to this JSON `file`")
-	quick := fs.Bool("quick", false, "small samples: a smoke run of every suite in well under a minute")
-	chromium := fs.String("chromium", os.Getenv("AGENTFY_CHROMIUM"), "Chromium `binary` (default /usr/bin/chromium)")
-	verbose := fs.Bool("v", false, "log the stack's warnings")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the end-to-end suite to this `file` (go tool pprof)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("bench: unexpected arguments %q", fs.Args())
+// Options configure a run; `agentfy bench` fills them from its flags.
+type Options struct {
+	// Root is the repository root (required): go test -bench runs there and git
+	// describes its commit.
+	Root string
+	// Quick takes small samples: a smoke run of every suite in well under a minute.
+	Quick bool
+	// Chromium is the Chromium binary; empty means broker.DefaultChromium.
+	Chromium string
+	// CPUProfile, when not empty, is where a CPU profile of the end-to-end suite goes
+	// (go tool pprof).
+	CPUProfile string
+	// Command is the command line that reproduces the run; the report quotes it.
+	Command string
+	// Log receives the stacks' logs.
+	Log zerolog.Logger
+	// Progress, when not nil, receives one line per step.
+	Progress func(format string, a ...any)
+}
+
+// Run starts the stacks, runs every suite in turn (none beside another) and returns
+// what they measured. A run is bounded: four minutes, ninety seconds with Quick. The
+// error is the first suite's failure, or the context's.
+func Run(ctx context.Context, opts Options) (*Results, error) {
+	if opts.Root == "" {
+		return nil, errors.New("no repository root")
 	}
 	o := fullOptions()
 	timeout := benchFullTimeout
-	if *quick {
+	if opts.Quick {
 		o, timeout = quickOptions(), benchQuickTimeout
 	}
-	o.chromium, o.cpuProfile = *chromium, *cpuProfile
-	level := zerolog.ErrorLevel
-	if *verbose {
-		level = zerolog.WarnLevel
-	}
-	o.log = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: "15:04:05"}).Level(level).With().Timestamp().Logger()
-	progress := func(format string, a ...any) { fmt.Fprintf(os.Stderr, "• "+format+"\n", a...) }
-
-	if err := ensureInstalled(ctx, progress); err != nil {
-		return err
-	}
-	root, err := stack.FindRoot()
-	if err != nil {
-		return err
-	}
-	if *out == "" {
-		*out = filepath.Join(root, "BENCHMARKS.md")
+	o.chromium, o.cpuProfile, o.log = opts.Chromium, opts.CPUProfile, opts.Log
+	progress := opts.Progress
+	if progress == nil {
+		progress = func(string, ...any) {}
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	res := &benchResults{Quick: o.quick, Started: time.Now().UTC(), Command: benchCommand(args)}
-	res.Machine = describeMachine(ctx, root)
-	if err := runBench(ctx, root, o, res, progress); err != nil {
-		return fmt.Errorf("bench: %w", err)
+	res := &Results{Quick: o.quick, Started: time.Now().UTC(), Command: opts.Command}
+	res.Machine = describeMachine(ctx, opts.Root)
+	if err := runBench(ctx, opts.Root, o, res, progress); err != nil {
+		return nil, err
 	}
 	res.Elapsed = time.Since(res.Started)
-
-	report := renderReport(res, false)
-	if _, err := io.WriteString(stdout, report); err != nil {
-		return err
-	}
-	if *out != "-" {
-		if err := writeFileAtomic(*out, []byte(renderReport(res, true))); err != nil {
-			return err
-		}
-		progress("wrote %s", *out)
-	}
-	if *jsonOut != "" {
-		b, err := json.MarshalIndent(res, "", "  ")
-		if err != nil {
-			return err
-		}
-		if err := writeFileAtomic(*jsonOut, b); err != nil {
-			return err
-		}
-	}
-	return nil
+	return res, nil
 }
 
 // runBench runs every suite in turn; none runs beside another.
-func runBench(ctx context.Context, root string, o benchOptions, res *benchResults, progress func(string, ...any)) error {
+func runBench(ctx context.Context, root string, o benchOptions, res *Results, progress func(string, ...any)) error {
 	var err error
 	progress("routing: a stack of one replica growing to eight, one broker with Chromium")
 	if res.Routing, res.ReplyBytes, err = benchRouting(ctx, o, progress); err != nil {
@@ -191,7 +171,7 @@ func runBench(ctx context.Context, root string, o benchOptions, res *benchResult
 
 // benchMainStack runs the suites that share one stack of two replicas with the worker
 // on the second: end to end, fast paths and footprint.
-func benchMainStack(ctx context.Context, o benchOptions, res *benchResults, progress func(string, ...any)) error {
+func benchMainStack(ctx context.Context, o benchOptions, res *Results, progress func(string, ...any)) error {
 	progress("starting the stack: redis-server, NATS, two replicas, a broker with Chromium and a worker on replica-b")
 	st, err := stack.Start(ctx, stack.Options{Replicas: 2, Deployment: benchDeployment, Chromium: o.chromium, Log: o.log})
 	if err != nil {
@@ -254,11 +234,6 @@ func startCPUProfile(path string) (func() error, error) {
 		pprof.StopCPUProfile()
 		return f.Close()
 	}, nil
-}
-
-// benchCommand is the command line that reproduces the run.
-func benchCommand(args []string) string {
-	return strings.TrimSpace("go run ./cmd/agentfy bench " + strings.Join(args, " "))
 }
 
 // describeMachine reads the CPU model, memory and kernel from /proc and the commit
