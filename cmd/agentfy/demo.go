@@ -17,6 +17,7 @@ import (
 	"github.com/agentfy/agentfy/channel"
 	"github.com/agentfy/agentfy/cmd/internal/conf"
 	"github.com/agentfy/agentfy/session"
+	"github.com/agentfy/agentfy/wire"
 )
 
 // toolCaller runs one tool call in the demo agent's session.
@@ -32,7 +33,7 @@ const demoStep = 3 * time.Second
 func browseDemo(ctx context.Context, call toolCaller, site string, alive func(context.Context) bool, log zerolog.Logger) {
 	tabs := map[string]string{}
 	open := func(name, path string) {
-		res, err := call(ctx, "browser_open", map[string]string{"url": site + path})
+		res, err := call(ctx, wire.ToolOpen, map[string]string{"url": site + path})
 		if err != nil {
 			log.Warn().Err(err).Msg("demo: open")
 			return
@@ -45,7 +46,7 @@ func browseDemo(ctx context.Context, call toolCaller, site string, alive func(co
 		}
 	}
 	play := func(name string, steps ...map[string]any) error {
-		_, err := call(ctx, "browser_play", map[string]any{"tabId": tabs[name], "steps": steps})
+		_, err := call(ctx, wire.ToolPlay, map[string]any{"tabId": tabs[name], "steps": steps})
 		return err
 	}
 	open("catalog", "/catalog.html")

@@ -23,6 +23,7 @@ import (
 	"github.com/agentfy/agentfy/internal/stack"
 	"github.com/agentfy/agentfy/session"
 	"github.com/agentfy/agentfy/web"
+	"github.com/agentfy/agentfy/wire"
 )
 
 // The demo: who is who in testdata/directory.json.
@@ -204,7 +205,7 @@ func cmdDev(ctx context.Context, args []string, stdout io.Writer) error {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				if _, err := empty.Tool(ctx, "browser_tabs", struct{}{}); err != nil {
+				if _, err := empty.Tool(ctx, wire.ToolTabs, struct{}{}); err != nil {
 					log.Warn().Err(err).Msg("demo: empty agent")
 				}
 			}
@@ -354,7 +355,7 @@ func (d *demoRunner) current() *stack.Session {
 
 // waitFirstTab opens the first tab of the demo site.
 func (d *demoRunner) waitFirstTab(ctx context.Context) error {
-	_, err := d.current().Tool(ctx, "browser_open", map[string]string{"url": d.st.Site + "/"})
+	_, err := d.current().Tool(ctx, wire.ToolOpen, map[string]string{"url": d.st.Site + "/"})
 	return err
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentfy/agentfy/broker"
 	"github.com/agentfy/agentfy/internal/stack"
+	"github.com/agentfy/agentfy/wire"
 )
 
 // benchSession is a worker session whose broker is real (its own Chromium, the
@@ -84,7 +85,7 @@ func startBenchSession(ctx context.Context, st *stack.Stack, agentID string, rep
 	h := bs.broker.Handler()
 	bs.inner.Store(&h)
 
-	res, err := bs.ss.Tool(ctx, "browser_open", map[string]string{"url": st.Site + path})
+	res, err := bs.ss.Tool(ctx, wire.ToolOpen, map[string]string{"url": st.Site + path})
 	if err != nil {
 		return nil, fmt.Errorf("open a tab: %w", err)
 	}
