@@ -3,8 +3,6 @@ package broker
 import (
 	"context"
 	"crypto/ecdh"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,7 +11,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,6 +19,7 @@ import (
 	"github.com/go-rod/rod/lib/proto"
 	"github.com/rs/zerolog"
 
+	"github.com/agentfy/agentfy/internal/stacktest/testkit"
 	"github.com/agentfy/agentfy/view/envelope"
 )
 
@@ -61,15 +59,11 @@ func testLogger(tb testing.TB) zerolog.Logger {
 	return zerolog.New(zerolog.NewTestWriter(tb)).Level(zerolog.DebugLevel).With().Timestamp().Logger()
 }
 
-// fakeAPI is a consumption endpoint: it hands out request ids bound to key
-// pairs and redeems each once for the test pass, as the real API does.
+// fakeAPI serves the shared fake consume route (testkit.API) and adds what this
+// package's tests watch: how many calls it got, and a way to keep one in flight.
 type fakeAPI struct {
-	srv *httptest.Server
-
-	mu     sync.Mutex
-	keys   map[string]*ecdh.PrivateKey // guarded by mu
-	status int                         // forced status, 0 for normal; guarded by mu
-	body   string                      // forced body with status 200; guarded by mu
+	consume *testkit.API
+	srv     *httptest.Server
 
 	calls atomic.Int64
 	// hold, if set, is received from before answering, to keep a
@@ -80,85 +74,29 @@ type fakeAPI struct {
 
 func newFakeAPI(tb testing.TB) *fakeAPI {
 	tb.Helper()
-	a := &fakeAPI{keys: make(map[string]*ecdh.PrivateKey)}
-	a.srv = httptest.NewServer(http.HandlerFunc(a.serve))
+	a := &fakeAPI{consume: testkit.NewAPI(testPass)}
+	a.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a.calls.Add(1)
+		if a.hold != nil {
+			a.entered <- struct{}{}
+			<-a.hold
+		}
+		a.consume.ServeHTTP(w, r)
+	}))
 	tb.Cleanup(a.srv.Close)
 	return a
 }
 
-func (a *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
-	a.calls.Add(1)
-	if a.hold != nil {
-		a.entered <- struct{}{}
-		<-a.hold
-	}
-	if r.Method != http.MethodPost || r.URL.Path != ConsumePath {
-		http.NotFound(w, r)
-		return
-	}
-	if r.Header.Get("Authorization") != "Bearer "+testPass {
-		http.Error(w, `{"error":"forbidden"}`, http.StatusForbidden)
-		return
-	}
-	var req struct {
-		RequestID string `json:"requestId"`
-	}
-	if err := json.NewDecoder(io.LimitReader(r.Body, 1024)).Decode(&req); err != nil {
-		http.Error(w, "bad", http.StatusBadRequest)
-		return
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.status != 0 {
-		http.Error(w, `{"error":"refused"}`, a.status)
-		return
-	}
-	if a.body != "" {
-		_, _ = io.WriteString(w, a.body)
-		return
-	}
-	k, ok := a.keys[req.RequestID]
-	delete(a.keys, req.RequestID)
-	if !ok {
-		http.Error(w, `{"error":"not found"}`, http.StatusNotFound)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]string{"publicKey": envelope.PublicKeyHex(k)})
-}
-
-// issue makes a request id bound to a fresh key pair, as a requesting
-// replica does.
+// issue, refuse and answer are testkit.API's Issue, Refuse and Answer under the names
+// this package's tests call.
 func (a *fakeAPI) issue(tb testing.TB) (string, *ecdh.PrivateKey) {
 	tb.Helper()
-	var id [32]byte
-	if _, err := rand.Read(id[:]); err != nil {
-		tb.Fatal(err)
-	}
-	k, err := envelope.GenerateKey(rand.Reader)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	requestID := hex.EncodeToString(id[:])
-	a.mu.Lock()
-	a.keys[requestID] = k
-	a.mu.Unlock()
-	return requestID, k
+	return a.consume.Issue(tb)
 }
 
-// refuse makes every consumption answer status (0 restores).
-func (a *fakeAPI) refuse(status int) {
-	a.mu.Lock()
-	a.status = status
-	a.mu.Unlock()
-}
+func (a *fakeAPI) refuse(status int) { a.consume.Refuse(status) }
 
-// answer makes every consumption answer 200 with body ("" restores).
-func (a *fakeAPI) answer(body string) {
-	a.mu.Lock()
-	a.body = body
-	a.mu.Unlock()
-}
+func (a *fakeAPI) answer(body string) { a.consume.Answer(body) }
 
 // testBroker is a broker on the shared Chromium, served on a unix socket.
 type testBroker struct {

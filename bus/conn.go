@@ -113,3 +113,9 @@ func Connect(cfg Config, log zerolog.Logger) (*nats.Conn, error) {
 	}
 	return nc, nil
 }
+
+// MaxPayload is the largest NATS message a deployment's server must allow (the
+// deployment template deploy/nats-server.conf.tmpl and the development stack's embedded
+// server set it): a sealed frame of the largest JPEG the API accepts
+// (wire.MaxSealedBytes, about 7.3 MiB) fits.
+const MaxPayload = 8 << 20 // 8 MiB

@@ -1,6 +1,8 @@
-// Package bus owns NATS: subject names, connections, request/reply with deadlines and
-// error codes carried in headers, and the embedded server used by the development stack
-// and tests. Nothing else in the module builds a subject or dials NATS.
+// Package bus owns the names and connections of the shared infrastructure: NATS subject
+// names (Namespace), Redis key names (Keys), connections, and request/reply with
+// deadlines and error codes carried in headers. Nothing else in the module builds a
+// subject or a key, or dials NATS. The embedded server of the development stack and the
+// tests is internal/natsserver, so that no production binary links a NATS server.
 package bus
 
 import (

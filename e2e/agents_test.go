@@ -21,10 +21,10 @@ type agentList struct {
 
 func listAgents(t *testing.T, bearer string) (int, agentList) {
 	t.Helper()
-	r := get(t, replicaA(), "/v1/agents", bearer)
+	r := client.Get(t, replicaA(), "/v1/agents", bearer)
 	var l agentList
 	if r.Status == http.StatusOK {
-		if err := json.Unmarshal(r.Body, &l); err != nil {
+		if err := json.Unmarshal([]byte(r.Body), &l); err != nil {
 			t.Fatalf("body %s: %v", r.Body, err)
 		}
 	}
@@ -32,11 +32,11 @@ func listAgents(t *testing.T, bearer string) (int, agentList) {
 }
 
 func TestAgentList(t *testing.T) {
-	running := newAgent(t, "")
-	stopped := newAgent(t, "")
+	running := client.NewAgent(t, "")
+	stopped := client.NewAgent(t, "")
 	startSession(t, running, stack.SessionOptions{})
 
-	status, l := listAgents(t, token(t, "u-alice"))
+	status, l := listAgents(t, client.Token(t, "u-alice"))
 	if status != http.StatusOK {
 		t.Fatalf("status %d", status)
 	}
@@ -58,22 +58,22 @@ func TestAgentList(t *testing.T) {
 	}
 
 	// Another team's member sees only that team's agents.
-	_, l = listAgents(t, token(t, "u-carol"))
+	_, l = listAgents(t, client.Token(t, "u-carol"))
 	if len(l.Agents) != 1 || l.Agents[0].ID != "agent-nova" {
 		t.Fatalf("carol's list: %+v", l.Agents)
 	}
 
 	// Revoking the membership empties the list at once.
-	if err := st.Dir.RemoveMember(ctx(t), "team-borealis", "u-dave"); err != nil {
+	if err := st.Dir.RemoveMember(client.Context(t), "team-borealis", "u-dave"); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = st.Dir.AddMember(ctx(t), "team-borealis", "u-dave") })
-	if _, l = listAgents(t, token(t, "u-dave")); len(l.Agents) != 0 {
+	t.Cleanup(func() { _ = st.Dir.AddMember(client.Context(t), "team-borealis", "u-dave") })
+	if _, l = listAgents(t, client.Token(t, "u-dave")); len(l.Agents) != 0 {
 		t.Fatalf("dave's list after removal: %+v", l.Agents)
 	}
 
 	// Members only: no token, a bad token and an organisation key are 401.
-	key, _, err := st.Creds.CreateOrgKey(ctx(t), "org-acme", "production", []string{auth.ScopeWorkerLogsRead})
+	key, _, err := st.Creds.CreateOrgKey(client.Context(t), "org-acme", "production", []string{auth.ScopeWorkerLogsRead})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,9 @@ import (
 
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/deploy"
+	"github.com/agentfy/agentfy/internal/natsserver"
 	"github.com/agentfy/agentfy/internal/stack"
+	"github.com/agentfy/agentfy/internal/stacktest"
 	"github.com/agentfy/agentfy/internal/testenv"
 )
 
@@ -31,14 +33,14 @@ func natsCluster(t *testing.T, secrets deploy.Secrets) []*server.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, err := bus.RunEmbedded(bus.EmbeddedOptions{Name: "n1", Port: -1, ClusterName: "agentfy", ClusterPort: -1, Config: cfg})
+	first, err := natsserver.Run(natsserver.Options{Name: "n1", Port: -1, ClusterName: "agentfy", ClusterPort: -1, Config: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
 	nodes := []*server.Server{first}
 	route := "nats-route://" + first.ClusterAddr().String()
 	for _, name := range []string{"n2", "n3"} {
-		n, err := bus.RunEmbedded(bus.EmbeddedOptions{Name: name, Port: -1, ClusterName: "agentfy", ClusterPort: -1, Routes: []string{route}, Config: cfg})
+		n, err := natsserver.Run(natsserver.Options{Name: name, Port: -1, ClusterName: "agentfy", ClusterPort: -1, Routes: []string{route}, Config: cfg})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -70,7 +72,7 @@ func TestThreeNodeClusterAndReplicaRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	nodes := natsCluster(t, secrets)
-	c := ctx(t)
+	c := client.Context(t)
 	s2, err := stack.Start(c, stack.Options{
 		NATSServers: []string{nodes[0].ClientURL(), nodes[1].ClientURL(), nodes[2].ClientURL()},
 		Secrets:     &secrets,
@@ -98,8 +100,8 @@ func TestThreeNodeClusterAndReplicaRestart(t *testing.T) {
 		if err := s2.OpenGate(c, "agent-scout"); err != nil {
 			t.Fatal(err)
 		}
-		r := get(t, base, agentPath("agent-scout"), member)
-		if res := r.result(t); r.Status != http.StatusOK || res.Page == nil || !strings.HasSuffix(res.Page.URL, "/account.html") {
+		r := client.Get(t, base, stacktest.ViewPath("agent-scout"), member)
+		if res := r.Result(t); r.Status != http.StatusOK || res.Page == nil || !strings.HasSuffix(res.Page.URL, "/account.html") {
 			t.Fatalf("view through %s: %d %.120s", base, r.Status, r.Body)
 		}
 	}
@@ -159,7 +161,7 @@ func TestThreeNodeClusterAndReplicaRestart(t *testing.T) {
 // TestGracefulShutdownDrainsPendingViews stops replica A while a view it asked for waits
 // on a broker: the view still gets its answer, then A exits.
 func TestGracefulShutdownDrainsPendingViews(t *testing.T) {
-	c := ctx(t)
+	c := client.Context(t)
 	s2, err := stack.Start(c, stack.Options{Log: zerolog.New(os.Stderr).Level(zerolog.Disabled)})
 	if err != nil {
 		t.Fatal(err)
@@ -172,7 +174,7 @@ func TestGracefulShutdownDrainsPendingViews(t *testing.T) {
 	member, _ := s2.Token("u-alice", time.Hour)
 	got := make(chan int, 1)
 	go func() {
-		req, _ := http.NewRequestWithContext(context.WithoutCancel(c), http.MethodGet, s2.Replicas[0].URL+agentPath("agent-scout"), nil)
+		req, _ := http.NewRequestWithContext(context.WithoutCancel(c), http.MethodGet, s2.Replicas[0].URL+stacktest.ViewPath("agent-scout"), nil)
 		req.Header.Set("Authorization", "Bearer "+member)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {

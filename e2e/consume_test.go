@@ -9,18 +9,13 @@ import (
 	"testing"
 
 	"github.com/agentfy/agentfy/auth"
+	"github.com/agentfy/agentfy/internal/stacktest"
 	"github.com/agentfy/agentfy/view"
 )
 
-func consume(t *testing.T, bearer, body string) (int, string) {
-	t.Helper()
-	status, _, b := validator.Call(ctx(t), t, http.MethodPost, replicaA()+"/v1/internal/worker-observations/consume", bearer, strings.NewReader(body))
-	return status, string(b)
-}
-
 func TestConsumeRoute(t *testing.T) {
-	c := ctx(t)
-	agent, other := newAgent(t, ""), newAgent(t, "")
+	c := client.Context(t)
+	agent, other := client.NewAgent(t, ""), client.NewAgent(t, "")
 	sess, passes, err := st.Sess.Start(c, agent)
 	if err != nil {
 		t.Fatal(err)
@@ -40,7 +35,7 @@ func TestConsumeRoute(t *testing.T) {
 		}
 		return id
 	}
-	body := func(id string) string { return `{"requestId":"` + id + `"}` }
+	body := stacktest.ConsumeRequest
 	id := newCap()
 
 	tests := []struct {
@@ -51,7 +46,7 @@ func TestConsumeRoute(t *testing.T) {
 		{"garbage", "not-a-pass", body(id), http.StatusUnauthorized},
 		{"forged pass", "afp_0123456789abcdef_" + strings.Repeat("cd", 32), body(id), http.StatusUnauthorized},
 		{"worker pass", passes.Worker, body(id), http.StatusForbidden},
-		{"human JWT", token(t, "u-alice"), body(id), http.StatusForbidden},
+		{"human JWT", client.Token(t, "u-alice"), body(id), http.StatusForbidden},
 		{"organisation key", orgKey, body(id), http.StatusForbidden},
 		{"another session's broker pass", otherPasses.Broker, body(id), http.StatusNotFound},
 		{"malformed body", passes.Broker, `{"requestId":`, http.StatusBadRequest},
@@ -63,26 +58,26 @@ func TestConsumeRoute(t *testing.T) {
 	var notFound []string
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, b := consume(t, tt.bearer, tt.body)
-			if got != tt.want {
-				t.Fatalf("status %d, want %d: %s", got, tt.want, b)
+			r := client.Consume(t, tt.bearer, tt.body)
+			if r.Status != tt.want {
+				t.Fatalf("status %d, want %d: %s", r.Status, tt.want, r.Body)
 			}
-			if got == http.StatusNotFound {
-				notFound = append(notFound, b)
+			if r.Status == http.StatusNotFound {
+				notFound = append(notFound, r.Body)
 			}
 		})
 	}
 	// None of the refusals destroyed the capability: the right broker redeems it once.
-	got, b := consume(t, passes.Broker, body(id))
+	r := client.Consume(t, passes.Broker, body(id))
 	var ok struct{ PublicKey string }
-	if got != http.StatusOK || json.Unmarshal([]byte(b), &ok) != nil || ok.PublicKey != "04"+strings.Repeat("ab", 64) {
-		t.Fatalf("legitimate consume: %d %s", got, b)
+	if r.Status != http.StatusOK || json.Unmarshal([]byte(r.Body), &ok) != nil || ok.PublicKey != "04"+strings.Repeat("ab", 64) {
+		t.Fatalf("legitimate consume: %d %s", r.Status, r.Body)
 	}
-	got, b = consume(t, passes.Broker, body(id))
-	if got != http.StatusNotFound {
-		t.Fatalf("replay: %d %s", got, b)
+	r = client.Consume(t, passes.Broker, body(id))
+	if r.Status != http.StatusNotFound {
+		t.Fatalf("replay: %d %s", r.Status, r.Body)
 	}
-	notFound = append(notFound, b)
+	notFound = append(notFound, r.Body)
 	for _, nb := range notFound {
 		if nb != notFound[0] {
 			t.Fatalf("404 bodies differ (an oracle): %q vs %q", nb, notFound[0])
@@ -93,8 +88,8 @@ func TestConsumeRoute(t *testing.T) {
 	if _, err := st.Sess.Stop(c, sess.ID, "operator"); err != nil {
 		t.Fatal(err)
 	}
-	if got, b := consume(t, passes.Broker, body(id2)); got != http.StatusUnauthorized {
-		t.Fatalf("stopped session's broker pass: %d %s", got, b)
+	if r := client.Consume(t, passes.Broker, body(id2)); r.Status != http.StatusUnauthorized {
+		t.Fatalf("stopped session's broker pass: %d %s", r.Status, r.Body)
 	}
 }
 
@@ -104,11 +99,11 @@ func TestStatusFeedAccess(t *testing.T) {
 		want          int
 	}{
 		"no token":      {"agent-scout", "", http.StatusUnauthorized},
-		"foreign agent": {"agent-nova", token(t, "u-alice"), http.StatusNotFound},
-		"unknown agent": {"agent-nobody", token(t, "u-alice"), http.StatusNotFound},
+		"foreign agent": {"agent-nova", client.Token(t, "u-alice"), http.StatusNotFound},
+		"unknown agent": {"agent-nobody", client.Token(t, "u-alice"), http.StatusNotFound},
 	} {
 		t.Run(name, func(t *testing.T) {
-			req, _ := http.NewRequestWithContext(ctx(t), http.MethodGet, replicaA()+"/v1/agents/"+tc.agent+"/worker/status", nil)
+			req, _ := http.NewRequestWithContext(client.Context(t), http.MethodGet, replicaA()+stacktest.StatusPath(tc.agent), nil)
 			if tc.bearer != "" {
 				req.Header.Set("Authorization", "Bearer "+tc.bearer)
 			}

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,38 +13,10 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentfy/agentfy/internal/stack"
+	"github.com/agentfy/agentfy/internal/stacktest"
 	"github.com/agentfy/agentfy/session"
 	"github.com/agentfy/agentfy/worker"
 )
-
-// statusStream reads the status feed of one agent from one replica.
-func statusStream(t *testing.T, c context.Context, base, agent, bearer string) <-chan map[string]any {
-	t.Helper()
-	req, _ := http.NewRequestWithContext(c, http.MethodGet, base+"/v1/agents/"+agent+"/worker/status", nil)
-	req.Header.Set("Authorization", "Bearer "+bearer)
-	resp, err := http.DefaultClient.Do(req) //nolint:bodyclose // the reader goroutine closes it
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" || resp.Header.Get("Cache-Control") != "no-store" {
-		t.Fatalf("status feed: %d %v", resp.StatusCode, resp.Header)
-	}
-	out := make(chan map[string]any, 64)
-	go func() {
-		defer close(out)
-		defer func() { _ = resp.Body.Close() }()
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
-				var ev map[string]any
-				if json.Unmarshal([]byte(data), &ev) == nil {
-					out <- ev
-				}
-			}
-		}
-	}()
-	return out
-}
 
 // TestPollingDoesNotKeepASessionAlive polls an agent every second for 30 s without any
 // tool call: the session still goes idle and stops on time, the views never touch the
@@ -53,7 +24,7 @@ func statusStream(t *testing.T, c context.Context, base, agent, bearer string) <
 func TestPollingDoesNotKeepASessionAlive(t *testing.T) {
 	t.Parallel()
 	const idleAfter, stopAfter = 10 * time.Second, 20 * time.Second
-	c := ctx(t)
+	c := client.Context(t)
 	s2, err := stack.Start(c, stack.Options{
 		Policy: session.Policy{IdleAfter: idleAfter, StopAfter: stopAfter}, Tick: 100 * time.Millisecond,
 		Log: zerolog.New(os.Stderr).Level(zerolog.WarnLevel),
@@ -68,8 +39,8 @@ func TestPollingDoesNotKeepASessionAlive(t *testing.T) {
 	}
 	feedCtx, stopFeed := context.WithTimeout(context.Background(), time.Minute)
 	defer stopFeed()
-	events := statusStream(t, feedCtx, s2.Replicas[0].URL, "agent-scout", member)
-	if ev := <-events; ev["status"] != "stopped" || ev["live"] != false {
+	events := stacktest.StatusStream(feedCtx, t, s2.Replicas[0].URL, "agent-scout", member)
+	if ev := <-events; ev.Status != session.Stopped || ev.Live {
 		t.Fatalf("first event before any session: %v", ev)
 	}
 
@@ -96,10 +67,9 @@ func TestPollingDoesNotKeepASessionAlive(t *testing.T) {
 	go func() {
 		last := ""
 		for ev := range events {
-			st, _ := ev["status"].(string)
-			if st != last {
-				last = st
-				changes <- change{st, time.Since(lastTool)}
+			if status := string(ev.Status); status != last {
+				last = status
+				changes <- change{status, time.Since(lastTool)}
 			}
 		}
 		close(changes)
@@ -115,7 +85,7 @@ func TestPollingDoesNotKeepASessionAlive(t *testing.T) {
 	defer tick.Stop()
 	for range 30 {
 		<-tick.C
-		req, _ := http.NewRequestWithContext(c, http.MethodGet, s2.Replicas[0].URL+agentPath("agent-scout"), nil)
+		req, _ := http.NewRequestWithContext(c, http.MethodGet, s2.Replicas[0].URL+stacktest.ViewPath("agent-scout"), nil)
 		req.Header.Set("Authorization", "Bearer "+member)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -180,7 +150,7 @@ func TestPollingDoesNotKeepASessionAlive(t *testing.T) {
 
 func TestRedisDownIsUnavailable(t *testing.T) {
 	t.Parallel()
-	c := ctx(t)
+	c := client.Context(t)
 	s2, err := stack.Start(c, stack.Options{Log: zerolog.New(os.Stderr).Level(zerolog.Disabled)})
 	if err != nil {
 		t.Fatal(err)
@@ -188,12 +158,12 @@ func TestRedisDownIsUnavailable(t *testing.T) {
 	t.Cleanup(s2.Close)
 	member, _ := s2.Token("u-alice", time.Hour)
 	s2.Redis.Stop()
-	for _, path := range []string{agentPath("agent-scout"), partnerPath("org-acme", "agent-scout")} {
+	for _, path := range []string{stacktest.ViewPath("agent-scout"), stacktest.PartnerViewPath("org-acme", "agent-scout")} {
 		bearer := member
 		if strings.HasPrefix(path, "/v1/orgs") {
 			bearer = "afk_0123456789abcdef_" + strings.Repeat("ab", 32)
 		}
-		r := get(t, s2.Replicas[0].URL, path, bearer)
+		r := client.Get(t, s2.Replicas[0].URL, path, bearer)
 		if r.Status != http.StatusServiceUnavailable {
 			t.Fatalf("%s with Redis down: %d %s", path, r.Status, r.Body)
 		}
@@ -204,30 +174,30 @@ func TestRedisDownIsUnavailable(t *testing.T) {
 // recorded with its reason, told on every replica's status feed, and the view says
 // live:false — unlike a lost socket, which never does.
 func TestWorkerEndsItsSession(t *testing.T) {
-	agent := newAgent(t, "")
+	agent := client.NewAgent(t, "")
 	ss := startSession(t, agent, stack.SessionOptions{Shell: true})
-	c, cancel := context.WithCancel(ctx(t))
+	c, cancel := context.WithCancel(client.Context(t))
 	defer cancel()
-	stream := statusStream(t, c, replicaA(), agent, token(t, "u-alice"))
-	if ev := <-stream; ev["live"] != true {
+	stream := stacktest.StatusStream(c, t, replicaA(), agent, client.Token(t, "u-alice"))
+	if ev := <-stream; !ev.Live {
 		t.Fatalf("first event %v", ev)
 	}
-	if err := ss.EndWorker(ctx(t)); !errors.Is(err, worker.ErrSessionEnded) {
+	if err := ss.EndWorker(client.Context(t)); !errors.Is(err, worker.ErrSessionEnded) {
 		t.Fatalf("worker ended with %v", err)
 	}
 	select {
 	case ev := <-stream:
-		if ev["status"] != "stopped" || ev["live"] != false {
+		if ev.Status != session.Stopped || ev.Live {
 			t.Fatalf("status event %v, want stopped", ev)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the status feed did not say stopped")
 	}
-	sess, err := st.Sess.Get(ctx(t), ss.ID)
+	sess, err := st.Sess.Get(client.Context(t), ss.ID)
 	if err != nil || !sess.Stopped || sess.StopReason != "worker ended" {
 		t.Fatalf("session %+v (%v)", sess, err)
 	}
-	if r := get(t, replicaA(), agentPath(agent), token(t, "u-alice")); r.Status != http.StatusOK || string(r.Body) != "{\"live\":false}\n" {
+	if r := client.Get(t, replicaA(), stacktest.ViewPath(agent), client.Token(t, "u-alice")); r.Status != http.StatusOK || r.Body != "{\"live\":false}\n" {
 		t.Fatalf("view after the worker ended: %d %s", r.Status, r.Body)
 	}
 }

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"io"
@@ -19,12 +18,11 @@ import (
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/internal/stack"
+	"github.com/agentfy/agentfy/internal/stacktest"
 	"github.com/agentfy/agentfy/internal/testenv"
 	"github.com/agentfy/agentfy/openapi"
 	"github.com/agentfy/agentfy/view"
 )
-
-func base64Decode(s string) ([]byte, error) { return base64.StdEncoding.Strict().DecodeString(s) }
 
 // replicaA and replicaB: requests go to A, workers attach to B.
 func replicaA() string { return st.Replicas[0].URL }
@@ -32,7 +30,7 @@ func replicaA() string { return st.Replicas[0].URL }
 func startSession(t *testing.T, agent string, o stack.SessionOptions) *stack.Session {
 	t.Helper()
 	o.Replica = 1
-	ss, err := st.StartSession(ctx(t), agent, o)
+	ss, err := st.StartSession(client.Context(t), agent, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,9 +39,9 @@ func startSession(t *testing.T, agent string, o stack.SessionOptions) *stack.Ses
 }
 
 func TestFrameOfTheOpenedPage(t *testing.T) {
-	agent := newAgent(t, "")
+	agent := client.NewAgent(t, "")
 	ss := startSession(t, agent, stack.SessionOptions{})
-	if _, err := ss.Tool(ctx(t), "browser_open", map[string]string{"url": st.Site + "/"}); err != nil {
+	if _, err := ss.Tool(client.Context(t), "browser_open", map[string]string{"url": st.Site + "/"}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -67,11 +65,11 @@ func TestFrameOfTheOpenedPage(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	r := get(t, replicaA(), agentPath(agent), token(t, "u-alice"))
+	r := client.Get(t, replicaA(), stacktest.ViewPath(agent), client.Token(t, "u-alice"))
 	if r.Status != http.StatusOK {
 		t.Fatalf("status %d: %s", r.Status, r.Body)
 	}
-	res := r.result(t)
+	res := r.Result(t)
 	if !res.Live || res.Page == nil {
 		t.Fatalf("result %.200s", r.Body)
 	}
@@ -81,7 +79,7 @@ func TestFrameOfTheOpenedPage(t *testing.T) {
 	if _, err := time.Parse("2006-01-02T15:04:05.000Z", res.Page.CapturedAt); err != nil {
 		t.Fatalf("capturedAt %q: %v", res.Page.CapturedAt, err)
 	}
-	img := decodeFrame(t, res.Page)
+	img := stacktest.DecodeFrame(t, res.Page)
 	if b := img.Bounds(); b.Dx() != 1280 || b.Dy() < 700 || b.Dy() > 900 {
 		t.Fatalf("frame size %v, want the 1280×800 viewport", b)
 	}
@@ -91,18 +89,18 @@ func TestFrameOfTheOpenedPage(t *testing.T) {
 	}
 
 	// The partner route gives the same kind of answer.
-	key, _, err := st.Creds.CreateOrgKey(ctx(t), "org-acme", "production", []string{auth.ScopeWorkerLogsRead})
+	key, _, err := st.Creds.CreateOrgKey(client.Context(t), "org-acme", "production", []string{auth.ScopeWorkerLogsRead})
 	if err != nil {
 		t.Fatal(err)
 	}
-	openGate(t, agent)
-	r = get(t, replicaA(), partnerPath("org-acme", agent), key)
-	if res := r.result(t); r.Status != http.StatusOK || res.Page == nil || res.Page.Title != "Northwind Supplies — Home" {
+	client.OpenGate(t, agent)
+	r = client.Get(t, replicaA(), stacktest.PartnerViewPath("org-acme", agent), key)
+	if res := r.Result(t); r.Status != http.StatusOK || res.Page == nil || res.Page.Title != "Northwind Supplies — Home" {
 		t.Fatalf("partner view: %d %.200s", r.Status, r.Body)
 	}
 
 	// And one tool call, which travels sealed too.
-	if _, err := ss.Tool(ctx(t), "browser_tabs", struct{}{}); err != nil {
+	if _, err := ss.Tool(client.Context(t), "browser_tabs", struct{}{}); err != nil {
 		t.Fatal(err)
 	}
 	// A round trip through the server after the last reply: the watcher has it all.
@@ -115,7 +113,7 @@ func TestFrameOfTheOpenedPage(t *testing.T) {
 	_ = sub.Unsubscribe()
 	mu.Lock()
 	defer mu.Unlock()
-	raw, _ := base64Decode(res.Page.Data)
+	raw, _ := stacktest.DecodeBase64(res.Page.Data)
 	var viewRequests, envelopes, toolRequests, toolReplies int
 	prefix := st.NS.Prefix() + "."
 	for _, m := range seen {
@@ -155,26 +153,26 @@ func TestFrameOfTheOpenedPage(t *testing.T) {
 }
 
 func TestNoTabIsPageNull(t *testing.T) {
-	agent := newAgent(t, "")
+	agent := client.NewAgent(t, "")
 	startSession(t, agent, stack.SessionOptions{})
-	r := get(t, replicaA(), agentPath(agent), token(t, "u-bob"))
-	if r.Status != http.StatusOK || string(r.Body) != "{\"live\":true,\"page\":null}\n" {
+	r := client.Get(t, replicaA(), stacktest.ViewPath(agent), client.Token(t, "u-bob"))
+	if r.Status != http.StatusOK || r.Body != "{\"live\":true,\"page\":null}\n" {
 		t.Fatalf("%d %s", r.Status, r.Body)
 	}
 }
 
 func TestNoSessionIsNotLive(t *testing.T) {
-	agent := newAgent(t, "")
-	r := get(t, replicaA(), agentPath(agent), token(t, "u-alice"))
-	if r.Status != http.StatusOK || string(r.Body) != "{\"live\":false}\n" {
+	agent := client.NewAgent(t, "")
+	r := client.Get(t, replicaA(), stacktest.ViewPath(agent), client.Token(t, "u-alice"))
+	if r.Status != http.StatusOK || r.Body != "{\"live\":false}\n" {
 		t.Fatalf("%d %s", r.Status, r.Body)
 	}
 }
 
 func TestRechecksAfterCapture(t *testing.T) {
-	agent := newAgent(t, "")
+	agent := client.NewAgent(t, "")
 	ss := startSession(t, agent, stack.SessionOptions{})
-	if _, err := ss.Tool(ctx(t), "browser_open", map[string]string{"url": st.Site + "/account.html"}); err != nil {
+	if _, err := ss.Tool(client.Context(t), "browser_open", map[string]string{"url": st.Site + "/account.html"}); err != nil {
 		t.Fatal(err)
 	}
 	views := st.Replicas[0].Views
@@ -182,72 +180,72 @@ func TestRechecksAfterCapture(t *testing.T) {
 
 	// Membership revoked while the capture runs: 404, no frame.
 	views.SetHooks(&view.Hooks{OnReply: func(b []byte) []byte {
-		if err := st.Dir.RemoveMember(ctx(t), "team-atlas", "u-bob"); err != nil {
+		if err := st.Dir.RemoveMember(client.Context(t), "team-atlas", "u-bob"); err != nil {
 			t.Error(err)
 		}
 		return b
 	}})
-	t.Cleanup(func() { _ = st.Dir.AddMember(ctx(t), "team-atlas", "u-bob") })
-	r := get(t, replicaA(), agentPath(agent), token(t, "u-bob"))
-	if r.Status != http.StatusNotFound || strings.Contains(string(r.Body), "data") {
+	t.Cleanup(func() { _ = st.Dir.AddMember(client.Context(t), "team-atlas", "u-bob") })
+	r := client.Get(t, replicaA(), stacktest.ViewPath(agent), client.Token(t, "u-bob"))
+	if r.Status != http.StatusNotFound || strings.Contains(r.Body, "data") {
 		t.Fatalf("revoked during capture: %d %.200s", r.Status, r.Body)
 	}
-	if err := st.Dir.AddMember(ctx(t), "team-atlas", "u-bob"); err != nil {
+	if err := st.Dir.AddMember(client.Context(t), "team-atlas", "u-bob"); err != nil {
 		t.Fatal(err)
 	}
 
 	// Session stopped while the capture runs: live:false, never a frame.
-	openGate(t, agent)
+	client.OpenGate(t, agent)
 	views.SetHooks(&view.Hooks{OnReply: func(b []byte) []byte {
-		if err := ss.Stop(ctx(t)); err != nil {
+		if err := ss.Stop(client.Context(t)); err != nil {
 			t.Error(err)
 		}
 		return b
 	}})
-	r = get(t, replicaA(), agentPath(agent), token(t, "u-alice"))
-	if r.Status != http.StatusOK || string(r.Body) != "{\"live\":false}\n" {
+	r = client.Get(t, replicaA(), stacktest.ViewPath(agent), client.Token(t, "u-alice"))
+	if r.Status != http.StatusOK || r.Body != "{\"live\":false}\n" {
 		t.Fatalf("stopped during capture: %d %.200s", r.Status, r.Body)
 	}
 }
 
 func TestAccessAnswers(t *testing.T) {
-	agent := newAgent(t, "")
-	stagingAgent := newAgent(t, "staging")
-	ctx := ctx(t)
+	agent := client.NewAgent(t, "")
+	stagingAgent := client.NewAgentIn(t, "", "staging")
+	ctx := client.Context(t)
 	reader, _, _ := st.Creds.CreateOrgKey(ctx, "org-acme", "production", []string{auth.ScopeWorkerLogsRead})
 	noScope, _, _ := st.Creds.CreateOrgKey(ctx, "org-acme", "production", []string{"agents:read"})
 	otherOrg, _, _ := st.Creds.CreateOrgKey(ctx, "org-globex", "production", []string{auth.ScopeWorkerLogsRead})
 	stagingKey, _, _ := st.Creds.CreateOrgKey(ctx, "org-acme", "staging", []string{auth.ScopeWorkerLogsRead})
-	member, outsider := token(t, "u-alice"), token(t, "u-carol")
+	member, outsider := client.Token(t, "u-alice"), client.Token(t, "u-carol")
 
 	tests := []struct {
 		name, path, bearer string
 		want               int
 	}{
-		{"no token", agentPath(agent), "", http.StatusUnauthorized},
-		{"garbage token", agentPath(agent), "nope", http.StatusUnauthorized},
-		{"org key on the human route", agentPath(agent), reader, http.StatusUnauthorized},
-		{"unknown agent", agentPath("agent-nobody"), member, http.StatusNotFound},
-		{"agent of another team", agentPath("agent-nova"), member, http.StatusNotFound},
-		{"outsider on our agent", agentPath(agent), outsider, http.StatusNotFound},
-		{"partner without scope", partnerPath("org-acme", agent), noScope, http.StatusForbidden},
-		{"partner key of another org", partnerPath("org-globex", agent), otherOrg, http.StatusNotFound},
-		{"partner key for another org's path", partnerPath("org-acme", agent), otherOrg, http.StatusNotFound},
-		{"partner key of another environment", partnerPath("org-acme", agent), stagingKey, http.StatusNotFound},
-		{"partner key of staging on a production agent", partnerPath("org-acme", agent), stagingKey, http.StatusNotFound},
-		{"partner unknown agent", partnerPath("org-acme", "agent-nobody"), reader, http.StatusNotFound},
-		{"partner JWT", partnerPath("org-acme", agent), member, http.StatusUnauthorized},
-		{"partner no credential", partnerPath("org-acme", agent), "", http.StatusUnauthorized},
+		{"no token", stacktest.ViewPath(agent), "", http.StatusUnauthorized},
+		{"garbage token", stacktest.ViewPath(agent), "nope", http.StatusUnauthorized},
+		{"org key on the human route", stacktest.ViewPath(agent), reader, http.StatusUnauthorized},
+		{"unknown agent", stacktest.ViewPath("agent-nobody"), member, http.StatusNotFound},
+		{"agent of another team", stacktest.ViewPath("agent-nova"), member, http.StatusNotFound},
+		{"outsider on our agent", stacktest.ViewPath(agent), outsider, http.StatusNotFound},
+		{"partner without scope", stacktest.PartnerViewPath("org-acme", agent), noScope, http.StatusForbidden},
+		{"partner key of another org", stacktest.PartnerViewPath("org-globex", agent), otherOrg, http.StatusNotFound},
+		{"partner key for another org's path", stacktest.PartnerViewPath("org-acme", agent), otherOrg, http.StatusNotFound},
+		{"partner key of another environment", stacktest.PartnerViewPath("org-acme", agent), stagingKey, http.StatusNotFound},
+		{"partner key of staging on a production agent", stacktest.PartnerViewPath("org-acme", agent), stagingKey, http.StatusNotFound},
+		{"partner unknown agent", stacktest.PartnerViewPath("org-acme", "agent-nobody"), reader, http.StatusNotFound},
+		{"partner JWT", stacktest.PartnerViewPath("org-acme", agent), member, http.StatusUnauthorized},
+		{"partner no credential", stacktest.PartnerViewPath("org-acme", agent), "", http.StatusUnauthorized},
 	}
 	var notFound []string
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := get(t, replicaA(), tt.path, tt.bearer)
+			r := client.Get(t, replicaA(), tt.path, tt.bearer)
 			if r.Status != tt.want {
 				t.Fatalf("status %d, want %d: %s", r.Status, tt.want, r.Body)
 			}
 			if r.Status == http.StatusNotFound {
-				notFound = append(notFound, string(r.Body))
+				notFound = append(notFound, r.Body)
 			}
 		})
 	}
@@ -257,48 +255,48 @@ func TestAccessAnswers(t *testing.T) {
 		}
 	}
 	// None of those burned the agent's gate: the staging key is right for its agent.
-	if r := get(t, replicaA(), partnerPath("org-acme", stagingAgent), stagingKey); r.Status != http.StatusOK || string(r.Body) != "{\"live\":false}\n" {
+	if r := client.Get(t, replicaA(), stacktest.PartnerViewPath("org-acme", stagingAgent), stagingKey); r.Status != http.StatusOK || r.Body != "{\"live\":false}\n" {
 		t.Fatalf("staging key on staging agent: %d %s", r.Status, r.Body)
 	}
-	if r := get(t, replicaA(), agentPath(agent), member); r.Status != http.StatusOK {
+	if r := client.Get(t, replicaA(), stacktest.ViewPath(agent), member); r.Status != http.StatusOK {
 		t.Fatalf("after refusals the member's first view: %d %s", r.Status, r.Body)
 	}
 }
 
 func TestGateAcrossReplicas(t *testing.T) {
-	agent := newAgent(t, "")
-	member := token(t, "u-alice")
-	if r := get(t, st.Replicas[0].URL, agentPath(agent), member); r.Status != http.StatusOK {
+	agent := client.NewAgent(t, "")
+	member := client.Token(t, "u-alice")
+	if r := client.Get(t, st.Replicas[0].URL, stacktest.ViewPath(agent), member); r.Status != http.StatusOK {
 		t.Fatalf("first: %d %s", r.Status, r.Body)
 	}
-	r := get(t, st.Replicas[1].URL, agentPath(agent), member)
+	r := client.Get(t, st.Replicas[1].URL, stacktest.ViewPath(agent), member)
 	if r.Status != http.StatusTooManyRequests || r.Header.Get("Retry-After") != "2" {
 		t.Fatalf("second within 2 s on the other replica: %d Retry-After=%q %s", r.Status, r.Header.Get("Retry-After"), r.Body)
 	}
 }
 
 func TestUnavailable(t *testing.T) {
-	member := token(t, "u-alice")
+	member := client.Token(t, "u-alice")
 
 	t.Run("no replica holds the socket", func(t *testing.T) {
-		agent := newAgent(t, "")
-		if _, _, err := st.Sess.Start(ctx(t), agent); err != nil {
+		agent := client.NewAgent(t, "")
+		if _, _, err := st.Sess.Start(client.Context(t), agent); err != nil {
 			t.Fatal(err)
 		}
-		r := get(t, replicaA(), agentPath(agent), member)
+		r := client.Get(t, replicaA(), stacktest.ViewPath(agent), member)
 		if r.Status != http.StatusServiceUnavailable {
 			t.Fatalf("%d %s", r.Status, r.Body)
 		}
 	})
 	t.Run("worker image without the capability", func(t *testing.T) {
-		agent := newAgent(t, "")
+		agent := client.NewAgent(t, "")
 		ss := startSession(t, agent, stack.SessionOptions{Shell: true, ImageTag: "shell:1.0"})
-		r := get(t, replicaA(), agentPath(agent), member)
+		r := client.Get(t, replicaA(), stacktest.ViewPath(agent), member)
 		if r.Status != http.StatusServiceUnavailable {
 			t.Fatalf("%d %s", r.Status, r.Body)
 		}
 		// Observation never restarts the session.
-		cur, err := st.Sess.Current(ctx(t), agent)
+		cur, err := st.Sess.Current(client.Context(t), agent)
 		if err != nil || cur.ID != ss.ID || cur.Hello.ImageTag != "shell:1.0" {
 			t.Fatalf("session after a refused view: %+v %v", cur, err)
 		}
@@ -306,25 +304,25 @@ func TestUnavailable(t *testing.T) {
 	t.Run("worker answers method not found", func(t *testing.T) {
 		// The hello listed browserView, but by the time a view arrives the worker has no
 		// broker socket any more (an old image would answer the same way).
-		agent := newAgent(t, "")
+		agent := client.NewAgent(t, "")
 		ss := startSession(t, agent, stack.SessionOptions{BrokerHandler: http.NotFoundHandler()})
 		if err := os.Remove(filepath.Join(ss.IPCDir, "browser.sock")); err != nil {
 			t.Fatal(err)
 		}
-		r := get(t, replicaA(), agentPath(agent), member)
+		r := client.Get(t, replicaA(), stacktest.ViewPath(agent), member)
 		if r.Status != http.StatusServiceUnavailable {
 			t.Fatalf("%d %s", r.Status, r.Body)
 		}
-		if cur, err := st.Sess.Current(ctx(t), agent); err != nil || cur.ID != ss.ID {
+		if cur, err := st.Sess.Current(client.Context(t), agent); err != nil || cur.ID != ss.ID {
 			t.Fatalf("session after method-not-found: %+v %v", cur, err)
 		}
 	})
 	t.Run("worker socket gone", func(t *testing.T) {
-		agent := newAgent(t, "")
+		agent := client.NewAgent(t, "")
 		ss := startSession(t, agent, stack.SessionOptions{})
 		ss.StopWorker()
 		waitOwner(t, ss.ID, "")
-		r := get(t, replicaA(), agentPath(agent), member)
+		r := client.Get(t, replicaA(), stacktest.ViewPath(agent), member)
 		if r.Status != http.StatusServiceUnavailable {
 			t.Fatalf("%d %s", r.Status, r.Body)
 		}
@@ -335,7 +333,7 @@ func TestUnavailable(t *testing.T) {
 func waitOwner(t *testing.T, sessionID, owner string) {
 	t.Helper()
 	testenv.WaitFor(t, 10*time.Second, "owner "+owner, func() bool {
-		s, err := st.Sess.Get(ctx(t), sessionID)
+		s, err := st.Sess.Get(client.Context(t), sessionID)
 		return err == nil && s.Owner == owner
 	})
 }
@@ -343,7 +341,7 @@ func waitOwner(t *testing.T, sessionID, owner string) {
 func TestServiceRoutes(t *testing.T) {
 	for _, r := range st.Replicas {
 		for path, want := range map[string]string{"/healthz": `{"ok":true}`, "/readyz": `{"ok":true}`} {
-			req, _ := http.NewRequestWithContext(ctx(t), http.MethodGet, r.URL+path, nil)
+			req, _ := http.NewRequestWithContext(client.Context(t), http.MethodGet, r.URL+path, nil)
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				t.Fatal(err)
@@ -354,7 +352,7 @@ func TestServiceRoutes(t *testing.T) {
 				t.Fatalf("%s%s: %d %s", r.URL, path, resp.StatusCode, b)
 			}
 		}
-		req, _ := http.NewRequestWithContext(ctx(t), http.MethodGet, r.URL+"/openapi.yaml", nil)
+		req, _ := http.NewRequestWithContext(client.Context(t), http.MethodGet, r.URL+"/openapi.yaml", nil)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -385,7 +383,7 @@ func TestSessionStartIsQuietOnTheBus(t *testing.T) {
 	if err := watcher.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	ss := startSession(t, newAgent(t, ""), stack.SessionOptions{Shell: true})
+	ss := startSession(t, client.NewAgent(t, ""), stack.SessionOptions{Shell: true})
 	if err := st.Bus.Flush(); err != nil {
 		t.Fatal(err)
 	}

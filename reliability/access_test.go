@@ -12,11 +12,12 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/agentfy/agentfy/auth"
+	"github.com/agentfy/agentfy/internal/stacktest"
 )
 
 func TestAccess(t *testing.T) {
-	c := ctx(t)
-	agent := newAgent(t, "agent-access")
+	c := client.Context(t)
+	agent := client.NewAgent(t, "agent-access")
 	_, passes, err := st.Sess.Start(c, agent)
 	if err != nil {
 		t.Fatal(err)
@@ -36,17 +37,15 @@ func TestAccess(t *testing.T) {
 	badSig := sign(jwt.SigningMethodHS256, []byte("another-secret-of-thirty-two-bytes!!"), claims(time.Now().Add(time.Hour), "u-alice"))
 	none := sign(jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, claims(time.Now().Add(time.Hour), "u-alice"))
 	es256 := sign(jwt.SigningMethodES256, ecKey, claims(time.Now().Add(time.Hour), "u-alice"))
-	otherTeam := token(t, "u-carol")
+	otherTeam := client.Token(t, "u-carol")
 	otherOrg, _, _ := st.Creds.CreateOrgKey(c, "org-globex", "production", []string{auth.ScopeWorkerLogsRead})
 	otherEnv, _, _ := st.Creds.CreateOrgKey(c, "org-acme", "staging", []string{auth.ScopeWorkerLogsRead})
 	noScope, _, _ := st.Creds.CreateOrgKey(c, "org-acme", "production", nil)
 
-	human := func(r int) string { return viewURL(r, agent) }
-	partner := func(org string) string {
-		return st.Replicas[0].URL + "/v1/orgs/" + org + "/agents/" + agent + "/worker/view"
-	}
+	human := func(r int) string { return client.ViewURL(r, agent) }
+	partner := func(org string) string { return client.PartnerViewURL(0, org, agent) }
 	consumeURL := st.Replicas[0].URL + "/v1/internal/worker-observations/consume"
-	unknown := do(t, http.MethodGet, viewURL(0, "agent-nobody"), token(t, "u-alice"), nil)
+	unknown := client.Do(t, http.MethodGet, client.ViewURL(0, "agent-nobody"), client.Token(t, "u-alice"), nil)
 
 	cases := []struct {
 		name, method, url, bearer string
@@ -64,9 +63,9 @@ func TestAccess(t *testing.T) {
 		{"partner_key_of_another_organisation_on_ours", http.MethodGet, partner("org-acme"), otherOrg, http.StatusNotFound, true},
 		{"partner_key_of_another_environment", http.MethodGet, partner("org-acme"), otherEnv, http.StatusNotFound, true},
 		{"partner_key_without_the_scope", http.MethodGet, partner("org-acme"), noScope, http.StatusForbidden, false},
-		{"partner_human_JWT", http.MethodGet, partner("org-acme"), token(t, "u-alice"), http.StatusUnauthorized, false},
-		{"status_feed_no_credential", http.MethodGet, st.Replicas[0].URL + "/v1/agents/" + agent + "/worker/status", "", http.StatusUnauthorized, false},
-		{"status_feed_another_team", http.MethodGet, st.Replicas[0].URL + "/v1/agents/" + agent + "/worker/status", otherTeam, http.StatusNotFound, true},
+		{"partner_human_JWT", http.MethodGet, partner("org-acme"), client.Token(t, "u-alice"), http.StatusUnauthorized, false},
+		{"status_feed_no_credential", http.MethodGet, st.Replicas[0].URL + stacktest.StatusPath(agent), "", http.StatusUnauthorized, false},
+		{"status_feed_another_team", http.MethodGet, st.Replicas[0].URL + stacktest.StatusPath(agent), otherTeam, http.StatusNotFound, true},
 		{"consume_no_credential", http.MethodPost, consumeURL, "", http.StatusUnauthorized, false},
 		{"consume_worker_pass", http.MethodPost, consumeURL, passes.Worker, http.StatusForbidden, false},
 		{"consume_organisation_key", http.MethodPost, consumeURL, noScope, http.StatusForbidden, false},
@@ -81,11 +80,11 @@ func TestAccess(t *testing.T) {
 				expected += ", the unknown agent's body"
 			}
 			record(t, "Access (Cache-Control: no-store on every answer)", expected, &observed)
-			var a answer
+			var a stacktest.Response
 			if tc.method == http.MethodPost {
-				a = do(t, tc.method, tc.url, tc.bearer, stringsReader(`{"requestId":"`+fmt.Sprintf("%064x", 1)+`"}`))
+				a = client.Do(t, tc.method, tc.url, tc.bearer, stringsReader(`{"requestId":"`+fmt.Sprintf("%064x", 1)+`"}`))
 			} else {
-				a = do(t, tc.method, tc.url, tc.bearer, nil)
+				a = client.Do(t, tc.method, tc.url, tc.bearer, nil)
 			}
 			observed = fmt.Sprint(a.Status)
 			if tc.same404 && a.Status == http.StatusNotFound {

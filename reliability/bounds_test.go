@@ -18,6 +18,7 @@ import (
 	"github.com/agentfy/agentfy/channel"
 	"github.com/agentfy/agentfy/deploy"
 	"github.com/agentfy/agentfy/directory"
+	"github.com/agentfy/agentfy/internal/natsserver"
 	"github.com/agentfy/agentfy/internal/replica"
 	"github.com/agentfy/agentfy/internal/stack"
 	"github.com/agentfy/agentfy/view"
@@ -38,11 +39,11 @@ func TestPendingLimitPerReplica(t *testing.T) {
 	for i := range n {
 		seed.Agents = append(seed.Agents, directory.Agent{ID: fmt.Sprintf("agent-p%03d", i), TeamID: "team-atlas", OrgID: "org-acme", Environment: "production"})
 	}
-	if err := st.Dir.Load(ctx(t), seed); err != nil {
+	if err := st.Dir.Load(client.Context(t), seed); err != nil {
 		t.Fatal(err)
 	}
 	for _, a := range seed.Agents {
-		if _, _, err := st.Sess.Start(ctx(t), a.ID); err != nil {
+		if _, _, err := st.Sess.Start(client.Context(t), a.ID); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -67,13 +68,13 @@ func TestPendingLimitPerReplica(t *testing.T) {
 	}
 	t.Cleanup(release)
 
-	member := token(t, "u-alice")
+	member := client.Token(t, "u-alice")
 	views := st.Replicas[0].Views
 	statuses := make(chan int, n)
 	var wg sync.WaitGroup
 	for _, a := range seed.Agents[:view.MaxPending] {
 		wg.Go(func() {
-			statuses <- do(t, http.MethodGet, viewURL(0, a.ID), member, nil).Status
+			statuses <- client.Do(t, http.MethodGet, client.ViewURL(0, a.ID), member, nil).Status
 		})
 	}
 	deadline := time.Now().Add(20 * time.Second)
@@ -84,7 +85,7 @@ func TestPendingLimitPerReplica(t *testing.T) {
 		time.Sleep(5 * time.Millisecond) // polling the replica's own gauge
 	}
 	start := time.Now()
-	r := do(t, http.MethodGet, viewURL(0, seed.Agents[view.MaxPending].ID), member, nil)
+	r := client.Do(t, http.MethodGet, client.ViewURL(0, seed.Agents[view.MaxPending].ID), member, nil)
 	took := time.Since(start)
 	observed = fmt.Sprintf("%d pending, the 129th answered %d after %v", views.Pending(), r.Status, took.Round(time.Millisecond))
 	if r.Status != http.StatusServiceUnavailable || took > refusedAtOnce {
@@ -106,9 +107,9 @@ func TestPendingLimitPerReplica(t *testing.T) {
 func TestObservationWaitersPerConnection(t *testing.T) {
 	observed := ""
 	record(t, "Bounds", "8 observations wait on one worker connection; the 9th is refused (busy) at once", &observed)
-	agent := newAgent(t, "agent-waiters")
+	agent := client.NewAgent(t, "agent-waiters")
 	hb := stack.NewHoldingBroker(16)
-	ss, err := st.StartSession(ctx(t), agent, stack.SessionOptions{Replica: 1, BrokerHandler: hb})
+	ss, err := st.StartSession(client.Context(t), agent, stack.SessionOptions{Replica: 1, BrokerHandler: hb})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +139,7 @@ func TestObservationWaitersPerConnection(t *testing.T) {
 		return errors.As(err, &re) && re.Code == view.ReasonBusy && strings.Contains(re.Description, "for this session")
 	}
 	errs := make(chan error, channel.MaxObservationWaiters)
-	reqCtx, cancel := context.WithTimeout(ctx(t), 30*time.Second)
+	reqCtx, cancel := context.WithTimeout(client.Context(t), 30*time.Second)
 	defer cancel()
 	for range channel.MaxObservationWaiters {
 		go func() {
@@ -191,15 +192,15 @@ func TestOversizedReplyFailsAtOnce(t *testing.T) {
 	owner.SetEnvelopeHook(func([]byte) []byte { return make([]byte, bus.MaxPayload+1) })
 	t.Cleanup(func() { owner.SetEnvelopeHook(nil) })
 	start := time.Now()
-	a := poll(t, agent)
+	a := client.Poll(t, agent)
 	took := time.Since(start)
-	observed = fmt.Sprintf("%s after %v", a.summary(), took.Round(time.Millisecond))
+	observed = fmt.Sprintf("%s after %v", a.Summary(), took.Round(time.Millisecond))
 	if a.Status != http.StatusServiceUnavailable || took > 3*time.Second {
 		t.Fatalf("oversized reply: %s", observed)
 	}
 	owner.SetEnvelopeHook(nil)
-	if a := poll(t, agent); a.summary() != "200 frame" {
-		t.Fatalf("after: %s", a.summary())
+	if a := client.Poll(t, agent); a.Summary() != "200 frame" {
+		t.Fatalf("after: %s", a.Summary())
 	}
 }
 
@@ -210,14 +211,14 @@ func TestReplicaRefusesASmallMaxPayload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := bus.RunEmbedded(bus.EmbeddedOptions{Name: "small-payload", Port: -1, Config: strings.Replace(cfg, "max_payload: 8MB", "max_payload: 1MB", 1)})
+	srv, err := natsserver.Run(natsserver.Options{Name: "small-payload", Port: -1, Config: strings.Replace(cfg, "max_payload: 8MB", "max_payload: 1MB", 1)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
 	natsCfg := st.NATSConfig(bus.RoleReplica, "small")
 	natsCfg.Servers = []string{srv.ClientURL()}
-	_, err = replica.New(ctx(t), replica.Options{ReplicaID: "small", Deployment: "dev", Redis: st.RedisOptions(deploy.RedisReplica), NATS: natsCfg, JWT: st.JWTConfig(), OpenAPI: []byte("x")})
+	_, err = replica.New(client.Context(t), replica.Options{ReplicaID: "small", Deployment: "dev", Redis: st.RedisOptions(deploy.RedisReplica), NATS: natsCfg, JWT: st.JWTConfig(), OpenAPI: []byte("x")})
 	observed = fmt.Sprint(err)
 	if err == nil || !strings.Contains(err.Error(), "max_payload") {
 		t.Fatalf("replica on a 1 MB server: %v", err)

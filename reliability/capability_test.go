@@ -10,18 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentfy/agentfy/internal/stacktest"
 	"github.com/agentfy/agentfy/internal/testenv"
 	"github.com/agentfy/agentfy/view"
 )
 
-func consume(t *testing.T, bearer, requestID string) answer {
-	t.Helper()
-	return do(t, http.MethodPost, st.Replicas[0].URL+"/v1/internal/worker-observations/consume", bearer, strings.NewReader(`{"requestId":"`+requestID+`"}`))
-}
-
 func TestCapabilities(t *testing.T) {
-	c := ctx(t)
-	agent, other := newAgent(t, "agent-cap"), newAgent(t, "agent-cap-other")
+	c := client.Context(t)
+	agent, other := client.NewAgent(t, "agent-cap"), client.NewAgent(t, "agent-cap-other")
 	sess, passes, err := st.Sess.Start(c, agent)
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +38,7 @@ func TestCapabilities(t *testing.T) {
 		return id
 	}
 	legit := func(t *testing.T, id string) string {
-		a := consume(t, passes.Broker, id)
+		a := client.Consume(t, passes.Broker, stacktest.ConsumeRequest(id))
 		var body struct{ PublicKey string }
 		if a.Status != http.StatusOK || json.Unmarshal([]byte(a.Body), &body) != nil || body.PublicKey != key {
 			t.Errorf("the legitimate broker could not consume afterwards: %d", a.Status)
@@ -50,14 +46,14 @@ func TestCapabilities(t *testing.T) {
 		}
 		return "200 with the key"
 	}
-	unknown := consume(t, passes.Broker, strings.Repeat("ab", 32)).Body
+	unknown := client.Consume(t, passes.Broker, stacktest.ConsumeRequest(strings.Repeat("ab", 32))).Body
 
 	t.Run("replay", func(t *testing.T) {
 		observed := ""
 		record(t, "Capabilities", "first consume 200, the replay 404 (same body as unknown)", &observed)
 		id := newCap()
 		first := legit(t, id)
-		second := consume(t, passes.Broker, id)
+		second := client.Consume(t, passes.Broker, stacktest.ConsumeRequest(id))
 		observed = first + "; replay " + fmt.Sprint(second.Status)
 		if second.Status != http.StatusNotFound || second.Body != unknown {
 			t.Errorf("replay: %d", second.Status)
@@ -75,7 +71,7 @@ func TestCapabilities(t *testing.T) {
 		}
 		keyName := "agentfy:dev:cap:{r:" + id + "}"
 		testenv.WaitFor(t, 5*time.Second, "expiry", func() bool { n, _ := st.Client.Exists(c, keyName).Result(); return n == 0 })
-		a := consume(t, passes.Broker, id)
+		a := client.Consume(t, passes.Broker, stacktest.ConsumeRequest(id))
 		observed = fmt.Sprint(a.Status)
 		if a.Status != http.StatusNotFound || a.Body != unknown {
 			t.Errorf("expired: %d", a.Status)
@@ -87,14 +83,14 @@ func TestCapabilities(t *testing.T) {
 	}{
 		{"another_session's_broker_pass", otherPasses.Broker, http.StatusNotFound},
 		{"the_session's_worker_pass", passes.Worker, http.StatusForbidden},
-		{"a_human_JWT", token(t, "u-alice"), http.StatusForbidden},
+		{"a_human_JWT", client.Token(t, "u-alice"), http.StatusForbidden},
 		{"no_credential", "", http.StatusUnauthorized},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			observed := ""
 			record(t, "Capabilities", fmt.Sprintf("%d, and the capability stays usable", tc.want), &observed)
 			id := newCap()
-			a := consume(t, tc.bearer, id)
+			a := client.Consume(t, tc.bearer, stacktest.ConsumeRequest(id))
 			observed = fmt.Sprint(a.Status) + "; then the legitimate broker: " + legit(t, id)
 			if a.Status != tc.want || (tc.want == http.StatusNotFound && a.Body != unknown) {
 				t.Errorf("got %d", a.Status)
@@ -104,8 +100,8 @@ func TestCapabilities(t *testing.T) {
 	t.Run("forged_request_id", func(t *testing.T) {
 		observed := ""
 		record(t, "Capabilities", "404 for a well-formed unknown id and for a malformed one", &observed)
-		forged := consume(t, passes.Broker, strings.Repeat("0", 64))
-		bad := consume(t, passes.Broker, "not-an-id")
+		forged := client.Consume(t, passes.Broker, stacktest.ConsumeRequest(strings.Repeat("0", 64)))
+		bad := client.Consume(t, passes.Broker, stacktest.ConsumeRequest("not-an-id"))
 		observed = fmt.Sprintf("%d, %d", forged.Status, bad.Status)
 		if forged.Status != http.StatusNotFound || bad.Status != http.StatusNotFound || forged.Body != unknown || bad.Body != unknown {
 			t.Errorf("got %s", observed)

@@ -17,6 +17,7 @@ import (
 	"github.com/agentfy/agentfy/feed"
 	"github.com/agentfy/agentfy/internal/replica"
 	"github.com/agentfy/agentfy/internal/stack"
+	"github.com/agentfy/agentfy/internal/stacktest"
 	"github.com/agentfy/agentfy/internal/testenv"
 	"github.com/agentfy/agentfy/jsonrpc"
 )
@@ -25,11 +26,11 @@ import (
 // trailing slash, unknown paths. Every answer under /v1 carries Cache-Control: no-store
 // and a JSON error body, and none is a redirect.
 func TestEveryV1AnswerIsNoStoreJSON(t *testing.T) {
-	agent := newAgent(t, "agent-edge")
+	agent := client.NewAgent(t, "agent-edge")
 	base := st.Replicas[0].URL
-	view := "/v1/agents/" + agent + "/worker/view"
-	partner := "/v1/orgs/org-acme/agents/" + agent + "/worker/view"
-	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	view := stacktest.ViewPath(agent)
+	partner := stacktest.PartnerViewPath("org-acme", agent)
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	type tc struct {
 		name, method, path string
 		want               int
@@ -53,12 +54,12 @@ func TestEveryV1AnswerIsNoStoreJSON(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			observed := ""
 			record(t, "Every /v1 answer", fmt.Sprintf("%d, Cache-Control: no-store, a JSON error body", c.want), &observed)
-			req, err := http.NewRequestWithContext(ctx(t), c.method, base+c.path, nil)
+			req, err := http.NewRequestWithContext(client.Context(t), c.method, base+c.path, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			req.Header.Set("Authorization", "Bearer "+token(t, "u-alice"))
-			resp, err := client.Do(req)
+			req.Header.Set("Authorization", "Bearer "+client.Token(t, "u-alice"))
+			resp, err := noRedirect.Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -81,7 +82,7 @@ func TestEveryV1AnswerIsNoStoreJSON(t *testing.T) {
 func TestRequestIDIsSanitised(t *testing.T) {
 	observed := ""
 	record(t, "Every /v1 answer", "a safe X-Request-Id is kept; one with spaces, quotes, control characters or over 64 characters is replaced and never logged", &observed)
-	url := st.Replicas[0].URL + "/v1/agents/agent-nobody/worker/view"
+	url := client.ViewURL(0, "agent-nobody")
 	for _, tc := range []struct {
 		sent string
 		kept bool
@@ -93,7 +94,7 @@ func TestRequestIDIsSanitised(t *testing.T) {
 		{"évasion", false},
 		{"line\tbreak", false},
 	} {
-		req, err := http.NewRequestWithContext(ctx(t), http.MethodGet, url, nil)
+		req, err := http.NewRequestWithContext(client.Context(t), http.MethodGet, url, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -149,7 +150,7 @@ func TestSlowClientsAreCut(t *testing.T) {
 	start := time.Now()
 	open := func(kind, head string) {
 		var d net.Dialer
-		c, err := d.DialContext(ctx(t), "tcp", addr)
+		c, err := d.DialContext(client.Context(t), "tcp", addr)
 		if err != nil {
 			results <- result{kind: kind, err: err}
 			return
@@ -185,8 +186,8 @@ func TestSlowClientsAreCut(t *testing.T) {
 	for range 50 {
 		go open("head", slowHead)
 	}
-	if a := poll(t, agent); a.summary() != "200 frame" {
-		t.Fatalf("a real view while 350 slow clients hold connections: %s", a.summary())
+	if a := client.Poll(t, agent); a.Summary() != "200 frame" {
+		t.Fatalf("a real view while 350 slow clients hold connections: %s", a.Summary())
 	}
 	viewAt := time.Since(start)
 	var worstBody, worstHead time.Duration
@@ -218,8 +219,8 @@ func TestSlowClientsAreCut(t *testing.T) {
 func TestStatusStreamsPerUser(t *testing.T) {
 	observed := ""
 	record(t, "Bounds", fmt.Sprintf("one user holds at most %d status streams per replica (the next: 429); another user still gets one; a closed stream frees its place", feed.MaxListenersPerCaller), &observed)
-	agent := newAgent(t, "agent-streams")
-	url := st.Replicas[0].URL + "/v1/agents/" + agent + "/worker/status"
+	agent := client.NewAgent(t, "agent-streams")
+	url := st.Replicas[0].URL + stacktest.StatusPath(agent)
 	// open opens a stream and returns its status and a function that closes it.
 	type stream struct {
 		status int
@@ -228,12 +229,12 @@ func TestStatusStreamsPerUser(t *testing.T) {
 	}
 	open := func(user string) stream {
 		t.Helper()
-		c, cancel := context.WithCancel(ctx(t))
+		c, cancel := context.WithCancel(client.Context(t))
 		req, err := http.NewRequestWithContext(c, http.MethodGet, url, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		req.Header.Set("Authorization", "Bearer "+token(t, user))
+		req.Header.Set("Authorization", "Bearer "+client.Token(t, user))
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			cancel()
@@ -277,15 +278,15 @@ func TestStatusStreamsPerUser(t *testing.T) {
 func TestHelloIsBounded(t *testing.T) {
 	observed := ""
 	record(t, "Bounds", fmt.Sprintf("a hello over %d bytes, with over %d capabilities, a capability that is not a token or an image tag over %d bytes is refused with a close reason; nothing of it reaches Redis or the logs", jsonrpc.MaxHelloBytes, jsonrpc.MaxCapabilities, jsonrpc.MaxImageTagBytes), &observed)
-	agent := newAgent(t, "agent-hello")
-	sess, passes, err := st.Sess.Start(ctx(t), agent)
+	agent := client.NewAgent(t, "agent-hello")
+	sess, passes, err := st.Sess.Start(client.Context(t), agent)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = st.Sess.Stop(context.Background(), sess.ID, "test") })
 	url := "ws" + strings.TrimPrefix(st.Replicas[0].URL, "http") + "/v1/worker/channel"
 	say := func(params any) (websocket.StatusCode, string, error) {
-		ws, resp, err := websocket.Dial(ctx(t), url, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + passes.Worker}}})
+		ws, resp, err := websocket.Dial(client.Context(t), url, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + passes.Worker}}})
 		if resp != nil && resp.Body != nil {
 			_ = resp.Body.Close()
 		}
@@ -294,11 +295,11 @@ func TestHelloIsBounded(t *testing.T) {
 		}
 		defer func() { _ = ws.CloseNow() }()
 		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": jsonrpc.MethodHello, "params": params})
-		if err := ws.Write(ctx(t), websocket.MessageText, b); err != nil {
+		if err := ws.Write(client.Context(t), websocket.MessageText, b); err != nil {
 			return 0, "", err
 		}
 		for {
-			_, data, err := ws.Read(ctx(t))
+			_, data, err := ws.Read(client.Context(t))
 			if err != nil {
 				var ce websocket.CloseError
 				if errors.As(err, &ce) {
@@ -339,7 +340,7 @@ func TestHelloIsBounded(t *testing.T) {
 		}
 		results = append(results, reason)
 	}
-	cur, err := st.Sess.Get(ctx(t), sess.ID)
+	cur, err := st.Sess.Get(client.Context(t), sess.ID)
 	if err != nil || cur.Hello.ImageTag != "" || len(cur.Hello.Capabilities) != 0 {
 		t.Fatalf("a refused hello reached the session: %+v (%v)", cur.Hello, err)
 	}

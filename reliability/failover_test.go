@@ -16,9 +16,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentfy/agentfy/deploy"
-	"github.com/agentfy/agentfy/directory"
 	"github.com/agentfy/agentfy/internal/redisserver"
 	"github.com/agentfy/agentfy/internal/stack"
+	"github.com/agentfy/agentfy/internal/stacktest"
 	"github.com/agentfy/agentfy/view"
 )
 
@@ -50,8 +50,8 @@ func TestRedisFailoverUnderLoad(t *testing.T) {
 }
 
 // replicatedStack starts kind ("cluster" or "sentinel") and a stack on it, with a
-// session of agent browsing the demo site.
-func replicatedStack(t *testing.T, c context.Context, kind, agent string) (*stack.Stack, *stack.Topology, *stack.Session) {
+// session of agent browsing the demo site, and returns a client of that stack.
+func replicatedStack(t *testing.T, c context.Context, kind, agent string) (*stacktest.Client, *stack.Topology, *stack.Session) {
 	t.Helper()
 	secrets, err := deploy.GenerateSecrets()
 	if err != nil {
@@ -67,9 +67,8 @@ func replicatedStack(t *testing.T, c context.Context, kind, agent string) (*stac
 		t.Fatal(err)
 	}
 	t.Cleanup(fs.Close)
-	if err := fs.Dir.Load(c, directory.Seed{Agents: []directory.Agent{{ID: agent, Name: agent, TeamID: "team-atlas", OrgID: "org-acme", Environment: "production"}}}); err != nil {
-		t.Fatal(err)
-	}
+	fc := &stacktest.Client{St: fs, Validator: client.Validator}
+	fc.NewAgent(t, agent)
 	ss, err := fs.StartSession(c, agent, stack.SessionOptions{Replica: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +77,7 @@ func replicatedStack(t *testing.T, c context.Context, kind, agent string) (*stac
 	if _, err := ss.Tool(c, "browser_open", map[string]string{"url": fs.Site + "/"}); err != nil {
 		t.Fatal(err)
 	}
-	return fs, topo, ss
+	return fc, topo, ss
 }
 
 // TestUnacknowledgedGateFailsTheView freezes the Sentinel set's replica (SIGSTOP: its
@@ -92,22 +91,15 @@ func TestUnacknowledgedGateFailsTheView(t *testing.T) {
 	c, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
 	agent := "agent-unacked"
-	fs, topo, _ := replicatedStack(t, c, "sentinel", agent)
-	tok, err := fs.Token("u-alice", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := fs.Replicas[0].URL + "/v1/agents/" + agent + "/worker/view"
-	view := func() answer {
+	fc, topo, _ := replicatedStack(t, c, "sentinel", agent)
+	tok := fc.Token(t, "u-alice")
+	view := func() stacktest.Response {
 		t.Helper()
-		if err := fs.OpenGate(c, agent); err != nil {
-			t.Fatal(err)
-		}
-		status, header, b := validator.Call(c, t, http.MethodGet, url, tok, nil)
-		return answer{status, header, string(b)}
+		fc.OpenGate(t, agent)
+		return fc.Do(t, http.MethodGet, fc.ViewURL(0, agent), tok, nil)
 	}
-	if a := view(); a.summary() != "200 frame" {
-		t.Fatalf("before: %s", a.summary())
+	if a := view(); a.Summary() != "200 frame" {
+		t.Fatalf("before: %s", a.Summary())
 	}
 	master, err := topo.Sentinel.Master(c)
 	if err != nil {
@@ -133,9 +125,9 @@ func TestUnacknowledgedGateFailsTheView(t *testing.T) {
 	var during []string
 	for range 3 {
 		a := view()
-		during = append(during, a.summary())
+		during = append(during, a.Summary())
 		if a.Status != http.StatusServiceUnavailable {
-			t.Fatalf("with the replica frozen: %s, want 503", a.summary())
+			t.Fatalf("with the replica frozen: %s, want 503", a.Summary())
 		}
 	}
 	resume()
@@ -145,7 +137,7 @@ func TestUnacknowledgedGateFailsTheView(t *testing.T) {
 	tries := 0
 	for {
 		tries++
-		if a := view(); a.summary() == "200 frame" {
+		if a := view(); a.Summary() == "200 frame" {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -160,7 +152,7 @@ func failover(t *testing.T, kind string) string {
 	c, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	t.Cleanup(cancel)
 	agent := "agent-failover"
-	fs, topo, ss := replicatedStack(t, c, kind, agent)
+	fc, topo, ss := replicatedStack(t, c, kind, agent)
 
 	// Four pollers: two users through each replica, each asking every 300 ms.
 	var mu sync.Mutex
@@ -178,13 +170,10 @@ func failover(t *testing.T, kind string) string {
 	}
 	pctx, stopPolling := context.WithCancel(c)
 	var wg sync.WaitGroup
-	client := &http.Client{Timeout: 15 * time.Second}
+	pollClient := &http.Client{Timeout: 15 * time.Second}
 	for i, user := range []string{"u-alice", "u-bob", "u-alice", "u-bob"} {
-		tok, err := fs.Token(user, time.Hour)
-		if err != nil {
-			t.Fatal(err)
-		}
-		url := fs.Replicas[i%2].URL + "/v1/agents/" + agent + "/worker/view"
+		tok := fc.Token(t, user)
+		url := fc.ViewURL(i%2, agent)
 		wg.Go(func() {
 			tick := time.NewTicker(300 * time.Millisecond)
 			defer tick.Stop()
@@ -192,7 +181,7 @@ func failover(t *testing.T, kind string) string {
 				req, _ := http.NewRequestWithContext(pctx, http.MethodGet, url, nil)
 				req.Header.Set("Authorization", "Bearer "+tok)
 				p := seen{start: time.Now()}
-				resp, err := client.Do(req)
+				resp, err := pollClient.Do(req)
 				if pctx.Err() != nil {
 					return
 				}
@@ -243,7 +232,7 @@ func failover(t *testing.T, kind string) string {
 
 	// Stop the master that holds the agent's gate (and its session pointer's slot, for
 	// the Cluster: the agent's keys share its hash tag).
-	gateKey := view.NewGate(fs.Client, "dev", 0, 0).Key(agent)
+	gateKey := view.NewGate(fc.St.Client, "dev", 0, 0).Key(agent)
 	var master *redisserver.Server
 	var err error
 	if topo.Cluster != nil {
@@ -294,7 +283,7 @@ func failover(t *testing.T, kind string) string {
 		t.Errorf("%d polls got no answer at all", counts["no answer"])
 	}
 	// The session survived: the replica had it.
-	cur, err := fs.Sess.Current(c, agent)
+	cur, err := fc.St.Sess.Current(c, agent)
 	if err != nil || cur.ID != ss.ID {
 		t.Errorf("session after the failover: %q, %v; want %q", cur.ID, err, ss.ID)
 	}

@@ -20,18 +20,18 @@ import (
 // tab open on the demo site.
 func liveSession(t *testing.T, agent string, o stack.SessionOptions) *stack.Session {
 	t.Helper()
-	newAgent(t, agent)
+	client.NewAgent(t, agent)
 	o.Replica = 1
-	ss, err := st.StartSession(ctx(t), agent, o)
+	ss, err := st.StartSession(client.Context(t), agent, o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(ss.Close)
-	if _, err := ss.Tool(ctx(t), "browser_open", map[string]string{"url": st.Site + "/account.html"}); err != nil {
+	if _, err := ss.Tool(client.Context(t), "browser_open", map[string]string{"url": st.Site + "/account.html"}); err != nil {
 		t.Fatal(err)
 	}
-	if a := poll(t, agent); a.summary() != "200 frame" {
-		t.Fatalf("before the fault: %s", a.summary())
+	if a := client.Poll(t, agent); a.Summary() != "200 frame" {
+		t.Fatalf("before the fault: %s", a.Summary())
 	}
 	return ss
 }
@@ -41,18 +41,18 @@ func liveSession(t *testing.T, agent string, o stack.SessionOptions) *stack.Sess
 func fault(t *testing.T, agent string, want int, inject func(), recover func()) string {
 	t.Helper()
 	inject()
-	during := poll(t, agent)
+	during := client.Poll(t, agent)
 	recover()
-	after := poll(t, agent)
-	observed := during.summary() + "; after recovery " + after.summary()
+	after := client.Poll(t, agent)
+	observed := during.Summary() + "; after recovery " + after.Summary()
 	if during.Status != want {
-		t.Errorf("during the fault: %s, want %d", during.summary(), want)
+		t.Errorf("during the fault: %s, want %d", during.Summary(), want)
 	}
 	if strings.Contains(during.Body, `"live":false`) && want != http.StatusOK {
 		t.Errorf("a failure answered live:false")
 	}
 	if after.Status != http.StatusOK || !strings.HasPrefix(after.Body, `{"live":true`) {
-		t.Errorf("after recovery: %s, want a live answer", after.summary())
+		t.Errorf("after recovery: %s, want a live answer", after.Summary())
 	}
 	return observed
 }
@@ -64,7 +64,7 @@ func TestFaults(t *testing.T) {
 		agent := "agent-f-redis"
 		liveSession(t, agent, stack.SessionOptions{})
 		observed = fault(t, agent, http.StatusServiceUnavailable, st.StopRedis, func() {
-			if err := st.RestartRedis(ctx(t)); err != nil {
+			if err := st.RestartRedis(client.Context(t)); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -87,7 +87,7 @@ func TestFaults(t *testing.T) {
 				}
 				return st.Bus.IsConnected()
 			})
-			if err := ss.WaitAttached(ctx(t), st.Replicas[1].ID); err != nil {
+			if err := ss.WaitAttached(client.Context(t), st.Replicas[1].ID); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -102,7 +102,7 @@ func TestFaults(t *testing.T) {
 			st.SetConsumeHook(func() { st.SetConsumeHook(nil); ss.CutLink() })
 		}, func() {
 			st.SetConsumeHook(nil)
-			if err := ss.WaitAttached(ctx(t), ""); err != nil {
+			if err := ss.WaitAttached(client.Context(t), ""); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -117,7 +117,7 @@ func TestFaults(t *testing.T) {
 			st.SetConsumeHook(func() { st.SetConsumeHook(nil); ss.KillBroker() })
 		}, func() {
 			st.SetConsumeHook(nil)
-			if err := ss.StartBroker(ctx(t)); err != nil {
+			if err := ss.StartBroker(client.Context(t)); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -140,7 +140,7 @@ func TestFaults(t *testing.T) {
 				t.Error("the broker kept running without its browser")
 				ss.KillBroker()
 			}
-			if err := ss.StartBroker(ctx(t)); err != nil {
+			if err := ss.StartBroker(client.Context(t)); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -154,7 +154,7 @@ func TestFaults(t *testing.T) {
 		var hung string
 		start := time.Time{}
 		observed = fault(t, agent, http.StatusServiceUnavailable, func() {
-			res, err := ss.Tool(ctx(t), "browser_open", map[string]string{"url": st.Site + "/hang.html"})
+			res, err := ss.Tool(client.Context(t), "browser_open", map[string]string{"url": st.Site + "/hang.html"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -164,7 +164,7 @@ func TestFaults(t *testing.T) {
 			if took := time.Since(start); took > 9*time.Second || took < 4*time.Second {
 				t.Errorf("the hung capture answered after %v", took)
 			}
-			if _, err := ss.Tool(ctx(t), "browser_close", map[string]string{"tabId": hung}); err != nil {
+			if _, err := ss.Tool(client.Context(t), "browser_close", map[string]string{"tabId": hung}); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -177,12 +177,12 @@ func TestFaults(t *testing.T) {
 		ss := liveSession(t, agent, stack.SessionOptions{})
 		st.SetConsumeHook(func() {
 			st.SetConsumeHook(nil)
-			if err := ss.Stop(ctx(t)); err != nil {
+			if err := ss.Stop(client.Context(t)); err != nil {
 				t.Error(err)
 			}
 		})
-		a := poll(t, agent)
-		observed = a.summary()
+		a := client.Poll(t, agent)
+		observed = a.Summary()
 		if a.Status != http.StatusOK || strings.TrimSpace(a.Body) != `{"live":false}` {
 			t.Errorf("got %s", observed)
 		}
@@ -195,14 +195,14 @@ func TestFaults(t *testing.T) {
 		liveSession(t, agent, stack.SessionOptions{})
 		st.SetConsumeHook(func() {
 			st.SetConsumeHook(nil)
-			if err := st.Dir.RemoveMember(ctx(t), "team-atlas", "u-alice"); err != nil {
+			if err := st.Dir.RemoveMember(client.Context(t), "team-atlas", "u-alice"); err != nil {
 				t.Error(err)
 			}
 		})
-		t.Cleanup(func() { _ = st.Dir.AddMember(ctx(t), "team-atlas", "u-alice") })
-		a := poll(t, agent)
-		unknown := do(t, http.MethodGet, viewURL(0, "agent-nobody"), token(t, "u-bob"), nil)
-		observed = a.summary()
+		t.Cleanup(func() { _ = st.Dir.AddMember(client.Context(t), "team-atlas", "u-alice") })
+		a := client.Poll(t, agent)
+		unknown := client.Do(t, http.MethodGet, client.ViewURL(0, "agent-nobody"), client.Token(t, "u-bob"), nil)
+		observed = a.Summary()
 		if a.Status != http.StatusNotFound || a.Body != unknown.Body {
 			t.Errorf("got %s %.80s, want the unknown agent's 404", observed, a.Body)
 		}
@@ -234,7 +234,7 @@ func TestSocketLossIsUnavailableNotStopped(t *testing.T) {
 	ss := liveSession(t, agent, stack.SessionOptions{LinkOnly: true})
 	ss.SetLinkDown(true)
 	testenv.WaitFor(t, 10*time.Second, "the owner to let the session go", func() bool {
-		cur, err := st.Sess.Get(ctx(t), ss.ID)
+		cur, err := st.Sess.Get(client.Context(t), ss.ID)
 		return err == nil && cur.Owner == ""
 	})
 	lost := time.Now()
@@ -242,29 +242,29 @@ func TestSocketLossIsUnavailableNotStopped(t *testing.T) {
 	tick := time.NewTicker(time.Second) // a poll a second: the sampling rate of the check
 	defer tick.Stop()
 	for time.Since(lost) < oldGoneAfter+5*time.Second {
-		a := poll(t, agent)
+		a := client.Poll(t, agent)
 		polls++
 		if a.Status != http.StatusServiceUnavailable {
-			t.Fatalf("poll %d, %v after the loss: %s, want 503", polls, time.Since(lost).Round(time.Second), a.summary())
+			t.Fatalf("poll %d, %v after the loss: %s, want 503", polls, time.Since(lost).Round(time.Second), a.Summary())
 		}
 		<-tick.C
 	}
-	cur, err := st.Sess.Get(ctx(t), ss.ID)
+	cur, err := st.Sess.Get(client.Context(t), ss.ID)
 	if err != nil || cur.Stopped {
 		t.Fatalf("after %v without a socket the session is %+v (%v)", time.Since(lost).Round(time.Second), cur, err)
 	}
-	if _, err := st.Creds.VerifyPass(ctx(t), ss.Passes.Worker, auth.RoleWorker); err != nil {
+	if _, err := st.Creds.VerifyPass(client.Context(t), ss.Passes.Worker, auth.RoleWorker); err != nil {
 		t.Fatalf("the worker pass was revoked: %v", err)
 	}
 	down := time.Since(lost)
 	ss.SetLinkDown(false)
 	back := time.Now()
-	if err := ss.WaitAttached(ctx(t), ""); err != nil {
+	if err := ss.WaitAttached(client.Context(t), ""); err != nil {
 		t.Fatal(err)
 	}
-	a := poll(t, agent)
-	if a.summary() != "200 frame" {
-		t.Fatalf("after the worker came back: %s", a.summary())
+	a := client.Poll(t, agent)
+	if a.Summary() != "200 frame" {
+		t.Fatalf("after the worker came back: %s", a.Summary())
 	}
 	observed = fmt.Sprintf("%d polls over %v without a socket: all 503; session live, passes valid; a frame %v after the link came back",
 		polls, down.Round(time.Second), time.Since(back).Round(100*time.Millisecond))
@@ -293,7 +293,7 @@ func TestCrashedBrokerProfileIsSwept(t *testing.T) {
 	if len(left) != 1 {
 		t.Fatalf("after SIGKILL %d profiles of the dead broker remain, want the one it left", len(left))
 	}
-	if err := ss.StartBroker(ctx(t)); err != nil {
+	if err := ss.StartBroker(client.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(left[0]); !os.IsNotExist(err) {

@@ -38,7 +38,7 @@ type sample struct {
 }
 
 func TestBoundsUnderLoad(t *testing.T) {
-	c := ctx(t)
+	c := client.Context(t)
 	seed := directory.Seed{}
 	for i := range loadAgents {
 		seed.Agents = append(seed.Agents, directory.Agent{ID: fmt.Sprintf("agent-load-%03d", i), TeamID: "team-atlas", OrgID: "org-acme", Environment: "production"})
@@ -82,8 +82,8 @@ func TestBoundsUnderLoad(t *testing.T) {
 	}
 
 	tr := &http.Transport{MaxIdleConnsPerHost: loadPollers, IdleConnTimeout: 30 * time.Second}
-	client := &http.Client{Transport: tr, Timeout: 15 * time.Second}
-	member := token(t, "u-alice")
+	pollClient := &http.Client{Transport: tr, Timeout: 15 * time.Second}
+	member := client.Token(t, "u-alice")
 	poll := func(d time.Duration) chan []sample {
 		results := make(chan []sample, loadPollers)
 		lctx, cancel := context.WithTimeout(c, d)
@@ -92,12 +92,12 @@ func TestBoundsUnderLoad(t *testing.T) {
 		for p := range loadPollers {
 			wg.Go(func() {
 				agent := seed.Agents[p%loadAgents].ID
-				url := viewURL(p%2, agent)
+				url := client.ViewURL(p%2, agent)
 				var out []sample
 				for lctx.Err() == nil {
 					req, _ := http.NewRequestWithContext(context.WithoutCancel(lctx), http.MethodGet, url, nil)
 					req.Header.Set("Authorization", "Bearer "+member)
-					resp, err := client.Do(req)
+					resp, err := pollClient.Do(req)
 					if err != nil {
 						out = append(out, sample{agent: agent, status: -1})
 						continue

@@ -8,8 +8,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,16 +18,17 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/agentfy/agentfy/directory"
 	"github.com/agentfy/agentfy/internal/oas"
 	"github.com/agentfy/agentfy/internal/stack"
+	"github.com/agentfy/agentfy/internal/stacktest"
+	"github.com/agentfy/agentfy/internal/stacktest/testkit"
 )
 
 var (
-	st        *stack.Stack
-	validator *oas.Validator
-	logs      = &lockedBuffer{} // every log line of every in-process component
-	report    = &recorder{}
+	st     *stack.Stack
+	client *stacktest.Client   // on st
+	logs   = &testkit.Buffer{} // every log line of every in-process component
+	report = &recorder{}
 )
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
@@ -55,7 +54,8 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "build broker: %v\n%s", err, out)
 		return 1
 	}
-	if validator, err = oas.New(ctx); err != nil {
+	validator, err := oas.New(ctx)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -68,6 +68,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "start stack:", err)
 		return 1
 	}
+	client = &stacktest.Client{St: st, Validator: validator}
 	code := m.Run()
 	st.Close()
 	if path := os.Getenv("AGENTFY_RELIABILITY_REPORT"); path != "" && code == 0 {
@@ -149,94 +150,3 @@ func words(s string) string {
 }
 
 func esc(s string) string { return strings.ReplaceAll(strings.ReplaceAll(s, "|", `\|`), "\n", " ") }
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-// Cap is the buffer's capacity: the memory it holds.
-func (l *lockedBuffer) Cap() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Cap()
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func ctx(t *testing.T) context.Context {
-	t.Helper()
-	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return c
-}
-
-// newAgent adds a production agent of team-atlas and org-acme.
-func newAgent(t *testing.T, id string) string {
-	t.Helper()
-	err := st.Dir.Load(ctx(t), directory.Seed{Agents: []directory.Agent{{ID: id, Name: id, TeamID: "team-atlas", OrgID: "org-acme", Environment: "production"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id
-}
-
-func token(t *testing.T, user string) string {
-	t.Helper()
-	tok, err := st.Token(user, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tok
-}
-
-// answer is a read response.
-type answer struct {
-	Status int
-	Header http.Header
-	Body   string
-}
-
-// summary describes an answer for the report without any page content.
-func (a answer) summary() string {
-	switch {
-	case a.Status == http.StatusOK && strings.HasPrefix(a.Body, `{"live":true,"page":{`):
-		return "200 frame"
-	case a.Status == http.StatusOK:
-		return "200 " + strings.TrimSpace(a.Body)
-	case a.Status == http.StatusTooManyRequests:
-		return "429 Retry-After: " + a.Header.Get("Retry-After")
-	default:
-		return fmt.Sprint(a.Status)
-	}
-}
-
-// do sends a request and validates a view route's response against the OpenAPI document
-// and Cache-Control: no-store.
-func do(t *testing.T, method, url, bearer string, body io.Reader) answer {
-	t.Helper()
-	status, header, b := validator.Call(ctx(t), t, method, url, bearer, body)
-	return answer{status, header, string(b)}
-}
-
-func viewURL(replica int, agent string) string {
-	return st.Replicas[replica].URL + "/v1/agents/" + agent + "/worker/view"
-}
-
-// poll asks replica A for a view as a client polling every 5 s would: the previous
-// poll's gate window is over by then, which the test stands for by clearing it.
-func poll(t *testing.T, agent string) answer {
-	t.Helper()
-	_ = st.OpenGate(ctx(t), agent) // fails only with Redis down, when no gate is kept
-	return do(t, http.MethodGet, viewURL(0, agent), token(t, "u-alice"), nil)
-}

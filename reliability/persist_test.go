@@ -3,7 +3,6 @@ package reliability
 import (
 	"bytes"
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"io/fs"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/internal/stack"
+	"github.com/agentfy/agentfy/internal/stacktest"
 	"github.com/agentfy/agentfy/view"
 )
 
@@ -32,8 +32,8 @@ type needle struct {
 // the whole Redis keyspace, every NATS message a wildcard subscriber saw, every log line
 // of every process, and the temporary and profile directories.
 func TestNothingPersists(t *testing.T) {
-	c := ctx(t)
-	agent := newAgent(t, "agent-persist")
+	c := client.Context(t)
+	agent := client.NewAgent(t, "agent-persist")
 	ss, err := st.StartSession(c, agent, stack.SessionOptions{Replica: 1, BrokerProcess: true})
 	if err != nil {
 		t.Fatal(err)
@@ -76,15 +76,15 @@ func TestNothingPersists(t *testing.T) {
 	var needles []needle
 	title := ""
 	for i := range 4 {
-		a := poll(t, agent)
+		a := client.Poll(t, agent)
 		var res struct {
 			Page *view.Page `json:"page"`
 		}
 		if a.Status != 200 || json.Unmarshal([]byte(a.Body), &res) != nil || res.Page == nil {
-			t.Fatalf("view %d: %s", i, a.summary())
+			t.Fatalf("view %d: %s", i, a.Summary())
 		}
 		title = res.Page.Title
-		raw, err := base64.StdEncoding.DecodeString(res.Page.Data)
+		raw, err := stacktest.DecodeBase64(res.Page.Data)
 		if err != nil {
 			t.Fatal(err)
 		}

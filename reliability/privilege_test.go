@@ -1,7 +1,6 @@
 package reliability
 
 import (
-	"bufio"
 	"context"
 	"crypto/ecdh"
 	"crypto/rand"
@@ -23,6 +22,7 @@ import (
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/deploy"
 	"github.com/agentfy/agentfy/internal/stack"
+	"github.com/agentfy/agentfy/internal/stacktest"
 	"github.com/agentfy/agentfy/internal/testenv"
 	"github.com/agentfy/agentfy/session"
 	"github.com/agentfy/agentfy/view"
@@ -100,8 +100,8 @@ func TestDebugUserWatchesAndCannotPublish(t *testing.T) {
 	if err := debug.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if a := poll(t, agent); a.summary() != "200 frame" {
-		t.Fatalf("view: %s", a.summary())
+	if a := client.Poll(t, agent); a.Summary() != "200 frame" {
+		t.Fatalf("view: %s", a.Summary())
 	}
 	var request, reply string
 	for request == "" || reply == "" {
@@ -196,7 +196,7 @@ func TestOperatorUserMayOnlyCallTools(t *testing.T) {
 func TestRedisRefusesStrangersAndConfinesUsers(t *testing.T) {
 	observed := ""
 	record(t, privilege, "Redis without a credential answers NOAUTH; the operator and replica users cannot touch another deployment's keys, Pub/Sub or administrative commands", &observed)
-	c := ctx(t)
+	c := client.Context(t)
 	anon := redis.NewClient(&redis.Options{Addr: st.Redis.Addr(), MaxRetries: -1, DisableIdentity: true})
 	t.Cleanup(func() { _ = anon.Close() })
 	err := anon.Get(c, "agentfy:dev:session:{s:x}").Err()
@@ -247,8 +247,8 @@ func TestForgedToolResultIsRefused(t *testing.T) {
 		}
 		_, _ = w.Write([]byte(`{"result":{"tabs":[]}}`))
 	})
-	agent := newAgent(t, "agent-privilege-tool")
-	ss, err := st.StartSession(ctx(t), agent, stack.SessionOptions{Replica: 1, BrokerHandler: broker})
+	agent := client.NewAgent(t, "agent-privilege-tool")
+	ss, err := st.StartSession(client.Context(t), agent, stack.SessionOptions{Replica: 1, BrokerHandler: broker})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +300,7 @@ func TestForgedToolResultIsRefused(t *testing.T) {
 		if err := attacker.Flush(); err != nil {
 			t.Fatal(err)
 		}
-		res, err := ss.Tool(ctx(t), "browser_tabs", struct{}{})
+		res, err := ss.Tool(client.Context(t), "browser_tabs", struct{}{})
 		_ = sub.Unsubscribe()
 		attacker.Close()
 		if err == nil {
@@ -314,7 +314,7 @@ func TestForgedToolResultIsRefused(t *testing.T) {
 		t.Fatalf("the attacker answered %d of 2 calls", answered.Load())
 	}
 	// Without the attacker the same call works: the refusal was the forgery's.
-	res, err := ss.Tool(ctx(t), "browser_tabs", struct{}{})
+	res, err := ss.Tool(client.Context(t), "browser_tabs", struct{}{})
 	if err != nil || string(res) != `{"tabs":[]}` {
 		t.Fatalf("tool call without the attacker: %s, %v", res, err)
 	}
@@ -324,15 +324,15 @@ func TestForgedToolResultIsRefused(t *testing.T) {
 func TestForgedStatusEventsDoNotReachTheFeed(t *testing.T) {
 	observed := ""
 	record(t, privilege, `with a replica's NATS credential, a forged "stopped" for a live session and a forged "running" for a stopped one are checked against the session store and not relayed by any replica's status feed`, &observed)
-	agent := newAgent(t, "agent-privilege-status")
-	ss, err := st.StartSession(ctx(t), agent, stack.SessionOptions{Replica: 1, Shell: true})
+	agent := client.NewAgent(t, "agent-privilege-status")
+	ss, err := st.StartSession(client.Context(t), agent, stack.SessionOptions{Replica: 1, Shell: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(ss.Close)
-	c, cancel := context.WithCancel(ctx(t))
+	c, cancel := context.WithCancel(client.Context(t))
 	defer cancel()
-	stream := statusStream(t, c, st.Replicas[0].URL, agent, token(t, "u-alice"))
+	stream := stacktest.StatusStream(c, t, st.Replicas[0].URL, agent, client.Token(t, "u-alice"))
 	if ev := next(t, stream); ev.Status != session.Running && ev.Status != session.Idle {
 		t.Fatalf("first event %+v, want the live session", ev)
 	}
@@ -364,7 +364,7 @@ func TestForgedStatusEventsDoNotReachTheFeed(t *testing.T) {
 		}
 	}
 	forge(session.Stopped)
-	if err := ss.Stop(ctx(t)); err != nil {
+	if err := ss.Stop(client.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 	if ev := next(t, stream); ev.Status != session.Stopped || ev.Live {
@@ -374,47 +374,7 @@ func TestForgedStatusEventsDoNotReachTheFeed(t *testing.T) {
 	observed = `forged "stopped" refused while live; the real stop relayed; forged "running" refused after it`
 }
 
-// statusStream reads one agent's status feed from a replica until c ends.
-func statusStream(t *testing.T, c context.Context, base, agent, bearer string) <-chan statusEvent {
-	t.Helper()
-	req, err := http.NewRequestWithContext(c, http.MethodGet, base+"/v1/agents/"+agent+"/worker/status", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+bearer)
-	resp, err := http.DefaultClient.Do(req) //nolint:bodyclose // the reader goroutine closes it
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		_ = resp.Body.Close()
-		t.Fatalf("status feed: %d", resp.StatusCode)
-	}
-	out := make(chan statusEvent, 64)
-	go func() {
-		defer close(out)
-		defer func() { _ = resp.Body.Close() }()
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
-				var ev statusEvent
-				if json.Unmarshal([]byte(data), &ev) == nil {
-					out <- ev
-				}
-			}
-		}
-	}()
-	return out
-}
-
-type statusEvent struct {
-	AgentID   string         `json:"agentId"`
-	SessionID string         `json:"sessionId"`
-	Status    session.Status `json:"status"`
-	Live      bool           `json:"live"`
-}
-
-func next(t *testing.T, stream <-chan statusEvent) statusEvent {
+func next(t *testing.T, stream <-chan stacktest.StatusEvent) stacktest.StatusEvent {
 	t.Helper()
 	select {
 	case ev, ok := <-stream:
@@ -425,7 +385,7 @@ func next(t *testing.T, stream <-chan statusEvent) statusEvent {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no status event within 10 s")
 	}
-	return statusEvent{}
+	return stacktest.StatusEvent{}
 }
 
 func TestViewFloodOnTheBusIsPacedAtTheOwner(t *testing.T) {
@@ -481,8 +441,8 @@ func TestViewFloodOnTheBusIsPacedAtTheOwner(t *testing.T) {
 	// one is answered and counted; a faster flood only loses messages at the owner.
 	const random, batch = 4000, 500
 	relayedBefore := owner.ViewsRelayed.Load()
-	during := make(chan answer, 1)
-	go func() { during <- poll(t, agent) }()
+	during := make(chan stacktest.Response, 1)
+	go func() { during <- client.Poll(t, agent) }()
 	got := map[string]int{}
 	ids := make([]string, batch)
 	for range random / batch {
@@ -495,9 +455,9 @@ func TestViewFloodOnTheBusIsPacedAtTheOwner(t *testing.T) {
 		}
 	}
 	real := <-during
-	if got[view.ReasonRefused] != random || consumes.Load() != 1 || owner.ViewsRelayed.Load()-relayedBefore != 1 || real.summary() != "200 frame" {
+	if got[view.ReasonRefused] != random || consumes.Load() != 1 || owner.ViewsRelayed.Load()-relayedBefore != 1 || real.Summary() != "200 frame" {
 		t.Fatalf("random flood: replies %v, %d consumes and %d relays (want the one real view's), real view %s",
-			got, consumes.Load(), owner.ViewsRelayed.Load()-relayedBefore, real.summary())
+			got, consumes.Load(), owner.ViewsRelayed.Load()-relayedBefore, real.Summary())
 	}
 
 	// Ids with stored capabilities (a compromised replica could store them): paced.
@@ -506,7 +466,7 @@ func TestViewFloodOnTheBusIsPacedAtTheOwner(t *testing.T) {
 	ids = make([]string, valid)
 	for i := range ids {
 		ids[i] = randomID(t)
-		if err := caps.Put(ctx(t), ids[i], ss.ID, envelope.PublicKeyHex(attackerKey(t))); err != nil {
+		if err := caps.Put(client.Context(t), ids[i], ss.ID, envelope.PublicKeyHex(attackerKey(t))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -529,8 +489,8 @@ func TestViewFloodOnTheBusIsPacedAtTheOwner(t *testing.T) {
 	end := time.Now()
 	var first time.Duration
 	testenv.WaitFor(t, 5*time.Second, "a frame after the flood", func() bool {
-		_ = st.Client.Del(ctx(t), "agentfy:dev:gate:{a:"+agent+"}").Err()
-		if do(t, http.MethodGet, viewURL(0, agent), token(t, "u-alice"), nil).summary() == "200 frame" {
+		_ = st.Client.Del(client.Context(t), "agentfy:dev:gate:{a:"+agent+"}").Err()
+		if client.Do(t, http.MethodGet, client.ViewURL(0, agent), client.Token(t, "u-alice"), nil).Summary() == "200 frame" {
 			first = time.Since(end)
 			return true
 		}
@@ -573,7 +533,7 @@ func TestWorkerAndBrokerHaveNoStoreOrBusSetting(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, bin := range []string{"./cmd/agentfy-worker", "./cmd/agentfy-broker"} {
-		cmd := exec.CommandContext(ctx(t), "go", "list", "-deps", bin)
+		cmd := exec.CommandContext(client.Context(t), "go", "list", "-deps", bin)
 		cmd.Dir = root
 		out, err := cmd.Output()
 		if err != nil {

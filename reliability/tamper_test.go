@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"image"
 	"image/color"
-	"image/jpeg"
 	"image/png"
 	"io"
 	"net/http"
@@ -20,6 +19,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentfy/agentfy/internal/stack"
+	"github.com/agentfy/agentfy/internal/stacktest"
 	"github.com/agentfy/agentfy/internal/testenv"
 	"github.com/agentfy/agentfy/view"
 	"github.com/agentfy/agentfy/view/envelope"
@@ -65,8 +65,8 @@ func TestTampering(t *testing.T) {
 	// A real envelope of an earlier request, to replay against a later one.
 	var earlier atomic.Pointer[[]byte]
 	owner.SetEnvelopeHook(func(b []byte) []byte { c := append([]byte(nil), b...); earlier.Store(&c); return b })
-	if a := poll(t, agent); a.summary() != "200 frame" {
-		t.Fatalf("control: %s", a.summary())
+	if a := client.Poll(t, agent); a.Summary() != "200 frame" {
+		t.Fatalf("control: %s", a.Summary())
 	}
 
 	cases := []struct {
@@ -99,9 +99,9 @@ func TestTampering(t *testing.T) {
 			observed := ""
 			record(t, "Tampering (envelope altered at the owning replica)", "503; never a frame, never live:false", &observed)
 			owner.SetEnvelopeHook(tc.tamper)
-			a := poll(t, agent)
+			a := client.Poll(t, agent)
 			owner.SetEnvelopeHook(nil)
-			observed = a.summary()
+			observed = a.Summary()
 			if a.Status != http.StatusServiceUnavailable {
 				t.Errorf("got %s", observed)
 			}
@@ -110,7 +110,7 @@ func TestTampering(t *testing.T) {
 	t.Run("untampered_afterwards", func(t *testing.T) {
 		observed := ""
 		record(t, "Tampering (envelope altered at the owning replica)", "200 frame", &observed)
-		observed = poll(t, agent).summary()
+		observed = client.Poll(t, agent).Summary()
 		if observed != "200 frame" {
 			t.Errorf("got %s", observed)
 		}
@@ -136,7 +136,7 @@ func (f *forgingBroker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad", http.StatusBadRequest)
 		return
 	}
-	creq, _ := http.NewRequestWithContext(context.WithoutCancel(r.Context()), http.MethodPost, st.LB+"/v1/internal/worker-observations/consume", strings.NewReader(`{"requestId":"`+req.RequestID+`"}`))
+	creq, _ := http.NewRequestWithContext(context.WithoutCancel(r.Context()), http.MethodPost, st.LB+"/v1/internal/worker-observations/consume", strings.NewReader(stacktest.ConsumeRequest(req.RequestID)))
 	creq.Header.Set("Authorization", "Bearer "+*f.pass.Load())
 	creq.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(creq)
@@ -160,23 +160,10 @@ func (f *forgingBroker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(envelope.Sealed{Envelope: env})
 }
 
-func encodeJPEG(t *testing.T, w, h int) string {
-	t.Helper()
-	img := image.NewRGBA(image.Rect(0, 0, w, h))
-	for i := range img.Pix {
-		img.Pix[i] = 0x80
-	}
-	var b bytes.Buffer
-	if err := jpeg.Encode(&b, img, &jpeg.Options{Quality: 60}); err != nil {
-		t.Fatal(err)
-	}
-	return base64.StdEncoding.EncodeToString(b.Bytes())
-}
-
 func TestForgedPagesAreValidated(t *testing.T) {
-	agent := newAgent(t, "agent-forged")
+	agent := client.NewAgent(t, "agent-forged")
 	fb := &forgingBroker{}
-	ss, err := st.StartSession(ctx(t), agent, stack.SessionOptions{Replica: 1, BrokerHandler: fb})
+	ss, err := st.StartSession(client.Context(t), agent, stack.SessionOptions{Replica: 1, BrokerHandler: fb})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +173,7 @@ func TestForgedPagesAreValidated(t *testing.T) {
 	var pngBuf bytes.Buffer
 	_ = png.Encode(&pngBuf, image.NewGray(image.Rect(0, 0, 4, 4)))
 	page := func(mod func(map[string]any)) []byte {
-		p := map[string]any{"url": "https://example.com/", "title": "Example", "capturedAt": "2026-11-30T12:00:00.000Z", "contentType": "image/jpeg", "data": encodeJPEG(t, 64, 48)}
+		p := map[string]any{"url": "https://example.com/", "title": "Example", "capturedAt": "2026-11-30T12:00:00.000Z", "contentType": "image/jpeg", "data": stacktest.EncodeJPEG(t, 64, 48)}
 		if mod != nil {
 			mod(p)
 		}
@@ -202,11 +189,11 @@ func TestForgedPagesAreValidated(t *testing.T) {
 		{"valid_page_control", page(nil), "200 frame"},
 		{"not_a_JPEG_PNG_bytes", page(func(p map[string]any) { p["data"] = base64.StdEncoding.EncodeToString(pngBuf.Bytes()) }), "503"},
 		{"JPEG_without_end_marker", page(func(p map[string]any) {
-			raw, _ := base64.StdEncoding.DecodeString(encodeJPEG(t, 64, 48))
+			raw, _ := stacktest.DecodeBase64(stacktest.EncodeJPEG(t, 64, 48))
 			p["data"] = base64.StdEncoding.EncodeToString(raw[:len(raw)-2])
 		}), "503"},
-		{"JPEG_wider_than_1280", page(func(p map[string]any) { p["data"] = encodeJPEG(t, 1600, 100) }), "503"},
-		{"JPEG_taller_than_2000", page(func(p map[string]any) { p["data"] = encodeJPEG(t, 100, 2100) }), "503"},
+		{"JPEG_wider_than_1280", page(func(p map[string]any) { p["data"] = stacktest.EncodeJPEG(t, 1600, 100) }), "503"},
+		{"JPEG_taller_than_2000", page(func(p map[string]any) { p["data"] = stacktest.EncodeJPEG(t, 100, 2100) }), "503"},
 		{"other_content_type", page(func(p map[string]any) { p["contentType"] = "image/png" }), "503"},
 		{"capturedAt_not_UTC_milliseconds", page(func(p map[string]any) { p["capturedAt"] = "2026-11-30T12:00:00+01:00" }), "503"},
 		{"unknown_field", page(func(p map[string]any) { p["script"] = "alert(1)" }), "503"},
@@ -218,7 +205,7 @@ func TestForgedPagesAreValidated(t *testing.T) {
 			observed := ""
 			record(t, "Tampering (pages sealed by a forging broker)", tc.want, &observed)
 			fb.plain.Store(&tc.plain)
-			observed = poll(t, agent).summary()
+			observed = client.Poll(t, agent).Summary()
 			if observed != tc.want {
 				t.Errorf("got %s, want %s", observed, tc.want)
 			}
@@ -231,12 +218,12 @@ func TestAPageCannotHideFromViewers(t *testing.T) {
 	record(t, "Tampering (pages sealed by a forging broker)", "a page that makes its URL 20 KiB and its title 5 KiB long is still seen: both shortened on a character boundary, 200 frame", &observed)
 	agent := "agent-hiding"
 	ss := liveSession(t, agent, stack.SessionOptions{})
-	if _, err := ss.Tool(ctx(t), "browser_open", map[string]string{"url": st.Site + "/hiding.html"}); err != nil {
+	if _, err := ss.Tool(client.Context(t), "browser_open", map[string]string{"url": st.Site + "/hiding.html"}); err != nil {
 		t.Fatal(err)
 	}
 	var page view.Page
 	testenv.WaitFor(t, 20*time.Second, "a frame of the hiding page", func() bool {
-		a := poll(t, agent)
+		a := client.Poll(t, agent)
 		var res struct {
 			Page *view.Page `json:"page"`
 		}

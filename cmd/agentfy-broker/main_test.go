@@ -4,9 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/ecdh"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,6 +22,7 @@ import (
 	"time"
 
 	"github.com/agentfy/agentfy/broker"
+	"github.com/agentfy/agentfy/internal/stacktest/testkit"
 	"github.com/agentfy/agentfy/internal/testenv"
 	"github.com/agentfy/agentfy/view/envelope"
 )
@@ -51,27 +49,8 @@ func TestBrokerProcess(t *testing.T) {
 	pageURL := site.URL + "/private-path"
 
 	// The API's consumption route, holding one capability.
-	var (
-		mu   sync.Mutex
-		keys = map[string]*ecdh.PrivateKey{}
-	)
-	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var req struct{ RequestID string }
-		if r.URL.Path != broker.ConsumePath || r.Header.Get("Authorization") != "Bearer "+e2ePass ||
-			json.NewDecoder(io.LimitReader(r.Body, 1024)).Decode(&req) != nil {
-			http.Error(w, "{}", http.StatusForbidden)
-			return
-		}
-		mu.Lock()
-		k, ok := keys[req.RequestID]
-		delete(keys, req.RequestID)
-		mu.Unlock()
-		if !ok {
-			http.Error(w, "{}", http.StatusNotFound)
-			return
-		}
-		_ = json.NewEncoder(w).Encode(map[string]string{"publicKey": envelope.PublicKeyHex(k)})
-	}))
+	consume := testkit.NewAPI(e2ePass)
+	api := httptest.NewServer(consume)
 	t.Cleanup(api.Close)
 
 	ipc, err := os.MkdirTemp("", "agentfy-e2e-")
@@ -116,7 +95,7 @@ func TestBrokerProcess(t *testing.T) {
 	// exited receives the exit once; waitDone is closed after it.
 	exited := make(chan error, 1)
 	waitDone := make(chan struct{})
-	var logs lockedBuffer
+	var logs testkit.Buffer
 	listening := make(chan struct{})
 	scanned := make(chan struct{})
 	go func() {
@@ -124,7 +103,7 @@ func TestBrokerProcess(t *testing.T) {
 		sc := bufio.NewScanner(stderr)
 		once := sync.Once{}
 		for sc.Scan() {
-			logs.writeLine(sc.Bytes())
+			fmt.Fprintf(&logs, "%s\n", sc.Bytes())
 			if strings.Contains(sc.Text(), `"message":"listening"`) {
 				once.Do(func() { close(listening) })
 			}
@@ -176,13 +155,7 @@ func TestBrokerProcess(t *testing.T) {
 		t.Fatalf("browser_open: %d %s\n%s", status, body, logs.String())
 	}
 
-	var id [32]byte
-	_, _ = rand.Read(id[:])
-	requestID := hex.EncodeToString(id[:])
-	key, _ := envelope.GenerateKey(rand.Reader)
-	mu.Lock()
-	keys[requestID] = key
-	mu.Unlock()
+	requestID, key := consume.Issue(t)
 	status, body := post("/observe", `{"requestId":"`+requestID+`"}`)
 	if status != 200 {
 		t.Fatalf("observe: %d %s", status, body)
@@ -270,25 +243,6 @@ func TestBrokerProcess(t *testing.T) {
 			t.Errorf("the logs show %q:\n%s", secret, logs.String())
 		}
 	}
-}
-
-// lockedBuffer collects the broker's log lines while the test reads them.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer // guarded by mu
-}
-
-func (b *lockedBuffer) writeLine(line []byte) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf.Write(line)
-	b.buf.WriteByte('\n')
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // isJPEGPage checks the page carries a JPEG.

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentfy/agentfy/bus"
+	"github.com/agentfy/agentfy/internal/natsserver"
 	"github.com/agentfy/agentfy/internal/redisserver"
 	"github.com/agentfy/agentfy/internal/testenv"
 )
@@ -69,7 +70,7 @@ func TestSecretsCommand(t *testing.T) {
 		}
 	}
 
-	srv, err := bus.RunEmbedded(bus.EmbeddedOptions{Name: "secrets-test", Port: -1, Config: read("nats/nats-server.conf")})
+	srv, err := natsserver.Run(natsserver.Options{Name: "secrets-test", Port: -1, Config: read("nats/nats-server.conf")})
 	if err != nil {
 		t.Fatal(err)
 	}

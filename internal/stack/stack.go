@@ -31,6 +31,7 @@ import (
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/deploy"
 	"github.com/agentfy/agentfy/directory"
+	"github.com/agentfy/agentfy/internal/natsserver"
 	"github.com/agentfy/agentfy/internal/redisclient"
 	"github.com/agentfy/agentfy/internal/redisserver"
 	"github.com/agentfy/agentfy/internal/replica"
@@ -145,7 +146,7 @@ func (s *Stack) RestartNATS() error {
 	if err != nil {
 		return err
 	}
-	n, err := bus.RunEmbedded(bus.EmbeddedOptions{Name: "agentfy-dev", Port: s.natsPort, MonitorPort: -1, Config: cfg})
+	n, err := natsserver.Run(natsserver.Options{Name: "agentfy-dev", Port: s.natsPort, MonitorPort: -1, Config: cfg})
 	if err != nil {
 		return err
 	}
@@ -245,7 +246,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		if err != nil {
 			return nil, err
 		}
-		if s.NATS, err = bus.RunEmbedded(bus.EmbeddedOptions{Name: "agentfy-dev", Port: -1, MonitorPort: -1, Config: cfg}); err != nil {
+		if s.NATS, err = natsserver.Run(natsserver.Options{Name: "agentfy-dev", Port: -1, MonitorPort: -1, Config: cfg}); err != nil {
 			return nil, err
 		}
 		s.closers = append(s.closers, func() { s.NATS.Shutdown(); s.NATS.WaitForShutdown() })

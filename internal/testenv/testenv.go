@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentfy/agentfy/bus"
+	"github.com/agentfy/agentfy/internal/natsserver"
 	"github.com/agentfy/agentfy/internal/redisserver"
 )
 
@@ -53,7 +54,7 @@ func RedisClient(tb testing.TB, s *redisserver.Server, db int) redis.UniversalCl
 // NATS starts an embedded NATS server for the test and shuts it down at cleanup.
 func NATS(tb testing.TB) *server.Server {
 	tb.Helper()
-	s, err := bus.RunEmbedded(bus.EmbeddedOptions{Name: "test-" + Deployment(tb), Port: -1})
+	s, err := natsserver.Run(natsserver.Options{Name: "test-" + Deployment(tb), Port: -1})
 	if err != nil {
 		tb.Fatalf("start nats: %v", err)
 	}

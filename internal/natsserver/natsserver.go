@@ -1,4 +1,8 @@
-package bus
+// Package natsserver runs an in-process NATS server (nats-server/v2) on loopback for the
+// development stack and the tests. It lives apart from package bus so that the binaries
+// that only talk to NATS — the API replica — never link a server. Production runs a NATS
+// cluster of its own (deploy/nats-server.conf.tmpl).
+package natsserver
 
 import (
 	"errors"
@@ -7,14 +11,15 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/agentfy/agentfy/bus"
 )
 
-// EmbeddedReadyTimeout bounds how long RunEmbedded waits for the server to accept clients.
-const EmbeddedReadyTimeout = 10 * time.Second
+// ReadyTimeout bounds how long Run waits for the server to accept clients.
+const ReadyTimeout = 10 * time.Second
 
-// EmbeddedOptions configures an in-process NATS server for the development stack and
-// tests. Production runs a NATS cluster of its own.
-type EmbeddedOptions struct {
+// Options configures the server.
+type Options struct {
 	// Name is the server's name (unique within a cluster).
 	Name string
 	// Port for clients on 127.0.0.1; -1 picks a random free port.
@@ -32,23 +37,19 @@ type EmbeddedOptions struct {
 	Config string
 }
 
-// MaxPayload is the largest NATS message the embedded server, and the deployment
-// template (deploy/nats-server.conf.tmpl), allow: a sealed frame of the largest JPEG the
-// API accepts (view.MaxSealedBytes, about 7.3 MiB) fits.
-const MaxPayload = 8 << 20 // 8 MiB
-
-// RunEmbedded starts a NATS server on loopback and waits until it accepts clients.
-func RunEmbedded(o EmbeddedOptions) (*server.Server, error) {
+// Run starts a NATS server on loopback and waits until it accepts clients. Its
+// max_payload is bus.MaxPayload unless the configuration says otherwise.
+func Run(o Options) (*server.Server, error) {
 	opts := &server.Options{}
 	if o.Config != "" {
 		if err := opts.ProcessConfigString(o.Config); err != nil {
-			return nil, fmt.Errorf("bus: embedded server config: %w", err)
+			return nil, fmt.Errorf("natsserver: config: %w", err)
 		}
 	}
 	opts.ServerName, opts.Host, opts.Port = o.Name, "127.0.0.1", o.Port
 	opts.NoLog, opts.NoSigs = true, true
 	if opts.MaxPayload == 0 {
-		opts.MaxPayload = MaxPayload // unless the configuration says otherwise
+		opts.MaxPayload = bus.MaxPayload // unless the configuration says otherwise
 	}
 	if o.MonitorPort != 0 {
 		opts.HTTPHost = "127.0.0.1"
@@ -59,19 +60,19 @@ func RunEmbedded(o EmbeddedOptions) (*server.Server, error) {
 		for _, r := range o.Routes {
 			u, err := url.Parse(r)
 			if err != nil {
-				return nil, fmt.Errorf("bus: route %q: %w", r, err)
+				return nil, fmt.Errorf("natsserver: route %q: %w", r, err)
 			}
 			opts.Routes = append(opts.Routes, u)
 		}
 	}
 	s, err := server.NewServer(opts)
 	if err != nil {
-		return nil, fmt.Errorf("bus: embedded server: %w", err)
+		return nil, fmt.Errorf("natsserver: %w", err)
 	}
 	go s.Start()
-	if !s.ReadyForConnections(EmbeddedReadyTimeout) {
+	if !s.ReadyForConnections(ReadyTimeout) {
 		s.Shutdown()
-		return nil, errors.New("bus: embedded server not ready")
+		return nil, errors.New("natsserver: not ready")
 	}
 	return s, nil
 }
