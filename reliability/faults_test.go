@@ -5,15 +5,20 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/internal/stack"
 	"github.com/agentfy/agentfy/internal/testenv"
+	"github.com/agentfy/agentfy/wire"
 )
 
 // liveSession starts a session for a fresh agent whose worker is on replica B, with one
@@ -36,20 +41,30 @@ func liveSession(t *testing.T, agent string, o stack.SessionOptions) *stack.Sess
 	return ss
 }
 
-// fault runs one fault case: the answer during the fault must be want (never
-// live:false for a failure), and the first poll after recovery must be a live answer.
-func fault(t *testing.T, agent string, want int, inject func(), recover func()) string {
+// fault runs one fault case: the answer during the fault must be 503 with one of
+// reasons in the requesting replica's log and metric (the reason named by the hop that
+// failed, carried unchanged), and the first poll after recovery must be a live answer.
+func fault(t *testing.T, agent string, reasons []string, inject func(), recover func()) string {
 	t.Helper()
+	before := unavailableByReason(t)
+	logged := len(logs.String())
 	inject()
 	during := client.Poll(t, agent)
+	reason := newReason(t, before, unavailableByReason(t))
+	if line := `"reason":"` + reason + `"`; !strings.Contains(logs.String()[logged:], line) {
+		t.Errorf("no log line of the 503 carries %s", line)
+	}
 	recover()
 	after := client.Poll(t, agent)
-	observed := during.Summary() + "; after recovery " + after.Summary()
-	if during.Status != want {
-		t.Errorf("during the fault: %s, want %d", during.Summary(), want)
+	observed := during.Summary() + " (reason " + reason + "); after recovery " + after.Summary()
+	if during.Status != http.StatusServiceUnavailable {
+		t.Errorf("during the fault: %s, want 503", during.Summary())
 	}
-	if strings.Contains(during.Body, `"live":false`) && want != http.StatusOK {
+	if strings.Contains(during.Body, `"live":false`) {
 		t.Errorf("a failure answered live:false")
+	}
+	if !slices.Contains(reasons, reason) {
+		t.Errorf("the 503's reason is %q, want one of %q", reason, reasons)
 	}
 	if after.Status != http.StatusOK || !strings.HasPrefix(after.Body, `{"live":true`) {
 		t.Errorf("after recovery: %s, want a live answer", after.Summary())
@@ -57,13 +72,62 @@ func fault(t *testing.T, agent string, want int, inject func(), recover func()) 
 	return observed
 }
 
+// unavailableByReason reads replica A's agentfy_view_unavailable_total by reason.
+func unavailableByReason(t *testing.T) map[string]float64 {
+	t.Helper()
+	req, err := http.NewRequestWithContext(client.Context(t), http.MethodGet, st.Replicas[0].URL+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("metrics: %v", err)
+	}
+	counts := map[string]float64{}
+	if f := families["agentfy_view_unavailable_total"]; f != nil {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "reason" {
+					counts[l.GetValue()] += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return counts
+}
+
+// newReason is the one reason whose count grew by exactly one between two readings.
+func newReason(t *testing.T, before, after map[string]float64) string {
+	t.Helper()
+	grew := []string{}
+	for r, n := range after {
+		switch d := n - before[r]; {
+		case d == 1:
+			grew = append(grew, r)
+		case d != 0:
+			t.Errorf("reason %s grew by %v, want at most one 503", r, d)
+		}
+	}
+	if len(grew) != 1 {
+		t.Errorf("reasons counted for one 503: %q, want exactly one", grew)
+		return strings.Join(grew, ",")
+	}
+	return grew[0]
+}
+
 func TestFaults(t *testing.T) {
 	t.Run("Redis_stopped", func(t *testing.T) {
 		observed := ""
-		record(t, "Faults", "503 while Redis is down; a frame once it is back", &observed)
+		record(t, "Faults", "503 (reason internal) while Redis is down; a frame once it is back", &observed)
 		agent := "agent-f-redis"
 		liveSession(t, agent, stack.SessionOptions{})
-		observed = fault(t, agent, http.StatusServiceUnavailable, st.StopRedis, func() {
+		observed = fault(t, agent, []string{"internal"}, st.StopRedis, func() {
 			if err := st.RestartRedis(client.Context(t)); err != nil {
 				t.Fatal(err)
 			}
@@ -72,10 +136,10 @@ func TestFaults(t *testing.T) {
 
 	t.Run("NATS_stopped", func(t *testing.T) {
 		observed := ""
-		record(t, "Faults", "503 while NATS is down; a frame once every replica reconnected", &observed)
+		record(t, "Faults", "503 (reason no_channel) while NATS is down; a frame once every replica reconnected", &observed)
 		agent := "agent-f-nats"
 		ss := liveSession(t, agent, stack.SessionOptions{})
-		observed = fault(t, agent, http.StatusServiceUnavailable, st.StopNATS, func() {
+		observed = fault(t, agent, []string{wire.ReasonNoChannel}, st.StopNATS, func() {
 			if err := st.RestartNATS(); err != nil {
 				t.Fatal(err)
 			}
@@ -95,10 +159,10 @@ func TestFaults(t *testing.T) {
 
 	t.Run("worker_socket_dropped_mid_observation", func(t *testing.T) {
 		observed := ""
-		record(t, "Faults", "503 (the owner loses the socket while waiting); a frame after the worker reconnects (to either replica)", &observed)
+		record(t, "Faults", "503 (reason no_channel: the owner loses the socket while waiting); a frame after the worker reconnects (to either replica)", &observed)
 		agent := "agent-f-socket"
 		ss := liveSession(t, agent, stack.SessionOptions{CuttableLink: true})
-		observed = fault(t, agent, http.StatusServiceUnavailable, func() {
+		observed = fault(t, agent, []string{wire.ReasonNoChannel}, func() {
 			st.SetConsumeHook(func() { st.SetConsumeHook(nil); ss.CutLink() })
 		}, func() {
 			st.SetConsumeHook(nil)
@@ -110,10 +174,10 @@ func TestFaults(t *testing.T) {
 
 	t.Run("broker_process_killed_mid_capture", func(t *testing.T) {
 		observed := ""
-		record(t, "Faults", "503; after the broker restarts (a fresh browser) a live answer", &observed)
+		record(t, "Faults", "503 (reason broker_down: the worker reaches no broker); after the broker restarts (a fresh browser) a live answer", &observed)
 		agent := "agent-f-broker"
 		ss := liveSession(t, agent, stack.SessionOptions{BrokerProcess: true})
-		observed = fault(t, agent, http.StatusServiceUnavailable, func() {
+		observed = fault(t, agent, []string{wire.ReasonBrokerDown}, func() {
 			st.SetConsumeHook(func() { st.SetConsumeHook(nil); ss.KillBroker() })
 		}, func() {
 			st.SetConsumeHook(nil)
@@ -125,10 +189,10 @@ func TestFaults(t *testing.T) {
 
 	t.Run("Chromium_killed", func(t *testing.T) {
 		observed := ""
-		record(t, "Faults", "503; the broker exits with its browser and, restarted, answers again", &observed)
+		record(t, "Faults", "503 (reason capture or broker_down, as the broker notices first); the broker exits with its browser and, restarted, answers again", &observed)
 		agent := "agent-f-chromium"
 		ss := liveSession(t, agent, stack.SessionOptions{BrokerProcess: true})
-		observed = fault(t, agent, http.StatusServiceUnavailable, func() {
+		observed = fault(t, agent, []string{wire.ReasonCapture, wire.ReasonBrokerDown}, func() {
 			pid := chromiumOf(t, ss.BrokerPID())
 			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 				t.Fatal(err)
@@ -148,12 +212,12 @@ func TestFaults(t *testing.T) {
 
 	t.Run("capture_deadline_on_a_hung_tab", func(t *testing.T) {
 		observed := ""
-		record(t, "Faults", "503 after the broker's 5 s capture deadline, within the 9 s bound; a frame once the agent closes the tab", &observed)
+		record(t, "Faults", "503 (reason capture) after the broker's 5 s capture deadline, within the 9 s bound; a frame once the agent closes the tab", &observed)
 		agent := "agent-f-hung"
 		ss := liveSession(t, agent, stack.SessionOptions{})
 		var hung string
 		start := time.Time{}
-		observed = fault(t, agent, http.StatusServiceUnavailable, func() {
+		observed = fault(t, agent, []string{wire.ReasonCapture}, func() {
 			res, err := ss.Tool(client.Context(t), "browser_open", map[string]string{"url": st.Site + "/hang.html"})
 			if err != nil {
 				t.Fatal(err)
