@@ -222,6 +222,13 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sess, err := h.cfg.Sessions.Get(r.Context(), pass.SessionID)
+	if err != nil && !errors.Is(err, session.ErrNotFound) {
+		// The store cannot be read (Redis down): the session may well be live, and a
+		// 401 would send its worker home for good. The worker retries a 503.
+		h.cfg.Log.Error().Err(err).Msg("read session")
+		http.Error(w, "unavailable", http.StatusServiceUnavailable)
+		return
+	}
 	if err != nil || h.cfg.Sessions.Status(sess) == session.Stopped {
 		// A worker that was away past the idle timeout comes back to a stopped session:
 		// record the stop (and revoke its passes) if nobody has yet, and send it home.
@@ -266,14 +273,17 @@ func (h *Hub) serve(parent context.Context, ws *websocket.Conn, sess session.Ses
 	}
 	c.ws.SetReadLimit(jsonrpc.MaxMessage)
 	c.session.Hello = hello
-	if err := h.cfg.Sessions.Attach(ctx, sess.ID, h.cfg.ReplicaID, envelope.PublicKeyHex(h.key), hello); err != nil {
-		c.log.Error().Err(err).Msg("attach session")
-		return
-	}
+	// Registered before the attach: a connection of the same session that this one
+	// replaces sees that it is no longer current and leaves the owner alone, whenever it
+	// ends (see unregister).
 	if !h.register(c) {
 		return
 	}
 	defer h.unregister(ctx, c)
+	if err := h.cfg.Sessions.Attach(ctx, sess.ID, h.cfg.ReplicaID, envelope.PublicKeyHex(h.key), hello); err != nil {
+		c.log.Error().Err(err).Msg("attach session")
+		return
+	}
 	if err := c.subscribe(); err != nil {
 		c.log.Error().Err(err).Msg("subscribe session subjects")
 		return
@@ -334,23 +344,29 @@ func (h *Hub) register(c *Conn) bool {
 	h.wg.Add(1)
 	h.mu.Unlock()
 	if old != nil {
-		old.close(websocket.StatusPolicyViolation, "replaced by a newer connection")
+		// Its close handshake may wait on a dead peer: not on this connection's time.
+		go old.close(websocket.StatusPolicyViolation, "replaced by a newer connection")
 	}
 	return true
 }
 
 func (h *Hub) unregister(ctx context.Context, c *Conn) {
 	h.mu.Lock()
-	if h.conns[c.session.ID] == c {
+	current := h.conns[c.session.ID] == c
+	if current {
 		delete(h.conns, c.session.ID)
 	}
 	h.mu.Unlock()
 	c.unsubscribe()
-	// The connection's context is over by now; the detach gets a short one of its own.
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-	defer cancel()
-	if err := h.cfg.Sessions.Detach(dctx, c.session.ID, h.cfg.ReplicaID); err != nil {
-		c.log.Warn().Err(err).Msg("detach session")
+	// A connection replaced by a newer one of the same session on this replica leaves
+	// the owner alone: it names this replica, and the newer connection holds it now.
+	if current {
+		// The connection's context is over by now; the detach gets a short one of its own.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		if err := h.cfg.Sessions.Detach(dctx, c.session.ID, h.cfg.ReplicaID); err != nil {
+			c.log.Warn().Err(err).Msg("detach session")
+		}
 	}
 	// A lost socket never stops the session (the seed: socket loss is unavailable, not
 	// stopped): views answer 503 until the worker reconnects to any replica, and only the
@@ -653,10 +669,13 @@ func (c *Conn) pinger(ctx context.Context) {
 	}
 }
 
-// close ends the connection; waiters get errConnClosed.
+// close ends the connection with code; waiters get errConnClosed. The close frame goes
+// out first: cancelling the connection's context first would end the pending read, and
+// with it the connection, before the frame left — and a worker would not learn, from a
+// close it never got, that its session ended. Close bounds its own handshake.
 func (c *Conn) close(code websocket.StatusCode, reason string) {
-	c.cancel()
 	_ = c.ws.Close(code, reason)
+	c.cancel()
 }
 
 // publish sends a status event when the status changed since the last one.

@@ -66,7 +66,9 @@ func (h *Hub) stop(ctx context.Context, c *Conn, sess session.Session, reason st
 		c.log.Info().Str("reason", reason).Msg("session stopped")
 	}
 	c.publish(ctx, session.Stopped)
-	c.close(StatusSessionEnded, "session stopped")
+	// The close handshake may wait on a dead worker (bounded by the WebSocket library):
+	// not on the session checks' time.
+	go c.close(StatusSessionEnded, "session stopped")
 }
 
 // StopSession ends a session this replica holds (operator stop relayed over NATS).
@@ -97,7 +99,8 @@ func (h *Hub) Close(ctx context.Context) {
 	}
 	h.mu.Unlock()
 	for _, c := range conns {
-		c.close(websocket.StatusGoingAway, "replica shutting down")
+		// At once for all: each close handshake may wait on its peer.
+		go c.close(websocket.StatusGoingAway, "replica shutting down")
 	}
 	done := make(chan struct{})
 	go func() { h.wg.Wait(); close(done) }()

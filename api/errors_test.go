@@ -1,0 +1,256 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/gin-gonic/gin"
+	"github.com/rs/zerolog"
+
+	"github.com/agentfy/agentfy/auth"
+	"github.com/agentfy/agentfy/feed"
+	"github.com/agentfy/agentfy/view"
+	"github.com/agentfy/agentfy/wire"
+)
+
+// Every error callers branch on has its status, code and plain message; anything else
+// is 503 unavailable.
+func TestClassify(t *testing.T) {
+	internal := errors.New("dial tcp 10.0.0.7:6379: connect: connection refused")
+	tests := []struct {
+		name string
+		err  error
+		want httpError
+	}{
+		{"unauthenticated", auth.ErrUnauthenticated, httpError{401, "unauthenticated", "a valid bearer credential is required"}},
+		{"forbidden", auth.ErrForbidden, httpError{403, "forbidden", "this credential may not do that"}},
+		{"not found", auth.ErrNotFound, httpError{404, "not_found", "agent not found"}},
+		{"rate limited", view.ErrRateLimited, httpError{429, "rate_limited", "one view per agent every 2 seconds; retry later"}},
+		{"capability not found", view.ErrCapabilityNotFound, httpError{404, "not_found", "capability not found"}},
+		{"too many streams", feed.ErrTooManyForCaller, httpError{429, "too_many_streams", "this user holds too many status streams; close one"}},
+		{"wrapped unauthenticated", fmt.Errorf("verify: %w", auth.ErrUnauthenticated), errUnauthenticated},
+		{"wrapped forbidden", fmt.Errorf("authorize: %w", auth.ErrForbidden), errForbidden},
+		{"wrapped not found", fmt.Errorf("agent: %w", auth.ErrNotFound), errNotFound},
+		{"wrapped rate limited", fmt.Errorf("gate: %w", view.ErrRateLimited), errRateLimited},
+		{"wrapped capability", fmt.Errorf("consume: %w", view.ErrCapabilityNotFound), errCapability},
+		{"joined with a sentinel", errors.Join(internal, auth.ErrForbidden), errForbidden},
+		{"pending limit", view.ErrBusy, errUnavailable},
+		{"view unavailable", &view.UnavailableError{Reason: wire.ReasonCapture}, errUnavailable},
+		{"not durable", fmt.Errorf("%w: 0 of 1 replicas", view.ErrNotDurable), errUnavailable},
+		{"all listeners", feed.ErrTooManyListeners, errUnavailable},
+		{"internal", internal, errUnavailable},
+		{"wrapped internal", fmt.Errorf("session: get: %w", internal), errUnavailable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := classify(tt.err); got != tt.want {
+				t.Fatalf("classify(%v) = %+v, want %+v", tt.err, got, tt.want)
+			}
+		})
+	}
+	if errUnavailable.status != http.StatusServiceUnavailable || errUnavailable.code != "unavailable" {
+		t.Fatalf("errUnavailable = %+v", errUnavailable)
+	}
+}
+
+// reasonOf is one of a closed set of labels.
+func TestReasonOf(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"pending limit", view.ErrBusy, "pending_limit"},
+		{"wrapped pending limit", fmt.Errorf("observe: %w", view.ErrBusy), "pending_limit"},
+		{"not durable", view.ErrNotDurable, "not_durable"},
+		{"wrapped not durable", fmt.Errorf("%w: 0 of 1 replicas in 500ms", view.ErrNotDurable), "not_durable"},
+		{"wrapped view reason", fmt.Errorf("%w: nats: connection closed", &view.UnavailableError{Reason: wire.ReasonFailed}), wire.ReasonFailed},
+		{"bare unavailable sentinel", view.ErrUnavailable, "internal"},
+		{"redis down", errors.New("redis: connection pool timeout"), "internal"},
+		{"not a 503 at all", auth.ErrForbidden, "internal"},
+	}
+	for _, r := range wire.Reasons() {
+		tests = append(tests, struct {
+			name string
+			err  error
+			want string
+		}{"view " + r, &view.UnavailableError{Reason: r}, r})
+	}
+	labels := append(wire.Reasons(), "pending_limit", "not_durable", "internal")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := reasonOf(tt.err)
+			if got != tt.want {
+				t.Fatalf("reasonOf(%v) = %q, want %q", tt.err, got, tt.want)
+			}
+			found := false
+			for _, l := range labels {
+				found = found || l == got
+			}
+			if !found {
+				t.Fatalf("reasonOf(%v) = %q, not a metric label", tt.err, got)
+			}
+		})
+	}
+}
+
+// abort renders the table's row; a 503 logs (only) its reason and the internal error, and
+// the client sees the plain message alone.
+func TestAbort(t *testing.T) {
+	gin.SetMode(gin.ReleaseMode)
+	secret := "dial tcp 10.0.0.7:6379: connect: connection refused"
+	tests := []struct {
+		name       string
+		err        error
+		want       httpError
+		wantReason string // "" when not a 503
+	}{
+		{"unauthenticated", auth.ErrUnauthenticated, errUnauthenticated, ""},
+		{"rate limited", view.ErrRateLimited, errRateLimited, ""},
+		{"not found", auth.ErrNotFound, errNotFound, ""},
+		{"view capture", &view.UnavailableError{Reason: wire.ReasonCapture}, errUnavailable, wire.ReasonCapture},
+		{"view failed with detail", fmt.Errorf("%w: %s", &view.UnavailableError{Reason: wire.ReasonFailed}, secret), errUnavailable, wire.ReasonFailed},
+		{"pending limit", view.ErrBusy, errUnavailable, "pending_limit"},
+		{"internal", errors.New(secret), errUnavailable, "internal"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var logs bytes.Buffer
+			s := &Server{cfg: Config{Log: zerolog.New(&logs)}}
+			w := httptest.NewRecorder()
+			c, _ := gin.CreateTestContext(w)
+			c.Request = httptest.NewRequest(http.MethodGet, "/v1/agents/a1/worker/view", nil)
+			s.abort(c, tt.err)
+
+			if w.Code != tt.want.status {
+				t.Fatalf("status %d, want %d", w.Code, tt.want.status)
+			}
+			want, _ := json.Marshal(tt.want.body())
+			if got := strings.TrimSpace(w.Body.String()); got != string(want) {
+				t.Fatalf("body %s, want %s", got, want)
+			}
+			if got := w.Header().Get("Retry-After"); (tt.want.status == http.StatusTooManyRequests) != (got == "2") {
+				t.Errorf("Retry-After %q for %d", got, tt.want.status)
+			}
+			if got := c.GetString(ctxOutcome); got != tt.want.code {
+				t.Errorf("outcome %q, want %q", got, tt.want.code)
+			}
+			if got := c.GetString(ctxReason); got != tt.wantReason {
+				t.Errorf("reason %q, want %q", got, tt.wantReason)
+			}
+			if w.Header().Get("Connection") == "close" {
+				t.Errorf("Connection: close on a request without a body")
+			}
+			if tt.wantReason == "" {
+				if logs.Len() != 0 {
+					t.Errorf("a %d was logged: %s", tt.want.status, logs.String())
+				}
+				return
+			}
+			var line struct {
+				Level, Reason, Error string
+			}
+			if err := json.Unmarshal(logs.Bytes(), &line); err != nil || line.Level != "warn" || line.Reason != tt.wantReason || line.Error != tt.err.Error() {
+				t.Errorf("log %s, want a warning with reason %q and the error", logs.String(), tt.wantReason)
+			}
+		})
+	}
+}
+
+// closeIfBody ends the connection after an error answer only when the request has a
+// body left to drain.
+func TestCloseIfBody(t *testing.T) {
+	gin.SetMode(gin.ReleaseMode)
+	tests := []struct {
+		name      string
+		body      string
+		chunked   bool
+		wantClose bool
+	}{
+		{"no body", "", false, false},
+		{"body", `{"requestId":"x"}`, false, true},
+		{"chunked body", `{"requestId":"x"}`, true, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := httptest.NewRecorder()
+			c, _ := gin.CreateTestContext(w)
+			c.Request = httptest.NewRequest(http.MethodPost, wire.ConsumePath, strings.NewReader(tt.body))
+			if tt.chunked {
+				c.Request.ContentLength = -1
+				c.Request.TransferEncoding = []string{"chunked"}
+			}
+			closeIfBody(c)
+			if got := w.Header().Get("Connection") == "close"; got != tt.wantClose {
+				t.Fatalf("Connection: close = %v, want %v", got, tt.wantClose)
+			}
+		})
+	}
+}
+
+// decodeStrict takes one JSON object within the bound, with no unknown field and
+// nothing after it; anything else is 400 (415 for another media type).
+func TestDecodeStrict(t *testing.T) {
+	gin.SetMode(gin.ReleaseMode)
+	id := strings.Repeat("ab", 32)
+	// A body of exactly n bytes: {"requestId":"aaa…"}.
+	sized := func(n int) string { return `{"requestId":"` + strings.Repeat("a", n-len(`{"requestId":""}`)) + `"}` }
+	tests := []struct {
+		name        string
+		body        string
+		contentType string
+		wantStatus  int // 0: accepted
+		wantID      string
+	}{
+		{name: "good", body: `{"requestId":"` + id + `"}`, contentType: "application/json", wantID: id},
+		{name: "media type parameters", body: `{"requestId":"` + id + `"}`, contentType: "application/json; charset=utf-8", wantID: id},
+		{name: "no content type", body: `{"requestId":"` + id + `"}`, wantID: id},
+		{name: "trailing space", body: `{"requestId":"` + id + "\"}\n\t ", contentType: "application/json", wantID: id},
+		{name: "exactly the bound", body: sized(MaxConsumeBody), contentType: "application/json", wantID: strings.Repeat("a", MaxConsumeBody-len(`{"requestId":""}`))},
+		{name: "one byte over the bound", body: sized(MaxConsumeBody + 1), contentType: "application/json", wantStatus: 400},
+		{name: "far over the bound", body: `{"requestId":"` + id + `"}` + strings.Repeat(" ", 1<<20), contentType: "application/json", wantStatus: 400},
+		{name: "unknown field", body: `{"requestId":"` + id + `","publicKey":"04"}`, contentType: "application/json", wantStatus: 400},
+		{name: "second object", body: `{"requestId":"a"} {"requestId":"b"}`, contentType: "application/json", wantStatus: 400},
+		{name: "trailing garbage", body: `{"requestId":"a"}x`, contentType: "application/json", wantStatus: 400},
+		{name: "trailing bracket", body: `{"requestId":"a"}]`, contentType: "application/json", wantStatus: 400},
+		{name: "truncated", body: `{"requestId":"a"`, contentType: "application/json", wantStatus: 400},
+		{name: "empty", body: ``, contentType: "application/json", wantStatus: 400},
+		{name: "array", body: `[]`, contentType: "application/json", wantStatus: 400},
+		{name: "wrong type", body: `{"requestId":1}`, contentType: "application/json", wantStatus: 400},
+		{name: "form", body: `requestId=a`, contentType: "application/x-www-form-urlencoded", wantStatus: 415},
+		{name: "text", body: `{"requestId":"a"}`, contentType: "text/plain", wantStatus: 415},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := httptest.NewRecorder()
+			c, _ := gin.CreateTestContext(w)
+			c.Request = httptest.NewRequest(http.MethodPost, wire.ConsumePath, strings.NewReader(tt.body))
+			if tt.contentType != "" {
+				c.Request.Header.Set("Content-Type", tt.contentType)
+			}
+			var req struct {
+				RequestID string `json:"requestId"`
+			}
+			ok := decodeStrict(c, MaxConsumeBody, &req)
+			if tt.wantStatus == 0 {
+				if !ok || c.IsAborted() || req.RequestID != tt.wantID {
+					t.Fatalf("decodeStrict = %v (status %d), id %q; want accepted with %q", ok, w.Code, req.RequestID, tt.wantID)
+				}
+				return
+			}
+			if ok || !c.IsAborted() || w.Code != tt.wantStatus {
+				t.Fatalf("decodeStrict = %v, status %d; want refused with %d", ok, w.Code, tt.wantStatus)
+			}
+			var body errorBody
+			if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil || body.Error.Code == "" || strings.Contains(w.Body.String(), "json:") {
+				t.Fatalf("body %s: want a plain error body", w.Body.String())
+			}
+		})
+	}
+}

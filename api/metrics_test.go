@@ -1,0 +1,160 @@
+package api
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/agentfy/agentfy/auth"
+	"github.com/agentfy/agentfy/internal/testenv"
+	"github.com/agentfy/agentfy/view"
+	"github.com/agentfy/agentfy/wire"
+)
+
+// scrape reads every sample m serves at /metrics, keyed by name{labels} as exposed
+// (labels sorted by name).
+func scrape(t *testing.T, h http.Handler) map[string]float64 {
+	t.Helper()
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if w.Code != http.StatusOK {
+		t.Fatalf("/metrics answered %d", w.Code)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(w.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			t.Fatalf("sample %q: %v", line, err)
+		}
+		out[line[:i]] = v
+	}
+	return out
+}
+
+// sum adds the samples of one metric.
+func sum(samples map[string]float64, name string) float64 {
+	var n float64
+	for k, v := range samples {
+		if strings.HasPrefix(k, name+"{") || k == name {
+			n += v
+		}
+	}
+	return n
+}
+
+// The view routes' middleware counts every answer by route, status and outcome, and a
+// 503 once more by its reason: agentfy_view_unavailable_total{route,reason}.
+func TestMetricViewCountsReasons(t *testing.T) {
+	gin.SetMode(gin.ReleaseMode)
+	zero := func() int { return 0 }
+	m := NewMetrics(zero, zero, zero, zero)
+	s := &Server{cfg: Config{Log: testenv.Logger(t), Metrics: m}}
+	const route = "/v1/agents/:id/worker/view"
+	errs := map[string]error{
+		"pending":   view.ErrBusy,
+		"durable":   fmt.Errorf("%w: 0 of 1 replicas", view.ErrNotDurable),
+		"redis":     errors.New("redis: connection refused"),
+		"limited":   view.ErrRateLimited,
+		"stranger":  auth.ErrNotFound,
+		"anonymous": auth.ErrUnauthenticated,
+	}
+	for _, r := range wire.Reasons() {
+		errs["reason-"+r] = &view.UnavailableError{Reason: r}
+	}
+	eng := gin.New()
+	eng.GET(route, s.metricView, func(c *gin.Context) {
+		id := c.Param("id")
+		if id == "frame" {
+			c.Set(ctxOutcome, "frame")
+			c.Data(http.StatusOK, "application/json", []byte(`{"live":true,"page":null}`))
+			return
+		}
+		s.abort(c, errs[id])
+	})
+
+	tests := []struct {
+		name       string
+		id         string
+		wantStatus int
+		wantOut    string
+		wantReason string // "" when agentfy_view_unavailable_total must not move
+	}{
+		{"frame", "frame", 200, "frame", ""},
+		{"rate limited", "limited", 429, "rate_limited", ""},
+		{"not found", "stranger", 404, "not_found", ""},
+		{"unauthenticated", "anonymous", 401, "unauthenticated", ""},
+		{"pending limit", "pending", 503, "unavailable", "pending_limit"},
+		{"not durable", "durable", 503, "unavailable", "not_durable"},
+		{"internal", "redis", 503, "unavailable", "internal"},
+	}
+	for _, r := range wire.Reasons() {
+		tests = append(tests, struct {
+			name       string
+			id         string
+			wantStatus int
+			wantOut    string
+			wantReason string
+		}{"view " + r, "reason-" + r, 503, "unavailable", r})
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := scrape(t, m.Handler())
+			w := httptest.NewRecorder()
+			eng.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/v1/agents/"+tt.id+"/worker/view", nil))
+			if w.Code != tt.wantStatus {
+				t.Fatalf("status %d, want %d", w.Code, tt.wantStatus)
+			}
+			after := scrape(t, m.Handler())
+
+			outcome := fmt.Sprintf(`agentfy_view_requests_total{outcome=%q,route=%q,status="%d"}`, tt.wantOut, route, tt.wantStatus)
+			if d := after[outcome] - before[outcome]; d != 1 {
+				t.Errorf("%s moved by %v, want 1", outcome, d)
+			}
+			reasons := sum(after, "agentfy_view_unavailable_total") - sum(before, "agentfy_view_unavailable_total")
+			if tt.wantReason == "" {
+				if reasons != 0 {
+					t.Errorf("agentfy_view_unavailable_total moved by %v for a %d", reasons, tt.wantStatus)
+				}
+			} else {
+				series := fmt.Sprintf(`agentfy_view_unavailable_total{reason=%q,route=%q}`, tt.wantReason, route)
+				if d := after[series] - before[series]; d != 1 || reasons != 1 {
+					t.Errorf("%s moved by %v (all reasons by %v), want 1", series, d, reasons)
+				}
+			}
+			gate := sum(after, "agentfy_gate_refusals_total") - sum(before, "agentfy_gate_refusals_total")
+			if want := map[bool]float64{true: 1, false: 0}[tt.wantStatus == http.StatusTooManyRequests]; gate != want {
+				t.Errorf("agentfy_gate_refusals_total moved by %v, want %v", gate, want)
+			}
+			latency := fmt.Sprintf(`agentfy_view_duration_seconds_count{route=%q,status="%d"}`, route, tt.wantStatus)
+			if d := after[latency] - before[latency]; d != 1 {
+				t.Errorf("%s moved by %v, want 1", latency, d)
+			}
+		})
+	}
+}
+
+// Without Metrics the middleware only passes the request on.
+func TestMetricViewWithoutMetrics(t *testing.T) {
+	gin.SetMode(gin.ReleaseMode)
+	s := &Server{cfg: Config{Log: testenv.Logger(t)}}
+	eng := gin.New()
+	eng.GET("/v1/agents/:id/worker/view", s.metricView, func(c *gin.Context) { s.abort(c, view.ErrBusy) })
+	w := httptest.NewRecorder()
+	eng.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/v1/agents/a/worker/view", nil))
+	if w.Code != http.StatusServiceUnavailable {
+		t.Fatalf("status %d, want 503", w.Code)
+	}
+}

@@ -1,0 +1,287 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/agentfy/agentfy/internal/testenv"
+	"github.com/agentfy/agentfy/jsonrpc"
+	"github.com/agentfy/agentfy/wire"
+)
+
+const pass = "wp_0123456789abcdef"
+
+// newRunWorker returns a Worker that dials rp with the right pass.
+func newRunWorker(t *testing.T, rp *replica, ipc, health string) *Worker {
+	t.Helper()
+	w, err := New(Config{APIURLs: []string{rp.srv.URL}, Pass: pass, IPCDir: ipc, ImageTag: "worker:1.2.3", HealthFile: health, Log: testenv.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// The hello states the image tag, bootstrap revision 2 and the capabilities the IPC
+// directory allows; the health file exists exactly while the channel is open.
+func TestRunHello(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		withSock bool
+		want     []string
+	}{
+		{"browser image", true, []string{wire.CapabilityBrowserView}},
+		{"shell image", false, []string{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testenv.Context(t, 20*time.Second)
+			dir := ipcDir(t)
+			if tt.withSock {
+				dir = startBroker(t, answer(http.StatusOK, `{"envelope":{}}`)).dir
+			}
+			health := filepath.Join(t.TempDir(), "healthy")
+			rp := startReplica(t, pass, 0)
+			w := newRunWorker(t, rp, dir, health)
+			errc := runWorker(t, w)
+
+			c := rp.accept(t, ctx)
+			if c.hello.ImageTag != "worker:1.2.3" || c.hello.BootstrapRevision != wire.BootstrapRevision ||
+				c.hello.Capabilities == nil || !slices.Equal(c.hello.Capabilities, tt.want) {
+				t.Fatalf("hello %+v, want image worker:1.2.3, revision 2, capabilities %v", c.hello, tt.want)
+			}
+			if why := jsonrpc.ValidHello(c.hello); why != "" {
+				t.Fatalf("a replica would refuse the hello: %s", why)
+			}
+			testenv.WaitFor(t, 5*time.Second, "health file", func() bool {
+				_, err := os.Stat(health)
+				return err == nil
+			})
+
+			// A shell image refuses browserView as method-not-found (an old image's
+			// answer); an unknown method is method-not-found too.
+			if !tt.withSock {
+				c.send(t, ctx, 10, jsonrpc.MethodBrowserView, jsonrpc.BrowserViewParams{RequestID: requestID})
+				if m := c.receive(t, ctx); m.Error == nil || m.Error.Code != jsonrpc.CodeMethodNotFound || jsonrpc.ReasonOf(m.Error) != wire.ReasonUnsupported {
+					t.Errorf("browserView on a shell image: %+v, want method not found", m.Error)
+				}
+			}
+			c.send(t, ctx, 11, "agentfy/unknown", struct{}{})
+			if m := c.receive(t, ctx); m.Error == nil || m.Error.Code != jsonrpc.CodeMethodNotFound || *m.ID != 11 {
+				t.Errorf("unknown method: %+v, want method not found", m.Error)
+			}
+
+			w.EndSession()
+			// Reading completes the close handshake the worker started.
+			if _, _, err := c.ws.Read(ctx); websocket.CloseStatus(err) != wire.CloseSessionEnded {
+				t.Fatalf("the replica saw %v, want close %d", err, wire.CloseSessionEnded)
+			}
+			if err := waitResult(t, ctx, errc); !errors.Is(err, ErrSessionEnded) {
+				t.Fatalf("Run = %v, want ErrSessionEnded", err)
+			}
+			if _, err := os.Stat(health); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("health file after the channel closed: %v, want none", err)
+			}
+		})
+	}
+}
+
+// More requests in flight than the bound are refused busy at once, without reaching the
+// broker; a finished one frees its slot.
+func TestDispatchBounds(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		method string
+		params any
+		bound  int
+		path   string
+	}{
+		{"views", jsonrpc.MethodBrowserView, jsonrpc.BrowserViewParams{RequestID: requestID}, MaxConcurrentViews, wire.ObservePath},
+		{"tools", jsonrpc.MethodToolsCall, jsonrpc.ToolCallParams{Name: wire.ToolTabs}, MaxConcurrentTools, wire.ToolPathPrefix + wire.ToolTabs},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testenv.Context(t, 30*time.Second)
+			release := make(chan struct{})
+			var b *fakeBroker
+			b = startBroker(t, func(w http.ResponseWriter, _ *http.Request) {
+				select {
+				case <-release:
+				case <-b.stop:
+					return
+				}
+				answer(http.StatusOK, `{"result":{"ok":true},"envelope":{}}`)(w, nil)
+			})
+			rp := startReplica(t, pass, 0)
+			w := newRunWorker(t, rp, b.dir, "")
+			runWorker(t, w)
+			c := rp.accept(t, ctx)
+
+			for id := 1; id <= tt.bound; id++ {
+				c.send(t, ctx, uint64(id), tt.method, tt.params)
+			}
+			// Every slot is taken once the broker holds them all.
+			for range tt.bound {
+				select {
+				case r := <-b.reqs:
+					if r.path != tt.path {
+						t.Fatalf("broker got %s, want %s", r.path, tt.path)
+					}
+				case <-ctx.Done():
+					t.Fatal("the broker did not get every request within the bound")
+				}
+			}
+			over := uint64(tt.bound + 1)
+			c.send(t, ctx, over, tt.method, tt.params)
+			m := c.receive(t, ctx)
+			if *m.ID != over || m.Error == nil || m.Error.Code != jsonrpc.CodeBusy || jsonrpc.ReasonOf(m.Error) != wire.ReasonBusy {
+				t.Fatalf("request %d over the bound: %+v %+v, want busy", over, *m.ID, m.Error)
+			}
+			if n := len(b.seen()); n != 0 {
+				t.Fatalf("broker saw %d requests over the bound, want none", n)
+			}
+
+			close(release)
+			answered := map[uint64]bool{}
+			for range tt.bound {
+				m := c.receive(t, ctx)
+				if m.Error != nil {
+					t.Fatalf("request %d: %+v, want a result", *m.ID, m.Error)
+				}
+				answered[*m.ID] = true
+			}
+			if len(answered) != tt.bound {
+				t.Fatalf("%d distinct answers, want %d", len(answered), tt.bound)
+			}
+			// The slots are free again.
+			c.send(t, ctx, over+1, tt.method, tt.params)
+			if m := c.receive(t, ctx); *m.ID != over+1 || m.Error != nil {
+				t.Fatalf("after the release: %+v, want a result", m.Error)
+			}
+		})
+	}
+}
+
+// The session ends for good — Run returns ErrSessionEnded and does not reconnect — only
+// when the replica closes with wire.CloseSessionEnded or refuses the pass. Any other
+// loss is reconnected.
+func TestRunSessionEnd(t *testing.T) {
+	t.Parallel()
+	t.Run("replica closes with 4000", func(t *testing.T) {
+		t.Parallel()
+		ctx := testenv.Context(t, 20*time.Second)
+		rp := startReplica(t, pass, 0)
+		errc := runWorker(t, newRunWorker(t, rp, ipcDir(t), ""))
+		c := rp.accept(t, ctx)
+		if err := c.ws.Close(wire.CloseSessionEnded, "session stopped"); err != nil {
+			t.Fatalf("close handshake: %v", err)
+		}
+		if err := waitResult(t, ctx, errc); !errors.Is(err, ErrSessionEnded) {
+			t.Fatalf("Run = %v, want ErrSessionEnded", err)
+		}
+		if n := len(rp.attempts); n != 1 {
+			t.Fatalf("%d attempts, want 1: no reconnect after the session ended", n)
+		}
+	})
+	for _, status := range []int{http.StatusUnauthorized, http.StatusForbidden} {
+		t.Run(http.StatusText(status)+" on the upgrade", func(t *testing.T) {
+			t.Parallel()
+			ctx := testenv.Context(t, 20*time.Second)
+			rp := startReplica(t, pass, status)
+			errc := runWorker(t, newRunWorker(t, rp, ipcDir(t), ""))
+			if err := waitResult(t, ctx, errc); !errors.Is(err, ErrSessionEnded) {
+				t.Fatalf("Run = %v, want ErrSessionEnded", err)
+			}
+			if n := len(rp.attempts); n != 1 {
+				t.Fatalf("%d attempts, want exactly 1", n)
+			}
+		})
+	}
+	t.Run("wrong pass", func(t *testing.T) {
+		t.Parallel()
+		ctx := testenv.Context(t, 20*time.Second)
+		rp := startReplica(t, "another pass", 0)
+		errc := runWorker(t, newRunWorker(t, rp, ipcDir(t), ""))
+		if err := waitResult(t, ctx, errc); !errors.Is(err, ErrSessionEnded) {
+			t.Fatalf("Run = %v, want ErrSessionEnded", err)
+		}
+		if got := <-rp.attempts; got != http.StatusUnauthorized {
+			t.Fatalf("upgrade answered %d, want 401", got)
+		}
+	})
+	t.Run("EndSession closes with 4000", func(t *testing.T) {
+		t.Parallel()
+		ctx := testenv.Context(t, 20*time.Second)
+		rp := startReplica(t, pass, 0)
+		w := newRunWorker(t, rp, ipcDir(t), "")
+		errc := runWorker(t, w)
+		c := rp.accept(t, ctx)
+		w.EndSession()
+		w.EndSession() // twice is harmless
+		_, _, err := c.ws.Read(ctx)
+		if got := websocket.CloseStatus(err); got != wire.CloseSessionEnded {
+			t.Fatalf("the replica saw %v (status %d), want close %d", err, got, wire.CloseSessionEnded)
+		}
+		if err := waitResult(t, ctx, errc); !errors.Is(err, ErrSessionEnded) {
+			t.Fatalf("Run = %v, want ErrSessionEnded", err)
+		}
+	})
+	t.Run("lost socket reconnects", func(t *testing.T) {
+		t.Parallel()
+		ctx := testenv.Context(t, 20*time.Second)
+		rp := startReplica(t, pass, 0)
+		errc := runWorker(t, newRunWorker(t, rp, ipcDir(t), ""))
+		c := rp.accept(t, ctx)
+		if err := c.ws.Close(websocket.StatusGoingAway, "replica shutting down"); err != nil {
+			t.Fatalf("close handshake: %v", err)
+		}
+		c2 := rp.accept(t, ctx) // the worker came back
+		select {
+		case err := <-errc:
+			t.Fatalf("Run returned %v after a lost socket, want a reconnect", err)
+		default:
+		}
+		// A policy close (a replaced connection) is a lost socket too.
+		if err := c2.ws.Close(websocket.StatusPolicyViolation, "replaced"); err != nil {
+			t.Fatalf("close handshake: %v", err)
+		}
+		c3 := rp.accept(t, ctx)
+		if err := c3.ws.Close(wire.CloseSessionEnded, "session stopped"); err != nil {
+			t.Fatalf("close handshake: %v", err)
+		}
+		if err := waitResult(t, ctx, errc); !errors.Is(err, ErrSessionEnded) {
+			t.Fatalf("Run = %v, want ErrSessionEnded", err)
+		}
+	})
+	t.Run("server error retries", func(t *testing.T) {
+		t.Parallel()
+		ctx := testenv.Context(t, 20*time.Second)
+		rp := startReplica(t, pass, http.StatusServiceUnavailable)
+		runCtx, cancel := context.WithCancel(ctx)
+		w := newRunWorker(t, rp, ipcDir(t), "")
+		errc := make(chan error, 1)
+		go func() { errc <- w.Run(runCtx) }()
+		for range 2 {
+			select {
+			case <-rp.attempts:
+			case <-ctx.Done():
+				t.Fatal("the worker did not retry after a 503")
+			}
+		}
+		cancel()
+		if err := waitResult(t, ctx, errc); err != nil {
+			t.Fatalf("Run after its context ended = %v, want nil", err)
+		}
+	})
+}
