@@ -251,6 +251,11 @@ func TestDecodeStrict(t *testing.T) {
 			if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil || body.Error.Code == "" || strings.Contains(w.Body.String(), "json:") {
 				t.Fatalf("body %s: want a plain error body", w.Body.String())
 			}
+			// What is left of a refused body is never read: the connection ends with the
+			// answer (an empty body has nothing left).
+			if tt.body != "" && w.Header().Get("Connection") != "close" {
+				t.Errorf("Connection %q after a refused body, want close", w.Header().Get("Connection"))
+			}
 		})
 	}
 }

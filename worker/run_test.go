@@ -71,7 +71,7 @@ func TestRunHello(t *testing.T) {
 			// answer); an unknown method is method-not-found too.
 			if !tt.withSock {
 				c.send(t, ctx, 10, jsonrpc.MethodBrowserView, jsonrpc.BrowserViewParams{RequestID: requestID})
-				if m := c.receive(t, ctx); m.Error == nil || m.Error.Code != jsonrpc.CodeMethodNotFound || jsonrpc.ReasonOf(m.Error) != wire.ReasonUnsupported {
+				if m := c.receive(t, ctx); m.Error == nil || m.Error.Code != jsonrpc.CodeMethodNotFound || m.Error.Data == nil || m.Error.Data.Reason != wire.ReasonUnsupported {
 					t.Errorf("browserView on a shell image: %+v, want method not found", m.Error)
 				}
 			}
@@ -145,7 +145,8 @@ func TestDispatchBounds(t *testing.T) {
 			over := uint64(tt.bound + 1)
 			c.send(t, ctx, over, tt.method, tt.params)
 			m := c.receive(t, ctx)
-			if *m.ID != over || m.Error == nil || m.Error.Code != jsonrpc.CodeBusy || jsonrpc.ReasonOf(m.Error) != wire.ReasonBusy {
+			if *m.ID != over || m.Error == nil || m.Error.Code != jsonrpc.CodeBusy || jsonrpc.ReasonOf(m.Error) != wire.ReasonBusy ||
+				(tt.method == jsonrpc.MethodBrowserView && (m.Error.Data == nil || m.Error.Data.Reason != wire.ReasonBusy)) {
 				t.Fatalf("request %d over the bound: %+v %+v, want busy", over, *m.ID, m.Error)
 			}
 			if n := len(b.seen()); n != 0 {

@@ -266,7 +266,7 @@ func (w *Worker) dispatch(ctx context.Context, ws *websocket.Conn, m *jsonrpc.Me
 	switch m.Method {
 	case jsonrpc.MethodBrowserView:
 		if len(w.capabilities()) == 0 {
-			respond(jsonrpc.NewError(id, jsonrpc.CodeMethodNotFound, "method not found"))
+			respond(jsonrpc.NewViewError(id, wire.ReasonUnsupported, "method not found"), nil)
 			return
 		}
 		sem = w.views
@@ -281,6 +281,10 @@ func (w *Worker) dispatch(ctx context.Context, ws *websocket.Conn, m *jsonrpc.Me
 	select {
 	case sem <- struct{}{}:
 	default:
+		if m.Method == jsonrpc.MethodBrowserView {
+			respond(jsonrpc.NewViewError(id, wire.ReasonBusy, "too many requests in flight"), nil)
+			return
+		}
 		respond(jsonrpc.NewError(id, jsonrpc.CodeBusy, "too many requests in flight"))
 		return
 	}
