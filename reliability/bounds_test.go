@@ -23,6 +23,7 @@ import (
 	"github.com/agentfy/agentfy/internal/stack"
 	"github.com/agentfy/agentfy/view"
 	"github.com/agentfy/agentfy/view/envelope"
+	"github.com/agentfy/agentfy/wire"
 )
 
 // refusedAtOnce is how fast a refusal by a full bound must come back; a request that
@@ -62,7 +63,7 @@ func TestPendingLimitPerReplica(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, m := range held {
-			_ = bus.RespondError(m, view.ReasonCapture, "released by the test")
+			_ = bus.RespondError(m, wire.ReasonCapture, "released by the test")
 		}
 		held = nil
 	}
@@ -136,7 +137,7 @@ func TestObservationWaitersPerConnection(t *testing.T) {
 	}
 	paced := func(err error) bool {
 		var re *bus.RemoteError
-		return errors.As(err, &re) && re.Code == view.ReasonBusy && strings.Contains(re.Description, "for this session")
+		return errors.As(err, &re) && re.Code == wire.ReasonBusy && strings.Contains(re.Description, "for this session")
 	}
 	errs := make(chan error, channel.MaxObservationWaiters)
 	reqCtx, cancel := context.WithTimeout(client.Context(t), 30*time.Second)
@@ -172,12 +173,12 @@ func TestObservationWaitersPerConnection(t *testing.T) {
 	var re *bus.RemoteError
 	took := time.Since(start)
 	observed = fmt.Sprintf("8 held at the broker; the 9th refused after %v (%v)", took.Round(time.Microsecond), err)
-	if !errors.As(err, &re) || re.Code != view.ReasonBusy || !strings.Contains(re.Description, "on this connection") || took > refusedAtOnce {
+	if !errors.As(err, &re) || re.Code != wire.ReasonBusy || !strings.Contains(re.Description, "on this connection") || took > refusedAtOnce {
 		t.Fatalf("9th waiter: %v after %v, want busy at once for the connection's waiters", err, took)
 	}
 	hb.Release()
 	for range channel.MaxObservationWaiters {
-		if err := <-errs; !errors.As(err, &re) || re.Code != view.ReasonCapture {
+		if err := <-errs; !errors.As(err, &re) || re.Code != wire.ReasonCapture {
 			t.Fatalf("held observation ended with %v, want a capture failure", err)
 		}
 	}

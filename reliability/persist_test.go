@@ -19,6 +19,7 @@ import (
 	"github.com/agentfy/agentfy/internal/stack"
 	"github.com/agentfy/agentfy/internal/stacktest"
 	"github.com/agentfy/agentfy/view"
+	"github.com/agentfy/agentfy/wire"
 )
 
 // needle is something that must be found nowhere: a piece of a frame, its URL or title,
@@ -78,7 +79,7 @@ func TestNothingPersists(t *testing.T) {
 	for i := range 4 {
 		a := client.Poll(t, agent)
 		var res struct {
-			Page *view.Page `json:"page"`
+			Page *wire.Page `json:"page"`
 		}
 		if a.Status != 200 || json.Unmarshal([]byte(a.Body), &res) != nil || res.Page == nil {
 			t.Fatalf("view %d: %s", i, a.Summary())

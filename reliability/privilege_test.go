@@ -27,6 +27,7 @@ import (
 	"github.com/agentfy/agentfy/session"
 	"github.com/agentfy/agentfy/view"
 	"github.com/agentfy/agentfy/view/envelope"
+	"github.com/agentfy/agentfy/wire"
 )
 
 const privilege = "Least privilege on NATS and Redis"
@@ -455,7 +456,7 @@ func TestViewFloodOnTheBusIsPacedAtTheOwner(t *testing.T) {
 		}
 	}
 	real := <-during
-	if got[view.ReasonRefused] != random || consumes.Load() != 1 || owner.ViewsRelayed.Load()-relayedBefore != 1 || real.Summary() != "200 frame" {
+	if got[wire.ReasonRefused] != random || consumes.Load() != 1 || owner.ViewsRelayed.Load()-relayedBefore != 1 || real.Summary() != "200 frame" {
 		t.Fatalf("random flood: replies %v, %d consumes and %d relays (want the one real view's), real view %s",
 			got, consumes.Load(), owner.ViewsRelayed.Load()-relayedBefore, real.Summary())
 	}
@@ -479,7 +480,7 @@ func TestViewFloodOnTheBusIsPacedAtTheOwner(t *testing.T) {
 	relayed := int(owner.ViewsRelayed.Load() - relayedBefore)
 	paced := int(owner.ViewsPaced.Load() - pacedBefore)
 	limit := 3 + int(elapsed.Seconds()) + 1
-	if relayed > limit || relayed+paced != valid || got[view.ReasonBusy] < paced {
+	if relayed > limit || relayed+paced != valid || got[wire.ReasonBusy] < paced {
 		t.Fatalf("valid flood of %d in %v: %d reached the broker (limit %d), replies %v", valid, elapsed, relayed, limit, got)
 	}
 	// After the flood a client whose gate window is over asks again (the pace is left

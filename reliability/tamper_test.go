@@ -21,8 +21,8 @@ import (
 	"github.com/agentfy/agentfy/internal/stack"
 	"github.com/agentfy/agentfy/internal/stacktest"
 	"github.com/agentfy/agentfy/internal/testenv"
-	"github.com/agentfy/agentfy/view"
 	"github.com/agentfy/agentfy/view/envelope"
+	"github.com/agentfy/agentfy/wire"
 )
 
 // mutateField returns the sealed body with one envelope field changed by f.
@@ -221,11 +221,11 @@ func TestAPageCannotHideFromViewers(t *testing.T) {
 	if _, err := ss.Tool(client.Context(t), "browser_open", map[string]string{"url": st.Site + "/hiding.html"}); err != nil {
 		t.Fatal(err)
 	}
-	var page view.Page
+	var page wire.Page
 	testenv.WaitFor(t, 20*time.Second, "a frame of the hiding page", func() bool {
 		a := client.Poll(t, agent)
 		var res struct {
-			Page *view.Page `json:"page"`
+			Page *wire.Page `json:"page"`
 		}
 		if a.Status != 200 || json.Unmarshal([]byte(a.Body), &res) != nil || res.Page == nil || !strings.Contains(res.Page.URL, "hiding.html?qq") {
 			return false
@@ -233,7 +233,7 @@ func TestAPageCannotHideFromViewers(t *testing.T) {
 		page = *res.Page
 		return true
 	})
-	if len(page.URL) != view.MaxURLBytes || len(page.Title) > view.MaxTitleBytes || !utf8.ValidString(page.Title) || strings.Contains(page.Title, "end") {
+	if len(page.URL) != wire.MaxURLBytes || len(page.Title) > wire.MaxTitleBytes || !utf8.ValidString(page.Title) || strings.Contains(page.Title, "end") {
 		t.Fatalf("url of %d bytes, title of %d bytes", len(page.URL), len(page.Title))
 	}
 	observed = fmt.Sprintf("200 frame; url %d bytes, title %d bytes (valid UTF-8)", len(page.URL), len(page.Title))

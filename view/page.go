@@ -6,28 +6,9 @@ import (
 	"github.com/agentfy/agentfy/wire"
 )
 
-// The page's limits and layout are the wire contract's (package wire); these names stay
-// for the view's callers.
-const (
-	MaxFrameBytes     = wire.MaxFrameBytes
-	MaxURLBytes       = wire.MaxURLBytes
-	MaxTitleBytes     = wire.MaxTitleBytes
-	MaxFrameWidth     = wire.MaxFrameWidth
-	MaxFrameHeight    = wire.MaxFrameHeight
-	MaxPlaintextBytes = wire.MaxPlaintextBytes
-	MaxSealedBytes    = wire.MaxSealedBytes
-	CapturedAtLayout  = wire.CapturedAtLayout
-	ContentTypeJPEG   = wire.ContentTypeJPEG
-)
-
-// Page is one frame of the agent's current tab (wire.Page).
+// Page is one frame of the agent's current tab: the wire contract's page (its limits,
+// layout and validation live in package wire).
 type Page = wire.Page
-
-// errInvalidPage is the one error for a plaintext that is not a valid page.
-var errInvalidPage = wire.ErrInvalidPage
-
-// ParsePlaintext validates a decrypted plaintext (wire.ParsePage).
-func ParsePlaintext(b []byte) (*Page, error) { return wire.ParsePage(b) }
 
 // Result is the body of both view routes: {"live":false}, {"live":true,"page":null} or
 // {"live":true,"page":{…}}. It has no success wrapper.

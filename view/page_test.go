@@ -6,10 +6,11 @@ import (
 	"testing"
 
 	"github.com/agentfy/agentfy/view"
+	"github.com/agentfy/agentfy/wire"
 )
 
 func TestResultJSON(t *testing.T) {
-	page := &view.Page{URL: `https://example.com/a?q="x"&y=<z>`, Title: "Счёт — \u2028 \"quoted\"", CapturedAt: "2026-11-30T12:00:00.000Z", ContentType: "image/jpeg", Data: "/9j/2Q=="}
+	page := &wire.Page{URL: `https://example.com/a?q="x"&y=<z>`, Title: "Счёт — \u2028 \"quoted\"", CapturedAt: "2026-11-30T12:00:00.000Z", ContentType: "image/jpeg", Data: "/9j/2Q=="}
 	tests := []struct {
 		name string
 		res  view.Result
@@ -37,7 +38,7 @@ func TestResultJSON(t *testing.T) {
 			}
 			var back struct {
 				Live bool       `json:"live"`
-				Page *view.Page `json:"page"`
+				Page *wire.Page `json:"page"`
 			}
 			if err := json.Unmarshal(b, &back); err != nil || !back.Live || !reflect.DeepEqual(*back.Page, p) {
 				t.Fatalf("round trip: %+v %v", back.Page, err)

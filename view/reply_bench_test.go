@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/agentfy/agentfy/view/envelope"
+	"github.com/agentfy/agentfy/wire"
 )
 
 // These benchmarks price what the requesting replica does with a sealed reply, on one
@@ -60,7 +61,7 @@ func BenchmarkOpenReply(b *testing.B) {
 	id := hex.EncodeToString(idb)
 	plain, err := json.Marshal(map[string]string{
 		"url": "http://127.0.0.1:8080/", "title": "Northwind Supplies — Home", "capturedAt": "2026-11-30T12:00:00.000Z",
-		"contentType": ContentTypeJPEG, "data": base64.StdEncoding.EncodeToString(frame),
+		"contentType": wire.ContentTypeJPEG, "data": base64.StdEncoding.EncodeToString(frame),
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -109,14 +110,14 @@ func BenchmarkOpenReply(b *testing.B) {
 		b.SetBytes(int64(len(plain)))
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := ParsePlaintext(plain); err != nil {
+			if _, err := wire.ParsePage(plain); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
 	// What the HTTP edge does next: encode the result (encoding/json, no HTML
 	// escaping), as api's jsonRender does.
-	page, err := ParsePlaintext(plain)
+	page, err := wire.ParsePage(plain)
 	if err != nil {
 		b.Fatal(err)
 	}

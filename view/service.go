@@ -45,19 +45,6 @@ var (
 	ErrUnavailable = errors.New("view: unavailable")
 )
 
-// Reasons a view is unavailable: the wire contract's closed set (wire.Reason*), the
-// label of the outcome metric and of the log line.
-const (
-	ReasonNoChannel   = wire.ReasonNoChannel
-	ReasonUnsupported = wire.ReasonUnsupported
-	ReasonBusy        = wire.ReasonBusy
-	ReasonRefused     = wire.ReasonRefused
-	ReasonCapture     = wire.ReasonCapture
-	ReasonTimeout     = wire.ReasonTimeout
-	ReasonInvalid     = wire.ReasonInvalid
-	ReasonFailed      = wire.ReasonFailed
-)
-
 // UnavailableError says why a view was unavailable. errors.Is(err, ErrUnavailable) holds.
 type UnavailableError struct{ Reason string }
 
@@ -168,12 +155,12 @@ func (s *Service) Observe(ctx context.Context, sess session.Session) (*Page, err
 	if !sess.HasCapability(wire.CapabilityBrowserView) && sess.Owner != "" {
 		// The worker said in its hello that its image cannot relay views: refuse without
 		// dispatching anything.
-		return nil, unavailable(ReasonUnsupported)
+		return nil, unavailable(wire.ReasonUnsupported)
 	}
 	if !s.nc.IsConnected() {
 		// While NATS reconnects a request would sit in the reconnect buffer until its
 		// deadline; answer at once instead.
-		return nil, unavailable(ReasonNoChannel)
+		return nil, unavailable(wire.ReasonNoChannel)
 	}
 	ctx, cancel := context.WithTimeout(ctx, RequestTimeout)
 	defer cancel()
@@ -214,7 +201,7 @@ func (s *Service) Observe(ctx context.Context, sess session.Session) (*Page, err
 	}
 	page, err := openReply(priv, requestID, reply)
 	if err != nil {
-		return nil, unavailable(ReasonInvalid)
+		return nil, unavailable(wire.ReasonInvalid)
 	}
 	return page, nil
 }
@@ -239,17 +226,17 @@ func classify(err error) error {
 // failure is the same to the caller.
 func openReply(priv *ecdh.PrivateKey, requestID string, reply []byte) (*Page, error) {
 	if len(reply) > MaxReply {
-		return nil, errInvalidPage
+		return nil, wire.ErrInvalidPage
 	}
 	dec := json.NewDecoder(bytes.NewReader(reply))
 	dec.DisallowUnknownFields()
 	var sealed envelope.Sealed
 	if err := dec.Decode(&sealed); err != nil || dec.More() {
-		return nil, errInvalidPage
+		return nil, wire.ErrInvalidPage
 	}
 	plain, err := envelope.Open(priv, requestID, sealed.Envelope)
 	if err != nil {
 		return nil, err
 	}
-	return ParsePlaintext(plain)
+	return wire.ParsePage(plain)
 }

@@ -13,25 +13,26 @@ import (
 	"github.com/agentfy/agentfy/jsonrpc"
 	"github.com/agentfy/agentfy/view"
 	"github.com/agentfy/agentfy/view/envelope"
+	"github.com/agentfy/agentfy/wire"
 )
 
 // TestSizeChainAgrees: the largest page the API accepts, sealed, fits every bound on
 // its way — the NATS message (bus.MaxPayload, which the deployment template sets
 // too), the JSON-RPC message that carries it from the worker, and the reply the
-// requester reads — and view.MaxSealedBytes is a true bound of it.
+// requester reads — and wire.MaxSealedBytes is a true bound of it.
 func TestSizeChainAgrees(t *testing.T) {
-	jpeg := append([]byte{0xFF, 0xD8, 0xFF}, bytes.Repeat([]byte{0xAB}, view.MaxFrameBytes-5)...)
+	jpeg := append([]byte{0xFF, 0xD8, 0xFF}, bytes.Repeat([]byte{0xAB}, wire.MaxFrameBytes-5)...)
 	jpeg = append(jpeg, 0xFF, 0xD9)
 	// A URL and title of the worst kind for JSON: every byte escaped.
-	page, err := json.Marshal(view.Page{
-		URL: strings.Repeat("\x01", view.MaxURLBytes), Title: strings.Repeat("\x02", view.MaxTitleBytes),
-		CapturedAt: "2026-11-30T12:00:00.000Z", ContentType: view.ContentTypeJPEG, Data: base64.StdEncoding.EncodeToString(jpeg),
+	page, err := json.Marshal(wire.Page{
+		URL: strings.Repeat("\x01", wire.MaxURLBytes), Title: strings.Repeat("\x02", wire.MaxTitleBytes),
+		CapturedAt: "2026-11-30T12:00:00.000Z", ContentType: wire.ContentTypeJPEG, Data: base64.StdEncoding.EncodeToString(jpeg),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(page) > view.MaxPlaintextBytes {
-		t.Fatalf("the largest page is %d bytes, MaxPlaintextBytes %d", len(page), view.MaxPlaintextBytes)
+	if len(page) > wire.MaxPlaintextBytes {
+		t.Fatalf("the largest page is %d bytes, MaxPlaintextBytes %d", len(page), wire.MaxPlaintextBytes)
 	}
 	key, err := envelope.GenerateKey(rand.Reader)
 	if err != nil {
@@ -56,11 +57,11 @@ func TestSizeChainAgrees(t *testing.T) {
 		size  int
 		bound int
 	}{
-		{"sealed page ≤ view.MaxSealedBytes", len(sealed), view.MaxSealedBytes},
-		{"view.MaxSealedBytes ≤ bus.MaxPayload (NATS max_payload)", view.MaxSealedBytes, bus.MaxPayload},
-		{"view.MaxSealedBytes ≤ view.MaxReply", view.MaxSealedBytes, view.MaxReply},
-		{"JSON-RPC result ≤ jsonrpc.MaxMessage", len(rpc) - len(sealed) + view.MaxSealedBytes, jsonrpc.MaxMessage},
-		{"page ≤ envelope.MaxPlaintext", view.MaxPlaintextBytes, envelope.MaxPlaintext},
+		{"sealed page ≤ wire.MaxSealedBytes", len(sealed), wire.MaxSealedBytes},
+		{"wire.MaxSealedBytes ≤ bus.MaxPayload (NATS max_payload)", wire.MaxSealedBytes, bus.MaxPayload},
+		{"wire.MaxSealedBytes ≤ view.MaxReply", wire.MaxSealedBytes, view.MaxReply},
+		{"JSON-RPC result ≤ jsonrpc.MaxMessage", len(rpc) - len(sealed) + wire.MaxSealedBytes, jsonrpc.MaxMessage},
+		{"page ≤ envelope.MaxPlaintext", wire.MaxPlaintextBytes, envelope.MaxPlaintext},
 	} {
 		if c.size > c.bound {
 			t.Errorf("%s: %d > %d", c.what, c.size, c.bound)

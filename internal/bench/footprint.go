@@ -19,6 +19,7 @@ import (
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/internal/stack"
 	"github.com/agentfy/agentfy/view"
+	"github.com/agentfy/agentfy/wire"
 )
 
 // memory is the process's memory at one moment, after a full collection.
@@ -128,7 +129,7 @@ func benchMemory(ctx context.Context, st *stack.Stack, token string, r *footprin
 		mu.Lock()
 		defer mu.Unlock()
 		for _, m := range held {
-			_ = bus.RespondError(m, view.ReasonCapture, "released by the bench")
+			_ = bus.RespondError(m, wire.ReasonCapture, "released by the bench")
 		}
 		held = nil
 	}

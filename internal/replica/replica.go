@@ -26,6 +26,7 @@ import (
 	"github.com/agentfy/agentfy/internal/redisclient"
 	"github.com/agentfy/agentfy/session"
 	"github.com/agentfy/agentfy/view"
+	"github.com/agentfy/agentfy/wire"
 )
 
 // Options configure a replica.
@@ -102,10 +103,10 @@ func New(ctx context.Context, o Options) (*Replica, error) {
 	}
 	// A frame larger than the server's max_payload would be dropped on its way back:
 	// refuse to start on a server that cannot carry the largest one.
-	if limit := nc.MaxPayload(); limit < view.MaxSealedBytes {
+	if limit := nc.MaxPayload(); limit < wire.MaxSealedBytes {
 		nc.Close()
 		_ = rdb.Close()
-		return nil, fmt.Errorf("nats: the server's max_payload is %d bytes, a sealed frame may need %d: set max_payload: 8MB", limit, view.MaxSealedBytes)
+		return nil, fmt.Errorf("nats: the server's max_payload is %d bytes, a sealed frame may need %d: set max_payload: 8MB", limit, wire.MaxSealedBytes)
 	}
 	r := &Replica{opts: o, Redis: rdb, NATS: nc}
 	r.Creds = auth.NewStore(rdb, o.Deployment, nil)

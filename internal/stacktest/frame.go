@@ -7,7 +7,7 @@ import (
 	"image/jpeg"
 	"testing"
 
-	"github.com/agentfy/agentfy/view"
+	"github.com/agentfy/agentfy/wire"
 )
 
 // DecodeBase64 decodes a page's data: strict standard base64, as the view validates it.
@@ -15,7 +15,7 @@ func DecodeBase64(s string) ([]byte, error) { return base64.StdEncoding.Strict()
 
 // DecodeFrame checks that a page's data is a complete JPEG (FF D8 FF … FF D9) and
 // returns it decoded; anything else fails the test.
-func DecodeFrame(tb testing.TB, p *view.Page) image.Image {
+func DecodeFrame(tb testing.TB, p *wire.Page) image.Image {
 	tb.Helper()
 	raw, err := DecodeBase64(p.Data)
 	if err != nil {

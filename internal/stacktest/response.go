@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/agentfy/agentfy/view"
+	"github.com/agentfy/agentfy/wire"
 )
 
 // Response is a whole answer of the API.
@@ -30,7 +31,7 @@ func (r Response) Result(tb testing.TB) view.Result {
 	}
 	res := view.Result{Live: *raw.Live}
 	if len(raw.Page) > 0 && string(raw.Page) != "null" {
-		res.Page = &view.Page{}
+		res.Page = &wire.Page{}
 		if err := json.Unmarshal(raw.Page, res.Page); err != nil {
 			tb.Fatal(err)
 		}

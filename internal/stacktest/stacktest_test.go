@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentfy/agentfy/session"
 	"github.com/agentfy/agentfy/view"
+	"github.com/agentfy/agentfy/wire"
 )
 
 func TestDoWithoutValidator(t *testing.T) {
@@ -89,7 +90,7 @@ func TestResult(t *testing.T) {
 		{"not live", `{"live":false}`, view.Result{}},
 		{"no tab", `{"live":true,"page":null}`, view.Result{Live: true}},
 		{"page", `{"live":true,"page":{"url":"u","title":"t","capturedAt":"c","contentType":"image/jpeg","data":"d"}}`,
-			view.Result{Live: true, Page: &view.Page{URL: "u", Title: "t", CapturedAt: "c", ContentType: "image/jpeg", Data: "d"}}},
+			view.Result{Live: true, Page: &wire.Page{URL: "u", Title: "t", CapturedAt: "c", ContentType: "image/jpeg", Data: "d"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -135,7 +136,7 @@ func TestStatusStream(t *testing.T) {
 }
 
 func TestFrameRoundTrip(t *testing.T) {
-	img := DecodeFrame(t, &view.Page{Data: EncodeJPEG(t, 64, 48)})
+	img := DecodeFrame(t, &wire.Page{Data: EncodeJPEG(t, 64, 48)})
 	if b := img.Bounds(); b.Dx() != 64 || b.Dy() != 48 {
 		t.Fatalf("decoded %v, want 64×48", b)
 	}
