@@ -9,11 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/bus"
@@ -54,16 +51,7 @@ func TestFrameOfTheOpenedPage(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(watcher.Close)
-	var mu sync.Mutex
-	var seen []*nats.Msg
-	sub, err := watcher.Subscribe(st.NS.Wildcard(), func(m *nats.Msg) { mu.Lock(); seen = append(seen, m); mu.Unlock() })
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sub.Unsubscribe() })
-	if err := watcher.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	onBus := stacktest.Watch(t, watcher, st.NS.Wildcard())
 
 	r := client.Get(t, replicaA(), stacktest.ViewPath(agent), client.Token(t, "u-alice"))
 	if r.Status != http.StatusOK {
@@ -103,16 +91,9 @@ func TestFrameOfTheOpenedPage(t *testing.T) {
 	if _, err := ss.Tool(client.Context(t), "browser_tabs", struct{}{}); err != nil {
 		t.Fatal(err)
 	}
-	// A round trip through the server after the last reply: the watcher has it all.
-	if err := st.Bus.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	if err := watcher.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	_ = sub.Unsubscribe()
-	mu.Lock()
-	defer mu.Unlock()
+	// Every message of those requests was processed by the server before their replies
+	// reached the requesters: the watcher has them all.
+	seen := onBus.Messages(t)
 	raw, _ := stacktest.DecodeBase64(res.Page.Data)
 	var viewRequests, envelopes, toolRequests, toolReplies int
 	prefix := st.NS.Prefix() + "."
@@ -374,26 +355,14 @@ func TestSessionStartIsQuietOnTheBus(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(watcher.Close)
-	seen := make(chan *nats.Msg, 256)
-	sub, err := watcher.ChanSubscribe(st.NS.Wildcard(), seen)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sub.Unsubscribe() })
-	if err := watcher.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	onBus := stacktest.Watch(t, watcher, st.NS.Wildcard())
 	ss := startSession(t, client.NewAgent(t, ""), stack.SessionOptions{Shell: true})
 	if err := st.Bus.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if err := watcher.Flush(); err != nil {
-		t.Fatal(err)
-	}
 	viewSubject, _ := st.NS.Subject(bus.VerbView, ss.ID)
 	pings, replies := 0, 0
-	for len(seen) > 0 {
-		m := <-seen
+	for _, m := range onBus.Messages(t) {
 		if code := m.Header.Get(bus.HeaderErrorCode); code != "" {
 			t.Fatalf("%s carries error %q (%s)", m.Subject, code, m.Header.Get(bus.HeaderErrorDescription))
 		}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/internal/stacktest"
 	"github.com/agentfy/agentfy/internal/testenv"
 	"github.com/agentfy/agentfy/view"
@@ -69,7 +70,7 @@ func TestCapabilities(t *testing.T) {
 		if err := view.NewCapabilities(st.Client, "dev", 50*time.Millisecond).Put(c, id, sess.ID, key); err != nil {
 			t.Fatal(err)
 		}
-		keyName := "agentfy:dev:cap:{r:" + id + "}"
+		keyName := bus.KeysFor(st.NS.Deployment()).Capability(id)
 		testenv.WaitFor(t, 5*time.Second, "expiry", func() bool { n, _ := st.Client.Exists(c, keyName).Result(); return n == 0 })
 		a := client.Consume(t, passes.Broker, stacktest.ConsumeRequest(id))
 		observed = fmt.Sprint(a.Status)

@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/internal/stack"
 	"github.com/agentfy/agentfy/internal/stacktest"
@@ -48,23 +46,13 @@ func TestNothingPersists(t *testing.T) {
 	// From here on, watch NATS (the agent's tool calls included) and collect the
 	// requesters' private keys.
 	var mu sync.Mutex
-	var msgs [][]byte
 	watcher, err := st.ConnectNATS(bus.RoleDebug, "persist-watcher")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(watcher.Close)
 	// The debug user sees the whole namespace; no role may publish outside it.
-	sub, err := watcher.Subscribe(st.NS.Wildcard(), func(m *nats.Msg) {
-		mu.Lock()
-		msgs = append(msgs, append([]byte(m.Subject+" "), m.Data...))
-		mu.Unlock()
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sub.Unsubscribe() })
-	_ = watcher.Flush()
+	onBus := stacktest.Watch(t, watcher, st.NS.Wildcard())
 	if _, err := ss.Tool(c, "browser_open", map[string]string{"url": pageURL}); err != nil {
 		t.Fatal(err)
 	}
@@ -96,8 +84,10 @@ func TestNothingPersists(t *testing.T) {
 			needle{"base64 of the JPEG", []byte(res.Page.Data[len(res.Page.Data)/2 : len(res.Page.Data)/2+48])},
 		)
 	}
-	_ = st.Bus.Flush()
-	_ = watcher.Flush()
+	var msgs [][]byte
+	for _, m := range onBus.Messages(t) { // every message of those views, read in order
+		msgs = append(msgs, append([]byte(m.Subject+" "), m.Data...))
+	}
 	if !strings.Contains(title, secretRef) {
 		t.Fatalf("the page's title %q does not hold the run's reference", title)
 	}

@@ -200,7 +200,7 @@ func TestRedisRefusesStrangersAndConfinesUsers(t *testing.T) {
 	c := client.Context(t)
 	anon := redis.NewClient(&redis.Options{Addr: st.Redis.Addr(), MaxRetries: -1, DisableIdentity: true})
 	t.Cleanup(func() { _ = anon.Close() })
-	err := anon.Get(c, "agentfy:dev:session:{s:x}").Err()
+	err := anon.Get(c, bus.KeysFor("dev").Session("x")).Err()
 	if err == nil || !strings.Contains(err.Error(), "NOAUTH") {
 		t.Fatalf("GET without a credential: %v, want NOAUTH", err)
 	}
@@ -212,8 +212,8 @@ func TestRedisRefusesStrangersAndConfinesUsers(t *testing.T) {
 			t.Fatalf("%s: ping: %v", user, err)
 		}
 		for _, cmd := range [][]any{
-			{"get", "agentfy:other:session:{s:x}"},
-			{"set", "agentfy:other:gate:{a:x}", "1"},
+			{"get", bus.KeysFor("other").Session("x")},
+			{"set", bus.KeysFor("other").Gate("x"), "1"},
 			{"hgetall", "cap:{r:x}"},
 			{"keys", "*"},
 			{"flushall"},
@@ -490,7 +490,7 @@ func TestViewFloodOnTheBusIsPacedAtTheOwner(t *testing.T) {
 	end := time.Now()
 	var first time.Duration
 	testenv.WaitFor(t, 5*time.Second, "a frame after the flood", func() bool {
-		_ = st.Client.Del(client.Context(t), "agentfy:dev:gate:{a:"+agent+"}").Err()
+		_ = st.Client.Del(client.Context(t), bus.KeysFor(st.NS.Deployment()).Gate(agent)).Err()
 		if client.Do(t, http.MethodGet, client.ViewURL(0, agent), client.Token(t, "u-alice"), nil).Summary() == "200 frame" {
 			first = time.Since(end)
 			return true

@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/deploy"
 	"github.com/agentfy/agentfy/internal/redisclient"
 	"github.com/agentfy/agentfy/internal/redisserver"
@@ -80,7 +81,7 @@ func TestClusterFailsOver(t *testing.T) {
 	if _, ok := rdb.(*redis.ClusterClient); !ok {
 		t.Fatalf("client is %T", rdb)
 	}
-	key := "agentfy:dev:gate:{a:agent-1}"
+	key := bus.KeysFor("dev").Gate("agent-1")
 	if err := rdb.Set(ctx, key, "1", time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +118,7 @@ func TestSentinelFailsOver(t *testing.T) {
 	t.Cleanup(s.Stop)
 	rdb := redisclient.New(roleOptions(secrets, deploy.RedisReplica, s.SentinelAddrs(), s.MasterName()))
 	t.Cleanup(func() { _ = rdb.Close() })
-	key := "agentfy:dev:gate:{a:agent-1}"
+	key := bus.KeysFor("dev").Gate("agent-1")
 	if err := rdb.Set(ctx, key, "1", time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
