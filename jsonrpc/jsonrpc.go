@@ -130,13 +130,21 @@ func Parse(b []byte) (*Message, error) {
 	if len(b) > MaxMessage {
 		return nil, fmt.Errorf("%w: too large", ErrInvalid)
 	}
+	if m, ok := parseResponseFast(b); ok {
+		return m, nil
+	}
+	return parseStrict(b)
+}
+
+// parseStrict is Parse with encoding/json, for every shape the fast path leaves to it.
+func parseStrict(b []byte) (*Message, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	var m Message
 	if err := dec.Decode(&m); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	if dec.More() {
+	if skipWS(b, int(dec.InputOffset())) != len(b) {
 		return nil, fmt.Errorf("%w: trailing data", ErrInvalid)
 	}
 	if m.JSONRPC != Version {

@@ -36,7 +36,7 @@ for topology in cluster sentinel; do
   AGENTFY_TEST_REDIS=$topology go test -count=1 -timeout 10m -run '^(TestOperatorCommands|TestToolCommandGoesThroughTheOwner)$' ./cmd/agentfy
 done
 echo "== fuzzing, 10 s per target, from the committed corpora" >&2
-for target in "FuzzOpen ./view/envelope" "FuzzParse ./jsonrpc" "FuzzConsumeBody ./api" "FuzzParsePage ./wire"; do
+for target in "FuzzOpen ./view/envelope" "FuzzParse ./jsonrpc" "FuzzConsumeBody ./api" "FuzzParsePage ./wire" "FuzzPageFastPath ./wire" "FuzzSealedFastPath ./view" "FuzzFastPath ./jsonrpc"; do
   set -- $target
   go test -run='^$' -fuzz="^$1\$" -fuzztime=10s "$2"
 done

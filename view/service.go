@@ -228,11 +228,12 @@ func openReply(priv *ecdh.PrivateKey, requestID string, reply []byte) (*Page, er
 	if len(reply) > MaxReply {
 		return nil, wire.ErrInvalidPage
 	}
-	dec := json.NewDecoder(bytes.NewReader(reply))
-	dec.DisallowUnknownFields()
-	var sealed envelope.Sealed
-	if err := dec.Decode(&sealed); err != nil || dec.More() {
-		return nil, wire.ErrInvalidPage
+	sealed, ok := decodeSealedFast(reply)
+	if !ok {
+		var err error
+		if sealed, err = decodeSealedStrict(reply); err != nil {
+			return nil, err
+		}
 	}
 	plain, err := envelope.Open(priv, requestID, sealed.Envelope)
 	if err != nil {
@@ -240,3 +241,93 @@ func openReply(priv *ecdh.PrivateKey, requestID string, reply []byte) (*Page, er
 	}
 	return wire.ParsePage(plain)
 }
+
+// envelopeFields are the envelope's members, in the order decodeSealedFast stores them.
+var envelopeFields = []string{"publicKey", "iv", "tag", "ciphertext"}
+
+// decodeSealedFast reads {"envelope":{…}} the way the broker writes it, in one pass
+// (wire.FlatStrings); ok is false when the strict decoder must decide.
+func decodeSealedFast(b []byte) (envelope.Sealed, bool) {
+	var key []byte
+	var v [4][]byte
+	i := skipOpen(b)
+	if i < 0 {
+		return envelope.Sealed{}, false
+	}
+	key, i, ok := plainKey(b, i)
+	if !ok || string(key) != "envelope" {
+		return envelope.Sealed{}, false
+	}
+	end, ok := wire.FlatStrings(b, i, envelopeFields, v[:])
+	if !ok {
+		return envelope.Sealed{}, false
+	}
+	end = skipClose(b, end)
+	if end < 0 || !wire.OnlySpace(b, end) {
+		return envelope.Sealed{}, false
+	}
+	return envelope.Sealed{Envelope: envelope.Envelope{
+		PublicKey: string(v[0]), IV: string(v[1]), Tag: string(v[2]), Ciphertext: string(v[3]),
+	}}, true
+}
+
+// decodeSealedStrict is encoding/json, strict: exactly one object, no unknown member,
+// nothing after it.
+func decodeSealedStrict(b []byte) (envelope.Sealed, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var sealed envelope.Sealed
+	if err := dec.Decode(&sealed); err != nil || !wire.OnlySpace(b, int(dec.InputOffset())) {
+		return envelope.Sealed{}, wire.ErrInvalidPage
+	}
+	return sealed, nil
+}
+
+// skipOpen returns the offset after a leading '{' (and whitespace), or -1.
+func skipOpen(b []byte) int {
+	i := 0
+	for i < len(b) && isSpace(b[i]) {
+		i++
+	}
+	if i >= len(b) || b[i] != '{' {
+		return -1
+	}
+	return i + 1
+}
+
+// plainKey reads `"key" :` from b[i] (no escapes) and returns the key and the offset
+// after the colon.
+func plainKey(b []byte, i int) ([]byte, int, bool) {
+	for i < len(b) && isSpace(b[i]) {
+		i++
+	}
+	if i >= len(b) || b[i] != '"' {
+		return nil, 0, false
+	}
+	n := bytes.IndexByte(b[i+1:], '"')
+	if n < 0 {
+		return nil, 0, false
+	}
+	key := b[i+1 : i+1+n]
+	i += n + 2
+	for i < len(b) && isSpace(b[i]) {
+		i++
+	}
+	if i >= len(b) || b[i] != ':' {
+		return nil, 0, false
+	}
+	return key, i + 1, true
+}
+
+// skipClose returns the offset after a '}' (and whitespace before it) at b[i], or -1.
+func skipClose(b []byte, i int) int {
+	for i < len(b) && isSpace(b[i]) {
+		i++
+	}
+	if i >= len(b) || b[i] != '}' {
+		return -1
+	}
+	return i + 1
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }

@@ -66,11 +66,12 @@ func ParsePage(b []byte) (*Page, error) {
 	if bytes.Equal(bytes.TrimSpace(b), []byte("null")) {
 		return nil, nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	var p Page
-	if err := dec.Decode(&p); err != nil || dec.More() {
-		return nil, ErrInvalidPage
+	p, ok := decodePageFast(b)
+	if !ok {
+		var err error
+		if p, err = decodePageStrict(b); err != nil {
+			return nil, ErrInvalidPage
+		}
 	}
 	if p.ContentType != ContentTypeJPEG || len(p.URL) > MaxURLBytes || len(p.Title) > MaxTitleBytes ||
 		!utf8.ValidString(p.URL) || !utf8.ValidString(p.Title) {
@@ -90,6 +91,32 @@ func ParsePage(b []byte) (*Page, error) {
 		return nil, err
 	}
 	return &p, nil
+}
+
+// pageFields are the page's members, in the order decodePageFast stores them.
+var pageFields = []string{"url", "title", "capturedAt", "contentType", "data"}
+
+// decodePageFast reads a page the way the broker writes it in one pass (FlatStrings);
+// ok is false when the strict decoder must decide.
+func decodePageFast(b []byte) (p Page, ok bool) {
+	var v [5][]byte
+	end, ok := FlatStrings(b, 0, pageFields, v[:])
+	if !ok || !OnlySpace(b, end) {
+		return Page{}, false
+	}
+	return Page{URL: string(v[0]), Title: string(v[1]), CapturedAt: string(v[2]), ContentType: string(v[3]), Data: string(v[4])}, true
+}
+
+// decodePageStrict is encoding/json, strict: exactly one object, no unknown member,
+// nothing after it.
+func decodePageStrict(b []byte) (Page, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var p Page
+	if err := dec.Decode(&p); err != nil || !OnlySpace(b, int(dec.InputOffset())) {
+		return Page{}, ErrInvalidPage
+	}
+	return p, nil
 }
 
 // CheckFrame checks a JPEG the way the requesting replica does: at most MaxFrameBytes,

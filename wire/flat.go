@@ -1,0 +1,95 @@
+package wire
+
+import (
+	"bytes"
+	"unicode/utf8"
+)
+
+// FlatStrings is the fast path of the strict decoders of the view's wire bodies: it
+// reads b[i:] as one JSON object whose members are exactly names, each once and in any
+// order, every value a string without escapes, without control characters, of valid
+// UTF-8 — the shape the other end writes. It stores each value (a sub-slice of b) in
+// vals, in the order of names, and returns the offset just after the object.
+//
+// ok is false for anything else, valid JSON included (an escape, a duplicate, a
+// number), and the caller then reads b with the strict encoding/json decoder: this is
+// only a faster way to the same answer, never a second rule. Every body it accepts, the
+// strict decoder accepts with the same values (the differential tests prove it).
+func FlatStrings(b []byte, i int, names []string, vals [][]byte) (end int, ok bool) {
+	clear(vals)
+	i = skipSpace(b, i)
+	if len(names) == 0 || i >= len(b) || b[i] != '{' {
+		return 0, false
+	}
+	i++
+	for n := range names {
+		if n > 0 {
+			if i = skipSpace(b, i); i >= len(b) || b[i] != ',' {
+				return 0, false
+			}
+			i++
+		}
+		var key, v []byte
+		if key, i, ok = plainString(b, skipSpace(b, i)); !ok {
+			return 0, false
+		}
+		slot := -1
+		for j, name := range names {
+			if string(key) == name {
+				slot = j
+				break
+			}
+		}
+		if slot < 0 || slot >= len(vals) || vals[slot] != nil { //nolint:gosec // slot < len(vals), checked before it is used
+			return 0, false // unknown, differently cased or repeated: the strict decoder decides
+		}
+		if i = skipSpace(b, i); i >= len(b) || b[i] != ':' {
+			return 0, false
+		}
+		if v, i, ok = plainString(b, skipSpace(b, i+1)); !ok {
+			return 0, false
+		}
+		vals[slot] = v //nolint:gosec // slot < len(vals), checked above
+	}
+	if i = skipSpace(b, i); i >= len(b) || b[i] != '}' {
+		return 0, false
+	}
+	return i + 1, true
+}
+
+// plainString reads a JSON string at b[i] that needs no unescaping and returns its
+// content and the offset after its closing quote.
+func plainString(b []byte, i int) (s []byte, end int, ok bool) {
+	if i >= len(b) || b[i] != '"' {
+		return nil, 0, false
+	}
+	n := bytes.IndexByte(b[i+1:], '"')
+	if n < 0 {
+		return nil, 0, false
+	}
+	s = b[i+1 : i+1+n]
+	if bytes.IndexByte(s, '\\') >= 0 {
+		return nil, 0, false
+	}
+	for _, c := range s {
+		if c < 0x20 {
+			return nil, 0, false
+		}
+	}
+	if !utf8.Valid(s) {
+		// encoding/json would replace the invalid bytes; let it.
+		return nil, 0, false
+	}
+	return s, i + 2 + n, true
+}
+
+// skipSpace skips JSON whitespace from b[i].
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// OnlySpace reports whether b[i:] is JSON whitespace alone.
+func OnlySpace(b []byte, i int) bool { return skipSpace(b, i) == len(b) }
