@@ -3,6 +3,8 @@ package jsonrpc
 import (
 	"bytes"
 	"strconv"
+
+	"github.com/agentfy/agentfy/wire"
 )
 
 // parseResponseFast reads a success response the way a worker writes one —
@@ -13,7 +15,7 @@ import (
 // included, and Parse then decodes strictly: this is a faster way to the same answer,
 // never a second rule (the differential tests prove it).
 func parseResponseFast(b []byte) (m *Message, ok bool) {
-	i := skipWS(b, 0)
+	i := wire.SkipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return nil, false
 	}
@@ -21,26 +23,26 @@ func parseResponseFast(b []byte) (m *Message, ok bool) {
 	var version, id, result []byte
 	for n := range 3 {
 		if n > 0 {
-			if i = skipWS(b, i); i >= len(b) || b[i] != ',' {
+			if i = wire.SkipSpace(b, i); i >= len(b) || b[i] != ',' {
 				return nil, false
 			}
 			i++
 		}
-		i = skipWS(b, i)
-		key, end, ok := rawString(b, i)
+		i = wire.SkipSpace(b, i)
+		key, end, ok := wire.PlainString(b, i)
 		if !ok {
 			return nil, false
 		}
-		if i = skipWS(b, end); i >= len(b) || b[i] != ':' {
+		if i = wire.SkipSpace(b, end); i >= len(b) || b[i] != ':' {
 			return nil, false
 		}
-		i = skipWS(b, i+1)
+		i = wire.SkipSpace(b, i+1)
 		switch string(key) {
 		case "jsonrpc":
 			if version != nil {
 				return nil, false
 			}
-			if version, i, ok = rawString(b, i); !ok {
+			if version, i, ok = wire.PlainString(b, i); !ok {
 				return nil, false
 			}
 		case "id":
@@ -68,7 +70,7 @@ func parseResponseFast(b []byte) (m *Message, ok bool) {
 			return nil, false
 		}
 	}
-	if i = skipWS(b, i); i >= len(b) || b[i] != '}' || skipWS(b, i+1) != len(b) {
+	if i = wire.SkipSpace(b, i); i >= len(b) || b[i] != '}' || wire.SkipSpace(b, i+1) != len(b) {
 		return nil, false
 	}
 	if string(version) != Version || string(result) == "null" {
@@ -79,28 +81,6 @@ func parseResponseFast(b []byte) (m *Message, ok bool) {
 		return nil, false
 	}
 	return &Message{JSONRPC: Version, ID: &n, Result: result}, true
-}
-
-// rawString reads a JSON string at b[i] without escapes and returns its content and the
-// offset after it.
-func rawString(b []byte, i int) (s []byte, end int, ok bool) {
-	if i >= len(b) || b[i] != '"' {
-		return nil, 0, false
-	}
-	n := bytes.IndexByte(b[i+1:], '"')
-	if n < 0 {
-		return nil, 0, false
-	}
-	s = b[i+1 : i+1+n]
-	if bytes.IndexByte(s, '\\') >= 0 {
-		return nil, 0, false
-	}
-	for _, c := range s {
-		if c < 0x20 {
-			return nil, 0, false
-		}
-	}
-	return s, i + 2 + n, true
 }
 
 // maxDepth bounds the nesting validValue follows; deeper values go to the strict
@@ -122,7 +102,7 @@ func validValue(b []byte, i, depth int) (int, bool) {
 		if c == '[' {
 			end = ']'
 		}
-		i = skipWS(b, i+1)
+		i = wire.SkipSpace(b, i+1)
 		if i < len(b) && b[i] == end {
 			return i + 1, true
 		}
@@ -132,20 +112,20 @@ func validValue(b []byte, i, depth int) (int, bool) {
 				if i, ok = validString(b, i); !ok {
 					return 0, false
 				}
-				if i = skipWS(b, i); i >= len(b) || b[i] != ':' {
+				if i = wire.SkipSpace(b, i); i >= len(b) || b[i] != ':' {
 					return 0, false
 				}
-				i = skipWS(b, i+1)
+				i = wire.SkipSpace(b, i+1)
 			}
 			if i, ok = validValue(b, i, depth+1); !ok {
 				return 0, false
 			}
-			if i = skipWS(b, i); i >= len(b) {
+			if i = wire.SkipSpace(b, i); i >= len(b) {
 				return 0, false
 			}
 			switch b[i] {
 			case ',':
-				i = skipWS(b, i+1)
+				i = wire.SkipSpace(b, i+1)
 			case end:
 				return i + 1, true
 			default:
@@ -251,11 +231,4 @@ func literal(b []byte, i int, lit string) (int, bool) {
 		return 0, false
 	}
 	return i + len(lit), true
-}
-
-func skipWS(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
 }

@@ -144,7 +144,7 @@ func parseStrict(b []byte) (*Message, error) {
 	if err := dec.Decode(&m); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	if skipWS(b, int(dec.InputOffset())) != len(b) {
+	if wire.SkipSpace(b, int(dec.InputOffset())) != len(b) {
 		return nil, fmt.Errorf("%w: trailing data", ErrInvalid)
 	}
 	if m.JSONRPC != Version {

@@ -248,22 +248,23 @@ var envelopeFields = []string{"publicKey", "iv", "tag", "ciphertext"}
 // decodeSealedFast reads {"envelope":{…}} the way the broker writes it, in one pass
 // (wire.FlatStrings); ok is false when the strict decoder must decide.
 func decodeSealedFast(b []byte) (envelope.Sealed, bool) {
-	var key []byte
-	var v [4][]byte
-	i := skipOpen(b)
-	if i < 0 {
+	i := wire.SkipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
 		return envelope.Sealed{}, false
 	}
-	key, i, ok := plainKey(b, i)
+	key, i, ok := wire.PlainString(b, wire.SkipSpace(b, i+1))
 	if !ok || string(key) != "envelope" {
 		return envelope.Sealed{}, false
 	}
-	end, ok := wire.FlatStrings(b, i, envelopeFields, v[:])
+	if i = wire.SkipSpace(b, i); i >= len(b) || b[i] != ':' {
+		return envelope.Sealed{}, false
+	}
+	var v [4][]byte
+	end, ok := wire.FlatStrings(b, i+1, envelopeFields, v[:])
 	if !ok {
 		return envelope.Sealed{}, false
 	}
-	end = skipClose(b, end)
-	if end < 0 || !wire.OnlySpace(b, end) {
+	if end = wire.SkipSpace(b, end); end >= len(b) || b[end] != '}' || !wire.OnlySpace(b, end+1) {
 		return envelope.Sealed{}, false
 	}
 	return envelope.Sealed{Envelope: envelope.Envelope{
@@ -282,52 +283,3 @@ func decodeSealedStrict(b []byte) (envelope.Sealed, error) {
 	}
 	return sealed, nil
 }
-
-// skipOpen returns the offset after a leading '{' (and whitespace), or -1.
-func skipOpen(b []byte) int {
-	i := 0
-	for i < len(b) && isSpace(b[i]) {
-		i++
-	}
-	if i >= len(b) || b[i] != '{' {
-		return -1
-	}
-	return i + 1
-}
-
-// plainKey reads `"key" :` from b[i] (no escapes) and returns the key and the offset
-// after the colon.
-func plainKey(b []byte, i int) ([]byte, int, bool) {
-	for i < len(b) && isSpace(b[i]) {
-		i++
-	}
-	if i >= len(b) || b[i] != '"' {
-		return nil, 0, false
-	}
-	n := bytes.IndexByte(b[i+1:], '"')
-	if n < 0 {
-		return nil, 0, false
-	}
-	key := b[i+1 : i+1+n]
-	i += n + 2
-	for i < len(b) && isSpace(b[i]) {
-		i++
-	}
-	if i >= len(b) || b[i] != ':' {
-		return nil, 0, false
-	}
-	return key, i + 1, true
-}
-
-// skipClose returns the offset after a '}' (and whitespace before it) at b[i], or -1.
-func skipClose(b []byte, i int) int {
-	for i < len(b) && isSpace(b[i]) {
-		i++
-	}
-	if i >= len(b) || b[i] != '}' {
-		return -1
-	}
-	return i + 1
-}
-
-func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }

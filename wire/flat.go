@@ -17,20 +17,20 @@ import (
 // strict decoder accepts with the same values (the differential tests prove it).
 func FlatStrings(b []byte, i int, names []string, vals [][]byte) (end int, ok bool) {
 	clear(vals)
-	i = skipSpace(b, i)
+	i = SkipSpace(b, i)
 	if len(names) == 0 || i >= len(b) || b[i] != '{' {
 		return 0, false
 	}
 	i++
 	for n := range names {
 		if n > 0 {
-			if i = skipSpace(b, i); i >= len(b) || b[i] != ',' {
+			if i = SkipSpace(b, i); i >= len(b) || b[i] != ',' {
 				return 0, false
 			}
 			i++
 		}
 		var key, v []byte
-		if key, i, ok = plainString(b, skipSpace(b, i)); !ok {
+		if key, i, ok = PlainString(b, SkipSpace(b, i)); !ok {
 			return 0, false
 		}
 		slot := -1
@@ -43,23 +43,24 @@ func FlatStrings(b []byte, i int, names []string, vals [][]byte) (end int, ok bo
 		if slot < 0 || slot >= len(vals) || vals[slot] != nil { //nolint:gosec // slot < len(vals), checked before it is used
 			return 0, false // unknown, differently cased or repeated: the strict decoder decides
 		}
-		if i = skipSpace(b, i); i >= len(b) || b[i] != ':' {
+		if i = SkipSpace(b, i); i >= len(b) || b[i] != ':' {
 			return 0, false
 		}
-		if v, i, ok = plainString(b, skipSpace(b, i+1)); !ok {
+		if v, i, ok = PlainString(b, SkipSpace(b, i+1)); !ok {
 			return 0, false
 		}
 		vals[slot] = v //nolint:gosec // slot < len(vals), checked above
 	}
-	if i = skipSpace(b, i); i >= len(b) || b[i] != '}' {
+	if i = SkipSpace(b, i); i >= len(b) || b[i] != '}' {
 		return 0, false
 	}
 	return i + 1, true
 }
 
-// plainString reads a JSON string at b[i] that needs no unescaping and returns its
-// content and the offset after its closing quote.
-func plainString(b []byte, i int) (s []byte, end int, ok bool) {
+// PlainString reads a JSON string at b[i] that needs no unescaping (no backslash, no
+// control character, valid UTF-8) and returns its content and the offset after its
+// closing quote; ok is false for any other string, which the strict decoder must read.
+func PlainString(b []byte, i int) (s []byte, end int, ok bool) {
 	if i >= len(b) || b[i] != '"' {
 		return nil, 0, false
 	}
@@ -83,8 +84,8 @@ func plainString(b []byte, i int) (s []byte, end int, ok bool) {
 	return s, i + 2 + n, true
 }
 
-// skipSpace skips JSON whitespace from b[i].
-func skipSpace(b []byte, i int) int {
+// SkipSpace skips JSON whitespace from b[i].
+func SkipSpace(b []byte, i int) int {
 	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
 		i++
 	}
@@ -92,4 +93,4 @@ func skipSpace(b []byte, i int) int {
 }
 
 // OnlySpace reports whether b[i:] is JSON whitespace alone.
-func OnlySpace(b []byte, i int) bool { return skipSpace(b, i) == len(b) }
+func OnlySpace(b []byte, i int) bool { return SkipSpace(b, i) == len(b) }

@@ -73,6 +73,22 @@ func (v *Validator) Validate(ctx context.Context, req *http.Request, status int,
 // conform to the document (the view routes and GET /v1/agents).
 func (v *Validator) Call(ctx context.Context, tb testing.TB, method, url, bearer string, body io.Reader) (int, http.Header, []byte) {
 	tb.Helper()
+	req, status, header, b := Send(ctx, tb, method, url, bearer, body)
+	if strings.Contains(req.URL.Path, "/v1/") && header.Get("Cache-Control") != "no-store" {
+		tb.Errorf("%s %s: Cache-Control %q, want no-store", method, req.URL.Path, header.Get("Cache-Control"))
+	}
+	if strings.HasSuffix(req.URL.Path, "/worker/view") || req.URL.Path == "/v1/agents" {
+		if err := v.Validate(ctx, req, status, header, b); err != nil {
+			tb.Errorf("%v\nbody: %.300s", err, b)
+		}
+	}
+	return status, header, b
+}
+
+// Send sends a request as Call does (bearer, JSON body) and returns the request and the
+// answer's status, headers and body, checking nothing. It fails tb on a transport error.
+func Send(ctx context.Context, tb testing.TB, method, url, bearer string, body io.Reader) (*http.Request, int, http.Header, []byte) {
+	tb.Helper()
 	req, err := http.NewRequestWithContext(ctx, method, url, body)
 	if err != nil {
 		tb.Fatal(err)
@@ -92,13 +108,5 @@ func (v *Validator) Call(ctx context.Context, tb testing.TB, method, url, bearer
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if strings.Contains(req.URL.Path, "/v1/") && resp.Header.Get("Cache-Control") != "no-store" {
-		tb.Errorf("%s %s: Cache-Control %q, want no-store", method, req.URL.Path, resp.Header.Get("Cache-Control"))
-	}
-	if strings.HasSuffix(req.URL.Path, "/worker/view") || req.URL.Path == "/v1/agents" {
-		if err := v.Validate(ctx, req, resp.StatusCode, resp.Header, b); err != nil {
-			tb.Errorf("%v\nbody: %.300s", err, b)
-		}
-	}
-	return resp.StatusCode, resp.Header, b
+	return req, resp.StatusCode, resp.Header, b
 }

@@ -158,24 +158,6 @@ func (c *Client) Consume(tb testing.TB, bearer, body string) Response {
 // checked.
 func send(ctx context.Context, tb testing.TB, method, url, bearer string, body io.Reader) Response {
 	tb.Helper()
-	req, err := http.NewRequestWithContext(ctx, method, url, body)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if bearer != "" {
-		req.Header.Set("Authorization", "Bearer "+bearer)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return Response{Status: resp.StatusCode, Header: resp.Header, Body: string(b)}
+	_, status, header, b := oas.Send(ctx, tb, method, url, bearer, body)
+	return Response{Status: status, Header: header, Body: string(b)}
 }
