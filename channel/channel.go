@@ -109,6 +109,7 @@ type Hub struct {
 	wg sync.WaitGroup
 
 	envelopeHook atomic.Pointer[func([]byte) []byte] // test hook; nil in production
+	helloHook    atomic.Pointer[func(*Conn)]         // runs before the hello's answer; tests only
 
 	// Counts of the view requests that arrived on the bus: relayed to a worker, refused
 	// because no replica stored their capability, or answered busy by the pace.
@@ -182,6 +183,12 @@ type Conn struct {
 	log     zerolog.Logger
 	ctx     context.Context // ends when the connection ends
 	cancel  context.CancelFunc
+
+	// helloed is closed once the hello's answer is on the socket: a request that the
+	// subscriptions (live before that answer, so that no caller meets a session with no
+	// responder) hand over sooner waits for it, since a worker takes any first message
+	// other than that answer as a refusal.
+	helloed chan struct{}
 
 	nextID    atomic.Uint64
 	observing atomic.Int32 // observation waiters in use
@@ -260,6 +267,7 @@ func (h *Hub) serve(parent context.Context, ws *websocket.Conn, sess session.Ses
 		log:         h.cfg.Log.With().Str("session", sess.ID).Logger(),
 		viewWaiters: map[uint64]chan *jsonrpc.Message{},
 		toolWaiters: map[uint64]chan *jsonrpc.Message{},
+		helloed:     make(chan struct{}),
 	}
 	c.relays.Store(rate.NewLimiter(ObservationRate, ObservationBurst))
 	defer c.close(websocket.StatusNormalClosure, "bye")
@@ -288,10 +296,14 @@ func (h *Hub) serve(parent context.Context, ws *websocket.Conn, sess session.Ses
 		c.log.Error().Err(err).Msg("subscribe session subjects")
 		return
 	}
+	if f := h.helloHook.Load(); f != nil {
+		(*f)(c)
+	}
 	res, _ := json.Marshal(jsonrpc.HelloResult{SessionID: sess.ID})
 	if err := c.write(ctx, encoded(jsonrpc.NewResult(helloID, res))); err != nil {
 		return
 	}
+	close(c.helloed)
 	c.log.Info().Str("image", hello.ImageTag).Strs("capabilities", hello.Capabilities).Msg("worker attached")
 	c.publish(ctx, h.cfg.Sessions.Status(c.mustGet(ctx)))
 
@@ -578,6 +590,13 @@ func (c *Conn) call(ctx context.Context, method string, params any) (json.RawMes
 		delete(waiters, id)
 		c.mu.Unlock()
 	}()
+	select {
+	case <-c.helloed:
+	case <-c.ctx.Done():
+		return nil, errConnClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 	if err := c.write(ctx, encoded(jsonrpc.NewRequest(id, method, params))); err != nil {
 		return nil, errConnClosed
 	}

@@ -770,3 +770,44 @@ func TestHubReconnectKeepsOwner(t *testing.T) {
 		t.Fatalf("session owner %q (%v) while the new socket is live, want r1: CallTool fails with ErrNoOwner", got.Owner, err)
 	}
 }
+
+// A call that reaches the subscriptions before the worker has read its hello's answer
+// waits for that answer: the worker's first message is always the answer (a worker takes
+// anything else as a refusal and backs off — CI once saw browser_open fail so). The hook
+// holds the answer back until the call is waiting on the connection.
+func TestHubAnswersHelloBeforeAnyCall(t *testing.T) {
+	t.Parallel()
+	s := startServers(t)
+	e := newHubEnv(t, s, nil)
+	ctx := testenv.Context(t, 30*time.Second)
+	sess, passes := e.start(t, ctx)
+	called := make(chan error, 1)
+	hook := func(c *Conn) {
+		attached, err := e.sessions.Get(ctx, sess.ID)
+		if err != nil {
+			called <- err
+			return
+		}
+		go func() {
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			_, err := CallTool(cctx, e.other, e.ns, attached, wire.ToolOpen, map[string]string{"url": "https://example.com/"})
+			called <- err
+		}()
+		testenv.WaitFor(t, 10*time.Second, "the tool call to wait on the connection", func() bool {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			return len(c.toolWaiters) == 1
+		})
+	}
+	e.hub.helloHook.Store(&hook)
+	ws := e.attach(t, ctx, sess, passes.Worker, []string{wire.CapabilityBrowserView}) // fails unless the answer comes first
+	m := receive(t, ctx, ws)
+	if m.Method != jsonrpc.MethodToolsCall {
+		t.Fatalf("second message %s, want the tool call", m.Method)
+	}
+	send(t, ctx, ws, must(jsonrpc.NewResult(*m.ID, json.RawMessage(`{"tabId":"t1"}`))))
+	if err := <-called; err != nil {
+		t.Fatalf("CallTool: %v", err)
+	}
+}
