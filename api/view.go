@@ -20,7 +20,7 @@ func (s *Server) agentView(c *gin.Context) {
 		return
 	}
 	agentID := c.Param("id")
-	s.renderView(c, agentID, "user:"+user, s.memberAccess(user, agentID))
+	s.renderView(c, agentID, UserCaller(user), s.memberAccess(user, agentID))
 }
 
 // partnerView serves GET /v1/orgs/:orgId/agents/:id/worker/view for an organisation key
@@ -33,8 +33,15 @@ func (s *Server) partnerView(c *gin.Context) {
 		return
 	}
 	agentID := c.Param("id")
-	s.renderView(c, agentID, "key:"+key.ID, s.partnerAccess(token, c.Param("orgId"), agentID, auth.ScopeWorkerLogsRead))
+	s.renderView(c, agentID, KeyCaller(key.ID), s.partnerAccess(token, c.Param("orgId"), agentID, auth.ScopeWorkerLogsRead))
 }
+
+// UserCaller and KeyCaller name who asks for a view, for the per-caller pace: a member
+// of the agent's team, or an organisation key.
+func UserCaller(userID string) string { return "user:" + userID }
+
+// KeyCaller: see UserCaller.
+func KeyCaller(keyID string) string { return "key:" + keyID }
 
 // renderView answers a view of agentID for caller (who asks, for the per-caller pace).
 func (s *Server) renderView(c *gin.Context, agentID, caller string, authorize view.Authorize) {

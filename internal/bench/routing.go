@@ -64,7 +64,7 @@ func benchRouting(ctx context.Context, o benchOptions, progress func(string, ...
 	if err != nil {
 		return nil, 0, err
 	}
-	v := newViewer(token, st)
+	v := newViewer(benchUser, token, st)
 	// One warm view, and the size of a real sealed reply for the simulations.
 	if err := v.openGate(ctx, benchAgent); err != nil {
 		return nil, 0, err

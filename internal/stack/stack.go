@@ -374,6 +374,23 @@ func (s *Stack) ConnectNATS(role bus.Role, name string) (*nats.Conn, error) {
 	return bus.Connect(s.NATSConfig(role, name), s.opts.Log)
 }
 
+// OpenGateFor is OpenGate for one caller (api.UserCaller, api.KeyCaller): it deletes
+// the agent's gate and that caller's pace by name, in one command, where OpenGate scans
+// for every caller's pace (a scan as long as the keyspace, which the bench's CPU
+// windows would count).
+func (s *Stack) OpenGateFor(ctx context.Context, agentID, caller string) error {
+	s.mu.Lock()
+	replicas := append([]*Replica(nil), s.Replicas...)
+	s.mu.Unlock()
+	for _, r := range replicas {
+		if r != nil {
+			r.Hub.RefillPace()
+		}
+	}
+	k := bus.KeysFor(s.opts.Deployment)
+	return s.Client.Del(ctx, k.Gate(agentID), k.Pace(agentID, caller)).Err()
+}
+
 // OpenGate stands for the time between two polls of a client that respects the gate:
 // it clears the agent's 2-s gate and every caller's pace for it in Redis, and refills
 // every replica's relay pace
