@@ -113,7 +113,7 @@ type Options struct {
 	// Chromium is the Chromium binary; empty means broker.DefaultChromium.
 	Chromium string
 	// CPUProfile, when not empty, is where a CPU profile of the end-to-end suite goes
-	// (go tool pprof).
+	// (go tool pprof); one of section 4's CPU windows goes to CPUProfile + ".footprint".
 	CPUProfile string
 	// Command is the command line that reproduces the run; the report quotes it.
 	Command string
@@ -188,7 +188,7 @@ func benchMainStack(ctx context.Context, o benchOptions, res *Results, progress 
 	if err != nil {
 		return err
 	}
-	v := newViewer(token, st)
+	v := newViewer(benchUser, token, st)
 
 	progress("end to end: %d views at replica-a against %d bare captures, interleaved", o.e2ePairs, o.e2ePairs)
 	stopProfile, err := startCPUProfile(o.cpuProfile)
@@ -207,7 +207,19 @@ func benchMainStack(ctx context.Context, o benchOptions, res *Results, progress 
 		return fmt.Errorf("fast paths: %w", err)
 	}
 	progress("footprint: CPU over %d captures; memory of a third replica idle and with %d pending views", o.cpuCaptures, view.MaxPending)
-	if err := benchCPU(ctx, bs, v, st.Replicas[0].URL, benchAgent, o.cpuCaptures, &res.Footprint); err != nil {
+	footprintProfile := ""
+	if o.cpuProfile != "" {
+		footprintProfile = o.cpuProfile + ".footprint"
+	}
+	stopProfile, err = startCPUProfile(footprintProfile)
+	if err != nil {
+		return err
+	}
+	err = benchCPU(ctx, bs, v, st.Replicas[0].URL, benchAgent, o.cpuCaptures, &res.Footprint)
+	if perr := stopProfile(); err == nil {
+		err = perr
+	}
+	if err != nil {
 		return fmt.Errorf("footprint: %w", err)
 	}
 	if err := benchMemory(ctx, st, token, &res.Footprint); err != nil {
