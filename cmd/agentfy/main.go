@@ -100,7 +100,7 @@ func cmdBench(ctx context.Context, args []string, stdout io.Writer) error {
 	quick := fs.Bool("quick", false, "small samples: a smoke run of every suite in well under a minute")
 	chromium := fs.String("chromium", os.Getenv("AGENTFY_CHROMIUM"), "Chromium `binary` (default /usr/bin/chromium)")
 	verbose := fs.Bool("v", false, "log the stack's warnings")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the end-to-end suite to this `file`, and of the CPU windows to file.footprint (go tool pprof)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the end-to-end suite to this `file`, of the fast paths to file.fastpaths and of the CPU windows to file.footprint (go tool pprof)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

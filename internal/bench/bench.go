@@ -113,7 +113,8 @@ type Options struct {
 	// Chromium is the Chromium binary; empty means broker.DefaultChromium.
 	Chromium string
 	// CPUProfile, when not empty, is where a CPU profile of the end-to-end suite goes
-	// (go tool pprof); one of section 4's CPU windows goes to CPUProfile + ".footprint".
+	// (go tool pprof); the fast paths' to CPUProfile + ".fastpaths" and section 4's CPU
+	// windows' to CPUProfile + ".footprint".
 	CPUProfile string
 	// Command is the command line that reproduces the run; the report quotes it.
 	Command string
@@ -203,15 +204,18 @@ func benchMainStack(ctx context.Context, o benchOptions, res *Results, progress 
 		return fmt.Errorf("end to end: %w", err)
 	}
 	progress("fast paths: %d round(s) of %s per answer at concurrency %d", o.fastRounds, o.fastPhase, o.fastConcurrency)
-	if res.FastPaths, err = benchFastPaths(ctx, st, st.Replicas[0], token, o); err != nil {
+	if stopProfile, err = startCPUProfile(profileOf(o.cpuProfile, "fastpaths")); err != nil {
+		return err
+	}
+	res.FastPaths, err = benchFastPaths(ctx, st, st.Replicas[0], token, o)
+	if perr := stopProfile(); err == nil {
+		err = perr
+	}
+	if err != nil {
 		return fmt.Errorf("fast paths: %w", err)
 	}
 	progress("footprint: CPU over %d captures; memory of a third replica idle and with %d pending views", o.cpuCaptures, view.MaxPending)
-	footprintProfile := ""
-	if o.cpuProfile != "" {
-		footprintProfile = o.cpuProfile + ".footprint"
-	}
-	stopProfile, err = startCPUProfile(footprintProfile)
+	stopProfile, err = startCPUProfile(profileOf(o.cpuProfile, "footprint"))
 	if err != nil {
 		return err
 	}
@@ -226,6 +230,15 @@ func benchMainStack(ctx context.Context, o benchOptions, res *Results, progress 
 		return fmt.Errorf("footprint: %w", err)
 	}
 	return nil
+}
+
+// profileOf names the profile of one suite beside the end-to-end one: FILE.suite, or
+// nothing when no profile was asked for.
+func profileOf(path, suite string) string {
+	if path == "" {
+		return ""
+	}
+	return path + "." + suite
 }
 
 // startCPUProfile starts profiling this process into path (nothing when path is empty)
