@@ -2,6 +2,8 @@ package broker
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -26,6 +28,57 @@ type Page struct {
 	ContentType string `json:"contentType"`
 	// Data is the JPEG; encoding/json writes it as standard base64.
 	Data []byte `json:"data"`
+	// text is Data as the capture delivered it, in canonical standard base64, when it
+	// did (pageJSON copies it instead of encoding Data again).
+	text []byte
+}
+
+// pageJSON is the plaintext of an observation: what json.Marshal(p) writes, with the
+// frame's base64 copied from the capture when it has it.
+func pageJSON(p *Page) ([]byte, error) {
+	if p.text == nil {
+		return json.Marshal(p)
+	}
+	head, err := json.Marshal(struct {
+		URL         string `json:"url"`
+		Title       string `json:"title"`
+		CapturedAt  string `json:"capturedAt"`
+		ContentType string `json:"contentType"`
+	}{p.URL, p.Title, p.CapturedAt, p.ContentType})
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 0, len(head)+len(p.text)+16)
+	b = append(b, head[:len(head)-1]...)
+	b = append(b, `,"data":"`...)
+	b = append(b, p.text...)
+	return append(b, `"}`...), nil
+}
+
+// screenshotData reads Page.captureScreenshot's result, {"data":"<base64>"}, in one
+// pass: the JPEG, and its base64 text when that is canonical standard base64 (text is
+// nil otherwise, and the JPEG comes from the strict decoder).
+func screenshotData(raw []byte) (data, text []byte, err error) {
+	i := wire.SkipSpace(raw, 0)
+	if i < len(raw) && raw[i] == '{' {
+		if key, j, ok := wire.PlainString(raw, wire.SkipSpace(raw, i+1)); ok && string(key) == "data" {
+			if j = wire.SkipSpace(raw, j); j < len(raw) && raw[j] == ':' {
+				if val, k, ok := wire.PlainString(raw, wire.SkipSpace(raw, j+1)); ok {
+					if k = wire.SkipSpace(raw, k); k < len(raw) && raw[k] == '}' && wire.SkipSpace(raw, k+1) == len(raw) {
+						data = make([]byte, base64.StdEncoding.DecodedLen(len(val)))
+						if n, err := base64.StdEncoding.Strict().Decode(data, val); err == nil && n > 0 {
+							return data[:n], val, nil
+						}
+					}
+				}
+			}
+		}
+	}
+	var res proto.PageCaptureScreenshotResult
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return nil, nil, err
+	}
+	return res.Data, nil, nil
 }
 
 // errNotJPEG is Chromium answering a capture with something that is not a
@@ -111,14 +164,22 @@ func capture(ctx context.Context, s cdpSession, target proto.TargetTargetID, at 
 		return nil, err
 	}
 	quality := CaptureQuality
-	shot, err := proto.PageCaptureScreenshot{
+	req := proto.PageCaptureScreenshot{
 		Format:  proto.PageCaptureScreenshotFormatJpeg,
 		Quality: &quality,
 		Clip:    clip,
-	}.Call(s)
+	}
+	// The result read as it comes (screenshotData), not through req.Call, which decodes
+	// the whole message into a struct with encoding/json.
+	raw, err := s.Call(ctx, string(s.id), req.ProtoReq(), req)
 	if err != nil {
 		return nil, fmt.Errorf("capture screenshot: %w", err)
 	}
+	data, text, err := screenshotData(raw)
+	if err != nil {
+		return nil, fmt.Errorf("capture screenshot: %w", err)
+	}
+	shot := struct{ Data []byte }{data}
 	if len(shot.Data) > MaxFrameBytes {
 		// The API would refuse it; do not seal and carry it that far.
 		return nil, errFrameTooLarge
@@ -133,5 +194,6 @@ func capture(ctx context.Context, s cdpSession, target proto.TargetTargetID, at 
 		CapturedAt:  wire.FormatCapturedAt(at),
 		ContentType: CaptureContentType,
 		Data:        shot.Data,
+		text:        text,
 	}, nil
 }

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -53,13 +52,11 @@ func (b *Broker) Observe(ctx context.Context, requestID string) ([]byte, error) 
 	if err != nil {
 		return nil, fmt.Errorf("observe: %w", err)
 	}
-	env, err := envelope.Seal(b.rand, key, requestID, plaintext)
+	// {"envelope":{…}}, written in one buffer (json.Marshal of envelope.Sealed would
+	// scan the ciphertext's base64 again).
+	body, err := envelope.SealJSON(b.rand, key, requestID, plaintext)
 	if err != nil {
 		return nil, fmt.Errorf("observe: seal: %w", err)
-	}
-	body, err := json.Marshal(envelope.Sealed{Envelope: env})
-	if err != nil {
-		return nil, fmt.Errorf("observe: %w", err)
 	}
 	return body, nil
 }
@@ -104,7 +101,7 @@ func (b *Broker) observePage(ctx context.Context) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %w", ErrCaptureFailed, err)
 	}
 	b.logger.Debug().Dur("duration", stats.Duration).Int("bytes", stats.Bytes).Msg("captured")
-	plaintext, err := json.Marshal(page)
+	plaintext, err := pageJSON(page)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCaptureFailed, err)
 	}

@@ -142,54 +142,85 @@ func SealFrom(rand io.Reader, sender *ecdh.PrivateKey, recipient *ecdh.PublicKey
 }
 
 func seal(rand io.Reader, sender *ecdh.PrivateKey, recipient *ecdh.PublicKey, requestID string, plaintext []byte, label string) (Envelope, error) {
+	pub, iv, out, err := sealParts(rand, sender, recipient, requestID, plaintext, label)
+	if err != nil {
+		return Envelope{}, err
+	}
+	ciphertext, tag := out[:len(plaintext)], out[len(plaintext):]
+	return Envelope{
+		PublicKey:  hex.EncodeToString(pub),
+		IV:         hex.EncodeToString(iv),
+		Tag:        hex.EncodeToString(tag),
+		Ciphertext: base64.StdEncoding.EncodeToString(ciphertext),
+	}, nil
+}
+
+// SealJSON is Seal written as the wire carries it: the bytes json.Marshal(Sealed{env})
+// would give for Seal's env, made in one buffer, without the envelope's strings or a
+// scan of them (a frame's ciphertext is tens of kilobytes of base64, which needs no
+// escaping, nor do the hex fields).
+func SealJSON(rand io.Reader, recipient *ecdh.PublicKey, requestID string, plaintext []byte) ([]byte, error) {
+	pub, iv, out, err := sealParts(rand, nil, recipient, requestID, plaintext, Label)
+	if err != nil {
+		return nil, err
+	}
+	ciphertext, tag := out[:len(plaintext)], out[len(plaintext):]
+	enc := base64.StdEncoding
+	b := make([]byte, 0, 80+2*(len(pub)+len(iv)+len(tag))+enc.EncodedLen(len(ciphertext)))
+	b = append(b, `{"envelope":{"publicKey":"`...)
+	b = hex.AppendEncode(b, pub)
+	b = append(b, `","iv":"`...)
+	b = hex.AppendEncode(b, iv)
+	b = append(b, `","tag":"`...)
+	b = hex.AppendEncode(b, tag)
+	b = append(b, `","ciphertext":"`...)
+	b = enc.AppendEncode(b, ciphertext)
+	return append(b, `"}}`...), nil
+}
+
+// sealParts seals plaintext and returns the ephemeral public key, the nonce, and the
+// ciphertext with the GCM tag appended.
+func sealParts(rand io.Reader, sender *ecdh.PrivateKey, recipient *ecdh.PublicKey, requestID string, plaintext []byte, label string) (pub, iv, out []byte, err error) {
 	if !ValidRequestID(requestID) {
-		return Envelope{}, errors.New("envelope: request id is not 64 lowercase hex characters")
+		return nil, nil, nil, errors.New("envelope: request id is not 64 lowercase hex characters")
 	}
 	if recipient == nil || recipient.Curve() != ecdh.P256() {
-		return Envelope{}, errors.New("envelope: recipient is not a P-256 public key")
+		return nil, nil, nil, errors.New("envelope: recipient is not a P-256 public key")
 	}
 	if len(plaintext) > MaxPlaintext {
-		return Envelope{}, fmt.Errorf("envelope: plaintext is %d bytes, more than %d", len(plaintext), MaxPlaintext)
+		return nil, nil, nil, fmt.Errorf("envelope: plaintext is %d bytes, more than %d", len(plaintext), MaxPlaintext)
 	}
 	if rand == nil {
-		return Envelope{}, errors.New("envelope: nil random source")
+		return nil, nil, nil, errors.New("envelope: nil random source")
 	}
 
 	ephemeral, err := GenerateKey(rand)
 	if err != nil {
-		return Envelope{}, fmt.Errorf("envelope: generate key: %w", err)
+		return nil, nil, nil, fmt.Errorf("envelope: generate key: %w", err)
 	}
 	secret, err := ephemeral.ECDH(recipient)
 	if err != nil {
-		return Envelope{}, fmt.Errorf("envelope: key agreement: %w", err)
+		return nil, nil, nil, fmt.Errorf("envelope: key agreement: %w", err)
 	}
 	info := label
 	if sender != nil {
 		static, err := sender.ECDH(recipient)
 		if err != nil {
-			return Envelope{}, fmt.Errorf("envelope: key agreement: %w", err)
+			return nil, nil, nil, fmt.Errorf("envelope: key agreement: %w", err)
 		}
 		secret = append(secret, static...)
 		info = fromInfo(ephemeral.PublicKey(), recipient, sender.PublicKey())
 	}
 	aead, err := newAEAD(secret, requestID, info)
 	if err != nil {
-		return Envelope{}, err
+		return nil, nil, nil, err
 	}
-	iv := make([]byte, ivSize)
+	iv = make([]byte, ivSize)
 	if _, err := io.ReadFull(rand, iv); err != nil {
-		return Envelope{}, fmt.Errorf("envelope: read iv: %w", err)
+		return nil, nil, nil, fmt.Errorf("envelope: read iv: %w", err)
 	}
-
 	// GCM appends the tag to the ciphertext; the wire carries them apart.
-	out := aead.Seal(nil, iv, plaintext, []byte(requestID))
-	ciphertext, tag := out[:len(plaintext)], out[len(plaintext):]
-	return Envelope{
-		PublicKey:  PublicKeyHex(ephemeral),
-		IV:         hex.EncodeToString(iv),
-		Tag:        hex.EncodeToString(tag),
-		Ciphertext: base64.StdEncoding.EncodeToString(ciphertext),
-	}, nil
+	return ephemeral.PublicKey().Bytes(), iv, aead.Seal(nil, iv, plaintext, []byte(requestID)), nil
 }
 
 // Open decrypts env with priv, the recipient's P-256 private key, for the

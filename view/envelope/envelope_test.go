@@ -645,3 +645,60 @@ func page(tb testing.TB, jpegSize int) []byte {
 	}
 	return b
 }
+
+// SealJSON writes exactly what json.Marshal(Sealed{Seal(…)}) writes, and it opens.
+func TestSealJSONIsTheMarshalledEnvelope(t *testing.T) {
+	priv := newKey(t)
+	id := newRequestID(t)
+	for _, n := range []int{0, 1, 2, 3, 100, 75 << 10} {
+		plaintext := randomBytes(t, n)
+		b, err := envelope.SealJSON(rand.Reader, priv.PublicKey(), id, plaintext)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		var sealed envelope.Sealed
+		if err := dec.Decode(&sealed); err != nil {
+			t.Fatalf("%d bytes: %v", n, err)
+		}
+		again, err := json.Marshal(sealed)
+		if err != nil || !bytes.Equal(again, b) {
+			t.Fatalf("%d bytes: SealJSON wrote\n%.200s\njson.Marshal writes\n%.200s", n, b, again)
+		}
+		got, err := envelope.Open(priv, id, sealed.Envelope)
+		if err != nil || !bytes.Equal(got, plaintext) {
+			t.Fatalf("%d bytes: open: %v", n, err)
+		}
+	}
+	if _, err := envelope.SealJSON(rand.Reader, priv.PublicKey(), "not an id", nil); err == nil {
+		t.Fatal("SealJSON took a bad request id")
+	}
+}
+
+// BenchmarkSealJSON is BenchmarkSeal with the wire's JSON, as the broker answers.
+func BenchmarkSealJSON(b *testing.B) {
+	priv := newKey(b)
+	id := newRequestID(b)
+	plaintext := page(b, 75<<10)
+	b.SetBytes(int64(len(plaintext)))
+	b.ReportAllocs()
+	b.Run("marshal", func(b *testing.B) {
+		for b.Loop() {
+			env, err := envelope.Seal(rand.Reader, priv.PublicKey(), id, plaintext)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := json.Marshal(envelope.Sealed{Envelope: env}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("one-buffer", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := envelope.SealJSON(rand.Reader, priv.PublicKey(), id, plaintext); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
