@@ -69,7 +69,7 @@ func (v *viewer) view(ctx context.Context, base, agentID string) (frame, error) 
 	}
 	headers := time.Now()
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxViewBody))
+	body, err := wire.ReadAll(io.LimitReader(resp.Body, maxViewBody))
 	if err != nil {
 		return frame{}, err
 	}
