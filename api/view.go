@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/gin-gonic/gin"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/directory"
@@ -33,7 +34,7 @@ func (s *Server) partnerView(c *gin.Context) {
 		return
 	}
 	agentID := c.Param("id")
-	s.renderView(c, agentID, KeyCaller(key.ID), s.partnerAccess(token, c.Param("orgId"), agentID, auth.ScopeWorkerLogsRead))
+	s.renderView(c, agentID, KeyCaller(key.ID), s.partnerAccess(token, key, c.Param("orgId"), agentID, auth.ScopeWorkerLogsRead))
 }
 
 // UserCaller and KeyCaller name who asks for a view, for the per-caller pace: a member
@@ -67,43 +68,96 @@ func (s *Server) renderView(c *gin.Context, agentID, caller string, authorize vi
 }
 
 // memberAccess: the agent exists and the user is a member of its team. Unknown agent and
-// foreign team are the same ErrNotFound.
+// foreign team are the same ErrNotFound. Every check reads the truth, the agent's record
+// and its team's member set, in one round trip when the team is known beforehand: the
+// team the last check saw, or the directory's hint of the agent's record, names the set
+// to read beside the record; if the record says another team, that team's set is read
+// after it. A hint never decides an answer.
 func (s *Server) memberAccess(userID, agentID string) view.Authorize {
-	return func(ctx context.Context) error {
-		agent, err := s.cfg.Dir.Agent(ctx, agentID)
-		if errors.Is(err, directory.ErrNotFound) {
-			return auth.ErrNotFound
+	var team string // the agent's team as the last check saw it
+	return func(p redis.Pipeliner, _ bool) func(context.Context) error {
+		agent := s.cfg.Dir.QueueAgent(p, agentID)
+		guess := team
+		if guess == "" {
+			if a, ok := s.cfg.Dir.AgentHint(agentID); ok {
+				guess = a.TeamID
+			}
 		}
-		if err != nil {
-			return err
+		var member func() (bool, error)
+		if guess != "" {
+			member = s.cfg.Dir.QueueIsMember(p, guess, userID)
 		}
-		ok, err := s.cfg.Dir.IsMember(ctx, agent.TeamID, userID)
-		if err != nil {
-			return err
+		return func(ctx context.Context) error {
+			a, err := agent()
+			if errors.Is(err, directory.ErrNotFound) {
+				return auth.ErrNotFound
+			}
+			if err != nil {
+				return err
+			}
+			team = a.TeamID
+			var ok bool
+			if member != nil && a.TeamID == guess {
+				ok, err = member()
+			} else {
+				ok, err = s.cfg.Dir.IsMember(ctx, a.TeamID, userID)
+			}
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return auth.ErrNotFound
+			}
+			return nil
 		}
-		if !ok {
-			return auth.ErrNotFound
-		}
-		return nil
 	}
 }
 
-// partnerAccess re-verifies the key (it may have been revoked meanwhile), then applies the
-// check every partner route that reads a worker shares.
-func (s *Server) partnerAccess(token, orgID, agentID, scope string) view.Authorize {
-	return func(ctx context.Context) error {
-		key, err := s.cfg.Creds.VerifyOrgKey(ctx, token)
-		if err != nil {
-			return err
+// isMember is memberAccess's truth, read at once: the agent's record, then the member
+// set of its team.
+func (s *Server) isMember(ctx context.Context, userID, agentID string) error {
+	agent, err := s.cfg.Dir.Agent(ctx, agentID)
+	if errors.Is(err, directory.ErrNotFound) {
+		return auth.ErrNotFound
+	}
+	if err != nil {
+		return err
+	}
+	ok, err := s.cfg.Dir.IsMember(ctx, agent.TeamID, userID)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return auth.ErrNotFound
+	}
+	return nil
+}
+
+// partnerAccess applies the check every partner route that reads a worker shares. The
+// first check trusts the key the route has just verified and reads the agent; the
+// re-check verifies the key again (it may have been revoked meanwhile) beside the
+// agent's record, in one round trip.
+func (s *Server) partnerAccess(token string, key auth.OrgKey, orgID, agentID, scope string) view.Authorize {
+	return func(p redis.Pipeliner, recheck bool) func(context.Context) error {
+		verified := func() (auth.OrgKey, error) { return key, nil }
+		if recheck {
+			verified = s.cfg.Creds.QueueVerifyOrgKey(p, token)
 		}
-		agent, err := s.cfg.Dir.Agent(ctx, agentID)
-		if errors.Is(err, directory.ErrNotFound) {
-			return auth.ErrNotFound
+		agent := s.cfg.Dir.QueueAgent(p, agentID)
+		return func(context.Context) error {
+			k, err := verified()
+			if err != nil {
+				return err
+			}
+			a, err := agent()
+			if errors.Is(err, directory.ErrNotFound) {
+				return auth.ErrNotFound
+			}
+			if err != nil {
+				return err
+			}
+			return auth.AuthorizeOrgAgent(k, orgID, a.OrgID, a.Environment, scope)
 		}
-		if err != nil {
-			return err
-		}
-		return auth.AuthorizeOrgAgent(key, orgID, agent.OrgID, agent.Environment, scope)
 	}
 }
 

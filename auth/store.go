@@ -82,7 +82,23 @@ func (s *Store) VerifyOrgKey(ctx context.Context, token string) (OrgKey, error) 
 	if !ok {
 		return OrgKey{}, ErrUnauthenticated
 	}
-	m, err := s.rdb.HGetAll(ctx, s.orgKeyKey(sec.id)).Result()
+	return s.orgKeyFrom(sec, s.rdb.HGetAll(ctx, s.orgKeyKey(sec.id)))
+}
+
+// QueueVerifyOrgKey queues on p the read VerifyOrgKey makes, so that it can share a
+// round trip with other reads; the function, called after p ran, returns what
+// VerifyOrgKey would.
+func (s *Store) QueueVerifyOrgKey(p redis.Pipeliner, token string) func() (OrgKey, error) {
+	sec, ok := parseSecret(token, prefixOrgKey)
+	if !ok {
+		return func() (OrgKey, error) { return OrgKey{}, ErrUnauthenticated }
+	}
+	cmd := p.HGetAll(context.Background(), s.orgKeyKey(sec.id))
+	return func() (OrgKey, error) { return s.orgKeyFrom(sec, cmd) }
+}
+
+func (s *Store) orgKeyFrom(sec secret, cmd *redis.MapStringStringCmd) (OrgKey, error) {
+	m, err := cmd.Result()
 	if err != nil {
 		return OrgKey{}, fmt.Errorf("auth: org key: %w", err)
 	}

@@ -125,8 +125,9 @@ func ParseSeed(r io.Reader) (Seed, error) {
 
 // Store reads and writes the directory.
 type Store struct {
-	rdb  redis.UniversalClient
-	keys bus.Keys
+	rdb   redis.UniversalClient
+	keys  bus.Keys
+	hints hints
 }
 
 // NewStore returns a Store for one deployment.
@@ -227,14 +228,7 @@ func (s *Store) Agent(ctx context.Context, id string) (Agent, error) {
 	if !ValidID(id) {
 		return Agent{}, ErrNotFound
 	}
-	m, err := s.rdb.HGetAll(ctx, s.agentKey(id)).Result()
-	if err != nil {
-		return Agent{}, fmt.Errorf("directory: agent: %w", err)
-	}
-	if len(m) == 0 {
-		return Agent{}, ErrNotFound
-	}
-	return Agent{ID: id, Name: m["name"], TeamID: m["team"], OrgID: m["org"], Environment: m["env"]}, nil
+	return s.agentFrom(id, s.rdb.HGetAll(ctx, s.agentKey(id)))
 }
 
 // User returns a user's name, ErrNotFound, or a wrapped Redis error.

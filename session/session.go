@@ -179,7 +179,12 @@ func (s *Store) Start(ctx context.Context, agentID string) (Session, Passes, err
 
 // Get returns a session by id, ErrNotFound, or a wrapped Redis error.
 func (s *Store) Get(ctx context.Context, id string) (Session, error) {
-	m, err := s.rdb.HGetAll(ctx, s.sessionKey(id)).Result()
+	return s.parse(id, s.rdb.HGetAll(ctx, s.sessionKey(id)))
+}
+
+// parse reads a session record from its HGETALL.
+func (s *Store) parse(id string, cmd *redis.MapStringStringCmd) (Session, error) {
+	m, err := cmd.Result()
 	if err != nil {
 		return Session{}, fmt.Errorf("session: get: %w", err)
 	}
@@ -199,6 +204,63 @@ func (s *Store) Get(ctx context.Context, id string) (Session, error) {
 	return sess, nil
 }
 
+// QueueCurrentID queues on p the read of agentID's current session id, so that it can
+// share a round trip with other reads; the function, called after p ran, returns the
+// id, or ErrNoSession when the agent has none. Current reads the session it names.
+func (s *Store) QueueCurrentID(p redis.Pipeliner, agentID string) func() (string, error) {
+	cmd := p.Get(context.Background(), s.currentKey(agentID))
+	return func() (string, error) {
+		id, err := cmd.Result()
+		if errors.Is(err, redis.Nil) {
+			return "", ErrNoSession
+		}
+		if err != nil {
+			return "", fmt.Errorf("session: current: %w", err)
+		}
+		return id, nil
+	}
+}
+
+// QueueStillCurrent queues on p what Current reads, for a session whose id is known
+// (the agent's pointer and that session's record, in one round trip instead of two);
+// the function, called after p ran, returns what Current would: the session while it is
+// still the agent's current one and not stopped, ErrNoSession once it is not.
+func (s *Store) QueueStillCurrent(p redis.Pipeliner, agentID, id string) func() (Session, error) {
+	current := s.QueueCurrentID(p, agentID)
+	rec := p.HGetAll(context.Background(), s.sessionKey(id))
+	return func() (Session, error) {
+		now, err := current()
+		if err != nil {
+			return Session{}, err
+		}
+		if now != id {
+			return Session{}, ErrNoSession
+		}
+		return s.live(s.parse(id, rec))
+	}
+}
+
+// live is Current for a session read by id: ErrNoSession for one that is gone or
+// stopped (the idle timeout counts before the reaper has recorded it).
+func (s *Store) live(sess Session, err error) (Session, error) {
+	if errors.Is(err, ErrNotFound) {
+		return Session{}, ErrNoSession
+	}
+	if err != nil {
+		return Session{}, err
+	}
+	if sess.StatusAt(s.now(), s.policy) == Stopped {
+		return Session{}, ErrNoSession
+	}
+	return sess, nil
+}
+
+// Live returns session id as Current would once its id is known: the session, or
+// ErrNoSession when it is gone or stopped.
+func (s *Store) Live(ctx context.Context, id string) (Session, error) {
+	return s.live(s.Get(ctx, id))
+}
+
 // Current returns the agent's running or idle session, ErrNoSession, or a wrapped Redis
 // error. A session past the idle timeout counts as stopped even before the reaper has
 // recorded it.
@@ -210,17 +272,7 @@ func (s *Store) Current(ctx context.Context, agentID string) (Session, error) {
 	if err != nil {
 		return Session{}, fmt.Errorf("session: current: %w", err)
 	}
-	sess, err := s.Get(ctx, id)
-	if errors.Is(err, ErrNotFound) {
-		return Session{}, ErrNoSession
-	}
-	if err != nil {
-		return Session{}, err
-	}
-	if sess.StatusAt(s.now(), s.policy) == Stopped {
-		return Session{}, ErrNoSession
-	}
-	return sess, nil
+	return s.Live(ctx, id)
 }
 
 // Status returns a session's status now.

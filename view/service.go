@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
 	"github.com/agentfy/agentfy/bus"
@@ -52,18 +53,27 @@ func (e *UnavailableError) Error() string   { return "view: unavailable: " + e.R
 func (e *UnavailableError) Is(t error) bool { return t == ErrUnavailable }
 func unavailable(reason string) error       { return &UnavailableError{Reason: reason} }
 
-// Sessions is what the view needs of the session store.
+// Sessions is what the view needs of the session store (session.Store).
 type Sessions interface {
 	Current(ctx context.Context, agentID string) (session.Session, error)
+	QueueCurrentID(p redis.Pipeliner, agentID string) func() (string, error)
+	Live(ctx context.Context, id string) (session.Session, error)
+	QueueStillCurrent(p redis.Pipeliner, agentID, id string) func() (session.Session, error)
 }
 
-// Authorize checks the caller's access to the agent. It returns auth.ErrNotFound or
-// auth.ErrForbidden for a refusal, another error when it cannot decide (then 503).
-type Authorize func(ctx context.Context) error
+// Authorize is one caller's access check for one agent. It queues the Redis reads it
+// needs on p, so that they share a round trip with the view's own, and returns the
+// verdict, to call once p ran: nil, auth.ErrNotFound or auth.ErrForbidden for a refusal,
+// another error when it cannot decide (then 503). A verdict may read more itself.
+// recheck is set for the check before a frame leaves, which must read every record
+// again (a key revoked since the first check, a membership removed while the capture
+// ran); every check reads the truth from Redis.
+type Authorize func(p redis.Pipeliner, recheck bool) (verdict func(ctx context.Context) error)
 
 // Service runs a view request on the requesting replica: authorization, gate, session,
 // capability, the NATS request, opening and validating the page, and the re-checks.
 type Service struct {
+	rdb      redis.UniversalClient // for the pipelines that batch the checks' reads
 	gate     *Gate
 	caps     *Capabilities
 	sessions Sessions
@@ -89,17 +99,24 @@ type Hooks struct {
 func (s *Service) SetHooks(h *Hooks) { s.hooks.Store(h) }
 
 // NewService wires the view service of one replica.
-func NewService(gate *Gate, caps *Capabilities, sessions Sessions, nc *nats.Conn, ns bus.Namespace, log zerolog.Logger) *Service {
-	return &Service{gate: gate, caps: caps, sessions: sessions, nc: nc, ns: ns, log: log, pending: make(chan struct{}, MaxPending)}
+func NewService(rdb redis.UniversalClient, gate *Gate, caps *Capabilities, sessions Sessions, nc *nats.Conn, ns bus.Namespace, log zerolog.Logger) *Service {
+	return &Service{rdb: rdb, gate: gate, caps: caps, sessions: sessions, nc: nc, ns: ns, log: log, pending: make(chan struct{}, MaxPending)}
 }
 
 // Pending is the number of view requests this replica waits for now.
 func (s *Service) Pending() int { return len(s.pending) }
 
 // View answers one view request for agentID. authorize runs before the gate (so that
-// strangers cannot burn another team's window) and again before a frame is returned.
+// strangers cannot burn another team's window) and again, reading the truth, before a
+// frame is returned. Each check shares one Redis round trip with the session reads
+// beside it: the first check's reads with the agent's current session id, the re-check's
+// with the agent's pointer and the session's record.
 func (s *Service) View(ctx context.Context, agentID, caller string, authorize Authorize) (Result, error) {
-	if err := authorize(ctx); err != nil {
+	p := s.rdb.Pipeline()
+	verdict := authorize(p, false)
+	currentID := s.sessions.QueueCurrentID(p, agentID)
+	_, _ = p.Exec(ctx) // each read's error is its own: the verdict and currentID see them
+	if err := verdict(ctx); err != nil {
 		return Result{}, err
 	}
 	asked := time.Now()
@@ -113,7 +130,16 @@ func (s *Service) View(ctx context.Context, agentID, caller string, authorize Au
 	if !ok {
 		return Result{}, ErrRateLimited
 	}
-	sess, err := s.sessions.Current(ctx, agentID)
+	id, err := currentID()
+	var sess session.Session
+	if err == nil {
+		sess, err = s.sessions.Live(ctx, id)
+		if errors.Is(err, session.ErrNoSession) {
+			// The session read before the gate ended while the gate was asked: the
+			// agent may have a new one since.
+			sess, err = s.sessions.Current(ctx, agentID)
+		}
+	}
 	if errors.Is(err, session.ErrNoSession) {
 		return Result{Live: false}, nil
 	}
@@ -125,10 +151,14 @@ func (s *Service) View(ctx context.Context, agentID, caller string, authorize Au
 	// revoked meanwhile. Check both before any pixel leaves. A session that stopped
 	// explains a failed capture too (its passes were revoked, its socket closed): that
 	// is "not live", which is true, rather than "unavailable".
-	now, err := s.sessions.Current(ctx, agentID)
+	p = s.rdb.Pipeline()
+	verdict = authorize(p, true)
+	still := s.sessions.QueueStillCurrent(p, agentID, sess.ID)
+	_, _ = p.Exec(ctx)
+	_, err = still()
 	switch {
-	case errors.Is(err, session.ErrNoSession) || (err == nil && now.ID != sess.ID):
-		if authErr := authorize(ctx); authErr != nil {
+	case errors.Is(err, session.ErrNoSession):
+		if authErr := verdict(ctx); authErr != nil {
 			return Result{}, authErr
 		}
 		return Result{Live: false}, nil
@@ -137,7 +167,7 @@ func (s *Service) View(ctx context.Context, agentID, caller string, authorize Au
 	case err != nil:
 		return Result{}, err
 	}
-	if err := authorize(ctx); err != nil {
+	if err := verdict(ctx); err != nil {
 		return Result{}, err
 	}
 	return Result{Live: true, Page: page}, nil

@@ -1,0 +1,76 @@
+package api_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/agentfy/agentfy/auth"
+	"github.com/agentfy/agentfy/bus"
+	"github.com/agentfy/agentfy/directory"
+	"github.com/agentfy/agentfy/internal/testenv"
+)
+
+// The first access check reads the agent's record beside the member set of the team its
+// hint names, in one round trip; the record decides. An agent moved to another team
+// after the hint was taken: the old team's member is refused at once, and the new team's
+// member is let in (the set of the right team read after the record).
+func TestViewAccessWithAStaleHint(t *testing.T) {
+	ctx := testenv.Context(t, 60*time.Second)
+	s := startStack(t, ctx)
+	keys := bus.KeysFor(s.dep)
+	openGate := func() {
+		t.Helper()
+		if err := s.r.Redis.Del(ctx, keys.Gate("idle"), keys.Pace("idle", "user:u1"), keys.Pace("idle", "user:u2")).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	u2, err := auth.MintHS256([]byte("0123456789abcdef0123456789abcdef"), "agentfy-test", "agentfy-api", "u2", time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	view := func(token string) (int, string) {
+		t.Helper()
+		saved := s.token
+		s.token = token
+		defer func() { s.token = saved }()
+		status, _, body := s.get(t, ctx, "/v1/agents/idle/worker/view")
+		return status, body
+	}
+
+	// u1 of t1 views: the replica now holds a hint of idle in t1.
+	if status, body := view(s.token); status != http.StatusOK || body != "{\"live\":false}\n" {
+		t.Fatalf("member of t1: %d %s", status, body)
+	}
+	if a, ok := s.r.Dir.AgentHint("idle"); !ok || a.TeamID != "t1" {
+		t.Fatalf("hint %+v %v, want idle in t1", a, ok)
+	}
+	// idle moves to t2, whose only member is u2.
+	err = s.r.Dir.Load(ctx, directory.Seed{
+		Teams:  []directory.Team{{ID: "t1", Name: "Team"}, {ID: "t2", Name: "Other team"}},
+		Users:  []directory.User{{ID: "u1", Name: "User", Teams: []string{"t1"}}, {ID: "u2", Name: "Other", Teams: []string{"t2"}}},
+		Orgs:   []directory.Org{{ID: "o1", Name: "Org", Environments: []string{"prod"}}},
+		Agents: []directory.Agent{{ID: "idle", Name: "No session", TeamID: "t2", OrgID: "o1", Environment: "prod"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	openGate()
+	if status, body := view(s.token); status != http.StatusNotFound {
+		t.Fatalf("member of the agent's old team, through a stale hint: %d %s, want 404", status, body)
+	}
+	if status, body := view(u2); status != http.StatusOK || body != "{\"live\":false}\n" {
+		t.Fatalf("member of the agent's new team, through a stale hint: %d %s, want live:false", status, body)
+	}
+	if a, ok := s.r.Dir.AgentHint("idle"); !ok || a.TeamID != "t2" {
+		t.Fatalf("hint %+v %v after the record was read, want idle in t2", a, ok)
+	}
+	// A membership removed is seen by the very next check, hint or not.
+	if err := s.r.Dir.RemoveMember(ctx, "t2", "u2"); err != nil {
+		t.Fatal(err)
+	}
+	openGate()
+	if status, body := view(u2); status != http.StatusNotFound {
+		t.Fatalf("revoked member: %d %s, want 404", status, body)
+	}
+}

@@ -1,0 +1,113 @@
+package directory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Agent records as this replica last read them. A hint never answers an access check:
+// it only names, before the agent's record is read, the team whose member set to read
+// in the same round trip (api's memberAccess), and the record read beside it decides. A
+// wrong hint (the agent changed team) costs one more round trip, never a wrong answer.
+const (
+	HintTTL  = time.Minute
+	MaxHints = 4096
+)
+
+type hint struct {
+	agent Agent
+	until time.Time
+}
+
+type hints struct {
+	mu sync.Mutex
+	m  map[string]hint // guarded by mu; at most MaxHints
+}
+
+func (h *hints) get(id string, now time.Time) (Agent, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	e, ok := h.m[id]
+	if !ok || now.After(e.until) {
+		return Agent{}, false
+	}
+	return e.agent, true
+}
+
+func (h *hints) put(a Agent, now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.m == nil {
+		h.m = map[string]hint{}
+	}
+	if _, ok := h.m[a.ID]; !ok && len(h.m) >= MaxHints {
+		// Full: drop what expired, and unless that freed a quarter, start over (the
+		// hints are only ever a saved round trip), so that a full scan happens at most
+		// once per MaxHints/4 new agents.
+		for id, e := range h.m {
+			if now.After(e.until) {
+				delete(h.m, id)
+			}
+		}
+		if len(h.m) > MaxHints*3/4 {
+			clear(h.m)
+		}
+	}
+	h.m[a.ID] = hint{agent: a, until: now.Add(HintTTL)}
+}
+
+func (h *hints) drop(id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.m, id)
+}
+
+// AgentHint returns the agent's record as this replica read it less than HintTTL ago,
+// if it did: a guess, never an answer (see HintTTL).
+func (s *Store) AgentHint(id string) (Agent, bool) {
+	return s.hints.get(id, time.Now())
+}
+
+// QueueAgent queues on p the read of an agent's record, so that it can share a round
+// trip with other reads; the function, called after p ran, returns what Agent would.
+// Each read refreshes the agent's hint.
+func (s *Store) QueueAgent(p redis.Pipeliner, id string) func() (Agent, error) {
+	if !ValidID(id) {
+		return func() (Agent, error) { return Agent{}, ErrNotFound }
+	}
+	cmd := p.HGetAll(context.Background(), s.agentKey(id))
+	return func() (Agent, error) { return s.agentFrom(id, cmd) }
+}
+
+// agentFrom reads an agent's HGETALL and keeps the hint up to date.
+func (s *Store) agentFrom(id string, cmd *redis.MapStringStringCmd) (Agent, error) {
+	m, err := cmd.Result()
+	if err != nil {
+		return Agent{}, fmt.Errorf("directory: agent: %w", err)
+	}
+	if len(m) == 0 {
+		s.hints.drop(id)
+		return Agent{}, ErrNotFound
+	}
+	a := Agent{ID: id, Name: m["name"], TeamID: m["team"], OrgID: m["org"], Environment: m["env"]}
+	s.hints.put(a, time.Now())
+	return a, nil
+}
+
+// QueueIsMember queues on p the read of one membership (the team's member set, the
+// truth); the function, called after p ran, returns what IsMember would.
+func (s *Store) QueueIsMember(p redis.Pipeliner, teamID, userID string) func() (bool, error) {
+	cmd := p.SIsMember(context.Background(), s.membersKey(teamID), userID)
+	return func() (bool, error) {
+		ok, err := cmd.Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return false, fmt.Errorf("directory: membership: %w", err)
+		}
+		return ok, nil
+	}
+}
