@@ -215,13 +215,13 @@ func benchE2E(ctx context.Context, st *stack.Stack, bs *benchSession, v *viewer,
 	}
 	r.RatioP50, r.RatioP95, r.RatioP99 = ratio(r.View.P50, r.Bare.P50), ratio(r.View.P95, r.Bare.P95), ratio(r.View.P99, r.Bare.P99)
 	names := []struct{ name, what string }{
-		{"A: request → NATS", "HTTP to replica A, JWT, directory (agent, team), gate SET NX, current session, P-256 key pair, capability SET, NATS publish"},
+		{"A: request → NATS", "HTTP to replica A, JWT, one Redis pipeline (agent, its team's member set, current session id), gate script, session record, P-256 key pair, capability SET, NATS publish"},
 		{"NATS → broker", "NATS delivery to replica B, its capability check in Redis (GET) and relay pace, observation waiter, JSON-RPC over the WebSocket, worker, POST /observe on the unix socket"},
 		{"broker: consume", "POST consume via the balancer to a replica: broker pass check, capability script in Redis"},
 		{"broker: capture", "the broker's own CDP capture (getTargetInfo, getLayoutMetrics, captureScreenshot)"},
 		{"broker: seal", "page JSON, ECDH + HKDF + AES-GCM, envelope JSON"},
 		{"broker → NATS reply", "the envelope back over the unix socket, worker (JSON-RPC result), WebSocket to replica B, NATS publish and delivery"},
-		{"A: reply → response", "open (ECDH, HKDF, AES-GCM), page JSON and JPEG check, session and access re-check in Redis, JSON render with base64, response headers at the viewer"},
+		{"A: reply → response", "open (ECDH, HKDF, AES-GCM), page JSON and JPEG check, the re-check in one Redis pipeline (session pointer and record, agent, member set), JSON render with base64, response headers at the viewer"},
 		{"viewer: read + decode", "the rest of the HTTP body, JSON parse, base64 decode, JPEG header"},
 	}
 	for i, n := range names {

@@ -160,6 +160,9 @@ func (r *Results) Markdown(full bool) string {
 		rows = append(rows, []string{x.Name, strconv.Itoa(x.Requests), strconv.Itoa(x.Errors), f0(x.RPS), ms(x.Latency.P50), ms(x.Latency.P99), fx(x.RPSRatio), fx(x.P99Ratio), x.What})
 	}
 	mdTable(&b, []string{"answer", "requests", "errors", "req/s", "p50 ms", "p99 ms", "req/s vs no-op", "p99 vs no-op", "work per request"}, rows)
+	if full {
+		renderFastPathFloor(&b, r)
+	}
 
 	// 4. Footprint.
 	f := r.Footprint
@@ -261,7 +264,7 @@ func renderWhereTimeGoes(b *strings.Builder, r *Results) {
 	p("**In the Go code around it, as CPU.** Everything but the capture costs %s ms at p50. ", ms(e.Overhead.P50))
 	p("The bench's Go process, which runs every Go part of the path (both replicas, the worker, the broker's Go side, the viewer), spends %s ms of CPU per view against %s ms per bare capture (section 4): ", ms(f.GoPerView), ms(f.GoPerBare))
 	p("about %s ms of CPU per view that the bare capture does not spend, on a machine with two cores that Chromium shares. ", ms(f.GoPerView-f.GoPerBare))
-	p("It is not the garbage collector (`GOGC=off go run ./cmd/agentfy bench` gives the same overhead). Of the hops above, the three largest after the capture are ")
+	p("Of the hops above, the three largest after the capture are ")
 	hops := slices.Clone(e.Hops)
 	hops = slices.DeleteFunc(hops, func(h hop) bool { return h.Name == "broker: capture" })
 	slices.SortFunc(hops, func(a, b hop) int { return int(b.Dist.P50 - a.Dist.P50) })
@@ -278,24 +281,42 @@ func renderWhereTimeGoes(b *strings.Builder, r *Results) {
 		p("opening it (ECDH, HKDF, AES-GCM) %s µs and the decode and validation of the page %s µs; rendering the result adds %s µs.\n\n", f0(parts["open"]), f0(parts["page"]), f0(parts["render"]))
 	}
 	p("**What the hops have in common** is the frame's bytes: 27 KB of JPEG travel as 36 KB of base64 inside the page JSON, and as 48 KB of base64 of the encrypted page in the envelope (both layers are fixed by the specification). ")
-	p("Reading the code, a view scans those bytes in full about a dozen times with encoding/json or base64, besides copying them: ")
-	p("the broker marshals the page (base64 and escaping) and the envelope (base64 again); ")
-	p("the worker wraps the broker's answer as it is (`jsonrpc.NewRawResult`, no re-encoding); ")
-	p("replica B parses the whole JSON-RPC response with a strict `json.Decoder` (one scan to find the value, one to decode it, one copy) only to pass the result on; ")
-	p("replica A reads the envelope and then the page in one pass each (`wire.FlatStrings`: the shape the broker writes, anything else to the strict decoder), base64-decodes the ciphertext, opens it and base64-decodes the frame to validate it; ")
-	p("`view.Result.MarshalJSON` writes the body in one pass (the frame's base64 is copied, not escaped); and the viewer decodes it. ")
-	p("At the 100–300 MB/s encoding/json reaches on this CPU for long strings, each pass over 36–48 KB costs 0.15–0.5 ms.\n\n")
-	p("**Done already**: the worker no longer re-encodes the envelope and the result is rendered in one pass (before them, a run on this machine gave 8.56 ms for everything but the capture); replica A decodes the envelope and the page in one pass each, which took `openReply` from 1,105 µs to 311 µs on one core (`BenchmarkOpenReply`, whole, same machine, before and after).\n\n")
-	p("**What would close the rest of the gap** (owners in brackets), cheapest first:\n\n")
-	p("1. [channel, jsonrpc] On replica B, find `result` without decoding it; better still, let the worker send the envelope in a binary WebSocket frame with a small header, so that B forwards bytes to NATS untouched (a change to the JSON-RPC contract of SPEC §3, so not made here).\n")
-	p("2. [view, api, session, directory] Pipeline the Redis reads of the re-check (current session, agent, membership) into one round trip, and the request path's reads likewise; each round trip is a Redis PING's worth (section 5).\n\n")
-	p("Item 1 removes about three more passes; by the per-pass prices above that is 0.5–1 ms of the %s ms. ", ms(e.Overhead.P50))
-	at := func(capture time.Duration) string {
-		lo, hi := 1+ratio(e.Overhead.P50-time.Millisecond, capture), 1+ratio(e.Overhead.P50-time.Millisecond/2, capture)
-		return fx(lo) + "–" + fx(hi)
+	p("A view now scans them about eight times, each in one pass: the broker reads the screenshot's base64 from CDP's JSON and copies it into the page (no decode and encode again), base64-decodes it once to check the JPEG, and writes the envelope in one buffer (`envelope.SealJSON`); ")
+	p("the worker and replica B read each WebSocket message into a pooled buffer (`wire.ReadAll`), the worker wraps the broker's answer as it is, and replica B finds `result` in one pass and forwards its bytes; ")
+	p("replica A reads the envelope and the page in one pass each, opens the ciphertext and base64-decodes the frame once to check it, and writes the body in one pass; the viewer decodes it.\n\n")
+	p("**Redis**: a view costs replica A five round trips (a pipeline for the access check and the current session id, the gate script, the session record, the capability, and a pipeline for the whole re-check before the frame leaves) where it cost ten, replica B one (the capability's GET), and the broker's consume two (its pass, the capability script).\n\n")
+	p("**What is left is the hops themselves.** ")
+	p("Of the %s ms of Go CPU a view costs, %s ms is what the bare capture costs too (CDP over a WebSocket, rod's decoding of the screenshot message); ", ms(f.GoPerView), ms(f.GoPerBare))
+	p("the rest is spread over an HTTP request, two unix-socket HTTP legs (worker → broker, and the broker's consume through the balancer), two WebSocket legs, two NATS legs through the embedded server (in this process too), eight Redis round trips and the goroutine wake-ups between them, each a few tens of microseconds of system calls on this virtual machine, and the garbage collector's share of about 0.9 MB allocated per view. ")
+	p("None of these hops can go without changing the architecture of SPEC.md (NATS between replicas, the worker's WebSocket, the broker's unix socket, Redis-held capabilities). ")
+	at := func(capture time.Duration) string { return fx(1 + ratio(e.Overhead.P50, capture)) }
+	p("With everything but the capture at %s ms, a view is %s the bare capture of this page (%s ms), and would be %s on a page whose capture takes the 52 ms of NOTES.md.\n\n", ms(e.Overhead.P50), at(e.Bare.P50), ms(e.Bare.P50), at(52*time.Millisecond))
+}
+
+// renderFastPathFloor prices the fast paths in machine time per request (cores ÷ req/s:
+// the load generator, the replica and redis-server share the cores) and says what a
+// Redis round trip costs beside the no-op.
+func renderFastPathFloor(b *strings.Builder, r *Results) {
+	cores := r.Machine.Cores
+	if cores < 1 || len(r.FastPaths.Paths) < 4 {
+		return
 	}
-	p("With the %s ms capture of this page that would bring a view to about %s the bare capture; on a page whose capture takes the 52 ms of NOTES.md, to about %s. ", ms(e.Bare.P50), at(e.Bare.P50), at(52*time.Millisecond))
-	p("Below that, the remaining cost is the hops themselves: an HTTP request, two unix-socket and WebSocket legs, two NATS legs and about ten Redis round trips.\n\n")
+	per := map[string]float64{}
+	for _, x := range r.FastPaths.Paths {
+		if x.RPS > 0 {
+			per[x.Name] = float64(cores) * 1e6 / x.RPS
+		}
+	}
+	noop, nf, lost, won := per["no-op /healthz"], per["404"], per["429"], per["live:false"]
+	if noop == 0 || nf == 0 || lost == 0 || won == 0 {
+		return
+	}
+	rt := (won - nf) / 2
+	fmt.Fprintf(b, "In machine time (%d cores ÷ req/s: the load generator, the replica and redis-server share them), a request costs %s µs on the no-op route, %s µs for a 404, %s µs for a 429 and %s µs for live:false. ", cores, f0(noop), f0(nf), f0(lost), f0(won))
+	fmt.Fprintf(b, "The answers differ from each other by their Redis round trips (1, 2 and 3), so a round trip costs about %s µs of machine time here (live:false − 404, halved: the client's write and read, redis-server's, and the wake-ups), and the 404's own work beside its round trip (JWT, routing the error, the pipeline's commands) about %s µs. ", f0(rt), f0(nf-noop-rt))
+	fmt.Fprintf(b, "With no other cost at all, an answer that needs n round trips reaches at most %s ÷ (%s + n × %s) of the no-op's rate: %s for one, %s for two, %s for three. ",
+		f0(noop), f0(noop), f0(rt), fx(noop/(noop+rt)), fx(noop/(noop+2*rt)), fx(noop/(noop+3*rt)))
+	b.WriteString("The gate is a Redis script by design (one window per agent across every replica) and must follow the access check (a stranger may not take a team's window), so a 429 needs two round trips and live:false at least two; those ratios are the floor of this design on this machine, not a cost left to cut.\n\n")
 }
 
 // openReplyBench returns BenchmarkOpenReply/whole and its parts, in µs per operation.
