@@ -1,9 +1,13 @@
 package api_test
 
 import (
+	"context"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/bus"
@@ -73,4 +77,53 @@ func TestViewAccessWithAStaleHint(t *testing.T) {
 	if status, body := view(u2); status != http.StatusNotFound {
 		t.Fatalf("revoked member: %d %s, want 404", status, body)
 	}
+}
+
+// A user refused an agent's view is answered 404 from memory for RefusalTTL: the
+// repeated request makes no Redis command. The memory is per user: a member of the
+// agent's team is still let through.
+func TestRepeatedRefusalReadsNothing(t *testing.T) {
+	ctx := testenv.Context(t, 60*time.Second)
+	s := startStack(t, ctx)
+	err := s.r.Dir.Load(ctx, directory.Seed{
+		Teams:  []directory.Team{{ID: "t1", Name: "Team"}, {ID: "t2", Name: "Other team"}},
+		Users:  []directory.User{{ID: "u1", Name: "User", Teams: []string{"t1"}}, {ID: "u2", Name: "Other", Teams: []string{"t2"}}},
+		Orgs:   []directory.Org{{ID: "o1", Name: "Org", Environments: []string{"prod"}}},
+		Agents: []directory.Agent{{ID: "elsewhere", Name: "Other team's", TeamID: "t2", OrgID: "o1", Environment: "prod"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var commands atomic.Int64
+	s.r.Redis.AddHook(countHook{&commands})
+	for i, want := range []int64{-1, 0, 0} {
+		before := commands.Load()
+		if status, _, body := s.get(t, ctx, "/v1/agents/elsewhere/worker/view"); status != http.StatusNotFound {
+			t.Fatalf("request %d by a stranger: %d %s", i, status, body)
+		}
+		if n := commands.Load() - before; want >= 0 && n != want {
+			t.Fatalf("request %d by a stranger made %d Redis commands, want %d", i, n, want)
+		} else if want < 0 && n == 0 {
+			t.Fatal("the first refusal read nothing from Redis")
+		}
+	}
+	u2, err := auth.MintHS256([]byte("0123456789abcdef0123456789abcdef"), "agentfy-test", "agentfy-api", "u2", time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.token = u2
+	if status, _, body := s.get(t, ctx, "/v1/agents/elsewhere/worker/view"); status != http.StatusOK || body != "{\"live\":false}\n" {
+		t.Fatalf("a member of the agent's team: %d %s", status, body)
+	}
+}
+
+// countHook counts the commands a client sends, pipelined or not.
+type countHook struct{ n *atomic.Int64 }
+
+func (h countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { h.n.Add(1); return next(ctx, cmd) }
+}
+func (h countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { h.n.Add(int64(len(cmds))); return next(ctx, cmds) }
 }

@@ -62,6 +62,8 @@ type Server struct {
 	eng  *gin.Engine
 	done chan struct{} // closed when the replica shuts down: ends status streams
 	once sync.Once
+
+	refused refusals // views refused lately (refusals.go)
 }
 
 // Shutdown ends the long-lived status streams, so a graceful shutdown need not wait an

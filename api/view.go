@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/redis/go-redis/v9"
@@ -68,14 +69,19 @@ func (s *Server) renderView(c *gin.Context, agentID, caller string, authorize vi
 }
 
 // memberAccess: the agent exists and the user is a member of its team. Unknown agent and
-// foreign team are the same ErrNotFound. Every check reads the truth, the agent's record
+// foreign team are the same ErrNotFound; a first check answers it from memory for
+// RefusalTTL after a refusal (refusals.go). Every check reads the truth, the agent's record
 // and its team's member set, in one round trip when the team is known beforehand: the
 // team the last check saw, or the directory's hint of the agent's record, names the set
 // to read beside the record; if the record says another team, that team's set is read
 // after it. A hint never decides an answer.
 func (s *Server) memberAccess(userID, agentID string) view.Authorize {
 	var team string // the agent's team as the last check saw it
-	return func(p redis.Pipeliner, _ bool) func(context.Context) error {
+	key := refusal{agentID, userID}
+	return func(p redis.Pipeliner, recheck bool) func(context.Context) error {
+		if !recheck && s.refused.has(key, time.Now()) {
+			return func(context.Context) error { return auth.ErrNotFound }
+		}
 		agent := s.cfg.Dir.QueueAgent(p, agentID)
 		guess := team
 		if guess == "" {
@@ -90,6 +96,7 @@ func (s *Server) memberAccess(userID, agentID string) view.Authorize {
 		return func(ctx context.Context) error {
 			a, err := agent()
 			if errors.Is(err, directory.ErrNotFound) {
+				s.refused.add(key, time.Now())
 				return auth.ErrNotFound
 			}
 			if err != nil {
@@ -106,6 +113,7 @@ func (s *Server) memberAccess(userID, agentID string) view.Authorize {
 				return err
 			}
 			if !ok {
+				s.refused.add(key, time.Now())
 				return auth.ErrNotFound
 			}
 			return nil

@@ -67,7 +67,8 @@ type Sessions interface {
 // another error when it cannot decide (then 503). A verdict may read more itself.
 // recheck is set for the check before a frame leaves, which must read every record
 // again (a key revoked since the first check, a membership removed while the capture
-// ran); every check reads the truth from Redis.
+// ran). A first check that needs no read (it queues nothing: a refusal the replica
+// remembers, see api's refusals) is decided before any round trip.
 type Authorize func(p redis.Pipeliner, recheck bool) (verdict func(ctx context.Context) error)
 
 // Service runs a view request on the requesting replica: authorization, gate, session,
@@ -114,6 +115,12 @@ func (s *Service) Pending() int { return len(s.pending) }
 func (s *Service) View(ctx context.Context, agentID, caller string, authorize Authorize) (Result, error) {
 	p := s.rdb.Pipeline()
 	verdict := authorize(p, false)
+	if p.Len() == 0 {
+		// Decided without a read (a refusal the replica remembers): no round trip.
+		if err := verdict(ctx); err != nil {
+			return Result{}, err
+		}
+	}
 	currentID := s.sessions.QueueCurrentID(p, agentID)
 	_, _ = p.Exec(ctx) // each read's error is its own: the verdict and currentID see them
 	if err := verdict(ctx); err != nil {
