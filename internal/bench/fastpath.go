@@ -80,21 +80,21 @@ func benchFastPaths(ctx context.Context, st *stack.Stack, a *stack.Replica, toke
 			},
 		},
 		{
-			Name: "404", What: "JWT; 1 Redis round trip: the agent's record and the member set of its hinted team (and the current session id), not a member",
+			Name: "404", What: "JWT; no Redis round trip: the replica remembers the refusal for 2 s (the user's first request read the agent's record and its team's member set)",
 			url: func(int64) string { return a.URL + "/v1/agents/agent-nova/worker/view" }, auth: true,
 			check: func(s int, h http.Header, _ []byte) bool {
 				return s == http.StatusNotFound && h.Get("Cache-Control") == "no-store"
 			},
 		},
 		{
-			Name: "429", What: "JWT; 2 round trips: the 404's (a member), then the gate script, lost",
+			Name: "429", What: "JWT; 2 Redis round trips: the agent's record, its hinted team's member set (a member) and the current session id, then the gate script, lost",
 			url: func(int64) string { return a.URL + "/v1/agents/" + held + "/worker/view" }, auth: true,
 			check: func(s int, h http.Header, _ []byte) bool {
 				return s == http.StatusTooManyRequests && h.Get("Retry-After") == "2"
 			},
 		},
 		{
-			Name: "live:false", What: "JWT; 3 round trips: a new agent has no hint, so its record and the current session id, then the member set, then the gate script, won; no session",
+			Name: "live:false", What: "JWT; 3 Redis round trips: a new agent has no hint, so its record and the current session id, then the member set, then the gate script, won; no session",
 			url: func(int64) string {
 				return a.URL + "/v1/agents/" + agentName("agent-lf", int(lfNext.Add(1)-1)) + "/worker/view"
 			},
