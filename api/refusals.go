@@ -1,8 +1,9 @@
 package api
 
 import (
-	"sync"
 	"time"
+
+	"github.com/agentfy/agentfy/internal/ttlmap"
 )
 
 // A replica remembers, for RefusalTTL, that a user was refused an agent's view (no such
@@ -18,38 +19,15 @@ const (
 )
 
 // refusals is the bounded set of remembered refusals, by agent and user.
-type refusals struct {
-	mu sync.Mutex
-	m  map[refusal]time.Time // until when; guarded by mu; at most MaxRefusals
-}
+type refusals struct{ ttlmap.Map[refusal, struct{}] }
 
 type refusal struct{ agent, user string }
 
 func (r *refusals) has(k refusal, now time.Time) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	until, ok := r.m[k]
-	return ok && !now.After(until)
+	_, ok := r.Get(k, now)
+	return ok
 }
 
 func (r *refusals) add(k refusal, now time.Time) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.m == nil {
-		r.m = map[refusal]time.Time{}
-	}
-	if _, ok := r.m[k]; !ok && len(r.m) >= MaxRefusals {
-		// Full: drop what expired, and unless that freed a quarter, forget them all (a
-		// refusal forgotten costs one round trip), so that a full scan happens at most
-		// once per MaxRefusals/4 new refusals.
-		for key, until := range r.m {
-			if now.After(until) {
-				delete(r.m, key)
-			}
-		}
-		if len(r.m) > MaxRefusals*3/4 {
-			clear(r.m)
-		}
-	}
-	r.m[k] = now.Add(RefusalTTL)
+	r.Put(k, struct{}{}, now.Add(RefusalTTL), now, MaxRefusals)
 }

@@ -24,8 +24,8 @@ func TestRefusalsExpireAndStayBounded(t *testing.T) {
 		now := t0.Add(time.Duration(i) * time.Millisecond)
 		nk := refusal{"agent", string(rune('a'+i%26)) + time.Duration(i).String()}
 		r.add(nk, now)
-		if len(r.m) > MaxRefusals || !r.has(nk, now) {
-			t.Fatalf("after %d refusals: %d held, newest held %v", i+1, len(r.m), r.has(nk, now))
+		if r.Len() > MaxRefusals || !r.has(nk, now) {
+			t.Fatalf("after %d refusals: %d held, newest held %v", i+1, r.Len(), r.has(nk, now))
 		}
 	}
 }

@@ -179,12 +179,11 @@ func capture(ctx context.Context, s cdpSession, target proto.TargetTargetID, at 
 	if err != nil {
 		return nil, fmt.Errorf("capture screenshot: %w", err)
 	}
-	shot := struct{ Data []byte }{data}
-	if len(shot.Data) > MaxFrameBytes {
+	if len(data) > MaxFrameBytes {
 		// The API would refuse it; do not seal and carry it that far.
 		return nil, errFrameTooLarge
 	}
-	if wire.CheckFrame(shot.Data) != nil {
+	if wire.CheckFrame(data) != nil {
 		// The same checks as the requesting replica's: markers, header, size.
 		return nil, errNotJPEG
 	}
@@ -193,7 +192,7 @@ func capture(ctx context.Context, s cdpSession, target proto.TargetTargetID, at 
 		Title:       info.TargetInfo.Title,
 		CapturedAt:  wire.FormatCapturedAt(at),
 		ContentType: CaptureContentType,
-		Data:        shot.Data,
+		Data:        data,
 		text:        text,
 	}, nil
 }

@@ -640,7 +640,7 @@ func (c *Conn) write(ctx context.Context, m message) error {
 // method-not-found.
 func (c *Conn) readLoop(ctx context.Context) error {
 	for {
-		data, err := readMessage(ctx, c.ws)
+		data, err := jsonrpc.ReadMessage(ctx, c.ws)
 		if err != nil {
 			return err
 		}
@@ -708,15 +708,4 @@ func (c *Conn) publish(ctx context.Context, st session.Status) {
 		defer cancel()
 		c.hub.cfg.Events.Publish(ctx, session.Event{AgentID: c.session.AgentID, SessionID: c.session.ID, Status: st, At: c.hub.cfg.Now()})
 	}
-}
-
-// readMessage is websocket.Conn.Read with wire.ReadAll: one copy of exactly the message,
-// where Read's io.ReadAll allocates about three times a 48 KB sealed frame. The
-// connection's read limit bounds it.
-func readMessage(ctx context.Context, ws *websocket.Conn) ([]byte, error) {
-	_, r, err := ws.Reader(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return wire.ReadAll(r)
 }

@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/agentfy/agentfy/internal/ttlmap"
 )
 
 // Agent records as this replica last read them. A hint never answers an access check:
@@ -19,53 +20,12 @@ const (
 	MaxHints = 4096
 )
 
-type hint struct {
-	agent Agent
-	until time.Time
-}
+// hints are the agent records this replica read last, by agent id.
+type hints struct{ ttlmap.Map[string, Agent] }
 
-type hints struct {
-	mu sync.Mutex
-	m  map[string]hint // guarded by mu; at most MaxHints
-}
-
-func (h *hints) get(id string, now time.Time) (Agent, bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	e, ok := h.m[id]
-	if !ok || now.After(e.until) {
-		return Agent{}, false
-	}
-	return e.agent, true
-}
-
-func (h *hints) put(a Agent, now time.Time) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.m == nil {
-		h.m = map[string]hint{}
-	}
-	if _, ok := h.m[a.ID]; !ok && len(h.m) >= MaxHints {
-		// Full: drop what expired, and unless that freed a quarter, start over (the
-		// hints are only ever a saved round trip), so that a full scan happens at most
-		// once per MaxHints/4 new agents.
-		for id, e := range h.m {
-			if now.After(e.until) {
-				delete(h.m, id)
-			}
-		}
-		if len(h.m) > MaxHints*3/4 {
-			clear(h.m)
-		}
-	}
-	h.m[a.ID] = hint{agent: a, until: now.Add(HintTTL)}
-}
-
-func (h *hints) drop(id string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	delete(h.m, id)
-}
+func (h *hints) get(id string, now time.Time) (Agent, bool) { return h.Get(id, now) }
+func (h *hints) put(a Agent, now time.Time)                 { h.Put(a.ID, a, now.Add(HintTTL), now, MaxHints) }
+func (h *hints) drop(id string)                             { h.Delete(id) }
 
 // AgentHint returns the agent's record as this replica read it less than HintTTL ago,
 // if it did: a guess, never an answer (see HintTTL).

@@ -16,11 +16,7 @@ func hintAgent(i int) Agent {
 	return Agent{ID: fmt.Sprintf("agent-%05d", i), Name: "A", TeamID: "t", OrgID: "o", Environment: "p"}
 }
 
-func (h *hints) size() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.m)
-}
+func (h *hints) size() int { return h.Len() }
 
 func TestHintsGetPutExpiry(t *testing.T) {
 	var h hints

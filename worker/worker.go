@@ -230,7 +230,7 @@ func (w *Worker) serve(ctx context.Context, base string) error {
 		}
 	}()
 	for {
-		data, err := readMessage(cctx, ws)
+		data, err := jsonrpc.ReadMessage(cctx, ws)
 		if err != nil {
 			select {
 			case <-w.ended:
@@ -388,14 +388,4 @@ func (w *Worker) post(ctx context.Context, path string, body []byte) (int, []byt
 		return 0, nil, err
 	}
 	return resp.StatusCode, b, nil
-}
-
-// readMessage is websocket.Conn.Read with wire.ReadAll (one copy of exactly the
-// message); the connection's read limit bounds it.
-func readMessage(ctx context.Context, ws *websocket.Conn) ([]byte, error) {
-	_, r, err := ws.Reader(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return wire.ReadAll(r)
 }

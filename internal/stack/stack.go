@@ -374,11 +374,8 @@ func (s *Stack) ConnectNATS(role bus.Role, name string) (*nats.Conn, error) {
 	return bus.Connect(s.NATSConfig(role, name), s.opts.Log)
 }
 
-// OpenGateFor is OpenGate for one caller (api.UserCaller, api.KeyCaller): it deletes
-// the agent's gate and that caller's pace by name, in one command, where OpenGate scans
-// for every caller's pace (a scan as long as the keyspace, which the bench's CPU
-// windows would count).
-func (s *Stack) OpenGateFor(ctx context.Context, agentID, caller string) error {
+// refillRelayPaces refills every replica's relay pace (channel.Hub.RefillPace).
+func (s *Stack) refillRelayPaces() {
 	s.mu.Lock()
 	replicas := append([]*Replica(nil), s.Replicas...)
 	s.mu.Unlock()
@@ -387,6 +384,14 @@ func (s *Stack) OpenGateFor(ctx context.Context, agentID, caller string) error {
 			r.Hub.RefillPace()
 		}
 	}
+}
+
+// OpenGateFor is OpenGate for one caller (api.UserCaller, api.KeyCaller): it deletes
+// the agent's gate and that caller's pace by name, in one command, where OpenGate scans
+// for every caller's pace (a scan as long as the keyspace, which the bench's CPU
+// windows would count).
+func (s *Stack) OpenGateFor(ctx context.Context, agentID, caller string) error {
+	s.refillRelayPaces()
 	k := bus.KeysFor(s.opts.Deployment)
 	return s.Client.Del(ctx, k.Gate(agentID), k.Pace(agentID, caller)).Err()
 }
@@ -396,14 +401,7 @@ func (s *Stack) OpenGateFor(ctx context.Context, agentID, caller string) error {
 // every replica's relay pace
 // (channel.Hub.RefillPace), so a test may view again at once.
 func (s *Stack) OpenGate(ctx context.Context, agentID string) error {
-	s.mu.Lock()
-	replicas := append([]*Replica(nil), s.Replicas...)
-	s.mu.Unlock()
-	for _, r := range replicas {
-		if r != nil {
-			r.Hub.RefillPace()
-		}
-	}
+	s.refillRelayPaces()
 	keys := []string{bus.KeysFor(s.opts.Deployment).Gate(agentID)}
 	// The gate and the paces share the agent's hash tag: one slot, one master.
 	scan := func(ctx context.Context, c redis.Cmdable) error {
