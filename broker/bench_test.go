@@ -85,3 +85,63 @@ func median(ds []time.Duration) time.Duration {
 	slices.Sort(s)
 	return s[len(s)/2]
 }
+
+// BenchmarkMask measures the capture with masking against the capture without it, on
+// the same tab, alternating within one run: a page of text with nothing to mask, and
+// the demo site's checkout page with twelve secrets (ten in view). It reports both
+// medians and their ratio.
+func BenchmarkMask(b *testing.B) {
+	for _, page := range []struct{ name, path string }{
+		{"nothing-to-mask", "/text"},
+		{"checkout", "/checkout.html"},
+	} {
+		b.Run(page.name, func(b *testing.B) {
+			var url string
+			if page.path == "/text" {
+				url = newSite(b).URL + page.path
+			} else {
+				url = demoSite(b).URL + page.path
+			}
+			tb := newTestBroker(b, nil, func(c *Config) { c.MinCaptureInterval = 0 })
+			tab := tb.open(b, url)
+			target := proto.TargetTargetID(tab.TabID)
+			s, err := tb.session(b.Context(), target)
+			if err != nil {
+				b.Fatal(err)
+			}
+			run := func(mask *maskRules) func() {
+				return func() {
+					if _, err := capture(b.Context(), s, target, time.Now(), mask); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			masked, bare := run(tb.mask), run(nil)
+			masked()
+			bare()
+			var maskedTimes, bareTimes []time.Duration
+			i := 0
+			for b.Loop() {
+				first, second := masked, bare
+				firstTimes, secondTimes := &maskedTimes, &bareTimes
+				if i%2 == 1 {
+					first, second = bare, masked
+					firstTimes, secondTimes = &bareTimes, &maskedTimes
+				}
+				i++
+				start := time.Now()
+				first()
+				mid := time.Now()
+				second()
+				*firstTimes = append(*firstTimes, mid.Sub(start))
+				*secondTimes = append(*secondTimes, time.Since(mid))
+			}
+			m, bar := median(maskedTimes), median(bareTimes)
+			b.ReportMetric(float64(m.Microseconds())/1000, "masked-p50-ms")
+			b.ReportMetric(float64(bar.Microseconds())/1000, "bare-p50-ms")
+			if bar > 0 {
+				b.ReportMetric(float64(m)/float64(bar), "masked/bare")
+			}
+		})
+	}
+}

@@ -23,9 +23,11 @@ type Broker struct {
 	browser *rod.Browser
 	consume *ConsumeClient
 	cfg     Config
-	logger  zerolog.Logger
-	clock   Clock
-	rand    io.Reader // source of the envelope's randomness
+	// mask is what the captures mask; nil when Config.NoMask.
+	mask   *maskRules
+	logger zerolog.Logger
+	clock  Clock
+	rand   io.Reader // source of the envelope's randomness
 
 	// browserContext is the off-the-record context every tab is made in: Chromium
 	// keeps its history, cache and session state in memory, so no page URL, title or
@@ -88,6 +90,10 @@ func New(ctx context.Context, browser *rod.Browser, consume *ConsumeClient, cfg 
 		sessions:  make(map[proto.TargetTargetID]proto.TargetSessionID),
 		lastURLs:  make(map[proto.TargetTargetID]string),
 		done:      make(chan struct{}),
+	}
+	if !cfg.NoMask {
+		rules := newMaskRules(cfg.MaskAttributes, cfg.MaskClasses)
+		b.mask = &rules
 	}
 
 	// Subscribe before listing, so that no tab falls between the two.

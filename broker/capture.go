@@ -1,11 +1,13 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"image/jpeg"
 	"math"
 	"time"
 
@@ -28,6 +30,8 @@ type Page struct {
 	ContentType string `json:"contentType"`
 	// Data is the JPEG; encoding/json writes it as standard base64.
 	Data []byte `json:"data"`
+	// Masked is how many secret regions Data shows masked; absent when none.
+	Masked int `json:"masked,omitempty"`
 	// text is Data as the capture delivered it, in canonical standard base64, when it
 	// did (pageJSON copies it instead of encoding Data again).
 	text []byte
@@ -36,7 +40,7 @@ type Page struct {
 // pageJSON is the plaintext of an observation: what json.Marshal(p) writes, with the
 // frame's base64 copied from the capture when it has it.
 func pageJSON(p *Page) ([]byte, error) {
-	if p.text == nil {
+	if p.text == nil || p.Masked > 0 {
 		return json.Marshal(p)
 	}
 	head, err := json.Marshal(struct {
@@ -146,22 +150,56 @@ func devicePixelRatio(m *proto.PageGetLayoutMetricsResult) float64 {
 	return float64(m.LayoutViewport.ClientWidth) / float64(m.CSSLayoutViewport.ClientWidth)
 }
 
-// capture takes the read-only snapshot of a tab through an attached session:
-// exactly Target.getTargetInfo, Page.getLayoutMetrics and
-// Page.captureScreenshot, each under ctx. at stamps the page.
-func capture(ctx context.Context, s cdpSession, target proto.TargetTargetID, at time.Time) (*Page, error) {
+// maskAttempts is how many times a capture reads a page that moved while it was
+// captured before it gives up (errUnsteady).
+const maskAttempts = 3
+
+// capture takes the read-only snapshot of a tab through an attached session, each CDP
+// call under ctx; at stamps the page. Without mask it is exactly Target.getTargetInfo,
+// Page.getLayoutMetrics and Page.captureScreenshot. With mask, the layout metrics and a
+// DOM snapshot are read before the screenshot and again after it, and the secret
+// regions are painted over (see captureMasked).
+func capture(ctx context.Context, s cdpSession, target proto.TargetTargetID, at time.Time, mask *maskRules) (*Page, error) {
 	s.ctx = ctx
 	info, err := proto.TargetGetTargetInfo{TargetID: target}.Call(s.browser.Context(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("get target info: %w", err)
 	}
-	metrics, err := proto.PageGetLayoutMetrics{}.Call(s)
-	if err != nil {
-		return nil, fmt.Errorf("get layout metrics: %w", err)
+	var shot frame
+	if mask == nil {
+		metrics, err := proto.PageGetLayoutMetrics{}.Call(s)
+		if err != nil {
+			return nil, fmt.Errorf("get layout metrics: %w", err)
+		}
+		if shot, err = screenshot(ctx, s, metrics); err != nil {
+			return nil, err
+		}
+	} else if shot, err = captureMasked(ctx, s, *mask); err != nil {
+		return nil, err
 	}
+	return &Page{
+		URL:         info.TargetInfo.URL,
+		Title:       info.TargetInfo.Title,
+		CapturedAt:  wire.FormatCapturedAt(at),
+		ContentType: CaptureContentType,
+		Data:        shot.data,
+		Masked:      shot.masked,
+		text:        shot.text,
+	}, nil
+}
+
+// frame is a checked capture: the JPEG, its base64 text when the capture delivered it
+// canonical (nil after masking), and how many regions it shows masked.
+type frame struct {
+	data, text []byte
+	masked     int
+}
+
+// screenshot captures the visual viewport the metrics describe and checks the JPEG.
+func screenshot(ctx context.Context, s cdpSession, metrics *proto.PageGetLayoutMetricsResult) (frame, error) {
 	clip, err := captureClip(metrics.CSSVisualViewport, devicePixelRatio(metrics))
 	if err != nil {
-		return nil, err
+		return frame{}, err
 	}
 	quality := CaptureQuality
 	req := proto.PageCaptureScreenshot{
@@ -173,26 +211,104 @@ func capture(ctx context.Context, s cdpSession, target proto.TargetTargetID, at 
 	// the whole message into a struct with encoding/json.
 	raw, err := s.Call(ctx, string(s.id), req.ProtoReq(), req)
 	if err != nil {
-		return nil, fmt.Errorf("capture screenshot: %w", err)
+		return frame{}, fmt.Errorf("capture screenshot: %w", err)
 	}
 	data, text, err := screenshotData(raw)
 	if err != nil {
-		return nil, fmt.Errorf("capture screenshot: %w", err)
+		return frame{}, fmt.Errorf("capture screenshot: %w", err)
 	}
-	if len(data) > MaxFrameBytes {
-		// The API would refuse it; do not seal and carry it that far.
-		return nil, errFrameTooLarge
+	return checkFrame(frame{data: data, text: text})
+}
+
+// checkFrame refuses a frame the API would refuse, so it is never sealed and carried
+// that far: larger than MaxFrameBytes, or not the markers, header and size of a JPEG
+// the requesting replica accepts (wire.CheckFrame).
+func checkFrame(f frame) (frame, error) {
+	if len(f.data) > MaxFrameBytes {
+		return frame{}, errFrameTooLarge
 	}
-	if wire.CheckFrame(data) != nil {
-		// The same checks as the requesting replica's: markers, header, size.
-		return nil, errNotJPEG
+	if wire.CheckFrame(f.data) != nil {
+		return frame{}, errNotJPEG
 	}
-	return &Page{
-		URL:         info.TargetInfo.URL,
-		Title:       info.TargetInfo.Title,
-		CapturedAt:  wire.FormatCapturedAt(at),
-		ContentType: CaptureContentType,
-		Data:        data,
-		text:        text,
-	}, nil
+	return f, nil
+}
+
+// captureMasked captures the visual viewport with its secret regions painted over.
+//
+// It reads the layout metrics and a DOM snapshot (M0, S1), takes the screenshot, and
+// reads both again (M1, S2). When neither snapshot holds a secret anywhere in the
+// document, the screenshot is sent as Chromium made it, not re-encoded. Otherwise the
+// masks are placed from S1 only when the reads agree — the same viewport and scroll
+// position in M0 and M1, the same secrets at the same places in S1 and S2, each
+// snapshot scrolled where its metrics are — so the pixels between them show the page
+// the masks were placed on. A page that moved is read again, at most maskAttempts
+// times, and then fails (errUnsteady): no frame leaves unmasked or with masks in the
+// wrong place. A failed or unreadable read fails the capture.
+func captureMasked(ctx context.Context, s cdpSession, rules maskRules) (frame, error) {
+	for range maskAttempts {
+		m0, s1, err := readLayout(ctx, s, rules)
+		if err != nil {
+			return frame{}, err
+		}
+		shot, err := screenshot(ctx, s, m0)
+		if err != nil {
+			return frame{}, err
+		}
+		m1, s2, err := readLayout(ctx, s, rules)
+		if err != nil {
+			return frame{}, err
+		}
+		if len(s1.regions) == 0 && len(s2.regions) == 0 {
+			return shot, nil
+		}
+		if !sameViewport(m0, m1) || !s1.equal(s2) || !scrolledAs(s1, m0) || !scrolledAs(s2, m1) {
+			continue
+		}
+		clip, err := captureClip(m0.CSSVisualViewport, devicePixelRatio(m0))
+		if err != nil {
+			return frame{}, err
+		}
+		cfg, err := jpeg.DecodeConfig(bytes.NewReader(shot.data))
+		if err != nil {
+			return frame{}, errNotJPEG
+		}
+		boxes, shown := maskBoxes(s1, clip, cfg.Width, cfg.Height)
+		if len(boxes) == 0 {
+			return shot, nil
+		}
+		data, err := paintMasks(shot.data, boxes)
+		if err != nil {
+			return frame{}, maskError("paint", err)
+		}
+		return checkFrame(frame{data: data, masked: shown})
+	}
+	return frame{}, errUnsteady
+}
+
+// readLayout reads the layout metrics and a DOM snapshot at once (two commands in
+// flight on the session, answered in order by the page) and finds the snapshot's
+// secrets.
+func readLayout(ctx context.Context, s cdpSession, rules maskRules) (*proto.PageGetLayoutMetricsResult, secrets, error) {
+	type snap struct {
+		raw []byte
+		err error
+	}
+	done := make(chan snap, 1)
+	go func() {
+		raw, err := s.Call(ctx, string(s.id), snapshotRequest.ProtoReq(), snapshotRequest)
+		done <- snap{raw, err}
+	}()
+	metrics, err := proto.PageGetLayoutMetrics{}.Call(s)
+	got := <-done
+	if err != nil {
+		return nil, secrets{}, fmt.Errorf("get layout metrics: %w", err)
+	}
+	if got.err != nil {
+		return nil, secrets{}, maskError("capture snapshot", got.err)
+	}
+	sec, err := findSecrets(got.raw, rules)
+	if err != nil {
+		return nil, secrets{}, maskError("read snapshot", err)
+	}
+	return metrics, sec, nil
 }

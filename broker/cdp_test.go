@@ -66,7 +66,9 @@ func recordingBrowser(tb testing.TB) (*rod.Browser, *recordingClient) {
 
 // TestObserveCDPCalls records what observation sends to Chromium: only the
 // read-only capture sequence (and the attachment of its own session), each
-// under a deadline; no activation, script, DOM, input or emulation.
+// under a deadline; no activation, script, DOM change, input or emulation. With
+// masks, the sequence adds only DOM snapshots (never DOMSnapshot.enable); without,
+// it is exactly the three capture calls.
 func TestObserveCDPCalls(t *testing.T) {
 	s := newSite(t)
 	browser, rec := recordingBrowser(t)
@@ -85,6 +87,7 @@ func TestObserveCDPCalls(t *testing.T) {
 		"Target.attachToTarget", // once per tab, a session of its own
 		"Target.getTargetInfo",
 		"Page.getLayoutMetrics",
+		"DOMSnapshot.captureSnapshot", // the masks' read, before and after the screenshot
 		"Page.captureScreenshot",
 	}
 	check := func(what string) {
@@ -115,6 +118,15 @@ func TestObserveCDPCalls(t *testing.T) {
 		t.Fatalf("observed %s, want b", describe(p))
 	}
 	check("observing the last opened tab")
+
+	// A page with secrets: the masks are painted from read-only reads alone.
+	checkout := tb.open(t, demoSite(t).URL+"/checkout.html")
+	rec.take()
+	if p := tb.observePage(t); p == nil || p.Masked == 0 {
+		t.Fatalf("observed %s, want the checkout page masked", describe(p))
+	}
+	check("observing a page with secrets")
+	tb.closeTab(t, checkout.TabID)
 
 	// A stuck tab: the capture fails under its deadline, still with nothing
 	// but the allowed calls.
@@ -197,5 +209,28 @@ func TestStuckPageReleasesToolQueue(t *testing.T) {
 	}
 	if status, body := tb.post(t, "/tools/browser_tabs", "{}"); status != http.StatusOK {
 		t.Fatalf("browser_tabs after the stuck page: %d %s", status, body)
+	}
+}
+
+// TestObserveCDPCallsMaskOff records an observation with masking off: exactly the
+// three capture calls, as before masks existed.
+func TestObserveCDPCallsMaskOff(t *testing.T) {
+	browser, rec := recordingBrowser(t)
+	tb := newTestBrokerOn(t, browser, nil, func(c *Config) {
+		c.MinCaptureInterval = 0
+		c.NoMask = true
+	})
+	tb.open(t, demoSite(t).URL+"/checkout.html")
+	tb.observePage(t) // attaches the broker's session
+	rec.take()
+	if p := tb.observePage(t); p == nil || p.Masked != 0 {
+		t.Fatalf("observed %s, masked %d with masking off", describe(p), p.Masked)
+	}
+	var got []string
+	for _, c := range rec.take() {
+		got = append(got, c.method)
+	}
+	if want := []string{"Target.getTargetInfo", "Page.getLayoutMetrics", "Page.captureScreenshot"}; !slices.Equal(got, want) {
+		t.Fatalf("an observation with masking off sent %v, want %v", got, want)
 	}
 }

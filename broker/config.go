@@ -95,6 +95,15 @@ type Config struct {
 	// captures; zero disables the spacing (benchmarks).
 	MinCaptureInterval time.Duration
 
+	// NoMask turns the privacy masks off: frames show secret fields and private
+	// regions as they are. Masking is on unless a deployment says otherwise.
+	NoMask bool
+	// MaskAttributes and MaskClasses are the deployment's own attributes (any value)
+	// and classes that mark an element private, besides the built-in ones
+	// ([MaskAttributes], [MaskClasses]); at most MaxMaskNames each.
+	MaskAttributes []string
+	MaskClasses    []string
+
 	// OnCapture, if set, is called after every capture attempt, on the
 	// observation's goroutine, for metrics. It must return quickly.
 	OnCapture func(CaptureStats)
@@ -109,6 +118,8 @@ type CaptureStats struct {
 	Bytes int
 	// Failed tells whether the capture failed.
 	Failed bool
+	// Masked is how many secret regions the frame shows masked.
+	Masked int
 }
 
 // DefaultConfig returns the production limits.
@@ -155,6 +166,19 @@ func (c Config) validate() error {
 	}
 	if c.MinCaptureInterval < 0 {
 		errs = append(errs, errors.New("min capture interval must not be negative"))
+	}
+	for _, names := range []struct {
+		what  string
+		names []string
+	}{{"mask attributes", c.MaskAttributes}, {"mask classes", c.MaskClasses}} {
+		if len(names.names) > MaxMaskNames {
+			errs = append(errs, fmt.Errorf("%s: at most %d", names.what, MaxMaskNames))
+		}
+		for _, n := range names.names {
+			if !validMaskName(n) {
+				errs = append(errs, fmt.Errorf("%s: %q is not a name (printable ASCII, no space, quote, '=', '<', '>' or '/', at most %d bytes)", names.what, n, MaxMaskNameBytes))
+			}
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("broker config: %w", err)

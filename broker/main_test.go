@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdh"
 	"encoding/json"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -293,6 +295,14 @@ func openPage(tb testing.TB, key *ecdh.PrivateKey, requestID string, body []byte
 		tb.Fatalf("plaintext: %v", err)
 	}
 	want := []string{"url", "title", "capturedAt", "contentType", "data"}
+	if _, ok := fields["masked"]; ok {
+		// Only a masked frame says so, with a positive count, after the data.
+		want = append(want, "masked")
+		if n, err := strconv.Atoi(string(fields["masked"])); err != nil || n < 1 ||
+			!bytes.HasSuffix(plaintext, []byte(`","masked":`+string(fields["masked"])+`}`)) {
+			tb.Fatalf("masked is %s, want a positive count as the last member", fields["masked"])
+		}
+	}
 	if len(fields) != len(want) {
 		tb.Fatalf("plaintext fields %v, want exactly %v", keys(fields), want)
 	}

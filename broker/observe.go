@@ -84,7 +84,7 @@ func (b *Broker) observePage(ctx context.Context) ([]byte, error) {
 	page, err := b.captureTab(captureCtx, id, start)
 	stats := CaptureStats{Duration: b.clock.Now().Sub(start), Failed: err != nil}
 	if page != nil {
-		stats.Bytes = len(page.Data)
+		stats.Bytes, stats.Masked = len(page.Data), page.Masked
 	}
 	if b.cfg.OnCapture != nil {
 		b.cfg.OnCapture(stats)
@@ -136,7 +136,7 @@ func (b *Broker) captureTab(ctx context.Context, id proto.TargetTargetID, at tim
 	if err != nil {
 		return nil, err
 	}
-	page, err := capture(ctx, s, id, at)
+	page, err := capture(ctx, s, id, at, b.mask)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,407 @@
+package broker
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/go-rod/rod/lib/proto"
+)
+
+// What is masked. An element is secret when it is
+//   - an input or textarea whose type is password, or whose autocomplete names a
+//     password, a one-time code or any cc-* (payment card) field;
+//   - marked private for session-replay tools: one of MaskAttributes (any value), one
+//     of MaskClasses, data-dd-privacy="mask" or "hidden", data-clarity-mask="true",
+//     and the deployment's extra attributes and classes ([Config.MaskAttributes],
+//     [Config.MaskClasses]);
+//   - an iframe whose allow attribute grants payment (how shops embed card entry).
+//
+// A secret element's descendants are secret too, and a document inside an iframe that
+// holds a secret masks the whole iframe of the top document.
+var (
+	// MaskAttributes are the attributes that mark an element private, whatever their
+	// value (rrweb/LogRocket, Hotjar, OpenReplay and the common data-sensitive).
+	MaskAttributes = []string{"data-private", "data-sensitive", "data-hj-suppress", "data-openreplay-masked"}
+	// MaskClasses are the classes that mark an element private (rrweb, FullStory,
+	// PostHog).
+	MaskClasses = []string{"rr-block", "rr-mask", "fs-exclude", "ph-no-capture"}
+)
+
+// secretAutocomplete are the autocomplete tokens of secret fields, besides any cc-*.
+var secretAutocomplete = []string{"current-password", "new-password", "one-time-code"}
+
+// Bounds of the deployment's extra mask names.
+const (
+	// MaxMaskNames bounds the extra attributes, and the extra classes, of a deployment.
+	MaxMaskNames = 32
+	// MaxMaskNameBytes bounds one extra attribute or class name.
+	MaxMaskNameBytes = 128
+	// maskPadding widens every mask by this many image pixels on each side, beyond
+	// rounding outwards: antialiased edges, focus rings and a layout that moved by a
+	// fraction of a pixel between the read and the capture stay covered.
+	maskPadding = 2
+	// maxMasked bounds the count of masked regions a page reports (wire.MaxMasked).
+	maxMasked = 10000
+)
+
+// maskRules is what a snapshot is matched against.
+type maskRules struct {
+	attributes []string // lower case
+	classes    []string
+}
+
+// newMaskRules returns the built-in rules with the deployment's extras.
+func newMaskRules(attributes, classes []string) maskRules {
+	r := maskRules{
+		attributes: slices.Clone(MaskAttributes),
+		classes:    slices.Clone(MaskClasses),
+	}
+	for _, a := range attributes {
+		r.attributes = append(r.attributes, strings.ToLower(a))
+	}
+	r.classes = append(r.classes, classes...)
+	return r
+}
+
+// validMaskName reports whether name may be an extra attribute or class: non-empty,
+// bounded, printable ASCII without whitespace, quotes or '=' (an attribute name or a
+// class token, not a selector).
+func validMaskName(name string) bool {
+	if name == "" || len(name) > MaxMaskNameBytes {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c <= ' ' || c >= 0x7f || c == '"' || c == '\'' || c == '=' || c == '<' || c == '>' || c == '/' {
+			return false
+		}
+	}
+	return true
+}
+
+// errSnapshot is a snapshot the broker cannot read. It names nothing of the page: a
+// snapshot holds the page's text and the values of its fields.
+var errSnapshot = errors.New("dom snapshot unreadable")
+
+// snapshot is what masking reads of DOMSnapshot.captureSnapshot's result. Every string
+// is an index into Strings; -1 is none.
+type snapshot struct {
+	Documents []snapshotDocument `json:"documents"`
+	Strings   []string           `json:"strings"`
+}
+
+type snapshotDocument struct {
+	Nodes struct {
+		ParentIndex          []int   `json:"parentIndex"`
+		NodeName             []int   `json:"nodeName"`
+		Attributes           [][]int `json:"attributes"`
+		ContentDocumentIndex struct {
+			Index []int `json:"index"`
+			Value []int `json:"value"`
+		} `json:"contentDocumentIndex"`
+	} `json:"nodes"`
+	Layout struct {
+		NodeIndex []int       `json:"nodeIndex"`
+		Bounds    [][]float64 `json:"bounds"`
+	} `json:"layout"`
+	ScrollOffsetX float64 `json:"scrollOffsetX"`
+	ScrollOffsetY float64 `json:"scrollOffsetY"`
+	ContentWidth  float64 `json:"contentWidth"`
+	ContentHeight float64 `json:"contentHeight"`
+}
+
+// snapshotRequest reads the DOM and its layout, and nothing else: no computed style,
+// no paint order, no rectangles beyond the layout's bounds. Chromium runs no script of
+// the page for it and changes nothing in it (it brings the layout up to date, as a
+// paint would). DOMSnapshot.enable is never called: no events follow.
+var snapshotRequest = proto.DOMSnapshotCaptureSnapshot{ComputedStyles: []string{}}
+
+// rect is a rectangle in CSS pixels of the top document.
+type rect struct{ X, Y, W, H float64 }
+
+// secrets are the secret regions of a snapshot: for each secret element of the top
+// document (or iframe of it holding one), the layout rectangles that draw it and its
+// descendants, in document order.
+type secrets struct {
+	regions [][]rect
+	// scroll and content size of the top document, which must not move between the
+	// read and the capture.
+	scrollX, scrollY, width, height float64
+}
+
+// equal reports whether two reads found the same secrets at the same places.
+func (s secrets) equal(o secrets) bool {
+	return s.scrollX == o.scrollX && s.scrollY == o.scrollY && s.width == o.width && s.height == o.height &&
+		slices.EqualFunc(s.regions, o.regions, slices.Equal)
+}
+
+// findSecrets parses a DOMSnapshot.captureSnapshot result and returns its secret
+// regions. Anything it cannot make sense of fails (errSnapshot): a snapshot that might
+// hide a secret is never read as one without.
+func findSecrets(raw []byte, rules maskRules) (secrets, error) {
+	var s snapshot
+	if err := json.Unmarshal(raw, &s); err != nil || len(s.Documents) == 0 {
+		return secrets{}, errSnapshot
+	}
+	str := func(i int) (string, bool) {
+		if i == -1 {
+			return "", true
+		}
+		if i < 0 || i >= len(s.Strings) {
+			return "", false
+		}
+		return s.Strings[i], true
+	}
+
+	// owner[d] is the (document, node) of the iframe that holds document d.
+	type ref struct{ doc, node int }
+	owner := make([]ref, len(s.Documents))
+	for i := range owner {
+		owner[i] = ref{-1, -1}
+	}
+	for d, doc := range s.Documents {
+		cdi := doc.Nodes.ContentDocumentIndex
+		if len(cdi.Index) != len(cdi.Value) {
+			return secrets{}, errSnapshot
+		}
+		for k, child := range cdi.Value {
+			if child <= 0 || child >= len(s.Documents) || owner[child].doc >= 0 || child == d {
+				return secrets{}, errSnapshot
+			}
+			owner[child] = ref{d, cdi.Index[k]}
+		}
+	}
+
+	// region[d][n] is the secret region node n of document d belongs to, or -1.
+	region := make([][]int, len(s.Documents))
+	var top []int // region of each secret root of the top document: its node
+	for d, doc := range s.Documents {
+		nodes := doc.Nodes
+		n := len(nodes.ParentIndex)
+		if len(nodes.NodeName) != n || len(nodes.Attributes) != n {
+			return secrets{}, errSnapshot
+		}
+		r := make([]int, n)
+		for i := range n {
+			r[i] = -1
+			p := nodes.ParentIndex[i]
+			if p >= i || p < -1 || (p == -1 && i != 0) {
+				// Documents list their nodes parents first, from one root.
+				return secrets{}, errSnapshot
+			}
+			if p >= 0 && r[p] >= 0 {
+				r[i] = r[p]
+				continue
+			}
+			secret, ok := isSecret(nodes.NodeName[i], nodes.Attributes[i], str, rules)
+			if !ok {
+				return secrets{}, errSnapshot
+			}
+			if secret {
+				if d == 0 {
+					r[i] = len(top)
+					top = append(top, i)
+				} else {
+					r[i] = 0 // the iframe of the top document decides below
+				}
+			}
+		}
+		region[d] = r
+	}
+	for _, c := range owner[1:] {
+		if c.doc < 0 {
+			return secrets{}, errSnapshot // a document no iframe holds
+		}
+	}
+
+	// A child document with a secret that has a layout masks its iframe in the top
+	// document: its coordinates are its own, the iframe's box holds all it draws.
+	for d := len(s.Documents) - 1; d >= 1; d-- {
+		if !hasSecretLayout(s.Documents[d], region[d]) {
+			continue
+		}
+		at := ref{d, -1}
+		for steps := 0; at.doc != 0; steps++ {
+			if steps > len(s.Documents) {
+				return secrets{}, errSnapshot
+			}
+			at = owner[at.doc]
+		}
+		if at.node < 0 || at.node >= len(region[0]) {
+			return secrets{}, errSnapshot
+		}
+		if region[0][at.node] < 0 {
+			region[0][at.node] = len(top)
+			top = append(top, at.node)
+		}
+	}
+
+	doc := s.Documents[0]
+	out := secrets{
+		regions: make([][]rect, len(top)),
+		scrollX: doc.ScrollOffsetX, scrollY: doc.ScrollOffsetY,
+		width: doc.ContentWidth, height: doc.ContentHeight,
+	}
+	if len(doc.Layout.NodeIndex) != len(doc.Layout.Bounds) {
+		return secrets{}, errSnapshot
+	}
+	for j, n := range doc.Layout.NodeIndex {
+		if n < 0 || n >= len(region[0]) {
+			return secrets{}, errSnapshot
+		}
+		k := region[0][n]
+		if k < 0 {
+			continue
+		}
+		b := doc.Layout.Bounds[j]
+		if len(b) != 4 {
+			return secrets{}, errSnapshot
+		}
+		for _, v := range b {
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				return secrets{}, errSnapshot
+			}
+		}
+		if b[2] > 0 && b[3] > 0 {
+			out.regions[k] = append(out.regions[k], rect{b[0], b[1], b[2], b[3]})
+		}
+	}
+	// A region that draws nothing shows nothing.
+	out.regions = slices.DeleteFunc(out.regions, func(r []rect) bool { return len(r) == 0 })
+	return out, nil
+}
+
+// hasSecretLayout reports whether a secret node of doc draws anything.
+func hasSecretLayout(doc snapshotDocument, region []int) bool {
+	for j, n := range doc.Layout.NodeIndex {
+		if n >= 0 && n < len(region) && region[n] >= 0 && j < len(doc.Layout.Bounds) {
+			if b := doc.Layout.Bounds[j]; len(b) == 4 && b[2] > 0 && b[3] > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// isSecret reports whether an element is secret by its own name and attributes; ok is
+// false when an index is out of the string table.
+func isSecret(nameIdx int, attrs []int, str func(int) (string, bool), rules maskRules) (secret, ok bool) {
+	name, ok := str(nameIdx)
+	if !ok {
+		return false, false
+	}
+	if len(attrs)%2 != 0 {
+		return false, false
+	}
+	field := strings.EqualFold(name, "input") || strings.EqualFold(name, "textarea")
+	iframe := strings.EqualFold(name, "iframe")
+	for k := 0; k < len(attrs); k += 2 {
+		a, ok1 := str(attrs[k])
+		v, ok2 := str(attrs[k+1])
+		if !ok1 || !ok2 {
+			return false, false
+		}
+		a = strings.ToLower(a)
+		switch {
+		case slices.Contains(rules.attributes, a):
+			secret = true
+		case a == "class":
+			for _, c := range strings.Fields(v) {
+				if slices.Contains(rules.classes, c) {
+					secret = true
+				}
+			}
+		case a == "data-dd-privacy":
+			v = strings.ToLower(strings.TrimSpace(v))
+			secret = secret || v == "mask" || v == "hidden"
+		case a == "data-clarity-mask":
+			secret = secret || strings.EqualFold(strings.TrimSpace(v), "true")
+		case field && a == "type":
+			secret = secret || strings.EqualFold(strings.TrimSpace(v), "password")
+		case field && a == "autocomplete":
+			for _, t := range strings.Fields(strings.ToLower(v)) {
+				if strings.HasPrefix(t, "cc-") || slices.Contains(secretAutocomplete, t) {
+					secret = true
+				}
+			}
+		case iframe && a == "allow":
+			for _, directive := range strings.Split(v, ";") {
+				if f := strings.Fields(directive); len(f) > 0 && strings.EqualFold(f[0], "payment") {
+					secret = true
+				}
+			}
+		}
+	}
+	return secret, true
+}
+
+// maskBox is a mask in image pixels, [X0, X1) × [Y0, Y1).
+type maskBox struct{ X0, Y0, X1, Y1 int }
+
+// maskBoxes places the secret regions on an image of w × h pixels of clip: each
+// region's rectangles, scaled, rounded outwards, padded and clamped to the image. It
+// returns the boxes to paint and how many regions show in the image.
+func maskBoxes(sec secrets, clip *proto.PageViewport, w, h int) (boxes []maskBox, shown int) {
+	if clip == nil || !(clip.Width > 0) || !(clip.Height > 0) {
+		return nil, 0
+	}
+	kx, ky := float64(w)/clip.Width, float64(h)/clip.Height
+	for _, region := range sec.regions {
+		seen := false
+		for _, r := range region {
+			b := maskBox{
+				X0: int(math.Floor((r.X-clip.X)*kx)) - maskPadding,
+				Y0: int(math.Floor((r.Y-clip.Y)*ky)) - maskPadding,
+				X1: int(math.Ceil((r.X+r.W-clip.X)*kx)) + maskPadding,
+				Y1: int(math.Ceil((r.Y+r.H-clip.Y)*ky)) + maskPadding,
+			}
+			b.X0, b.Y0 = max(b.X0, 0), max(b.Y0, 0)
+			b.X1, b.Y1 = min(b.X1, w), min(b.Y1, h)
+			if b.X0 >= b.X1 || b.Y0 >= b.Y1 {
+				continue
+			}
+			boxes = append(boxes, b)
+			seen = true
+		}
+		if seen {
+			shown++
+		}
+	}
+	return boxes, min(shown, maxMasked)
+}
+
+// sameViewport reports whether two reads of the layout metrics saw the same viewport
+// at the same scroll position.
+func sameViewport(a, b *proto.PageGetLayoutMetricsResult) bool {
+	if a == nil || b == nil || a.CSSVisualViewport == nil || b.CSSVisualViewport == nil ||
+		a.CSSLayoutViewport == nil || b.CSSLayoutViewport == nil {
+		return false
+	}
+	va, vb := *a.CSSVisualViewport, *b.CSSVisualViewport
+	va.Zoom, vb.Zoom = nil, nil
+	return va == vb && *a.CSSLayoutViewport == *b.CSSLayoutViewport
+}
+
+// scrolledAs reports whether a snapshot's top document is scrolled where the layout
+// metrics' visual viewport is (within a pixel: one reports the layout viewport in
+// whole pixels).
+func scrolledAs(s secrets, m *proto.PageGetLayoutMetricsResult) bool {
+	vv := m.CSSVisualViewport
+	if vv == nil {
+		return false
+	}
+	return math.Abs(s.scrollX-(vv.PageX-vv.OffsetX)) <= 1 && math.Abs(s.scrollY-(vv.PageY-vv.OffsetY)) <= 1
+}
+
+// errUnsteady is a page that kept scrolling, resizing or moving its secrets while it
+// was captured: its frame is not sent rather than sent with masks in the wrong place.
+var errUnsteady = errors.New("the page moved while it was captured; no frame without its masks")
+
+// maskError wraps a failure of the masking reads.
+func maskError(step string, err error) error {
+	return fmt.Errorf("mask: %s: %w", step, err)
+}

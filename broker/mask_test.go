@@ -1,0 +1,327 @@
+package broker
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"image"
+	"image/color"
+	"image/jpeg"
+	"slices"
+	"testing"
+
+	"github.com/go-rod/rod/lib/proto"
+)
+
+// snap builds DOMSnapshot.captureSnapshot results for the tests.
+type snap struct {
+	strings []string
+	docs    []map[string]any
+}
+
+// str interns s and returns its index.
+func (s *snap) str(v string) int {
+	if i := slices.Index(s.strings, v); i >= 0 {
+		return i
+	}
+	s.strings = append(s.strings, v)
+	return len(s.strings) - 1
+}
+
+// node is one node of a test document: its parent, name and attributes (name,
+// value, …; a value "\x00" is none, -1), and its layout bounds if it has any.
+type node struct {
+	parent int
+	name   string
+	attrs  []string
+	bounds []float64
+	child  int // content document index, 0 for none
+}
+
+func (s *snap) doc(nodes ...node) {
+	d := map[string]any{}
+	var parents, names []int
+	attrs := [][]int{}
+	var layoutNodes []int
+	bounds := [][]float64{}
+	cdi := map[string][]int{"index": {}, "value": {}}
+	for i, n := range nodes {
+		parents = append(parents, n.parent)
+		names = append(names, s.str(n.name))
+		a := []int{}
+		for _, v := range n.attrs {
+			if v == "\x00" {
+				a = append(a, -1)
+			} else {
+				a = append(a, s.str(v))
+			}
+		}
+		attrs = append(attrs, a)
+		if n.bounds != nil {
+			layoutNodes = append(layoutNodes, i)
+			bounds = append(bounds, n.bounds)
+		}
+		if n.child > 0 {
+			cdi["index"] = append(cdi["index"], i)
+			cdi["value"] = append(cdi["value"], n.child)
+		}
+	}
+	d["nodes"] = map[string]any{"parentIndex": parents, "nodeName": names, "attributes": attrs, "contentDocumentIndex": cdi}
+	d["layout"] = map[string]any{"nodeIndex": layoutNodes, "bounds": bounds}
+	d["scrollOffsetX"], d["scrollOffsetY"], d["contentWidth"], d["contentHeight"] = 0, 100, 1265, 3000
+	s.docs = append(s.docs, d)
+}
+
+func (s *snap) json(tb testing.TB) []byte {
+	tb.Helper()
+	b, err := json.Marshal(map[string]any{"documents": s.docs, "strings": s.strings})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
+
+// oneElement is a snapshot of a page whose body holds one element with a layout.
+func oneElement(name string, attrs ...string) *snap {
+	s := &snap{}
+	s.doc(
+		node{parent: -1, name: "#document", bounds: []float64{0, 0, 1280, 800}},
+		node{parent: 0, name: "HTML"},
+		node{parent: 1, name: "BODY", bounds: []float64{0, 0, 1265, 3000}},
+		node{parent: 2, name: name, attrs: attrs, bounds: []float64{10, 20, 200, 40}},
+	)
+	return s
+}
+
+func TestMaskRules(t *testing.T) {
+	rules := newMaskRules([]string{"Data-Secret"}, []string{"pii"})
+	for _, c := range []struct {
+		name   string
+		attrs  []string
+		secret bool
+	}{
+		{"INPUT", []string{"type", "password"}, true},
+		{"INPUT", []string{"type", " PassWord "}, true},
+		{"TEXTAREA", []string{"type", "password"}, true},
+		{"INPUT", []string{"type", "text"}, false},
+		{"INPUT", []string{"type", "text", "autocomplete", "current-password"}, true},
+		{"INPUT", []string{"autocomplete", "new-password"}, true},
+		{"INPUT", []string{"autocomplete", "one-time-code"}, true},
+		{"INPUT", []string{"autocomplete", "section-a billing cc-number"}, true},
+		{"INPUT", []string{"autocomplete", "CC-EXP"}, true},
+		{"INPUT", []string{"autocomplete", "cc-csc"}, true},
+		{"INPUT", []string{"autocomplete", "username"}, false},
+		{"INPUT", []string{"autocomplete", "email"}, false},
+		{"SPAN", []string{"autocomplete", "cc-number"}, false}, // only fields
+		{"SPAN", []string{"type", "password"}, false},
+		{"DIV", []string{"data-private", "\x00"}, true},
+		{"DIV", []string{"data-private", "false"}, true}, // presence marks it, whatever the value
+		{"DIV", []string{"data-sensitive", ""}, true},
+		{"DIV", []string{"data-hj-suppress", "\x00"}, true},
+		{"DIV", []string{"data-openreplay-masked", "\x00"}, true},
+		{"DIV", []string{"class", "a rr-block b"}, true},
+		{"DIV", []string{"class", "rr-mask"}, true},
+		{"DIV", []string{"class", "x\tfs-exclude"}, true},
+		{"DIV", []string{"class", "ph-no-capture"}, true},
+		{"DIV", []string{"class", "rr-blocked not-rr-block"}, false}, // whole tokens only
+		{"DIV", []string{"data-dd-privacy", "mask"}, true},
+		{"DIV", []string{"data-dd-privacy", "hidden"}, true},
+		{"DIV", []string{"data-dd-privacy", "allow"}, false},
+		{"DIV", []string{"data-clarity-mask", "True"}, true},
+		{"DIV", []string{"data-clarity-mask", "false"}, false},
+		{"DIV", []string{"data-secret", "\x00"}, true}, // the deployment's, matched in lower case
+		{"DIV", []string{"class", "card pii"}, true},
+		{"DIV", []string{"class", "PII"}, false}, // classes are case-sensitive
+		{"IFRAME", []string{"allow", "payment"}, true},
+		{"IFRAME", []string{"allow", "camera; payment 'self' https://pay.example"}, true},
+		{"IFRAME", []string{"allow", "camera 'none'; fullscreen"}, false},
+		{"IFRAME", []string{"allow", "paymentish"}, false},
+		{"DIV", []string{"allow", "payment"}, false},
+		{"DIV", []string{"id", "password", "title", "cc-number"}, false},
+	} {
+		sec, err := findSecrets(oneElement(c.name, c.attrs...).json(t), rules)
+		if err != nil {
+			t.Fatalf("%s %q: %v", c.name, c.attrs, err)
+		}
+		if got := len(sec.regions) == 1; got != c.secret {
+			t.Errorf("%s %q: secret %t, want %t", c.name, c.attrs, got, c.secret)
+		}
+	}
+}
+
+func TestFindSecrets(t *testing.T) {
+	s := &snap{}
+	s.doc(
+		node{parent: -1, name: "#document", bounds: []float64{0, 0, 1280, 800}},                                // 0
+		node{parent: 0, name: "HTML"},                                                                          // 1
+		node{parent: 1, name: "BODY", bounds: []float64{0, 0, 1265, 3000}},                                     // 2
+		node{parent: 2, name: "DIV", attrs: []string{"data-private", "\x00"}},                                  // 3: display:contents
+		node{parent: 3, name: "#text", bounds: []float64{10, 10, 50, 20}},                                      // 4
+		node{parent: 3, name: "SPAN", bounds: []float64{10, 40, 80, 20}},                                       // 5
+		node{parent: 5, name: "B", attrs: []string{"class", "rr-block"}, bounds: []float64{12, 42, 10, 10}},    // 6: inside 3's region
+		node{parent: 2, name: "INPUT", attrs: []string{"type", "password"}},                                    // 7: display:none
+		node{parent: 2, name: "IFRAME", bounds: []float64{300, 400, 400, 100}, child: 1},                       // 8
+		node{parent: 2, name: "P", bounds: []float64{0, 600, 100, 20}},                                         // 9
+		node{parent: 2, name: "IFRAME", bounds: []float64{300, 700, 400, 100}, child: 2},                       // 10: nothing secret inside
+		node{parent: 2, name: "INPUT", attrs: []string{"type", "password"}, bounds: []float64{0, 900, 100, 0}}, // 11: empty box
+	)
+	s.doc( // the first iframe's document: a password field in its own coordinates
+		node{parent: -1, name: "#document", bounds: []float64{0, 0, 400, 100}},
+		node{parent: 0, name: "INPUT", attrs: []string{"type", "password"}, bounds: []float64{8, 8, 100, 20}},
+	)
+	s.doc(
+		node{parent: -1, name: "#document", bounds: []float64{0, 0, 400, 100}},
+		node{parent: 0, name: "P", bounds: []float64{8, 8, 100, 20}},
+	)
+	sec, err := findSecrets(s.json(t), newMaskRules(nil, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][]rect{
+		{{10, 10, 50, 20}, {10, 40, 80, 20}, {12, 42, 10, 10}},
+		{{300, 400, 400, 100}},
+	}
+	if !slices.EqualFunc(sec.regions, want, slices.Equal) {
+		t.Fatalf("regions %v, want %v", sec.regions, want)
+	}
+	if sec.scrollY != 100 || sec.height != 3000 {
+		t.Fatalf("scroll %v, content height %v", sec.scrollY, sec.height)
+	}
+	if !sec.equal(sec) {
+		t.Fatal("secrets differ from themselves")
+	}
+	moved := sec
+	moved.regions = [][]rect{want[0], {{300, 401, 400, 100}}}
+	scrolled := sec
+	scrolled.scrollY = 101
+	if sec.equal(moved) || sec.equal(scrolled) {
+		t.Fatal("a moved secret or a scrolled page reads as the same")
+	}
+}
+
+// TestFindSecretsRefuses feeds snapshots the broker cannot make sense of: each fails,
+// none is read as a page without secrets.
+func TestFindSecretsRefuses(t *testing.T) {
+	rules := newMaskRules(nil, nil)
+	edit := func(f func(d map[string]any, s *snap)) []byte {
+		s := oneElement("DIV")
+		f(s.docs[0], s)
+		return s.json(t)
+	}
+	nodes := func(d map[string]any) map[string]any { return d["nodes"].(map[string]any) }
+	for name, raw := range map[string][]byte{
+		"not json":     []byte(`{"documents":[`),
+		"no document":  []byte(`{"documents":[],"strings":[]}`),
+		"parent after": edit(func(d map[string]any, _ *snap) { nodes(d)["parentIndex"] = []int{-1, 2, 1, 2} }),
+		"two roots":    edit(func(d map[string]any, _ *snap) { nodes(d)["parentIndex"] = []int{-1, -1, 1, 2} }),
+		"name unknown": edit(func(d map[string]any, _ *snap) { nodes(d)["nodeName"] = []int{0, 1, 2, 99} }),
+		"attr unknown": edit(func(d map[string]any, _ *snap) { nodes(d)["attributes"] = [][]int{{}, {}, {}, {99, -1}} }),
+		"attr odd":     edit(func(d map[string]any, s *snap) { nodes(d)["attributes"] = [][]int{{}, {}, {}, {s.str("id")}} }),
+		"short names":  edit(func(d map[string]any, _ *snap) { nodes(d)["nodeName"] = []int{0, 1} }),
+		"layout unknown": edit(func(d map[string]any, _ *snap) {
+			d["layout"] = map[string]any{"nodeIndex": []int{9}, "bounds": [][]float64{{0, 0, 1, 1}}}
+		}),
+		"layout short": edit(func(d map[string]any, _ *snap) {
+			d["layout"] = map[string]any{"nodeIndex": []int{3}, "bounds": [][]float64{}}
+		}),
+		"orphan document": func() []byte { s := oneElement("DIV"); s.doc(node{parent: -1, name: "#document"}); return s.json(t) }(),
+		"own child": edit(func(d map[string]any, _ *snap) {
+			nodes(d)["contentDocumentIndex"] = map[string][]int{"index": {3}, "value": {0}}
+		}),
+	} {
+		if _, err := findSecrets(raw, rules); !errors.Is(err, errSnapshot) {
+			t.Errorf("%s: %v, want errSnapshot", name, err)
+		}
+	}
+	bad := oneElement("DIV", "data-private", "\x00")
+	bad.docs[0]["layout"] = map[string]any{"nodeIndex": []int{3}, "bounds": [][]float64{{1, 2, 3}}}
+	if _, err := findSecrets(bad.json(t), rules); !errors.Is(err, errSnapshot) {
+		t.Errorf("a secret's bounds of 3 numbers: %v, want errSnapshot", err)
+	}
+}
+
+func TestMaskBoxes(t *testing.T) {
+	clip := &proto.PageViewport{X: 0, Y: 100, Width: 1280, Height: 800, Scale: 0.5}
+	sec := secrets{regions: [][]rect{
+		{{10, 110, 100, 20}},                       // in view
+		{{0, 0, 50, 50}},                           // above the viewport
+		{{1270, 880, 100, 100}, {0, 1000, 10, 10}}, // over the bottom right corner; the rest below
+		{{10.2, 150.6, 0.5, 0.5}},                  // a fraction of a pixel
+	}}
+	boxes, shown := maskBoxes(sec, clip, 640, 400)
+	want := []maskBox{
+		{3, 3, 57, 17},
+		{633, 388, 640, 400},
+		{3, 23, 8, 28},
+	}
+	if !slices.Equal(boxes, want) || shown != 3 {
+		t.Fatalf("boxes %v shown %d, want %v and 3", boxes, shown, want)
+	}
+	if boxes, shown := maskBoxes(sec, &proto.PageViewport{}, 640, 400); boxes != nil || shown != 0 {
+		t.Fatalf("an empty clip placed %v", boxes)
+	}
+}
+
+func TestValidMaskName(t *testing.T) {
+	for name, ok := range map[string]bool{
+		"data-secret": true, "pii": true, "x:y_z.1": true,
+		"": false, "a b": false, `a"`: false, "a=b": false, "a>b": false, "ж": false,
+		string(make([]byte, MaxMaskNameBytes+1)): false,
+	} {
+		if validMaskName(name) != ok {
+			t.Errorf("validMaskName(%q) = %t", name, !ok)
+		}
+	}
+	cfg := DefaultConfig()
+	cfg.MaskClasses = []string{"ok", "not ok"}
+	if err := cfg.validate(); err == nil {
+		t.Fatal("a class with a space passed")
+	}
+	cfg.MaskClasses = make([]string, MaxMaskNames+1)
+	for i := range cfg.MaskClasses {
+		cfg.MaskClasses[i] = "c"
+	}
+	if err := cfg.validate(); err == nil {
+		t.Fatalf("%d classes passed", MaxMaskNames+1)
+	}
+}
+
+// TestPaintMasks paints a box on a yellow JPEG: inside it every pixel is the mask's
+// grey; outside, the yellow stays.
+func TestPaintMasks(t *testing.T) {
+	img := image.NewRGBA(image.Rect(0, 0, 96, 64))
+	for y := range 64 {
+		for x := range 96 {
+			img.Set(x, y, color.RGBA{0xff, 0xf2, 0xa8, 0xff})
+		}
+	}
+	var buf bytes.Buffer
+	if err := jpeg.Encode(&buf, img, &jpeg.Options{Quality: 90}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := paintMasks(buf.Bytes(), []maskBox{{9, 7, 61, 45}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := decodeJPEG(t, out)
+	for y := range 64 {
+		for x := range 96 {
+			p := rgbOf(got.At(x, y))
+			inside := x >= 9 && x < 61 && y >= 7 && y < 45
+			deep := x >= 12 && x < 58 && y >= 10 && y < 42
+			switch {
+			case deep:
+				if mask, _ := isMaskPixel(p); !mask {
+					t.Fatalf("(%d, %d) inside the mask is %v", x, y, p)
+				}
+			case !inside && (x < 4 || x >= 68 || y >= 50):
+				if !near(color3(p), [3]uint8{0xff, 0xf2, 0xa8}) {
+					t.Fatalf("(%d, %d) away from the mask is %v", x, y, p)
+				}
+			}
+		}
+	}
+	if _, err := paintMasks([]byte("not a jpeg"), nil); err == nil {
+		t.Fatal("painted on something that is not a JPEG")
+	}
+}

@@ -1,0 +1,81 @@
+package broker
+
+import (
+	"bytes"
+	"image"
+	"image/color"
+	"image/draw"
+	"image/jpeg"
+)
+
+// The mask's pattern: diagonal stripes of two dark greys, 12 image pixels apart. It
+// is plain (no colour, no edge of the content under it survives) and recognisable as a
+// mask rather than a dark part of the page.
+const (
+	maskStripe = 12   // px, the width of one stripe measured across
+	maskDark   = 0x3a // luma of the darker stripe
+	maskLight  = 0x5c // luma of the lighter stripe
+)
+
+// maskLuma is the pattern's luma at image pixel (x, y).
+func maskLuma(x, y int) uint8 {
+	if ((x+y)/maskStripe)%2 == 0 {
+		return maskDark
+	}
+	return maskLight
+}
+
+// paintMasks decodes a JPEG, paints the mask pattern over every box and encodes it
+// again at the capture's quality. Every pixel of a box, and every chroma sample that
+// touches one, is replaced: nothing of what was under a mask survives in the result.
+func paintMasks(jpg []byte, boxes []maskBox) ([]byte, error) {
+	img, err := jpeg.Decode(bytes.NewReader(jpg))
+	if err != nil {
+		return nil, err
+	}
+	switch m := img.(type) {
+	case *image.YCbCr:
+		paintYCbCr(m, boxes)
+	case *image.Gray:
+		for _, b := range boxes {
+			for y := b.Y0; y < b.Y1; y++ {
+				for x := b.X0; x < b.X1; x++ {
+					m.SetGray(x, y, color.Gray{Y: maskLuma(x, y)})
+				}
+			}
+		}
+	default:
+		rgba := image.NewRGBA(img.Bounds())
+		draw.Draw(rgba, rgba.Bounds(), img, img.Bounds().Min, draw.Src)
+		for _, b := range boxes {
+			for y := b.Y0; y < b.Y1; y++ {
+				for x := b.X0; x < b.X1; x++ {
+					l := maskLuma(x, y)
+					rgba.SetRGBA(x, y, color.RGBA{l, l, l, 0xff})
+				}
+			}
+		}
+		img = rgba
+	}
+	var out bytes.Buffer
+	out.Grow(len(jpg) + len(jpg)/4)
+	if err := jpeg.Encode(&out, img, &jpeg.Options{Quality: CaptureQuality}); err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
+}
+
+// paintYCbCr paints the boxes on a decoded JPEG in place: the pattern in luma, neutral
+// chroma (128) in every chroma sample that covers a pixel of a box.
+func paintYCbCr(m *image.YCbCr, boxes []maskBox) {
+	r := m.Bounds()
+	for _, b := range boxes {
+		for y := b.Y0; y < b.Y1; y++ {
+			for x := b.X0; x < b.X1; x++ {
+				m.Y[m.YOffset(r.Min.X+x, r.Min.Y+y)] = maskLuma(x, y)
+				c := m.COffset(r.Min.X+x, r.Min.Y+y)
+				m.Cb[c], m.Cr[c] = 128, 128
+			}
+		}
+	}
+}
