@@ -83,6 +83,26 @@ func validMaskName(name string) bool {
 	return true
 }
 
+// ParseMaskNames reads a deployment's list of extra attribute or class names: comma
+// separated, spaces around a name ignored. It refuses a name validMaskName refuses and
+// more than MaxMaskNames names.
+func ParseMaskNames(list string) ([]string, error) {
+	var names []string
+	for _, n := range strings.Split(list, ",") {
+		if n = strings.TrimSpace(n); n == "" {
+			continue
+		}
+		if !validMaskName(n) {
+			return nil, fmt.Errorf("%q is not a name (printable ASCII, no space, quote, '=', '<', '>' or '/', at most %d bytes)", n, MaxMaskNameBytes)
+		}
+		names = append(names, n)
+	}
+	if len(names) > MaxMaskNames {
+		return nil, fmt.Errorf("%d names, at most %d", len(names), MaxMaskNames)
+	}
+	return names, nil
+}
+
 // errSnapshot is a snapshot the broker cannot read. It names nothing of the page: a
 // snapshot holds the page's text and the values of its fields.
 var errSnapshot = errors.New("dom snapshot unreadable")

@@ -26,6 +26,12 @@ const (
 	envChromium   = "AGENTFY_CHROMIUM"
 	envProfileDir = "AGENTFY_BROKER_PROFILE_DIR"
 	envLogLevel   = "AGENTFY_LOG_LEVEL"
+	// envMask is on (the default) or off: whether frames are masked (README, privacy
+	// masks). envMaskAttributes and envMaskClasses are the deployment's own attribute
+	// and class names that mark an element private, comma separated.
+	envMask           = "AGENTFY_MASK"
+	envMaskAttributes = "AGENTFY_MASK_ATTRIBUTES"
+	envMaskClasses    = "AGENTFY_MASK_CLASSES"
 )
 
 // config is the broker process's configuration.
@@ -37,6 +43,14 @@ type config struct {
 	chromium   string
 	profileDir string
 	logLevel   zerolog.Level
+	mask       maskConfig
+}
+
+// maskConfig is what the broker masks.
+type maskConfig struct {
+	off        bool
+	attributes []string
+	classes    []string
 }
 
 // loadConfig reads the configuration from args (without the program name)
@@ -51,6 +65,9 @@ func loadConfig(args []string, getenv func(string) string) (config, error) {
 	chromium := fs.String("chromium", or(getenv(envChromium), broker.DefaultChromium), "Chromium executable ($"+envChromium+")")
 	profileDir := fs.String("profile-dir", getenv(envProfileDir), "parent of the private Chromium profile, default $TMPDIR ($"+envProfileDir+")")
 	logLevel := fs.String("log-level", or(getenv(envLogLevel), "info"), "debug, info, warn or error ($"+envLogLevel+")")
+	mask := fs.String("mask", or(getenv(envMask), "on"), "on or off: paint over secrets in frames ($"+envMask+")")
+	maskAttributes := fs.String("mask-attributes", getenv(envMaskAttributes), "more attributes that mark an element private, comma separated ($"+envMaskAttributes+")")
+	maskClasses := fs.String("mask-classes", getenv(envMaskClasses), "more classes that mark an element private, comma separated ($"+envMaskClasses+")")
 	if err := fs.Parse(args); err != nil {
 		return config{}, fmt.Errorf("flags: %w", err)
 	}
@@ -71,6 +88,19 @@ func loadConfig(args []string, getenv func(string) string) (config, error) {
 		errs = append(errs, fmt.Errorf("%s: unknown level %q", envLogLevel, *logLevel))
 	}
 	c.logLevel = level
+	switch *mask {
+	case "on":
+	case "off":
+		c.mask.off = true
+	default:
+		errs = append(errs, fmt.Errorf("%s: %q, want on or off", envMask, *mask))
+	}
+	if c.mask.attributes, err = broker.ParseMaskNames(*maskAttributes); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", envMaskAttributes, err))
+	}
+	if c.mask.classes, err = broker.ParseMaskNames(*maskClasses); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", envMaskClasses, err))
+	}
 	switch inline := getenv(envPass); {
 	case inline != "" && *passFile != "":
 		errs = append(errs, fmt.Errorf("set %s or %s, not both", envPass, envPassFile))

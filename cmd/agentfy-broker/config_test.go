@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -54,6 +55,20 @@ func TestLoadConfig(t *testing.T) {
 			args: []string{"-ipc-dir", "/other", "-profile-dir", "/var/lib/broker"},
 			want: config{apiURL: "http://api:8080", pass: "file-pass", ipcDir: "/other", chromium: "/opt/chromium", profileDir: "/var/lib/broker", logLevel: zerolog.DebugLevel},
 		},
+		{
+			name: "masks off",
+			env:  with(envMask, "off"),
+			want: config{apiURL: "http://api:8080", pass: "env-pass", inlinePass: true, ipcDir: "/run/ipc", chromium: "/usr/bin/chromium", logLevel: zerolog.InfoLevel, mask: maskConfig{off: true}},
+		},
+		{
+			name: "more mask names",
+			env:  with(envMaskAttributes, "data-secret, data-pii,", envMaskClasses, "pii"),
+			args: []string{"-mask", "on"},
+			want: config{apiURL: "http://api:8080", pass: "env-pass", inlinePass: true, ipcDir: "/run/ipc", chromium: "/usr/bin/chromium", logLevel: zerolog.InfoLevel, mask: maskConfig{attributes: []string{"data-secret", "data-pii"}, classes: []string{"pii"}}},
+		},
+		{name: "mask neither on nor off", env: with(envMask, "no"), wantErr: `AGENTFY_MASK: "no", want on or off`},
+		{name: "mask attribute not a name", env: with(envMaskAttributes, "data-x=1"), wantErr: "AGENTFY_MASK_ATTRIBUTES: \"data-x=1\" is not a name"},
+		{name: "mask class with a quote", env: with(envMaskClasses, `a"b`), wantErr: "AGENTFY_MASK_CLASSES"},
 		{name: "no pass", env: with(envPass, ""), wantErr: "AGENTFY_BROKER_PASS or AGENTFY_BROKER_PASS_FILE is required"},
 		{name: "both passes", env: with(envPassFile, passFile), wantErr: "not both"},
 		{name: "empty pass file", env: with(envPass, "", envPassFile, emptyFile), wantErr: "empty"},
@@ -82,7 +97,7 @@ func TestLoadConfig(t *testing.T) {
 			if err != nil {
 				t.Fatalf("loadConfig() error = %v", err)
 			}
-			if got != tt.want {
+			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("loadConfig() = %+v, want %+v", got, tt.want)
 			}
 		})

@@ -104,6 +104,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, environ
 	}()
 
 	bcfg := broker.DefaultConfig()
+	bcfg.NoMask, bcfg.MaskAttributes, bcfg.MaskClasses = cfg.mask.off, cfg.mask.attributes, cfg.mask.classes
+	if cfg.mask.off {
+		logger.Warn().Msg("privacy masks are off (" + envMask + "=off): viewers see secret fields and private regions as they are")
+	}
 	if addr := getenv(envMetricsAddr); addr != "" {
 		m := newCaptureMetrics()
 		bcfg.OnCapture = m.observe

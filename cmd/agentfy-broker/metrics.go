@@ -26,6 +26,7 @@ type captureMetrics struct {
 	duration prometheus.Histogram
 	bytes    prometheus.Histogram
 	total    *prometheus.CounterVec
+	masked   prometheus.Counter
 }
 
 func newCaptureMetrics() *captureMetrics {
@@ -33,7 +34,7 @@ func newCaptureMetrics() *captureMetrics {
 		reg: prometheus.NewRegistry(),
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "agentfy_broker_capture_duration_seconds",
-			Help:    "Duration of the CDP capture sequence (getTargetInfo, getLayoutMetrics, captureScreenshot).",
+			Help:    "Duration of the CDP capture sequence (getTargetInfo, getLayoutMetrics, captureScreenshot; with masks, the DOM snapshots and the painting too).",
 			Buckets: []float64{.01, .025, .04, .05, .06, .075, .1, .15, .25, .5, 1, 2.5, 5},
 		}),
 		bytes: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -45,8 +46,12 @@ func newCaptureMetrics() *captureMetrics {
 			Name: "agentfy_broker_captures_total",
 			Help: "Capture attempts by result (ok, failed).",
 		}, []string{"result"}),
+		masked: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "agentfy_broker_masked_frames_total",
+			Help: "Frames sent with at least one secret region masked.",
+		}),
 	}
-	m.reg.MustRegister(m.duration, m.bytes, m.total, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(m.duration, m.bytes, m.total, m.masked, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
@@ -59,6 +64,9 @@ func (m *captureMetrics) observe(s broker.CaptureStats) {
 	m.total.WithLabelValues("ok").Inc()
 	m.duration.Observe(s.Duration.Seconds())
 	m.bytes.Observe(float64(s.Bytes))
+	if s.Masked > 0 {
+		m.masked.Inc()
+	}
 }
 
 // serve exposes /metrics on addr until ctx ends.

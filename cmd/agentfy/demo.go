@@ -26,7 +26,7 @@ type toolCaller func(ctx context.Context, name string, args any) (json.RawMessag
 // demoStep is the time between two tool calls of the demo agent.
 const demoStep = 3 * time.Second
 
-// browseDemo plays the demo agent's script on site — two tabs, typing, scrolling,
+// browseDemo plays the demo agent's script on site — three tabs (one of them a checkout page of secrets), typing, scrolling,
 // navigating, so that frames change — one tool call every demoStep, until ctx ends or
 // alive says the session is over. The development stack and `agentfy demo` (the
 // compose stack) run the same script.
@@ -51,7 +51,15 @@ func browseDemo(ctx context.Context, call toolCaller, site string, alive func(co
 	}
 	open("catalog", "/catalog.html")
 	open("account", "/account.html")
+	open("checkout", "/checkout.html") // a page of secrets, which viewers see masked
 	script := []func() error{
+		func() error {
+			return play("checkout", map[string]any{"action": "type", "selector": "#cc-csc", "text": "1"})
+		},
+		func() error { return play("checkout", map[string]any{"action": "scroll", "y": 900}) },
+		func() error {
+			return play("checkout", map[string]any{"action": "navigate", "url": site + "/checkout.html"})
+		},
 		func() error {
 			return play("catalog", map[string]any{"action": "type", "selector": "#q", "text": "stapler"})
 		},

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -90,8 +91,17 @@ func cmdDev(ctx context.Context, args []string, stdout io.Writer) error {
 	chromium := fs.String("chromium", os.Getenv("AGENTFY_CHROMIUM"), "Chromium `binary` (default /usr/bin/chromium)")
 	verbose := fs.Bool("v", false, "log every component at debug level")
 	secretsDir := fs.String("secrets", os.Getenv("AGENTFY_SECRETS_DIR"), "with servers of your own (AGENTFY_REDIS_*, AGENTFY_NATS_URL): the `directory` `agentfy secrets -out` wrote")
+	mask := fs.String("mask", cmp.Or(os.Getenv("AGENTFY_MASK"), "on"), "on or off: the demo broker paints over secrets in frames (AGENTFY_MASK)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	brokerCfg := broker.DefaultConfig()
+	switch *mask {
+	case "on":
+	case "off":
+		brokerCfg.NoMask = true
+	default:
+		return fmt.Errorf("-mask %q: want on or off", *mask)
 	}
 	progress := func(format string, a ...any) { fmt.Fprintf(os.Stderr, "• "+format+"\n", a...) }
 	start := time.Now()
@@ -153,13 +163,13 @@ func cmdDev(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 
 	progress("starting a browser broker with Chromium and a worker for %s (attached to replica-b)", demoAgent)
-	demo := &demoRunner{st: st, log: log, progress: progress}
+	demo := &demoRunner{st: st, log: log, progress: progress, broker: brokerCfg}
 	if err := demo.startSession(ctx); err != nil {
 		return err
 	}
 
 	progress("starting a session with no tab for %s", emptyAgent)
-	empty, err := st.StartSession(ctx, emptyAgent, stack.SessionOptions{Replica: 1, ImageTag: "browser-worker:dev"})
+	empty, err := st.StartSession(ctx, emptyAgent, stack.SessionOptions{Replica: 1, ImageTag: "browser-worker:dev", Broker: &brokerCfg})
 	if err != nil {
 		return err
 	}
@@ -321,6 +331,7 @@ type demoRunner struct {
 	st       *stack.Stack
 	log      zerolog.Logger
 	progress func(string, ...any)
+	broker   broker.Config // the demo sessions' broker
 
 	mu   sync.Mutex
 	sess *stack.Session // guarded by mu
@@ -333,7 +344,7 @@ func (d *demoRunner) sessionID() string {
 }
 
 func (d *demoRunner) startSession(ctx context.Context) error {
-	ss, err := d.st.StartSession(ctx, demoAgent, stack.SessionOptions{Replica: 1, ImageTag: "browser-worker:dev"})
+	ss, err := d.st.StartSession(ctx, demoAgent, stack.SessionOptions{Replica: 1, ImageTag: "browser-worker:dev", Broker: &d.broker})
 	if err != nil {
 		return err
 	}
