@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/go-rod/rod/lib/proto"
+
+	"github.com/agentfy/agentfy/wire"
 )
 
 // What is masked. An element is secret when it is
@@ -44,8 +46,6 @@ const (
 	// rounding outwards: antialiased edges, focus rings and a layout that moved by a
 	// fraction of a pixel between the read and the capture stay covered.
 	maskPadding = 2
-	// maxMasked bounds the count of masked regions a page reports (wire.MaxMasked).
-	maxMasked = 10000
 )
 
 // maskRules is what a snapshot is matched against.
@@ -391,7 +391,7 @@ func maskBoxes(sec secrets, clip *proto.PageViewport, w, h int) (boxes []maskBox
 			shown++
 		}
 	}
-	return boxes, min(shown, maxMasked)
+	return boxes, min(shown, wire.MaxMasked)
 }
 
 // sameViewport reports whether two reads of the layout metrics saw the same viewport
