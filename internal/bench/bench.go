@@ -1,8 +1,8 @@
 // Package bench measures the system on real servers (redis-server, NATS, replicas and
 // a broker with Chromium, all on this machine) and renders what it measured as the
 // Markdown of BENCHMARKS.md: a view end to end against the bare capture of the same
-// tab, routing against the broadcast design, the fast paths, the footprint and the Go
-// benchmarks. `agentfy bench` runs it and writes the files.
+// tab, the cost of the privacy masks, routing against the broadcast design, the fast
+// paths, the footprint and the Go benchmarks. `agentfy bench` runs it and writes the files.
 package bench
 
 import (
@@ -32,7 +32,7 @@ const (
 )
 
 // Bounds of a whole run, compile time not included (the issue allows five minutes from
-// a fresh clone, compile included; a full run takes about two and a half).
+// a fresh clone, compile included; a full run takes about three).
 const (
 	benchFullTimeout  = 4 * time.Minute
 	benchQuickTimeout = 90 * time.Second
@@ -46,6 +46,8 @@ type benchOptions struct {
 	cpuProfile string // where to write a CPU profile of the end-to-end suite
 
 	e2eWarm, e2ePairs int
+
+	masksWarm, masksPairs int // per page
 
 	routingViews, routingSims int
 
@@ -61,6 +63,7 @@ type benchOptions struct {
 func fullOptions() benchOptions {
 	return benchOptions{
 		e2eWarm: 10, e2ePairs: 200,
+		masksWarm: 3, masksPairs: 40,
 		routingViews: 40, routingSims: 400,
 		fastConcurrency: 16, fastPhase: 1500 * time.Millisecond, fastRounds: 3, liveFalsePool: 12000,
 		cpuCaptures: 60, goBenchTime: "300ms",
@@ -71,6 +74,7 @@ func quickOptions() benchOptions {
 	return benchOptions{
 		quick:   true,
 		e2eWarm: 3, e2ePairs: 20,
+		masksWarm: 2, masksPairs: 10,
 		routingViews: 6, routingSims: 40,
 		fastConcurrency: 16, fastPhase: 300 * time.Millisecond, fastRounds: 1, liveFalsePool: 3000,
 		cpuCaptures: 8, goBenchTime: "200x",
@@ -85,6 +89,7 @@ type Results struct {
 	Started    time.Time       `json:"started"`
 	Elapsed    time.Duration   `json:"elapsed"`
 	E2E        e2eResult       `json:"e2e"`
+	Masks      masksResult     `json:"masks"`
 	Routing    []routingResult `json:"routing"`
 	ReplyBytes int             `json:"replyBytes"` // a sealed reply on NATS
 	FastPaths  fastPathResult  `json:"fastPaths"`
@@ -113,7 +118,7 @@ type Options struct {
 	// Chromium is the Chromium binary; empty means broker.DefaultChromium.
 	Chromium string
 	// CPUProfile, when not empty, is where a CPU profile of the end-to-end suite goes
-	// (go tool pprof); the fast paths' to CPUProfile + ".fastpaths" and section 4's CPU
+	// (go tool pprof); the fast paths' to CPUProfile + ".fastpaths" and section 5's CPU
 	// windows' to CPUProfile + ".footprint".
 	CPUProfile string
 	// Command is the command line that reproduces the run; the report quotes it.
@@ -171,7 +176,7 @@ func runBench(ctx context.Context, root string, o benchOptions, res *Results, pr
 }
 
 // benchMainStack runs the suites that share one stack of two replicas with the worker
-// on the second: end to end, fast paths and footprint.
+// on the second: end to end, privacy masks, fast paths and footprint.
 func benchMainStack(ctx context.Context, o benchOptions, res *Results, progress func(string, ...any)) error {
 	progress("starting the stack: redis-server, NATS, two replicas, a broker with Chromium and a worker on replica-b")
 	st, err := stack.Start(ctx, stack.Options{Replicas: 2, Deployment: benchDeployment, Chromium: o.chromium, Log: o.log})
@@ -202,6 +207,10 @@ func benchMainStack(ctx context.Context, o benchOptions, res *Results, progress 
 	}
 	if err != nil {
 		return fmt.Errorf("end to end: %w", err)
+	}
+	progress("privacy masks: %d views against %d bare captures on %s and on %s each, interleaved", o.masksPairs, o.masksPairs, benchPage, maskedPage)
+	if res.Masks, err = benchMasks(ctx, st, bs, v, st.Replicas[0], benchAgent, o.masksWarm, o.masksPairs); err != nil {
+		return fmt.Errorf("privacy masks: %w", err)
 	}
 	progress("fast paths: %d round(s) of %s per answer at concurrency %d", o.fastRounds, o.fastPhase, o.fastConcurrency)
 	if stopProfile, err = startCPUProfile(profileOf(o.cpuProfile, "fastpaths")); err != nil {

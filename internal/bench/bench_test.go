@@ -96,6 +96,30 @@ func TestBenchQuick(t *testing.T) {
 		}
 	})
 
+	t.Run("privacy masks", func(t *testing.T) {
+		if len(r.Masks.Pages) != len(masksPages) {
+			t.Fatalf("%d pages, want %d", len(r.Masks.Pages), len(masksPages))
+		}
+		for i, pg := range r.Masks.Pages {
+			want := masksPages[i]
+			if pg.Name != want.name || pg.Path != want.path {
+				t.Errorf("page %d: %q %s, want %q %s", i, pg.Name, pg.Path, want.name, want.path)
+			}
+			if pg.Warm != o.masksWarm || pg.Pairs != o.masksPairs || pg.View.N != o.masksPairs || pg.InCap.N != o.masksPairs || pg.Bare.N != o.masksPairs {
+				t.Errorf("%s: samples: view %d, capture %d, bare %d; want %d pairs", pg.Path, pg.View.N, pg.InCap.N, pg.Bare.N, o.masksPairs)
+			}
+			// The suite itself fails on a wrong count; these are its results as
+			// recorded.
+			if (want.secrets && pg.MaskedMin < 1) || (!want.secrets && pg.MaskedMax != 0) || pg.MaskedMin > pg.MaskedMax {
+				t.Errorf("%s: masked %d–%d", pg.Path, pg.MaskedMin, pg.MaskedMax)
+			}
+			if pg.View.P50 < pg.InCap.P50 || pg.Bare.P50 <= 0 || pg.JPEGBytes < 1000 ||
+				math.Abs(pg.CaptureRatio-ratio(pg.InCap.P50, pg.Bare.P50)) > 1e-9 || math.Abs(pg.ViewRatio-ratio(pg.View.P50, pg.Bare.P50)) > 1e-9 {
+				t.Errorf("%s: view %v, capture %v, bare %v, ratios %.3f/%.3f, jpeg %d", pg.Path, pg.View.P50, pg.InCap.P50, pg.Bare.P50, pg.ViewRatio, pg.CaptureRatio, pg.JPEGBytes)
+			}
+		}
+	})
+
 	t.Run("routing", func(t *testing.T) {
 		if len(r.Routing) != 4 {
 			t.Fatalf("%d replica counts", len(r.Routing))

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -177,16 +176,9 @@ func benchE2E(ctx context.Context, st *stack.Stack, bs *benchSession, v *viewer,
 		return nil
 	}
 	doBare := func(count bool) error {
-		if err := idleGap(ctx); err != nil {
-			return err
-		}
-		t0 := time.Now()
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err := bs.bare.Capture(cctx)
-		cancel()
-		d := time.Since(t0)
+		d, err := bs.bare.timed(ctx)
 		if err != nil {
-			return fmt.Errorf("bare capture: %w", err)
+			return err
 		}
 		if count {
 			bares = append(bares, d)
@@ -195,16 +187,7 @@ func benchE2E(ctx context.Context, st *stack.Stack, bs *benchSession, v *viewer,
 	}
 	for i := range warm + pairs {
 		count, instrument := i >= warm, (i/2)%2 == 1
-		view := func() error { return doView(count, instrument) }
-		bare := func() error { return doBare(count) }
-		first, second := view, bare
-		if i%2 == 1 { // alternate which goes first, so that neither always follows the other
-			first, second = bare, view
-		}
-		if err := first(); err != nil {
-			return e2eResult{}, err
-		}
-		if err := second(); err != nil {
+		if err := alternate(i, func() error { return doView(count, instrument) }, func() error { return doBare(count) }); err != nil {
 			return e2eResult{}, err
 		}
 	}
@@ -218,7 +201,7 @@ func benchE2E(ctx context.Context, st *stack.Stack, bs *benchSession, v *viewer,
 		{"A: request → NATS", "HTTP to replica A, JWT, one Redis pipeline (agent, its team's member set, current session id), gate script, session record, P-256 key pair, capability SET, NATS publish"},
 		{"NATS → broker", "NATS delivery to replica B, its capability check in Redis (GET) and relay pace, observation waiter, JSON-RPC over the WebSocket, worker, POST /observe on the unix socket"},
 		{"broker: consume", "POST consume via the balancer to a replica: broker pass check, capability script in Redis"},
-		{"broker: capture", "the broker's own CDP capture (getTargetInfo, getLayoutMetrics, captureScreenshot)"},
+		{"broker: capture", "the broker's own CDP capture with the privacy masks' reads: getTargetInfo, then getLayoutMetrics and a DOM snapshot (DOMSnapshot.captureSnapshot) before captureScreenshot and again after it (a page with nothing to mask is sent as captured; section 2)"},
 		{"broker: seal", "page JSON, ECDH + HKDF + AES-GCM, envelope JSON"},
 		{"broker → NATS reply", "the envelope back over the unix socket, worker (JSON-RPC result), WebSocket to replica B, NATS publish and delivery"},
 		{"A: reply → response", "open (ECDH, HKDF, AES-GCM), page JSON and JPEG check, the re-check in one Redis pipeline (session pointer and record, agent, member set), JSON render with base64, response headers at the viewer"},
@@ -229,6 +212,19 @@ func benchE2E(ctx context.Context, st *stack.Stack, bs *benchSession, v *viewer,
 		r.Hops = append(r.Hops, hop{Name: n.name, What: n.what, Dist: d, Share: ratio(d.P50, r.Spied.P50)})
 	}
 	return r, nil
+}
+
+// alternate runs pair i of a view and a bare capture: the view first in even pairs, the
+// bare capture first in odd ones, so that neither always follows the other.
+func alternate(i int, view, bare func() error) error {
+	first, second := view, bare
+	if i%2 == 1 {
+		first, second = bare, view
+	}
+	if err := first(); err != nil {
+		return err
+	}
+	return second()
 }
 
 func medianInt(xs []int) int {

@@ -15,10 +15,11 @@ const e2eTarget = 1.10
 // Section headings; the smoke test checks that each is in the report.
 var benchSections = []string{
 	"## 1. End to end vs the physical limit",
-	"## 2. Routing cost vs the broadcast design",
-	"## 3. Fast paths",
-	"## 4. Footprint",
-	"## 5. Go benchmarks",
+	"## 2. Privacy masks",
+	"## 3. Routing cost vs the broadcast design",
+	"## 4. Fast paths",
+	"## 5. Footprint",
+	"## 6. Go benchmarks",
 }
 
 // mdTable renders a Markdown table.
@@ -75,6 +76,7 @@ func (r *Results) Markdown(full bool) string {
 		p("timed from the request to the decoded frame (JSON parsed, base64 decoded, JPEG header read), against the bare CDP capture sequence ")
 		p("(`Target.getTargetInfo`, `Page.getLayoutMetrics`, `Page.captureScreenshot` JPEG q60, clip scaled to ≤ 1280 px) on the same tab through a CDP session of the bench's own. ")
 		p("The two alternate (%d pairs, the order flipping every pair), each after a random idle gap below 50 ms so that both start at a random phase of Chromium's 16.7 ms frame cadence. ", e.Pairs)
+		p("The broker runs as deployed, with its privacy masks on (`broker.DefaultConfig()`), so its capture reads the page's layout and a DOM snapshot before and after the screenshot; this page has nothing to mask (section 2). ")
 		p("The broker's capture spacing is off for the benchmark broker (`MinCaptureInterval: 0`); the per-agent gate is opened between views by deleting its key (`agentfy:bench:gate:{a:%s}`) outside the timed part. ", benchAgent)
 		p("Every other two pairs the view is also timed per hop (below); those views are reported on their own row and left out of the headline, since the hop timing adds a NATS subscriber.\n\n")
 	}
@@ -107,8 +109,11 @@ func (r *Results) Markdown(full bool) string {
 		renderWhereTimeGoes(&b, r)
 	}
 
-	// 2. Routing.
-	p("%s\n\n", benchSections[1])
+	// 2. Privacy masks.
+	renderMasks(&b, r, full)
+
+	// 3. Routing.
+	p("%s\n\n", benchSections[2])
 	if full {
 		p("One stack grows from 1 to 2, 4 and 8 replicas; the worker stays on the first. ")
 		p("*Real views*: views through HTTP, asked round robin at every replica (as a balancer spreads them), one at a time, each followed by a bare capture of the same tab (view / bare is the view's latency net of the machine's mood at the time); ")
@@ -146,9 +151,9 @@ func (r *Results) Markdown(full bool) string {
 		p("With more replicas the number of messages per view %s, %s.\n\n", msgs, latency)
 	}
 
-	// 3. Fast paths.
+	// 4. Fast paths.
 	fp := r.FastPaths
-	p("%s\n\n", benchSections[2])
+	p("%s\n\n", benchSections[3])
 	if full {
 		p("Replica-a under a Go load generator in this process (keep-alive, %d concurrent requests), one kind of request at a time for %s, in %d round(s) whose order rotates, ", fp.Concurrency, fp.Phase, fp.Rounds)
 		p("against the replica's no-op route `/healthz` in the same rounds. 404: a member asks for an agent of another team. ")
@@ -164,9 +169,9 @@ func (r *Results) Markdown(full bool) string {
 		renderFastPathFloor(&b, r)
 	}
 
-	// 4. Footprint.
+	// 5. Footprint.
 	f := r.Footprint
-	p("%s\n\n", benchSections[3])
+	p("%s\n\n", benchSections[4])
 	if full {
 		p("The replicas run inside the bench's process (internal/stack), so a replica's memory is the delta of this process around starting one more replica ")
 		p("and around filling it with %d pending views, each after two garbage collections and `debug.FreeOSMemory`: VmRSS from /proc/self/status and the live heap from runtime/metrics. ", f.PendingViews)
@@ -217,8 +222,8 @@ func (r *Results) Markdown(full bool) string {
 		{"HTTP body to the viewer (JSON, base64)", kib(float64(e.BodyBytes)), kib(12 * float64(e.BodyBytes))},
 	})
 
-	// 5. Go benchmarks.
-	p("%s\n\n", benchSections[4])
+	// 6. Go benchmarks.
+	p("%s\n\n", benchSections[5])
 	if full {
 		p("`go test -run '^$' -bench . -benchmem` in %s (real redis-server from internal/testenv). ", strings.Join(goBenchPackages, " and "))
 		p("The capability and the gate are Redis round trips, so their floor is `BenchmarkRedisPing` on the same server, run in the same command.\n\n")
@@ -244,6 +249,70 @@ func (r *Results) Markdown(full bool) string {
 	return b.String()
 }
 
+// renderMasks renders section 2: the views of a page with nothing to mask and of a
+// page with masked fields, each against the bare capture measured beside it, and the
+// verdict against masksTarget.
+func renderMasks(b *strings.Builder, r *Results, full bool) {
+	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
+	p("%s\n\n", benchSections[1])
+	var none, masked *maskPageResult
+	for i, pg := range r.Masks.Pages {
+		switch pg.Path {
+		case benchPage:
+			none = &r.Masks.Pages[i]
+		case maskedPage:
+			masked = &r.Masks.Pages[i]
+		}
+	}
+	if full {
+		warm, pairs := 0, 0
+		if none != nil {
+			warm, pairs = none.Warm, none.Pairs
+		}
+		p("The broker paints privacy masks over the secret regions of a frame before sealing it (on by default, `broker.DefaultConfig()`; `Config.NoMask` turns them off). ")
+		p("Its capture then reads `Page.getLayoutMetrics` and `DOMSnapshot.captureSnapshot` together before `Page.captureScreenshot` and again after it; ")
+		p("when neither snapshot holds a secret the screenshot is sent as Chromium made it, otherwise it is decoded, painted and re-encoded (JPEG q60), and the page says how many regions it shows masked (`masked`). ")
+		p("On the session of section 1, the tab the broker views is navigated with a `browser_play` navigate step to the demo site's home page `%s` (nothing to mask), then to `%s` (13 secrets, 11 of them in the first 1280×800 viewport, each beside a control that looks alike), then back. ", benchPage, maskedPage)
+		p("On each, %d pairs of one view and one bare capture of that tab alternate as in section 1 (idle gaps, the gate opened outside the timed part, the first %d pairs after the navigation not counted). ", pairs, warm)
+		p("**The cost of masking** is the broker's own capture inside each view (its `OnCapture` hook: the whole masked sequence) against the bare three-call sequence; the issue's bar is %.2f× on the page with nothing to mask. ", masksTarget)
+		p("The suite fails, and prints no table, unless every view is of the page it was meant to be, says `masked` ≥ 1 on `%s` and nothing on `%s`, and says what the broker counted.\n\n", maskedPage, benchPage)
+	}
+	var rows [][]string
+	for _, pg := range r.Masks.Pages {
+		rows = append(rows, []string{
+			pg.Name + " (`" + pg.Path + "`)", strconv.Itoa(pg.View.N), ms(pg.View.P50), ms(pg.View.P95), ms(pg.InCap.P50), ms(pg.Bare.P50),
+			fx(pg.ViewRatio), "**" + fx(pg.CaptureRatio) + "**", kib(float64(pg.JPEGBytes)), maskedCount(&pg),
+		})
+	}
+	mdTable(b, []string{"", "n", "view p50 ms", "view p95 ms", "broker capture p50 ms", "bare p50 ms", "view / bare p50", "**broker capture / bare p50**", "JPEG (median)", "masked"}, rows)
+	if none == nil || masked == nil {
+		return
+	}
+	verdict := "**within**"
+	if none.CaptureRatio > masksTarget {
+		verdict = "**not within**"
+	}
+	p("With nothing to mask, the broker's capture p50 %s ms is %s the bare capture p50 %s ms measured beside it: %s the %.2f× target; the masks' reads add %s ms to the p50 (%s %% of the bare capture). ",
+		ms(none.InCap.P50), fx(none.CaptureRatio), ms(none.Bare.P50), verdict, masksTarget, ms(none.InCap.P50-none.Bare.P50), signedPercent(none.CaptureRatio))
+	if e := r.E2E; e.InCap.N > 0 && e.Bare.P50 > 0 {
+		p("Section 1's views of the same page, masks on too, put it at %s over %d pairs. ", fx(ratio(e.InCap.P50, e.Bare.P50)), e.Pairs)
+	}
+	p("With %s regions masked, it is %s (%s ms against %s ms): the reads, and the decode, paint and re-encode of the frame. ",
+		maskedCount(masked), fx(masked.CaptureRatio), ms(masked.InCap.P50), ms(masked.Bare.P50))
+	p("A whole view is %s the bare capture with nothing to mask and %s with masked fields.\n\n", fx(none.ViewRatio), fx(masked.ViewRatio))
+}
+
+// maskedCount is a page's masked count, or its range when the views disagreed.
+func maskedCount(pg *maskPageResult) string {
+	if pg.MaskedMin == pg.MaskedMax {
+		return strconv.Itoa(pg.MaskedMin)
+	}
+	return strconv.Itoa(pg.MaskedMin) + "–" + strconv.Itoa(pg.MaskedMax)
+}
+
+// signedPercent is how far a ratio is from 1, in per cent with a sign: +4.2 for 1.042.
+func signedPercent(r float64) string { return fmt.Sprintf("%+.1f", 100*(r-1)) }
+
 // renderWhereTimeGoes explains the gap between a view and the bare capture with this
 // run's numbers: which hops, how much CPU, and what the hops have in common.
 func renderWhereTimeGoes(b *strings.Builder, r *Results) {
@@ -257,12 +326,12 @@ func renderWhereTimeGoes(b *strings.Builder, r *Results) {
 		p("**Partly in the capture.** The broker's own capture inside a view takes %s the bare capture (p50 %s ms against %s ms), ", fx(ratio(e.InCap.P50, e.Bare.P50)), ms(e.InCap.P50), ms(e.Bare.P50))
 	}
 	if near(f.ChromiumPerView, f.ChromiumPerBare) {
-		p("and Chromium burns about the same CPU for a view as for a bare capture (%s ms against %s ms, section 4).\n\n", ms(f.ChromiumPerView), ms(f.ChromiumPerBare))
+		p("and Chromium burns about the same CPU for a view as for a bare capture (%s ms against %s ms, section 5).\n\n", ms(f.ChromiumPerView), ms(f.ChromiumPerBare))
 	} else {
-		p("and Chromium burns %s ms of CPU for a view against %s ms for a bare capture (section 4).\n\n", ms(f.ChromiumPerView), ms(f.ChromiumPerBare))
+		p("and Chromium burns %s ms of CPU for a view against %s ms for a bare capture (section 5).\n\n", ms(f.ChromiumPerView), ms(f.ChromiumPerBare))
 	}
 	p("**In the Go code around it, as CPU.** Everything but the capture costs %s ms at p50. ", ms(e.Overhead.P50))
-	p("The bench's Go process, which runs every Go part of the path (both replicas, the worker, the broker's Go side, the viewer), spends %s ms of CPU per view against %s ms per bare capture (section 4): ", ms(f.GoPerView), ms(f.GoPerBare))
+	p("The bench's Go process, which runs every Go part of the path (both replicas, the worker, the broker's Go side, the viewer), spends %s ms of CPU per view against %s ms per bare capture (section 5): ", ms(f.GoPerView), ms(f.GoPerBare))
 	p("about %s ms of CPU per view that the bare capture does not spend, on a machine with two cores that Chromium shares. ", ms(f.GoPerView-f.GoPerBare))
 	p("Of the hops above, the three largest after the capture are ")
 	hops := slices.Clone(e.Hops)
@@ -277,7 +346,7 @@ func renderWhereTimeGoes(b *strings.Builder, r *Results) {
 	}
 	p(".\n\n")
 	if whole, parts := openReplyBench(r.GoBench); whole > 0 {
-		p("**The requester's share, priced alone** on one core (section 5): handling a sealed reply (`openReply`) costs %s µs, of which the decode of the envelope %s µs (one pass; the strict encoding/json decoder it falls back to for any other shape takes %s µs on the same reply), ", f0(whole), f0(parts["envelope-json"]), f0(parts["envelope-json-strict"]))
+		p("**The requester's share, priced alone** on one core (section 6): handling a sealed reply (`openReply`) costs %s µs, of which the decode of the envelope %s µs (one pass; the strict encoding/json decoder it falls back to for any other shape takes %s µs on the same reply), ", f0(whole), f0(parts["envelope-json"]), f0(parts["envelope-json-strict"]))
 		p("opening it (ECDH, HKDF, AES-GCM) %s µs and the decode and validation of the page %s µs; rendering the result adds %s µs.\n\n", f0(parts["open"]), f0(parts["page"]), f0(parts["render"]))
 	}
 	p("**What the hops have in common** is the frame's bytes: 27 KB of JPEG travel as 36 KB of base64 inside the page JSON, and as 48 KB of base64 of the encrypted page in the envelope (both layers are fixed by the specification). ")

@@ -46,6 +46,7 @@ type hopSample struct {
 	consume                  time.Duration
 	capture                  time.Duration
 	frameBytes               int
+	masked                   int // regions the broker's frame shows masked
 	observeBody              int
 }
 
@@ -124,7 +125,7 @@ func (bs *benchSession) serve(w http.ResponseWriter, r *http.Request) {
 
 func (bs *benchSession) onCapture(s broker.CaptureStats) {
 	bs.mu.Lock()
-	bs.hop.capture, bs.hop.frameBytes = s.Duration, s.Bytes
+	bs.hop.capture, bs.hop.frameBytes, bs.hop.masked = s.Duration, s.Bytes, s.Masked
 	bs.mu.Unlock()
 }
 
@@ -242,6 +243,25 @@ func (c *bareCapture) Capture(ctx context.Context) ([]byte, error) {
 		return nil, errors.New("bare capture is not a JPEG")
 	}
 	return shot.Data, nil
+}
+
+// bareCaptureTimeout bounds one bare capture.
+const bareCaptureTimeout = 5 * time.Second
+
+// timed waits an idle gap, then runs the sequence once and returns how long it took.
+func (c *bareCapture) timed(ctx context.Context) (time.Duration, error) {
+	if err := idleGap(ctx); err != nil {
+		return 0, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, bareCaptureTimeout)
+	defer cancel()
+	t0 := time.Now()
+	_, err := c.Capture(cctx)
+	d := time.Since(t0)
+	if err != nil {
+		return 0, fmt.Errorf("bare capture: %w", err)
+	}
+	return d, nil
 }
 
 // Close detaches the bench's own session.

@@ -43,13 +43,15 @@ type frame struct {
 	bodyBytes int // the HTTP response body
 	jpeg      []byte
 	width     int
+	url       string    // the tab's URL, as the page reports it
+	masked    int       // regions the frame shows masked, as the page reports them
 	headers   time.Time // when the response headers arrived
 }
 
 // openGate deletes the agent's rate-gate key and the viewer's pace for it (one DEL of
 // two named keys) and refills the owner's relay pace, so that the next request is let
 // through at once instead of up to view.GateWindow (2 s) later. The bench paces one
-// agent this way, outside the timed part (the CPU windows of section 4 count it: one
+// agent this way, outside the timed part (the CPU windows of section 5 count it: one
 // Redis command).
 func (v *viewer) openGate(ctx context.Context, agentID string) error {
 	return v.st.OpenGateFor(ctx, agentID, v.caller)
@@ -79,8 +81,10 @@ func (v *viewer) view(ctx context.Context, base, agentID string) (frame, error) 
 	var res struct {
 		Live bool `json:"live"`
 		Page *struct {
+			URL         string `json:"url"`
 			ContentType string `json:"contentType"`
 			Data        []byte `json:"data"`
+			Masked      int    `json:"masked"` // absent when none (wire.Page)
 		} `json:"page"`
 	}
 	if err := json.Unmarshal(body, &res); err != nil {
@@ -96,7 +100,7 @@ func (v *viewer) view(ctx context.Context, base, agentID string) (frame, error) 
 	if err != nil {
 		return frame{}, fmt.Errorf("view: not a frame (%s %dx%d, %v)", format, cfg.Width, cfg.Height, err)
 	}
-	return frame{bodyBytes: len(body), jpeg: res.Page.Data, width: cfg.Width, headers: headers}, nil
+	return frame{bodyBytes: len(body), jpeg: res.Page.Data, width: cfg.Width, url: res.Page.URL, masked: res.Page.Masked, headers: headers}, nil
 }
 
 // idleGap sleeps a random time below 50 ms (three frames at 60 Hz) before a timed
