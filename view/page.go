@@ -2,6 +2,7 @@ package view
 
 import (
 	"encoding/json"
+	"strconv"
 
 	"github.com/agentfy/agentfy/wire"
 )
@@ -19,7 +20,8 @@ type Result struct {
 
 // MarshalJSON writes the three shapes exactly, in one pass: the frame's base64 (tens of
 // KB) is copied as it is rather than scanned for characters to escape, which strict
-// base64 never holds.
+// base64 never holds. A page's masked count follows data when there is one (more than
+// 0, which is all ParsePage lets through), where json.Marshal writes it too.
 func (r Result) MarshalJSON() ([]byte, error) {
 	switch {
 	case !r.Live:
@@ -44,7 +46,12 @@ func (r Result) MarshalJSON() ([]byte, error) {
 	b = appendString(b, p.ContentType)
 	b = append(b, `,"data":"`...)
 	b = append(b, p.Data...)
-	return append(b, `"}}`...), nil
+	b = append(b, '"')
+	if p.Masked > 0 {
+		b = append(b, `,"masked":`...)
+		b = strconv.AppendInt(b, int64(p.Masked), 10)
+	}
+	return append(b, `}}`...), nil
 }
 
 // appendString appends s as a JSON string (short fields: URL, title, timestamp).

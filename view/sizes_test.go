@@ -27,6 +27,7 @@ func TestSizeChainAgrees(t *testing.T) {
 	page, err := json.Marshal(wire.Page{
 		URL: strings.Repeat("\x01", wire.MaxURLBytes), Title: strings.Repeat("\x02", wire.MaxTitleBytes),
 		CapturedAt: "2026-11-30T12:00:00.000Z", ContentType: wire.ContentTypeJPEG, Data: base64.StdEncoding.EncodeToString(jpeg),
+		Masked: wire.MaxMasked,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -7,12 +7,14 @@ import (
 	"errors"
 	"image"
 	_ "image/jpeg" // DecodeConfig reads JPEG headers
+	"strconv"
 	"time"
 	"unicode/utf8"
 )
 
 // Limits and layout of a page, the plaintext the broker seals for the requesting
-// replica: exactly `null` (no tab) or {url, title, capturedAt, contentType, data}.
+// replica: exactly `null` (no tab) or {url, title, capturedAt, contentType, data} and,
+// when the broker masked regions of the frame, a last member masked.
 const (
 	// MaxFrameBytes bounds the JPEG.
 	MaxFrameBytes = 4 << 20 // 4 MiB
@@ -26,8 +28,12 @@ const (
 	// pixel.
 	MaxFrameWidth  = 1280 // px
 	MaxFrameHeight = 2000 // px
-	// MaxPlaintextBytes bounds a page's JSON: the JPEG in base64, and room for the URL
-	// and title even if every byte of them were escaped (\u00XX).
+	// MaxMasked bounds a page's count of masked regions: the broker clamps its count to
+	// it, so a larger one never comes from a broker.
+	MaxMasked = 10000
+	// MaxPlaintextBytes bounds a page's JSON: the JPEG in base64, room for the URL and
+	// title even if every byte of them were escaped (\u00XX), and 256 bytes for the
+	// rest (the names, the timestamp, the content type, masked).
 	MaxPlaintextBytes = 4*((MaxFrameBytes+2)/3) + 6*(MaxURLBytes+MaxTitleBytes) + 256
 	// MaxSealedBytes bounds a sealed page on the wire, {"envelope":{…}}: the ciphertext
 	// in base64 and the keys, IV and tag in hex. It is the largest NATS message of a
@@ -49,6 +55,11 @@ type Page struct {
 	CapturedAt  string `json:"capturedAt"`
 	ContentType string `json:"contentType"`
 	Data        string `json:"data"`
+	// Masked is how many regions of the frame the broker painted over with opaque masks
+	// before sealing it (password, payment and one-time-code fields, regions a site
+	// marks private), at most MaxMasked. The broker writes it last, after data, and
+	// only when it is more than 0.
+	Masked int `json:"masked,omitempty"`
 }
 
 // ErrInvalidPage is the one error for a plaintext that is not a valid page, and for a
@@ -59,9 +70,12 @@ var ErrInvalidPage = errors.New("wire: invalid page")
 func FormatCapturedAt(t time.Time) string { return t.UTC().Format(CapturedAtLayout) }
 
 // ParsePage validates a decrypted plaintext: exactly `null` (no tab, a nil page) or a
-// page with exactly the five fields, a UTC millisecond timestamp, content type
-// image/jpeg, a URL and title of valid UTF-8 within their bounds, and strict standard
-// base64 of a frame CheckFrame accepts.
+// page with exactly the five fields url, title, capturedAt, contentType and data, and
+// optionally masked; a UTC millisecond timestamp, content type image/jpeg, a URL and
+// title of valid UTF-8 within their bounds, strict standard base64 of a frame
+// CheckFrame accepts, and a masked count, when there is one, written as a JSON integer
+// from 0 to MaxMasked. A masked member that is null, a string, a fraction, an
+// exponent, out of range or given twice makes the page invalid.
 func ParsePage(b []byte) (*Page, error) {
 	if bytes.Equal(bytes.TrimSpace(b), []byte("null")) {
 		return nil, nil
@@ -75,6 +89,9 @@ func ParsePage(b []byte) (*Page, error) {
 	}
 	if p.ContentType != ContentTypeJPEG || len(p.URL) > MaxURLBytes || len(p.Title) > MaxTitleBytes ||
 		!utf8.ValidString(p.URL) || !utf8.ValidString(p.Title) {
+		return nil, ErrInvalidPage
+	}
+	if p.Masked < 0 || p.Masked > MaxMasked {
 		return nil, ErrInvalidPage
 	}
 	if _, err := time.Parse(CapturedAtLayout, p.CapturedAt); err != nil {
@@ -96,27 +113,128 @@ func ParsePage(b []byte) (*Page, error) {
 // pageFields are the page's members, in the order decodePageFast stores them.
 var pageFields = []string{"url", "title", "capturedAt", "contentType", "data"}
 
-// decodePageFast reads a page the way the broker writes it in one pass (FlatStrings);
-// ok is false when the strict decoder must decide.
+// decodePageFast reads a page the way the broker writes it, in one pass; ok is false
+// when the strict decoder must decide. A page that ends in a number is one whose
+// regions the broker masked (decodeMaskedFast); any other is read by FlatStrings.
 func decodePageFast(b []byte) (p Page, ok bool) {
+	if endsInNumber(b) {
+		return decodeMaskedFast(b)
+	}
 	var v [5][]byte
 	end, ok := FlatStrings(b, 0, pageFields, v[:])
 	if !ok || !OnlySpace(b, end) {
 		return Page{}, false
 	}
-	return Page{URL: string(v[0]), Title: string(v[1]), CapturedAt: string(v[2]), ContentType: string(v[3]), Data: string(v[4])}, true
+	return pageOf(v), true
+}
+
+// maxMaskedDigits is the longest count decodeMaskedFast reads: MaxMasked's digits,
+// and never so many that the count could overflow.
+const maxMaskedDigits = 5
+
+// decodeMaskedFast reads a masked page exactly as the broker writes it: the five
+// members in pageFields' order, each value a string PlainString reads, then "masked"
+// with a count in plain digits (1 to 99999: no sign, leading zero, fraction or
+// exponent), JSON space around any token, and nothing after the object but space.
+// Anything else, valid JSON included, is the strict decoder's to decide; what this
+// accepts, the strict decoder accepts with the same values (the differential tests).
+func decodeMaskedFast(b []byte) (Page, bool) {
+	var v [5][]byte
+	i, sep, ok := 0, byte('{'), false
+	for n, name := range pageFields {
+		if i, ok = memberValue(b, i, sep, name); !ok {
+			return Page{}, false
+		}
+		if v[n], i, ok = PlainString(b, i); !ok {
+			return Page{}, false
+		}
+		sep = ','
+	}
+	if i, ok = memberValue(b, i, ',', "masked"); !ok || i >= len(b) || b[i] < '1' || b[i] > '9' {
+		return Page{}, false
+	}
+	masked := 0
+	for start := i; i < len(b) && '0' <= b[i] && b[i] <= '9'; i++ {
+		if i-start == maxMaskedDigits {
+			return Page{}, false
+		}
+		masked = 10*masked + int(b[i]-'0')
+	}
+	if i = SkipSpace(b, i); i >= len(b) || b[i] != '}' || !OnlySpace(b, i+1) {
+		return Page{}, false
+	}
+	p := pageOf(v)
+	p.Masked = masked
+	return p, true
+}
+
+// memberValue reads `sep "name" :` at b[i:], JSON space around each token and the name
+// a plain string, and returns the offset of the member's value.
+func memberValue(b []byte, i int, sep byte, name string) (int, bool) {
+	if i = SkipSpace(b, i); i >= len(b) || b[i] != sep {
+		return 0, false
+	}
+	key, i, ok := PlainString(b, SkipSpace(b, i+1))
+	if !ok || string(key) != name {
+		return 0, false
+	}
+	if i = SkipSpace(b, i); i >= len(b) || b[i] != ':' {
+		return 0, false
+	}
+	return SkipSpace(b, i+1), true
+}
+
+// endsInNumber reports whether b ends in a digit, then `}`, with JSON space around: the
+// end of a masked page, whose last member is its count, where a five-field page ends in
+// a string. It reads only the last bytes of b.
+func endsInNumber(b []byte) bool {
+	const space = " \t\n\r"
+	b = bytes.TrimRight(b, space)
+	if len(b) == 0 || b[len(b)-1] != '}' {
+		return false
+	}
+	b = bytes.TrimRight(b[:len(b)-1], space)
+	return len(b) > 0 && '0' <= b[len(b)-1] && b[len(b)-1] <= '9'
+}
+
+// pageOf is the page of the five members' values, in pageFields' order.
+func pageOf(v [5][]byte) Page {
+	return Page{URL: string(v[0]), Title: string(v[1]), CapturedAt: string(v[2]), ContentType: string(v[3]), Data: string(v[4])}
 }
 
 // decodePageStrict is encoding/json, strict: exactly one object, no unknown member,
-// nothing after it.
+// nothing after it, and masked read by maskedCount.
 func decodePageStrict(b []byte) (Page, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
-	var p Page
-	if err := dec.Decode(&p); err != nil || !OnlySpace(b, int(dec.InputOffset())) {
+	var s struct {
+		Page
+		Masked maskedCount `json:"masked"` // shadows Page.Masked
+	}
+	if err := dec.Decode(&s); err != nil || !OnlySpace(b, int(dec.InputOffset())) {
 		return Page{}, ErrInvalidPage
 	}
-	return p, nil
+	s.Page.Masked = s.Masked.n
+	return s.Page, nil
+}
+
+// maskedCount is the strict decoder's masked, stricter than an int field: encoding/json
+// would take null as 0 and the last of two members, where this refuses both. A number
+// of JSON's integer form is the count; a fraction, an exponent or a string is refused
+// as encoding/json refuses it for an int.
+type maskedCount struct {
+	n    int
+	seen bool
+}
+
+// UnmarshalJSON reads one masked member: b is a JSON value encoding/json has checked.
+func (m *maskedCount) UnmarshalJSON(b []byte) error {
+	n, err := strconv.Atoi(string(b))
+	if err != nil || m.seen {
+		return ErrInvalidPage
+	}
+	m.n, m.seen = n, true
+	return nil
 }
 
 // CheckFrame checks a JPEG the way the requesting replica does: at most MaxFrameBytes,

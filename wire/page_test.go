@@ -13,11 +13,11 @@ import (
 	"github.com/agentfy/agentfy/wire"
 )
 
-func encode(t *testing.T, w, h int) []byte {
-	t.Helper()
+func encode(tb testing.TB, w, h int) []byte {
+	tb.Helper()
 	var b bytes.Buffer
 	if err := jpeg.Encode(&b, image.NewGray(image.Rect(0, 0, w, h)), nil); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return b.Bytes()
 }
@@ -91,5 +91,53 @@ func TestParsePage(t *testing.T) {
 		if p, err := wire.ParsePage(page(mod)); err == nil || p != nil || !errors.Is(err, wire.ErrInvalidPage) {
 			t.Errorf("%s: ParsePage = %+v, %v; want ErrInvalidPage", name, p, err)
 		}
+	}
+}
+
+// TestParsePageMasked: the count of masked regions the broker writes last, and every
+// other way of writing a member masked.
+func TestParsePageMasked(t *testing.T) {
+	data := base64.StdEncoding.EncodeToString(encode(t, 8, 8))
+	head := `{"url":"https://example.com/","title":"Example","capturedAt":"2026-11-30T12:00:00.000Z","contentType":"image/jpeg","data":"` + data + `"`
+	tests := []struct {
+		name    string
+		page    string
+		want    int
+		wantErr bool
+	}{
+		{name: "none", page: head + `}`, want: 0},
+		{name: "broker's shape", page: head + `,"masked":3}`, want: 3},
+		{name: "spaced", page: head + "\n , \"masked\" : 3 }\n", want: 3},
+		{name: "explicit 0", page: head + `,"masked":0}`, want: 0},
+		{name: "largest", page: head + `,"masked":10000}`, want: wire.MaxMasked},
+		{name: "first member", page: `{"masked":2,` + head[1:] + `}`, want: 2},
+		{name: "negative", page: head + `,"masked":-1}`, wantErr: true},
+		{name: "fraction", page: head + `,"masked":1.5}`, wantErr: true},
+		{name: "integral fraction", page: head + `,"masked":1.0}`, wantErr: true},
+		{name: "exponent", page: head + `,"masked":1e1}`, wantErr: true},
+		{name: "string", page: head + `,"masked":"3"}`, wantErr: true},
+		{name: "null", page: head + `,"masked":null}`, wantErr: true},
+		{name: "boolean", page: head + `,"masked":true}`, wantErr: true},
+		{name: "array", page: head + `,"masked":[3]}`, wantErr: true},
+		{name: "too large", page: head + `,"masked":10001}`, wantErr: true},
+		{name: "huge", page: head + `,"masked":1000000}`, wantErr: true},
+		{name: "beyond int64", page: head + `,"masked":99999999999999999999}`, wantErr: true},
+		{name: "duplicate", page: head + `,"masked":3,"masked":3}`, wantErr: true},
+		{name: "duplicate, 0 first", page: head + `,"masked":0,"masked":3}`, wantErr: true},
+		{name: "after a trailing comma", page: head + `,"masked":3,}`, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := wire.ParsePage([]byte(tt.page))
+			if tt.wantErr {
+				if p != nil || !errors.Is(err, wire.ErrInvalidPage) {
+					t.Fatalf("ParsePage = %+v, %v; want ErrInvalidPage", p, err)
+				}
+				return
+			}
+			if err != nil || p == nil || p.Masked != tt.want || p.Data != data {
+				t.Fatalf("ParsePage = %+v, %v; want masked %d", p, err, tt.want)
+			}
+		})
 	}
 }

@@ -151,6 +151,17 @@ describe('watchWorkerView', () => {
     assert.equal(requests[0].headers.get('Authorization'), 'Bearer key');
   });
 
+  test('a frame carries its masked count as the API sent it, and none when none was masked', async () => {
+    const frames = [];
+    await watch([json(200, { live: true, page: { ...page, masked: 2 } }), json(200, { live: true, page }), json(200, { live: false })], {
+      onUpdate: (u) => {
+        if (u.kind === 'frame') frames.push(u.page);
+      },
+    });
+    assert.deepEqual(frames, [{ ...page, masked: 2 }, page]);
+    assert.equal(frames[1].masked, undefined);
+  });
+
   test('the partner route with orgId', async () => {
     const { requests } = await watch([json(200, { live: false })], { watch: { orgId: 'org-1' } });
     assert.equal(requests[0].url, 'http://api.test/v1/orgs/org-1/agents/agent-1/worker/view');

@@ -39,6 +39,12 @@ export type WorkerPage = {
      * The JPEG viewport (quality 60, at most 1280 px wide and 2000 CSS px tall before scaling), base64.
      */
     data: string;
+    /**
+     * How many regions of the frame the broker painted over with opaque masks before
+     * sealing it: password, payment and one-time-code fields, and regions a site marks
+     * private for session-replay tools. Absent when none was masked.
+     */
+    masked?: number;
 };
 /**
  * Every error. The SDK also returns this shape for failures that never reached the
@@ -110,7 +116,8 @@ export type GetAgentWorkerViewResponses = {
     /**
      * `{"live":false}`: no running or idle session (also when it stopped during the
      * capture). `{"live":true,"page":null}`: the worker has no tab open.
-     * `{"live":true,"page":{…}}`: a frame. No success wrapper.
+     * `{"live":true,"page":{…}}`: a frame, with `masked` when the broker masked secret
+     * regions of it. No success wrapper.
      *
      */
     200: WorkerViewBody;
@@ -155,7 +162,8 @@ export type GetPartnerWorkerViewResponses = {
     /**
      * `{"live":false}`: no running or idle session (also when it stopped during the
      * capture). `{"live":true,"page":null}`: the worker has no tab open.
-     * `{"live":true,"page":{…}}`: a frame. No success wrapper.
+     * `{"live":true,"page":{…}}`: a frame, with `masked` when the broker masked secret
+     * regions of it. No success wrapper.
      *
      */
     200: WorkerViewBody;
