@@ -9,8 +9,9 @@
 // picture never flashes blank. Only `{"live":false}` (or a stopped session on the feed)
 // means «Браузер закрыт»; the feed reporting a new session wakes the window up, and
 // until that session shows a tab the window says «Ждём снимок экрана…», asking again at
-// the next moment the API allows. The frame's title, URL and age sit above it; a click
-// (or Enter) opens it at full size, Esc closes it.
+// the next moment the API allows. The frame's title, URL and age sit above it; when the
+// broker masked secret regions of the frame, «Часть страницы скрыта» lies over its top
+// corner. A click (or Enter) opens it at full size, Esc closes it.
 
 import { watchWorkerView, type ViewUpdate, type WorkerPage } from '@agentfy/sdk';
 import { formatAge } from './age.js';
@@ -64,6 +65,8 @@ export class BrowserWindow {
   private readonly pageTitle: HTMLElement;
   private readonly pageUrl: HTMLElement;
   private readonly age: HTMLTimeElement;
+  /** masked says that the broker painted over secret regions of the frame (page.masked > 0). */
+  private readonly masked: HTMLElement;
   private readonly hint: HTMLElement;
   private readonly dialog: HTMLDialogElement;
   private readonly dialogImage: HTMLImageElement;
@@ -107,6 +110,15 @@ export class BrowserWindow {
     this.pageTitle = el('span', { class: 'bw-page-title' });
     this.pageUrl = el('span', { class: 'bw-page-url', translate: 'no' });
     this.age = el('time', { class: 'bw-age' });
+    this.masked = el(
+      'span',
+      {
+        class: 'bw-masked',
+        hidden: true,
+        title: 'На снимке закрыты поля паролей, платёжных данных и одноразовых кодов, а также области, которые сайт помечает как приватные.',
+      },
+      'Часть страницы скрыта',
+    );
     this.caption = el('figcaption', { class: 'bw-caption', hidden: true }, this.pageTitle, this.pageUrl, this.age);
     this.hint = el('p', { class: 'hint bw-hint' }, 'Снимок обновляется каждые 5 секунд, пока окно развёрнуто и вкладка открыта. Нажмите на снимок, чтобы открыть его в полном размере.');
     this.dialogImage = el('img', { class: 'bw-dialog-image', alt: '' });
@@ -122,7 +134,7 @@ export class BrowserWindow {
       'div',
       { id: bodyId, class: 'bw-body' },
       this.session,
-      el('figure', { class: 'bw-frame' }, this.caption, el('div', { class: 'bw-screen' }, this.open, this.placeholder, this.notice)),
+      el('figure', { class: 'bw-frame' }, this.caption, el('div', { class: 'bw-screen' }, this.open, this.masked, this.placeholder, this.notice)),
       this.hint,
     );
     this.element = el(
@@ -346,6 +358,7 @@ export class BrowserWindow {
     this.frameUrl = url;
     this.pageTitle.textContent = title;
     this.pageUrl.textContent = page.url;
+    this.masked.hidden = !(page.masked !== undefined && page.masked > 0);
     this.age.dateTime = page.capturedAt;
     this.capturedAt = Date.parse(page.capturedAt);
     this.show('frame');
@@ -366,6 +379,7 @@ export class BrowserWindow {
     }
     this.image.removeAttribute('src');
     this.image.alt = '';
+    this.masked.hidden = true;
     this.dialogImage.removeAttribute('src');
     if (this.frameUrl) {
       URL.revokeObjectURL(this.frameUrl);

@@ -289,6 +289,59 @@ describe('the window on the worker screen of a browsing agent', () => {
     assert.equal(await page.evaluate(() => window.__injected), undefined);
   });
 
+  ptest('a frame with masked regions says «Часть страницы скрыта» over its corner, an unmasked one does not, and nothing moves', async () => {
+    await visibleImage(page);
+    const masked = w.section.getByText('Часть страницы скрыта', { exact: true });
+    // One live frame, replayed with and without a masked count, so that only the count
+    // changes between the two answers.
+    let live;
+    let count = 2;
+    const replay = async (route) => {
+      if (live === undefined) {
+        const response = await route.fetch();
+        const body = response.status() === 200 ? await response.json() : undefined;
+        if (!body?.page) {
+          await route.fulfill({ response }); // a 429/503 or no tab: as it came, try the next
+          return;
+        }
+        live = body;
+      }
+      await route.fulfill({ status: 200, headers: { 'Cache-Control': 'no-store' }, json: { live: true, page: { ...live.page, masked: count } } });
+    };
+    await page.route('**/worker/view', replay);
+    try {
+      await page.setViewportSize({ width: 1280, height: 720 });
+      await page.evaluate(() => window.scrollTo(0, 0));
+      await masked.waitFor({ timeout: 3 * (intervalMs + jitterMs) });
+      const box = await w.image.boundingBox();
+      for (const [width, height] of [[1280, 720], [360, 740]]) {
+        await page.setViewportSize({ width, height });
+        await page.evaluate(() => window.scrollTo(0, 0));
+        const at = await masked.boundingBox();
+        const screen = await w.section.locator('.bw-screen').boundingBox();
+        assert.ok(at && at.y >= screen.y && at.x >= screen.x && at.x + at.width <= screen.x + screen.width, `the notice at ${JSON.stringify(at)} lies over the screen at ${JSON.stringify(screen)}`);
+        assert.ok(at.y + at.height <= height, `at ${width}×${height} the notice is at ${JSON.stringify(at)}, out of view`);
+        assert.ok(await page.evaluate((w) => document.documentElement.scrollWidth <= w, width), `no horizontal scrolling at ${width} px`);
+        await page.locator('.browser-window').screenshot({ path: join(artifacts, `browser-window-masked-${width}x${height}.png`) });
+      }
+      // At 360 px the picture fills the screen's width, so the notice lies over it: a
+      // click there still opens the frame at full size.
+      const at = await masked.boundingBox();
+      await page.mouse.click(at.x + at.width / 2, at.y + at.height / 2);
+      await page.getByRole('dialog').waitFor();
+      await page.keyboard.press('Escape');
+      await page.getByRole('dialog').waitFor({ state: 'hidden' });
+      await page.setViewportSize({ width: 1280, height: 720 });
+      count = undefined; // JSON leaves it out, as the API does
+      await masked.waitFor({ state: 'hidden', timeout: intervalMs + jitterMs + toleranceMs });
+      assert.deepEqual(await w.image.boundingBox(), box, 'the notice\'s going moves nothing');
+      assert.equal(await w.image.isVisible(), true);
+    } finally {
+      await page.unroute('**/worker/view', replay);
+      await page.setViewportSize({ width: 1280, height: 900 });
+    }
+  });
+
   for (const failure of [
     { name: '503', backOffMs: 0, answer: (route) => route.fulfill({ status: 503, headers: { 'Cache-Control': 'no-store' }, json: { error: { code: 'unavailable', message: 'view unavailable' } } }) },
     { name: '429', backOffMs: 2_000, answer: (route) => route.fulfill({ status: 429, headers: { 'Cache-Control': 'no-store', 'Retry-After': '2' }, json: { error: { code: 'rate_limited', message: 'too many view requests' } } }) },

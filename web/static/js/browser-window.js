@@ -9,8 +9,9 @@
 // picture never flashes blank. Only `{"live":false}` (or a stopped session on the feed)
 // means «Браузер закрыт»; the feed reporting a new session wakes the window up, and
 // until that session shows a tab the window says «Ждём снимок экрана…», asking again at
-// the next moment the API allows. The frame's title, URL and age sit above it; a click
-// (or Enter) opens it at full size, Esc closes it.
+// the next moment the API allows. The frame's title, URL and age sit above it; when the
+// broker masked secret regions of the frame, «Часть страницы скрыта» lies over its top
+// corner. A click (or Enter) opens it at full size, Esc closes it.
 import { watchWorkerView } from '@agentfy/sdk';
 import { formatAge } from './age.js';
 import { el, uniqueId } from './dom.js';
@@ -49,6 +50,8 @@ export class BrowserWindow {
     pageTitle;
     pageUrl;
     age;
+    /** masked says that the broker painted over secret regions of the frame (page.masked > 0). */
+    masked;
     hint;
     dialog;
     dialogImage;
@@ -90,13 +93,18 @@ export class BrowserWindow {
         this.pageTitle = el('span', { class: 'bw-page-title' });
         this.pageUrl = el('span', { class: 'bw-page-url', translate: 'no' });
         this.age = el('time', { class: 'bw-age' });
+        this.masked = el('span', {
+            class: 'bw-masked',
+            hidden: true,
+            title: 'На снимке закрыты поля паролей, платёжных данных и одноразовых кодов, а также области, которые сайт помечает как приватные.',
+        }, 'Часть страницы скрыта');
         this.caption = el('figcaption', { class: 'bw-caption', hidden: true }, this.pageTitle, this.pageUrl, this.age);
         this.hint = el('p', { class: 'hint bw-hint' }, 'Снимок обновляется каждые 5 секунд, пока окно развёрнуто и вкладка открыта. Нажмите на снимок, чтобы открыть его в полном размере.');
         this.dialogImage = el('img', { class: 'bw-dialog-image', alt: '' });
         this.dialogTitle = el('h2', { id: dialogTitleId, class: 'bw-dialog-title' });
         const close = el('button', { type: 'button', class: 'secondary' }, 'Закрыть');
         this.dialog = el('dialog', { class: 'bw-dialog', 'aria-labelledby': dialogTitleId }, el('div', { class: 'bw-dialog-bar' }, this.dialogTitle, close), el('div', { class: 'bw-dialog-scroll' }, this.dialogImage));
-        this.body = el('div', { id: bodyId, class: 'bw-body' }, this.session, el('figure', { class: 'bw-frame' }, this.caption, el('div', { class: 'bw-screen' }, this.open, this.placeholder, this.notice)), this.hint);
+        this.body = el('div', { id: bodyId, class: 'bw-body' }, this.session, el('figure', { class: 'bw-frame' }, this.caption, el('div', { class: 'bw-screen' }, this.open, this.masked, this.placeholder, this.notice)), this.hint);
         this.element = el('section', { class: 'browser-window', 'aria-labelledby': headingId }, el('h2', { id: headingId, class: 'bw-heading' }, this.toggle), this.body, this.dialog);
         this.toggle.addEventListener('click', () => this.setExpanded(!this.expanded));
         this.open.addEventListener('click', () => this.openFull());
@@ -304,6 +312,7 @@ export class BrowserWindow {
         this.frameUrl = url;
         this.pageTitle.textContent = title;
         this.pageUrl.textContent = page.url;
+        this.masked.hidden = !(page.masked !== undefined && page.masked > 0);
         this.age.dateTime = page.capturedAt;
         this.capturedAt = Date.parse(page.capturedAt);
         this.show('frame');
@@ -322,6 +331,7 @@ export class BrowserWindow {
         }
         this.image.removeAttribute('src');
         this.image.alt = '';
+        this.masked.hidden = true;
         this.dialogImage.removeAttribute('src');
         if (this.frameUrl) {
             URL.revokeObjectURL(this.frameUrl);
