@@ -158,15 +158,20 @@ const maskAttempts = 3
 // call under ctx; at stamps the page. Without mask it is exactly Target.getTargetInfo,
 // Page.getLayoutMetrics and Page.captureScreenshot. With mask, the layout metrics and a
 // DOM snapshot are read before the screenshot and again after it, and the secret
-// regions are painted over (see captureMasked).
+// regions are painted over (see captureMasked); the target's URL and title are read
+// meanwhile.
 func capture(ctx context.Context, s cdpSession, target proto.TargetTargetID, at time.Time, mask *maskRules) (*Page, error) {
 	s.ctx = ctx
-	info, err := proto.TargetGetTargetInfo{TargetID: target}.Call(s.browser.Context(ctx))
-	if err != nil {
-		return nil, fmt.Errorf("get target info: %w", err)
-	}
-	var shot frame
+	var (
+		info *proto.TargetGetTargetInfoResult
+		shot frame
+		err  error
+	)
 	if mask == nil {
+		info, err = (proto.TargetGetTargetInfo{TargetID: target}).Call(s.browser.Context(ctx))
+		if err != nil {
+			return nil, fmt.Errorf("get target info: %w", err)
+		}
 		metrics, err := proto.PageGetLayoutMetrics{}.Call(s)
 		if err != nil {
 			return nil, fmt.Errorf("get layout metrics: %w", err)
@@ -174,8 +179,26 @@ func capture(ctx context.Context, s cdpSession, target proto.TargetTargetID, at 
 		if shot, err = screenshot(ctx, s, metrics); err != nil {
 			return nil, err
 		}
-	} else if shot, err = captureMasked(ctx, s, *mask); err != nil {
-		return nil, err
+	} else {
+		// The browser answers getTargetInfo while the page answers the masks' reads.
+		type infoResult struct {
+			info *proto.TargetGetTargetInfoResult
+			err  error
+		}
+		infoDone := make(chan infoResult, 1)
+		go func() {
+			info, err := proto.TargetGetTargetInfo{TargetID: target}.Call(s.browser.Context(ctx))
+			infoDone <- infoResult{info, err}
+		}()
+		shot, err = captureMasked(ctx, s, *mask)
+		got := <-infoDone
+		if got.err != nil {
+			return nil, fmt.Errorf("get target info: %w", got.err)
+		}
+		if err != nil {
+			return nil, err
+		}
+		info = got.info
 	}
 	return &Page{
 		URL:         info.TargetInfo.URL,
