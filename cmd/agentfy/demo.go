@@ -56,7 +56,7 @@ func browseDemo(ctx context.Context, call toolCaller, site string, alive func(co
 		func() error {
 			return play("checkout", map[string]any{"action": "type", "selector": "#cc-csc", "text": "1"})
 		},
-		func() error { return play("checkout", map[string]any{"action": "scroll", "y": 900}) },
+		func() error { return play("checkout", map[string]any{"action": "scroll", "y": 1200}) }, // the secrets below the fold
 		func() error {
 			return play("checkout", map[string]any{"action": "navigate", "url": site + "/checkout.html"})
 		},
