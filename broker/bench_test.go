@@ -51,15 +51,25 @@ func BenchmarkObserveVsBareCapture(b *testing.B) {
 	observe()
 	bare()
 
-	var observeTimes, bareTimes []time.Duration
+	observeTimes, bareTimes := alternate(b, observe, bare)
+	obs, bar := median(observeTimes), median(bareTimes)
+	b.ReportMetric(float64(obs.Microseconds())/1000, "observe-p50-ms")
+	b.ReportMetric(float64(bar.Microseconds())/1000, "bare-p50-ms")
+	if bar > 0 {
+		b.ReportMetric(float64(obs)/float64(bar), "observe/bare")
+	}
+}
+
+// alternate runs x and y once per benchmark iteration, flipping which goes first so
+// that neither always follows the other, and returns the durations of each.
+func alternate(b *testing.B, x, y func()) (xs, ys []time.Duration) {
 	i := 0
 	for b.Loop() {
-		// Alternate which goes first, so neither always follows the other.
-		first, second := observe, bare
-		firstTimes, secondTimes := &observeTimes, &bareTimes
+		first, second := x, y
+		firstTimes, secondTimes := &xs, &ys
 		if i%2 == 1 {
-			first, second = bare, observe
-			firstTimes, secondTimes = &bareTimes, &observeTimes
+			first, second = y, x
+			firstTimes, secondTimes = &ys, &xs
 		}
 		i++
 		start := time.Now()
@@ -69,12 +79,7 @@ func BenchmarkObserveVsBareCapture(b *testing.B) {
 		*firstTimes = append(*firstTimes, mid.Sub(start))
 		*secondTimes = append(*secondTimes, time.Since(mid))
 	}
-	obs, bar := median(observeTimes), median(bareTimes)
-	b.ReportMetric(float64(obs.Microseconds())/1000, "observe-p50-ms")
-	b.ReportMetric(float64(bar.Microseconds())/1000, "bare-p50-ms")
-	if bar > 0 {
-		b.ReportMetric(float64(obs)/float64(bar), "observe/bare")
-	}
+	return xs, ys
 }
 
 func median(ds []time.Duration) time.Duration {
@@ -119,23 +124,7 @@ func BenchmarkMask(b *testing.B) {
 			masked, bare := run(tb.mask), run(nil)
 			masked()
 			bare()
-			var maskedTimes, bareTimes []time.Duration
-			i := 0
-			for b.Loop() {
-				first, second := masked, bare
-				firstTimes, secondTimes := &maskedTimes, &bareTimes
-				if i%2 == 1 {
-					first, second = bare, masked
-					firstTimes, secondTimes = &bareTimes, &maskedTimes
-				}
-				i++
-				start := time.Now()
-				first()
-				mid := time.Now()
-				second()
-				*firstTimes = append(*firstTimes, mid.Sub(start))
-				*secondTimes = append(*secondTimes, time.Since(mid))
-			}
+			maskedTimes, bareTimes := alternate(b, masked, bare)
 			m, bar := median(maskedTimes), median(bareTimes)
 			b.ReportMetric(float64(m.Microseconds())/1000, "masked-p50-ms")
 			b.ReportMetric(float64(bar.Microseconds())/1000, "bare-p50-ms")
