@@ -176,7 +176,7 @@ func (c Config) validate() error {
 		}
 		for _, n := range names.names {
 			if !validMaskName(n) {
-				errs = append(errs, fmt.Errorf("%s: %q is not a name (printable ASCII, no space, quote, '=', '<', '>' or '/', at most %d bytes)", names.what, n, MaxMaskNameBytes))
+				errs = append(errs, fmt.Errorf("%s: %w", names.what, errMaskName(n)))
 			}
 		}
 	}

@@ -93,7 +93,7 @@ func ParseMaskNames(list string) ([]string, error) {
 			continue
 		}
 		if !validMaskName(n) {
-			return nil, fmt.Errorf("%q is not a name (printable ASCII, no space, quote, '=', '<', '>' or '/', at most %d bytes)", n, MaxMaskNameBytes)
+			return nil, errMaskName(n)
 		}
 		names = append(names, n)
 	}
@@ -101,6 +101,11 @@ func ParseMaskNames(list string) ([]string, error) {
 		return nil, fmt.Errorf("%d names, at most %d", len(names), MaxMaskNames)
 	}
 	return names, nil
+}
+
+// errMaskName is the error for a name validMaskName refuses.
+func errMaskName(name string) error {
+	return fmt.Errorf("%q is not a name (printable ASCII, no space, quote, '=', '<', '>' or '/', at most %d bytes)", name, MaxMaskNameBytes)
 }
 
 // errSnapshot is a snapshot the broker cannot read. It names nothing of the page: a
