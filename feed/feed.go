@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,6 +34,8 @@ const (
 	MaxEventBytes = 4 << 10 // 4 KiB
 	// CheckTimeout bounds the session-store lookup that confirms one event.
 	CheckTimeout = 2 * time.Second
+	// subscribeTimeout bounds the wait for the server to register the subscription.
+	subscribeTimeout = 5 * time.Second
 )
 
 // Sessions is what the feed needs of the session store to confirm an event.
@@ -68,12 +71,17 @@ type Feed struct {
 }
 
 // New subscribes to every status event of the namespace; sessions confirms each event
-// before it reaches a listener.
+// before it reaches a listener. It returns once the server has the subscription, so an
+// event published after New returns is not missed.
 func New(nc *nats.Conn, ns bus.Namespace, sessions Sessions, log zerolog.Logger) (*Feed, error) {
 	f := &Feed{nc: nc, ns: ns, sessions: sessions, log: log, listeners: map[string]map[*Listener]struct{}{}, byCaller: map[string]int{}}
 	sub, err := bus.Subscribe(nc, ns.AllOf(bus.VerbStatus), f.onEvent)
 	if err != nil {
 		return nil, err
+	}
+	if err := nc.FlushTimeout(subscribeTimeout); err != nil {
+		_ = sub.Unsubscribe()
+		return nil, fmt.Errorf("feed: subscribe: %w", err)
 	}
 	f.sub = sub
 	return f, nil
