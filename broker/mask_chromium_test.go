@@ -184,27 +184,11 @@ func TestMaskOff(t *testing.T) {
 // moments, some of them while it is captured: every frame that leaves has its secrets
 // masked (no pixel of their colour anywhere), and some frames do leave.
 func TestMaskUnsteadyPage(t *testing.T) {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeHTML(w, "unsteady", `<style>body{margin:0;background:#fff}
-.s{position:absolute;left:40px;width:400px;height:120px;background:rgb(0,255,0)}</style>
-<input class="s" type="password" value="secret" style="top:300px">
-<div class="s" data-private style="top:1100px"></div>
-<div class="s rr-block" style="top:2300px"></div>
-<div style="height:4000px"></div>
-<script>
-let y = 0;
-(function jump() {
-	y = (y + 173 + Math.floor(Math.random() * 400)) % 2600;
-	scrollTo(0, y);
-	setTimeout(jump, Math.random() * 500);
-})();
-</script>`)
-	})
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
+	// moving.html: secrets in pure green, the page's only green, at 300, 1100 and 2300 px
+	// down a page that scrolls itself at random moments.
+	site := demoSite(t)
 	tb := newTestBroker(t, nil, func(c *Config) { c.MinCaptureInterval = 0 })
-	tb.open(t, srv.URL+"/")
+	tb.open(t, site.URL+"/moving.html")
 
 	const views = 30
 	delivered, masked := 0, 0
