@@ -286,37 +286,48 @@ func TestValidMaskName(t *testing.T) {
 	}
 }
 
-// TestPaintMasks paints a box on a yellow JPEG: inside it every pixel is the mask's
-// grey; outside, the yellow stays.
+// TestPaintMasks paints a box on a yellow JPEG, as Chromium writes it (YCbCr), and on
+// a grey one: inside the box every pixel is the mask's grey; outside, the colour stays.
 func TestPaintMasks(t *testing.T) {
-	img := image.NewRGBA(image.Rect(0, 0, 96, 64))
+	yellow := image.NewRGBA(image.Rect(0, 0, 96, 64))
+	grey := image.NewGray(image.Rect(0, 0, 96, 64))
 	for y := range 64 {
 		for x := range 96 {
-			img.Set(x, y, color.RGBA{0xff, 0xf2, 0xa8, 0xff})
+			yellow.Set(x, y, color.RGBA{0xff, 0xf2, 0xa8, 0xff})
+			grey.Set(x, y, color.Gray{Y: 0xe0})
 		}
 	}
-	var buf bytes.Buffer
-	if err := jpeg.Encode(&buf, img, &jpeg.Options{Quality: 90}); err != nil {
-		t.Fatal(err)
-	}
-	out, err := paintMasks(buf.Bytes(), []maskBox{{9, 7, 61, 45}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := decodeJPEG(t, out)
-	for y := range 64 {
-		for x := range 96 {
-			p := rgbOf(got.At(x, y))
-			inside := x >= 9 && x < 61 && y >= 7 && y < 45
-			deep := x >= 12 && x < 58 && y >= 10 && y < 42
-			switch {
-			case deep:
-				if mask, _ := isMaskPixel(p); !mask {
-					t.Fatalf("(%d, %d) inside the mask is %v", x, y, p)
-				}
-			case !inside && (x < 4 || x >= 68 || y >= 50):
-				if !near(color3(p), [3]uint8{0xff, 0xf2, 0xa8}) {
-					t.Fatalf("(%d, %d) away from the mask is %v", x, y, p)
+	for _, tt := range []struct {
+		name string
+		img  image.Image
+		want [3]uint8
+	}{
+		{"ycbcr", yellow, [3]uint8{0xff, 0xf2, 0xa8}},
+		{"grey", grey, [3]uint8{0xe0, 0xe0, 0xe0}},
+	} {
+		var buf bytes.Buffer
+		if err := jpeg.Encode(&buf, tt.img, &jpeg.Options{Quality: 90}); err != nil {
+			t.Fatal(err)
+		}
+		out, err := paintMasks(buf.Bytes(), []maskBox{{9, 7, 61, 45}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := decodeJPEG(t, out)
+		for y := range 64 {
+			for x := range 96 {
+				p := rgbOf(got.At(x, y))
+				inside := x >= 9 && x < 61 && y >= 7 && y < 45
+				deep := x >= 12 && x < 58 && y >= 10 && y < 42
+				switch {
+				case deep:
+					if mask, _ := isMaskPixel(p); !mask {
+						t.Fatalf("%s: (%d, %d) inside the mask is %v", tt.name, x, y, p)
+					}
+				case !inside && (x < 4 || x >= 68 || y >= 50):
+					if !near(color3(p), tt.want) {
+						t.Fatalf("%s: (%d, %d) away from the mask is %v", tt.name, x, y, p)
+					}
 				}
 			}
 		}

@@ -33,18 +33,10 @@ func paintMasks(jpg []byte, boxes []maskBox) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	switch m := img.(type) {
-	case *image.YCbCr:
+	if m, ok := img.(*image.YCbCr); ok {
 		paintYCbCr(m, boxes)
-	case *image.Gray:
-		for _, b := range boxes {
-			for y := b.Y0; y < b.Y1; y++ {
-				for x := b.X0; x < b.X1; x++ {
-					m.SetGray(x, y, color.Gray{Y: maskLuma(x, y)})
-				}
-			}
-		}
-	default:
+	} else {
+		// Chromium writes YCbCr; any other kind (grey, CMYK) is painted as RGBA.
 		rgba := image.NewRGBA(img.Bounds())
 		draw.Draw(rgba, rgba.Bounds(), img, img.Bounds().Min, draw.Src)
 		for _, b := range boxes {
