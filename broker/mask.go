@@ -83,6 +83,18 @@ func validMaskName(name string) bool {
 	return true
 }
 
+// ParseMaskSwitch reads a deployment's AGENTFY_MASK: "on" masks (the default), "off"
+// turns masking off (noMask, [Config.NoMask]); anything else is refused.
+func ParseMaskSwitch(v string) (noMask bool, err error) {
+	switch v {
+	case "on":
+		return false, nil
+	case "off":
+		return true, nil
+	}
+	return false, fmt.Errorf("%q, want on or off", v)
+}
+
 // ParseMaskNames reads a deployment's list of extra attribute or class names: comma
 // separated, spaces around a name ignored. It refuses a name validMaskName refuses and
 // more than MaxMaskNames names.

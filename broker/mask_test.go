@@ -336,3 +336,17 @@ func TestPaintMasks(t *testing.T) {
 		t.Fatal("painted on something that is not a JPEG")
 	}
 }
+
+// TestParseMaskSwitch: on and off only, as AGENTFY_MASK and agentfy dev -mask take it.
+func TestParseMaskSwitch(t *testing.T) {
+	for _, tt := range []struct {
+		v       string
+		noMask  bool
+		wantErr bool
+	}{{"on", false, false}, {"off", true, false}, {"", false, true}, {"OFF", false, true}, {"no", false, true}} {
+		noMask, err := ParseMaskSwitch(tt.v)
+		if noMask != tt.noMask || (err != nil) != tt.wantErr {
+			t.Errorf("ParseMaskSwitch(%q) = %v, %v; want %v, error %v", tt.v, noMask, err, tt.noMask, tt.wantErr)
+		}
+	}
+}

@@ -88,12 +88,8 @@ func loadConfig(args []string, getenv func(string) string) (config, error) {
 		errs = append(errs, fmt.Errorf("%s: unknown level %q", envLogLevel, *logLevel))
 	}
 	c.logLevel = level
-	switch *mask {
-	case "on":
-	case "off":
-		c.mask.off = true
-	default:
-		errs = append(errs, fmt.Errorf("%s: %q, want on or off", envMask, *mask))
+	if c.mask.off, err = broker.ParseMaskSwitch(*mask); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", envMask, err))
 	}
 	if c.mask.attributes, err = broker.ParseMaskNames(*maskAttributes); err != nil {
 		errs = append(errs, fmt.Errorf("%s: %w", envMaskAttributes, err))

@@ -96,13 +96,11 @@ func cmdDev(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	brokerCfg := broker.DefaultConfig()
-	switch *mask {
-	case "on":
-	case "off":
-		brokerCfg.NoMask = true
-	default:
-		return fmt.Errorf("-mask %q: want on or off", *mask)
+	noMask, err := broker.ParseMaskSwitch(*mask)
+	if err != nil {
+		return fmt.Errorf("-mask: %w", err)
 	}
+	brokerCfg.NoMask = noMask
 	progress := func(format string, a ...any) { fmt.Fprintf(os.Stderr, "• "+format+"\n", a...) }
 	start := time.Now()
 	if err := ensureInstalled(ctx, progress); err != nil {
