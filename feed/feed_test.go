@@ -138,3 +138,49 @@ func TestEventsAreConfirmed(t *testing.T) {
 		})
 	}
 }
+
+// TestFreshFeedMissesNothing: an event published, from another connection, the moment
+// feed.New returns reaches the listener — New returns only once the server holds the
+// subscription (CI once lost such an event). Many fresh feeds, one event each.
+func TestFreshFeedMissesNothing(t *testing.T) {
+	srv := testenv.NATS(t)
+	ns, err := bus.NewNamespace(testenv.Deployment(t), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sessions := store{"live": {ID: "live", AgentID: "agent-1"}}
+	pub := testenv.NATSConn(t, srv)
+	subject, err := ns.Subject(bus.VerbStatus, "live")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(session.Event{AgentID: "agent-1", SessionID: "live", Status: session.Running})
+	const feeds = 100
+	missed := 0
+	for range feeds {
+		f, err := feed.New(testenv.NATSConn(t, srv), ns, sessions, testenv.Logger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := f.Listen("agent-1", "u-alice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pub.Publish(subject, b); err != nil {
+			t.Fatal(err)
+		}
+		if err := pub.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-l.C:
+		case <-time.After(2 * time.Second):
+			missed++
+		}
+		l.Close()
+		f.Close()
+	}
+	if missed > 0 {
+		t.Fatalf("%d of %d fresh feeds missed the event published as New returned", missed, feeds)
+	}
+}
