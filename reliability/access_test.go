@@ -6,12 +6,15 @@ import (
 	"crypto/rand"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/agentfy/agentfy/api"
 	"github.com/agentfy/agentfy/auth"
+	"github.com/agentfy/agentfy/directory"
 	"github.com/agentfy/agentfy/internal/stacktest"
 )
 
@@ -99,4 +102,99 @@ func TestAccess(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAccessChanges changes the directory under replicas that have already answered:
+// the agent hints and refusal memory that spare Redis round trips (issue 17) must never
+// make a change late in the direction that matters. Access taken away is refused at the
+// very next view on both replicas; a refusal is remembered by the replica that gave it
+// and by no other.
+func TestAccessChanges(t *testing.T) {
+	const area = "Access changes (agent hints and refusal memory on both replicas)"
+	unknown := client.Do(t, http.MethodGet, client.ViewURL(0, "agent-nobody"), client.Token(t, "u-alice"), nil)
+	// view asks replica r as user and describes the answer: "live:false", "404, the
+	// unknown agent's body", or the status and body.
+	view := func(t *testing.T, r int, agent, user string) string {
+		t.Helper()
+		client.OpenGate(t, agent)
+		a := client.Do(t, http.MethodGet, client.ViewURL(r, agent), client.Token(t, user), nil)
+		switch {
+		case a.Status == http.StatusOK && strings.TrimSpace(a.Body) == `{"live":false}`:
+			return "live:false"
+		case a.Status == http.StatusNotFound && a.Body == unknown.Body:
+			return "404, the unknown agent's body"
+		}
+		return a.Summary()
+	}
+	both := func(t *testing.T, agent, user string) string {
+		t.Helper()
+		return view(t, 0, agent, user) + " / " + view(t, 1, agent, user)
+	}
+
+	t.Run("agent_moved_to_another_team", func(t *testing.T) {
+		observed := ""
+		const want = "old team's member 404, the unknown agent's body / 404, the unknown agent's body; new team's member live:false / live:false"
+		record(t, area, want, &observed)
+		agent := client.NewAgent(t, "agent-moved")
+		// u-alice of team-atlas views through both replicas: each now hints the agent in
+		// team-atlas.
+		if got := both(t, agent, "u-alice"); got != "live:false / live:false" {
+			t.Fatalf("before the move: %s", got)
+		}
+		moved := directory.Agent{ID: agent, Name: agent, TeamID: "team-borealis", OrgID: "org-acme", Environment: "production"}
+		if err := st.Dir.Load(client.Context(t), directory.Seed{Agents: []directory.Agent{moved}}); err != nil {
+			t.Fatal(err)
+		}
+		observed = "old team's member " + both(t, agent, "u-alice") + "; new team's member " + both(t, agent, "u-carol")
+		if observed != want {
+			t.Errorf("got %s", observed)
+		}
+	})
+
+	t.Run("member_removed_after_a_view", func(t *testing.T) {
+		observed := ""
+		const want = "404, the unknown agent's body / 404, the unknown agent's body"
+		record(t, area, want, &observed)
+		agent := client.NewAgent(t, "agent-revoked")
+		if got := both(t, agent, "u-bob"); got != "live:false / live:false" {
+			t.Fatalf("before the removal: %s", got)
+		}
+		if err := st.Dir.RemoveMember(client.Context(t), "team-atlas", "u-bob"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Dir.AddMember(client.Context(t), "team-atlas", "u-bob") })
+		observed = both(t, agent, "u-bob")
+		if observed != want {
+			t.Errorf("got %s", observed)
+		}
+	})
+
+	t.Run("refusal_remembered_by_its_replica_alone", func(t *testing.T) {
+		observed := ""
+		const want = "B live:false; A 404, the unknown agent's body (its refusal younger than 2s)"
+		record(t, area, want, &observed)
+		agent := client.NewAgent(t, "agent-refusal")
+		start := time.Now() // before A refuses: the refusal is younger than time.Since(start)
+		if got := view(t, 0, agent, "u-dave"); got != "404, the unknown agent's body" {
+			t.Fatalf("a stranger at A: %s", got)
+		}
+		if err := st.Dir.AddMember(client.Context(t), "team-atlas", "u-dave"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Dir.RemoveMember(client.Context(t), "team-atlas", "u-dave") })
+		b := view(t, 1, agent, "u-dave")
+		a := view(t, 0, agent, "u-dave")
+		age := time.Since(start)
+		// B never refused: it reads Redis. A answers from its memory while the refusal is
+		// younger than api.RefusalTTL; only on a machine so slow that it may be older
+		// does A's answer depend on the clock, and then both answers are right.
+		observed = fmt.Sprintf("B %s; A %s (its refusal younger than %v)", b, a, age.Round(time.Millisecond))
+		if age < api.RefusalTTL {
+			observed = fmt.Sprintf("B %s; A %s (its refusal younger than 2s)", b, a)
+		}
+		aRight := a == "404, the unknown agent's body" || (age >= api.RefusalTTL && a == "live:false")
+		if b != "live:false" || !aRight {
+			t.Errorf("got %s", observed)
+		}
+	})
 }
