@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent setup of a fresh Debian machine: installs only what is missing.
 #   redis-server and chromium (Debian packages, as root), the pinned golangci-lint, and
-#   the Node packages of the web app and SDK (npm ci).
+#   the Node packages of the web app and SDK (npm ci), and the Hydra test binary.
 #   --runtime installs only what the development stack needs (redis-server, chromium).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +12,8 @@ need_apt=()
 command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 [ -x /usr/lib/chromium/chromium ] || [ -x /usr/bin/chromium ] || need_apt+=(chromium)
 $runtime_only || command -v docker-compose >/dev/null 2>&1 || need_apt+=(docker-compose)
+# cgo, for the sqlite driver of the Hydra test binary.
+$runtime_only || command -v gcc >/dev/null 2>&1 || need_apt+=(gcc libc6-dev)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "setup: missing ${need_apt[*]}; run as root or: sudo apt-get install -y ${need_apt[*]}" >&2
@@ -50,3 +52,9 @@ for dir in web sdk; do
   fi
 done
 go mod download
+
+# The Ory Hydra binary the OpenID tests run, built into the user cache by
+# internal/testenv.HydraBinary when missing (CGO: 4-6 min cold on two cores; a few
+# seconds when it is there already). A failed build prints the compiler's output.
+echo "setup: hydra binary for the OpenID tests (internal/tools/hydra)" >&2
+go test -count=1 -timeout 20m -run '^TestHydraBinary$' ./internal/testenv >&2
