@@ -28,7 +28,7 @@ type agentList struct {
 // session's status as the status feed would report it now. Sorted by id.
 func (s *Server) agents(c *gin.Context) {
 	ctx := c.Request.Context()
-	user, err := s.cfg.JWT.Verify(auth.BearerToken(c.GetHeader("Authorization")))
+	user, err := s.cfg.JWT.Verify(c.Request.Context(), auth.BearerToken(c.GetHeader("Authorization")))
 	if err != nil {
 		s.abort(c, err)
 		return

@@ -43,7 +43,7 @@ func startStack(t *testing.T, ctx context.Context) *stack {
 	r, err := replica.New(ctx, replica.Options{
 		ReplicaID: "r1", Deployment: dep,
 		Redis: &redis.UniversalOptions{Addrs: []string{rs.Addr()}, MaxRetries: -1},
-		NATS:  bus.Config{Servers: []string{ns.ClientURL()}}, JWT: jwtCfg, OpenAPI: []byte("openapi: 3.1.0"),
+		NATS:  bus.Config{Servers: []string{ns.ClientURL()}}, JWT: []auth.JWTConfig{jwtCfg}, OpenAPI: []byte("openapi: 3.1.0"),
 		Log: testenv.Logger(t), DrainTimeout: 5 * time.Second,
 	})
 	if err != nil {

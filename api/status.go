@@ -26,7 +26,7 @@ type statusEvent struct {
 // Authorization header (the web app reads the stream with fetch), never in the URL.
 func (s *Server) status(c *gin.Context) {
 	ctx := c.Request.Context()
-	user, err := s.cfg.JWT.Verify(auth.BearerToken(c.GetHeader("Authorization")))
+	user, err := s.cfg.JWT.Verify(c.Request.Context(), auth.BearerToken(c.GetHeader("Authorization")))
 	if err != nil {
 		s.abort(c, err)
 		return

@@ -16,7 +16,7 @@ import (
 
 // agentView serves GET /v1/agents/:id/worker/view for a member of the agent's team.
 func (s *Server) agentView(c *gin.Context) {
-	user, err := s.cfg.JWT.Verify(auth.BearerToken(c.GetHeader("Authorization")))
+	user, err := s.cfg.JWT.Verify(c.Request.Context(), auth.BearerToken(c.GetHeader("Authorization")))
 	if err != nil {
 		s.abort(c, err)
 		return
@@ -69,18 +69,21 @@ func (s *Server) renderView(c *gin.Context, agentID, caller string, authorize vi
 }
 
 // memberAccess: the agent exists and the user is a member of its team. Unknown agent and
-// foreign team are the same ErrNotFound; a first check answers it from memory for
-// RefusalTTL after a refusal (refusals.go). Every check reads the truth, the agent's record
-// and its team's member set, in one round trip when the team is known beforehand: the
-// team the last check saw, or the directory's hint of the agent's record, names the set
-// to read beside the record; if the record says another team, that team's set is read
-// after it. A hint never decides an answer.
+// foreign team are the same ErrNotFound. A first check after a refusal reads only the
+// directory's generation while it is the one the refusal was based on (refusals.go).
+// Every other check reads the truth, the agent's record and its team's member set, in
+// one round trip when the team is known beforehand: the team the last check saw, or the
+// directory's hint of the agent's record, names the set to read beside the record; if
+// the record says another team, that team's set is read after it. A hint never decides
+// an answer.
 func (s *Server) memberAccess(userID, agentID string) view.Authorize {
 	var team string // the agent's team as the last check saw it
 	key := refusal{agentID, userID}
 	return func(p redis.Pipeliner, recheck bool) func(context.Context) error {
-		if !recheck && s.refused.has(key, time.Now()) {
-			return func(context.Context) error { return auth.ErrNotFound }
+		if !recheck {
+			if r, ok := s.refused.get(key, time.Now()); ok {
+				return s.rememberedRefusal(p, key, r)
+			}
 		}
 		agent := s.cfg.Dir.QueueAgent(p, agentID)
 		guess := team
@@ -96,7 +99,7 @@ func (s *Server) memberAccess(userID, agentID string) view.Authorize {
 		return func(ctx context.Context) error {
 			a, err := agent()
 			if errors.Is(err, directory.ErrNotFound) {
-				s.refused.add(key, time.Now())
+				s.refused.add(key, refused{}, time.Now())
 				return auth.ErrNotFound
 			}
 			if err != nil {
@@ -113,11 +116,34 @@ func (s *Server) memberAccess(userID, agentID string) view.Authorize {
 				return err
 			}
 			if !ok {
-				s.refused.add(key, time.Now())
+				s.refused.add(key, refused{}, time.Now())
 				return auth.ErrNotFound
 			}
 			return nil
 		}
+	}
+}
+
+// rememberedRefusal checks a remembered refusal against the directory's generation: the
+// same generation refuses again; another (or one not known yet) reads the truth after
+// the generation, and a refusal then is remembered with that generation.
+func (s *Server) rememberedRefusal(p redis.Pipeliner, key refusal, r refused) func(context.Context) error {
+	generation := s.cfg.Dir.QueueGeneration(p)
+	return func(ctx context.Context) error {
+		g, err := generation()
+		if err != nil {
+			return err
+		}
+		if r.known && r.generation == g {
+			return auth.ErrNotFound
+		}
+		err = s.isMember(ctx, key.user, key.agent)
+		if errors.Is(err, auth.ErrNotFound) {
+			s.refused.add(key, refused{generation: g, known: true}, time.Now())
+		} else if err == nil {
+			s.refused.Delete(key)
+		}
+		return err
 	}
 }
 
@@ -203,7 +229,7 @@ func (s *Server) consume(c *gin.Context) {
 // isOtherCredential reports whether token is a valid credential of another kind (a
 // human JWT or an organisation key), which the consume route refuses with 403.
 func (s *Server) isOtherCredential(ctx context.Context, token string) bool {
-	if _, err := s.cfg.JWT.Verify(token); err == nil {
+	if _, err := s.cfg.JWT.Verify(ctx, token); err == nil {
 		return true
 	}
 	_, err := s.cfg.Creds.VerifyOrgKey(ctx, token)

@@ -26,7 +26,19 @@ func assertNotInRedis(t *testing.T, _ *auth.Store, srv *redisserver.Server, need
 		if strings.Contains(k, needle) {
 			t.Fatalf("key %q holds the secret", k)
 		}
-		vals, err := rdb.HGetAll(ctx, k).Result()
+		vals := map[string]string{}
+		switch typ := rdb.Type(ctx, k).Val(); typ {
+		case "hash":
+			vals, err = rdb.HGetAll(ctx, k).Result()
+		case "set":
+			var members []string
+			members, err = rdb.SMembers(ctx, k).Result()
+			for _, m := range members {
+				vals[m] = ""
+			}
+		default:
+			t.Fatalf("key %q is a %s: scan it too", k, typ)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}

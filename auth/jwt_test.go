@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/rs/zerolog"
 
 	"github.com/agentfy/agentfy/auth"
 )
@@ -37,7 +38,7 @@ func claims(mod func(jwt.MapClaims)) jwt.MapClaims {
 }
 
 func TestVerifierHS256(t *testing.T) {
-	v, err := auth.NewVerifier(auth.JWTConfig{Issuer: "agentfy-dev", Audience: "agentfy-api", HS256Secret: secret, Now: func() time.Time { return now }})
+	v, err := auth.NewVerifier(t.Context(), zerolog.Nop(), auth.JWTConfig{Issuer: "agentfy-dev", Audience: "agentfy-api", HS256Secret: secret, Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +71,7 @@ func TestVerifierHS256(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := v.Verify(tt.token)
+			got, err := v.Verify(t.Context(), tt.token)
 			if !errors.Is(err, tt.wantErr) || got != tt.want {
 				t.Fatalf("Verify = %q, %v; want %q, %v", got, err, tt.want, tt.wantErr)
 			}
@@ -80,30 +81,82 @@ func TestVerifierHS256(t *testing.T) {
 
 func TestVerifierPublicKey(t *testing.T) {
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	v, err := auth.NewVerifier(auth.JWTConfig{Issuer: "agentfy-dev", Audience: "agentfy-api", PublicKey: &key.PublicKey, Now: func() time.Time { return now }})
+	v, err := auth.NewVerifier(t.Context(), zerolog.Nop(), auth.JWTConfig{Issuer: "agentfy-dev", Audience: "agentfy-api", PublicKey: &key.PublicKey, Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := v.Verify(sign(t, jwt.SigningMethodES256, key, claims(nil))); err != nil || got != "u-alice" {
+	if got, err := v.Verify(t.Context(), sign(t, jwt.SigningMethodES256, key, claims(nil))); err != nil || got != "u-alice" {
 		t.Fatalf("ES256: %q, %v", got, err)
 	}
 	// An HS256 token, whatever its secret, is never accepted by an asymmetric verifier.
-	if _, err := v.Verify(sign(t, jwt.SigningMethodHS256, secret, claims(nil))); !errors.Is(err, auth.ErrUnauthenticated) {
+	if _, err := v.Verify(t.Context(), sign(t, jwt.SigningMethodHS256, secret, claims(nil))); !errors.Is(err, auth.ErrUnauthenticated) {
 		t.Fatalf("HS256 against public key: %v", err)
 	}
 }
 
-func TestNewVerifierRejectsWeakConfig(t *testing.T) {
+func TestNewVerifierRejectsBadConfig(t *testing.T) {
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	for name, cfg := range map[string]auth.JWTConfig{
-		"no issuer":    {Audience: "a", HS256Secret: secret},
-		"no audience":  {Issuer: "i", HS256Secret: secret},
-		"short secret": {Issuer: "i", Audience: "a", HS256Secret: []byte("short")},
-		"both keys":    {Issuer: "i", Audience: "a", HS256Secret: secret, PublicKey: &key.PublicKey},
-	} {
-		if _, err := auth.NewVerifier(cfg); err == nil {
-			t.Errorf("%s: accepted", name)
-		}
+	const jwksURL = "https://idp.example/jwks.json"
+	tests := []struct {
+		name string
+		cfgs []auth.JWTConfig
+	}{
+		{name: "no configuration"},
+		{name: "no issuer", cfgs: []auth.JWTConfig{{Audience: "a", HS256Secret: secret}}},
+		{name: "no audience", cfgs: []auth.JWTConfig{{Issuer: "i", HS256Secret: secret}}},
+		{name: "no key source", cfgs: []auth.JWTConfig{{Issuer: "i", Audience: "a"}}},
+		{name: "short secret", cfgs: []auth.JWTConfig{{Issuer: "i", Audience: "a", HS256Secret: []byte("short")}}},
+		{name: "secret and public key", cfgs: []auth.JWTConfig{{Issuer: "i", Audience: "a", HS256Secret: secret, PublicKey: &key.PublicKey}}},
+		{name: "secret and jwks", cfgs: []auth.JWTConfig{{Issuer: "i", Audience: "a", HS256Secret: secret, JWKSURL: jwksURL}}},
+		{name: "jwks and discovery", cfgs: []auth.JWTConfig{{Issuer: "https://idp.example", Audience: "a", JWKSURL: jwksURL, Discovery: true}}},
+		{name: "unsupported key type", cfgs: []auth.JWTConfig{{Issuer: "i", Audience: "a", PublicKey: "not a key"}}},
+		{name: "jwks url not http", cfgs: []auth.JWTConfig{{Issuer: "i", Audience: "a", JWKSURL: "file:///etc/jwks.json"}}},
+		{name: "jwks url relative", cfgs: []auth.JWTConfig{{Issuer: "i", Audience: "a", JWKSURL: "/jwks.json"}}},
+		{name: "discovery issuer not a URL", cfgs: []auth.JWTConfig{{Issuer: "agentfy-dev", Audience: "a", Discovery: true}}},
+		{name: "negative duration", cfgs: []auth.JWTConfig{{Issuer: "i", Audience: "a", JWKSURL: jwksURL, JWKS: auth.JWKSOptions{FetchTimeout: -time.Second}}}},
+		{name: "min refresh over max", cfgs: []auth.JWTConfig{{Issuer: "i", Audience: "a", JWKSURL: jwksURL, JWKS: auth.JWKSOptions{MinRefresh: 2 * time.Hour}}}},
+		{name: "max stale within max refresh", cfgs: []auth.JWTConfig{{Issuer: "i", Audience: "a", JWKSURL: jwksURL, JWKS: auth.JWKSOptions{MaxStale: time.Hour}}}},
+		{name: "second configuration bad", cfgs: []auth.JWTConfig{{Issuer: "i", Audience: "a", HS256Secret: secret}, {Issuer: "i", Audience: "a"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if v, err := auth.NewVerifier(t.Context(), zerolog.Nop(), tt.cfgs...); err == nil {
+				v.Close()
+				t.Fatal("accepted")
+			}
+		})
+	}
+}
+
+func TestVerifierUserClaim(t *testing.T) {
+	v, err := auth.NewVerifier(t.Context(), zerolog.Nop(), auth.JWTConfig{Issuer: "agentfy-dev", Audience: "agentfy-api", HS256Secret: secret, UserClaim: "preferred_username", Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		claim   any // nil: absent
+		want    string
+		wantErr error
+	}{
+		{name: "string", claim: "u-carol", want: "u-carol"},
+		{name: "absent, sub is not used", wantErr: auth.ErrUnauthenticated},
+		{name: "empty", claim: "", wantErr: auth.ErrUnauthenticated},
+		{name: "number", claim: 42, wantErr: auth.ErrUnauthenticated},
+		{name: "list", claim: []string{"u-carol"}, wantErr: auth.ErrUnauthenticated},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tok := sign(t, jwt.SigningMethodHS256, secret, claims(func(c jwt.MapClaims) {
+				if tt.claim != nil {
+					c["preferred_username"] = tt.claim
+				}
+			}))
+			got, err := v.Verify(t.Context(), tok)
+			if !errors.Is(err, tt.wantErr) || got != tt.want {
+				t.Fatalf("Verify = %q, %v; want %q, %v", got, err, tt.want, tt.wantErr)
+			}
+		})
 	}
 }
 

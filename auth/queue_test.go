@@ -71,7 +71,7 @@ func TestQueueVerifyOrgKeyMatchesVerifyOrgKey(t *testing.T) {
 	if _, err := same("wrong secret", wrongSecret); !errors.Is(err, auth.ErrUnauthenticated) {
 		t.Fatalf("wrong secret: %v", err)
 	}
-	if err := st.RevokeOrgKey(ctx, key.ID); err != nil {
+	if _, err := st.RevokeOrgKey(ctx, key.OrgID, key.ID); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := same("revoked key", token); !errors.Is(err, auth.ErrUnauthenticated) {
@@ -115,7 +115,7 @@ func TestQueueVerifyOrgKeyReadsAtExec(t *testing.T) {
 	// Queued while the key was valid, run after it was revoked: the revocation counts.
 	p := rdb.Pipeline()
 	f := st.QueueVerifyOrgKey(p, token)
-	if err := st.RevokeOrgKey(ctx, key.ID); err != nil {
+	if _, err := st.RevokeOrgKey(ctx, key.OrgID, key.ID); err != nil {
 		t.Fatal(err)
 	}
 	_, _ = p.Exec(ctx)

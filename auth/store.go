@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -43,6 +44,7 @@ type OrgKey struct {
 	OrgID       string
 	Environment string
 	Scopes      []string
+	CreatedAt   time.Time
 }
 
 // HasScope reports whether the key carries scope.
@@ -51,14 +53,28 @@ func (k OrgKey) HasScope(scope string) bool { return slices.Contains(k.Scopes, s
 func (s *Store) orgKeyKey(id string) string { return s.keys.OrgKey(id) }
 func (s *Store) passKey(id string) string   { return s.keys.Pass(id) }
 
+// MaxScopes bounds the scopes of one organisation key.
+const MaxScopes = 16
+
+// scopeRe is what a scope looks like: words of lowercase letters, digits, '_', '.' and
+// '-', joined by ':' (worker:logs:read).
+var scopeRe = regexp.MustCompile(`^[a-z][a-z0-9_.-]{0,31}(:[a-z0-9_.-]{1,32}){0,4}$`)
+
+// ValidScope reports whether scope is well formed.
+func ValidScope(scope string) bool { return scopeRe.MatchString(scope) }
+
 // CreateOrgKey mints a key for an organisation and environment. The returned token is
-// shown once; only its hash is stored.
+// shown once; only its hash is stored. The record and the organisation's index of keys
+// are written in that order: a key is listed only once it verifies.
 func (s *Store) CreateOrgKey(ctx context.Context, orgID, environment string, scopes []string) (string, OrgKey, error) {
 	if orgID == "" || environment == "" {
 		return "", OrgKey{}, errors.New("auth: org key needs an organisation and an environment")
 	}
+	if len(scopes) > MaxScopes {
+		return "", OrgKey{}, fmt.Errorf("auth: an org key has at most %d scopes", MaxScopes)
+	}
 	for _, sc := range scopes {
-		if sc == "" || strings.ContainsAny(sc, " \t\n") {
+		if !ValidScope(sc) {
 			return "", OrgKey{}, fmt.Errorf("auth: bad scope %q", sc)
 		}
 	}
@@ -66,13 +82,53 @@ func (s *Store) CreateOrgKey(ctx context.Context, orgID, environment string, sco
 	if err != nil {
 		return "", OrgKey{}, fmt.Errorf("auth: org key: %w", err)
 	}
+	created := s.now().UTC().Truncate(time.Second)
 	err = s.rdb.HSet(ctx, s.orgKeyKey(sec.id),
 		"org", orgID, "env", environment, "scopes", strings.Join(scopes, " "),
-		"hash", sec.hash(), "created", s.now().UTC().Format(time.RFC3339)).Err()
+		"hash", sec.hash(), "created", created.Format(time.RFC3339)).Err()
 	if err != nil {
 		return "", OrgKey{}, fmt.Errorf("auth: store org key: %w", err)
 	}
-	return token, OrgKey{ID: sec.id, OrgID: orgID, Environment: environment, Scopes: scopes}, nil
+	if err := s.rdb.SAdd(ctx, s.keys.OrgKeys(orgID), sec.id).Err(); err != nil {
+		return "", OrgKey{}, fmt.Errorf("auth: index org key: %w", err)
+	}
+	return token, OrgKey{ID: sec.id, OrgID: orgID, Environment: environment, Scopes: scopes, CreatedAt: created}, nil
+}
+
+// MaxListedKeys bounds what ListOrgKeys returns.
+const MaxListedKeys = 1000
+
+// ListOrgKeys returns an organisation's keys, sorted by id, at most MaxListedKeys:
+// their ids, environments, scopes and creation times, never a secret or any part of it.
+func (s *Store) ListOrgKeys(ctx context.Context, orgID string) ([]OrgKey, error) {
+	ids, err := s.rdb.SMembers(ctx, s.keys.OrgKeys(orgID)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("auth: list org keys: %w", err)
+	}
+	slices.Sort(ids)
+	cmds := make([]*redis.MapStringStringCmd, len(ids))
+	if _, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			cmds[i] = p.HGetAll(ctx, s.orgKeyKey(id))
+		}
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("auth: list org keys: %w", err)
+	}
+	keys := []OrgKey{}
+	for i, id := range ids {
+		m := cmds[i].Val()
+		// The record is the truth: a key revoked (or of another organisation) is not listed.
+		if len(m) == 0 || m["org"] != orgID {
+			continue
+		}
+		created, _ := time.Parse(time.RFC3339, m["created"])
+		keys = append(keys, OrgKey{ID: id, OrgID: orgID, Environment: m["env"], Scopes: strings.Fields(m["scopes"]), CreatedAt: created})
+		if len(keys) == MaxListedKeys {
+			break
+		}
+	}
+	return keys, nil
 }
 
 // VerifyOrgKey returns the key a token stands for, ErrUnauthenticated for anything that
@@ -108,13 +164,27 @@ func (s *Store) orgKeyFrom(sec secret, cmd *redis.MapStringStringCmd) (OrgKey, e
 	return OrgKey{ID: sec.id, OrgID: m["org"], Environment: m["env"], Scopes: strings.Fields(m["scopes"])}, nil
 }
 
-// RevokeOrgKey deletes a key by id.
-func (s *Store) RevokeOrgKey(ctx context.Context, id string) error {
-	if err := s.rdb.Del(ctx, s.orgKeyKey(id)).Err(); err != nil {
-		return fmt.Errorf("auth: revoke org key: %w", err)
+// RevokeOrgKey deletes orgID's key id: its next request is refused. A key of another
+// organisation is left alone; an unknown key changes nothing. It reports whether a key
+// was deleted.
+func (s *Store) RevokeOrgKey(ctx context.Context, orgID, id string) (bool, error) {
+	// One slot: delete the record only if it belongs to orgID.
+	n, err := revokeOrgKeyScript.Run(ctx, s.rdb, []string{s.orgKeyKey(id)}, orgID).Int()
+	if err != nil {
+		return false, fmt.Errorf("auth: revoke org key: %w", err)
 	}
-	return nil
+	if err := s.rdb.SRem(ctx, s.keys.OrgKeys(orgID), id).Err(); err != nil {
+		return n == 1, fmt.Errorf("auth: revoke org key: index: %w", err)
+	}
+	return n == 1, nil
 }
+
+var revokeOrgKeyScript = redis.NewScript(`
+if redis.call('HGET', KEYS[1], 'org') == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+`)
 
 // Role is what a session pass may do.
 type Role string

@@ -40,7 +40,7 @@ func TestOrgKeys(t *testing.T) {
 			t.Errorf("%s: err = %v, want ErrUnauthenticated", name, err)
 		}
 	}
-	if err := st.RevokeOrgKey(ctx, key.ID); err != nil {
+	if _, err := st.RevokeOrgKey(ctx, key.OrgID, key.ID); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := st.VerifyOrgKey(ctx, token); !errors.Is(err, auth.ErrUnauthenticated) {

@@ -59,10 +59,22 @@ func (k Keys) TeamMembers(id string) string { return k.Team(id) + ":members" }
 // TeamAgents indexes the agents a seed put in a team (for listing only).
 func (k Keys) TeamAgents(id string) string { return k.Team(id) + ":agents" }
 
+// DirectoryGeneration counts the directory's changes: every write of the directory
+// increments it after the write, so a replica that remembers a refusal can tell that
+// the directory changed since (api's refusal memory).
+func (k Keys) DirectoryGeneration() string { return k.prefix + "directory:generation" }
+
 // Credentials (package auth).
 
 // OrgKey is an organisation API key's record, by the key's id.
 func (k Keys) OrgKey(id string) string { return k.tagged("orgkey", "k", id) }
+
+// OrgKeys indexes an organisation's keys by id, in the organisation's slot (for
+// listing only: the key's own record is the truth).
+func (k Keys) OrgKeys(orgID string) string { return k.Org(orgID) + ":keys" }
+
+// AdminKey is an admin key's record, by the key's id.
+func (k Keys) AdminKey(id string) string { return k.tagged("adminkey", "m", id) }
 
 // Pass is a worker or broker pass's record, by the pass's id.
 func (k Keys) Pass(id string) string { return k.tagged("pass", "p", id) }

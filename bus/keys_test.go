@@ -37,6 +37,9 @@ func TestKeys(t *testing.T) {
 		{k.TeamMembers("t1"), "agentfy:prod-eu:team:{t:t1}:members"},
 		{k.TeamAgents("t1"), "agentfy:prod-eu:team:{t:t1}:agents"},
 		{k.OrgKey("k1"), "agentfy:prod-eu:orgkey:{k:k1}"},
+		{k.OrgKeys("o1"), "agentfy:prod-eu:org:{o:o1}:keys"},
+		{k.AdminKey("m1"), "agentfy:prod-eu:adminkey:{m:m1}"},
+		{k.DirectoryGeneration(), "agentfy:prod-eu:directory:generation"},
 		{k.Pass("p1"), "agentfy:prod-eu:pass:{p:p1}"},
 		{k.Session("s1"), "agentfy:prod-eu:session:{s:s1}"},
 		{k.SessionActivity("s1"), "agentfy:prod-eu:session:{s:s1}:activity"},
@@ -65,6 +68,7 @@ func TestKeysShareSlots(t *testing.T) {
 		{k.Session("s1"), k.SessionActivity("s1")},
 		{k.Team("t1"), k.TeamMembers("t1"), k.TeamAgents("t1")},
 		{k.User("u1"), k.UserTeams("u1")},
+		{k.Org("o1"), k.OrgKeys("o1")},
 	}
 	for _, g := range groups {
 		for _, key := range g {

@@ -43,12 +43,12 @@ const (
 var (
 	ReplicaCommands = []string{
 		"ping", "hello", "select", "cluster|slots", "command",
-		"get", "set", "del", "hget", "hset", "hdel", "hgetall", "sismember", "smembers",
+		"get", "set", "del", "exists", "incr", "hget", "hset", "hdel", "hgetall", "sadd", "srem", "sismember", "smembers",
 		"rpush", "ltrim", "lrange", "multi", "exec", "discard", "eval", "evalsha", "wait", "role",
 	}
 	OperatorCommands = []string{
 		"ping", "hello", "select", "cluster|slots", "command",
-		"get", "set", "del", "hget", "hset", "hdel", "hgetall", "sadd", "srem", "sismember", "smembers",
+		"get", "set", "del", "incr", "hget", "hset", "hdel", "hgetall", "sadd", "srem", "sismember", "smembers",
 		"lrange", "multi", "exec", "discard", "eval", "evalsha",
 		"scan", "type", "exists", "pttl",
 	}

@@ -220,7 +220,7 @@ func (s *Store) Load(ctx context.Context, seed Seed) error {
 			}
 		}
 	}
-	return nil
+	return s.bump(ctx)
 }
 
 // Agent returns an agent, ErrNotFound, or a wrapped Redis error.
@@ -253,29 +253,6 @@ func (s *Store) IsMember(ctx context.Context, teamID, userID string) (bool, erro
 		return false, fmt.Errorf("directory: membership: %w", err)
 	}
 	return ok, nil
-}
-
-// AddMember and RemoveMember change one membership (operator CLI, tests).
-func (s *Store) AddMember(ctx context.Context, teamID, userID string) error {
-	if err := s.rdb.SAdd(ctx, s.membersKey(teamID), userID).Err(); err != nil {
-		return fmt.Errorf("directory: add member: %w", err)
-	}
-	if err := s.rdb.SAdd(ctx, s.userTeamsKey(userID), teamID).Err(); err != nil {
-		return fmt.Errorf("directory: add member: index: %w", err)
-	}
-	return nil
-}
-
-// RemoveMember revokes a membership at once: the next access check sees it. The member
-// set, which every check reads, changes first; the listing index follows.
-func (s *Store) RemoveMember(ctx context.Context, teamID, userID string) error {
-	if err := s.rdb.SRem(ctx, s.membersKey(teamID), userID).Err(); err != nil {
-		return fmt.Errorf("directory: remove member: %w", err)
-	}
-	if err := s.rdb.SRem(ctx, s.userTeamsKey(userID), teamID).Err(); err != nil {
-		return fmt.Errorf("directory: remove member: index: %w", err)
-	}
-	return nil
 }
 
 // MaxVisibleAgents bounds what VisibleAgents returns.

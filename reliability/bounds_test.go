@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/channel"
 	"github.com/agentfy/agentfy/deploy"
@@ -219,7 +220,7 @@ func TestReplicaRefusesASmallMaxPayload(t *testing.T) {
 	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
 	natsCfg := st.NATSConfig(bus.RoleReplica, "small")
 	natsCfg.Servers = []string{srv.ClientURL()}
-	_, err = replica.New(client.Context(t), replica.Options{ReplicaID: "small", Deployment: "dev", Redis: st.RedisOptions(deploy.RedisReplica), NATS: natsCfg, JWT: st.JWTConfig(), OpenAPI: []byte("x")})
+	_, err = replica.New(client.Context(t), replica.Options{ReplicaID: "small", Deployment: "dev", Redis: st.RedisOptions(deploy.RedisReplica), NATS: natsCfg, JWT: []auth.JWTConfig{st.JWTConfig()}, OpenAPI: []byte("x")})
 	observed = fmt.Sprint(err)
 	if err == nil || !strings.Contains(err.Error(), "max_payload") {
 		t.Fatalf("replica on a 1 MB server: %v", err)

@@ -28,11 +28,11 @@ echo "== Redis Cluster and Sentinel: end-to-end, capability and CLI tests on eac
 # Three masters with a replica each, and a master, a replica and three sentinels, all
 # with the deployment's ACL users (internal/redisserver). The failover under load runs
 # in the reliability suite above, on both.
-e2e_on_topology='^(TestAgentList|TestConsumeRoute|TestStatusFeedAccess|TestPollingDoesNotKeepASessionAlive|TestWorkerEndsItsSession|TestFrameOfTheOpenedPage|TestNoTabIsPageNull|TestNoSessionIsNotLive|TestRechecksAfterCapture|TestAccessAnswers|TestGateAcrossReplicas|TestUnavailable|TestServiceRoutes)$'
+e2e_on_topology='^(TestAgentList|TestConsumeRoute|TestStatusFeedAccess|TestPollingDoesNotKeepASessionAlive|TestWorkerEndsItsSession|TestFrameOfTheOpenedPage|TestNoTabIsPageNull|TestNoSessionIsNotLive|TestRechecksAfterCapture|TestAccessAnswers|TestGateAcrossReplicas|TestUnavailable|TestServiceRoutes|TestAdminRoutes)$'
 for topology in cluster sentinel; do
   echo "-- on a Redis $topology" >&2
   AGENTFY_TEST_REDIS=$topology go test -count=1 -timeout 10m -run "$e2e_on_topology" ./e2e
-  AGENTFY_TEST_REDIS=$topology go test -count=1 -timeout 10m -run '^(TestCapabilities|TestAccess)$' ./reliability
+  AGENTFY_TEST_REDIS=$topology go test -count=1 -timeout 10m -run '^(TestCapabilities|TestAccess|TestAccessChanges|TestAdminListener)$' ./reliability
   AGENTFY_TEST_REDIS=$topology go test -count=1 -timeout 10m -run '^(TestOperatorCommands|TestToolCommandGoesThroughTheOwner)$' ./cmd/agentfy
 done
 # Budgets are execution counts (about 10 s each on a 2-core machine), not durations: a

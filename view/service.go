@@ -67,8 +67,7 @@ type Sessions interface {
 // another error when it cannot decide (then 503). A verdict may read more itself.
 // recheck is set for the check before a frame leaves, which must read every record
 // again (a key revoked since the first check, a membership removed while the capture
-// ran). A first check that needs no read (it queues nothing: a refusal the replica
-// remembers, see api's refusals) is decided before any round trip.
+// ran). A first check that queues nothing is decided before any round trip.
 type Authorize func(p redis.Pipeliner, recheck bool) (verdict func(ctx context.Context) error)
 
 // Service runs a view request on the requesting replica: authorization, gate, session,

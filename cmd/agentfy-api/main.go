@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/cmd/internal/apiconf"
 	"github.com/agentfy/agentfy/cmd/internal/conf"
@@ -32,6 +34,7 @@ func main() {
 
 func run() error {
 	listen := flag.String("listen", conf.Env("AGENTFY_LISTEN", ":8080"), "HTTP listen `address` (AGENTFY_LISTEN)")
+	adminListen := flag.String("admin-listen", os.Getenv("AGENTFY_ADMIN_LISTEN"), "the admin API's listen `address` (AGENTFY_ADMIN_LISTEN; off unless set: keep it off the public network)")
 	id := flag.String("replica-id", os.Getenv("AGENTFY_REPLICA_ID"), "replica `id` (AGENTFY_REPLICA_ID; default host name + random)")
 	flag.Parse()
 	log := conf.Logger("api")
@@ -68,7 +71,7 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	r, err := replica.New(ctx, replica.Options{
-		ReplicaID: *id, Deployment: conf.Deployment(), Redis: ro, NATS: nc, JWT: jwtCfg,
+		ReplicaID: *id, Deployment: conf.Deployment(), Redis: ro, NATS: nc, JWT: []auth.JWTConfig{jwtCfg},
 		Policy: policy, OpenAPI: openapi.Document, WebApp: web.Files(), Log: log.With().Str("replica", *id).Logger(),
 	})
 	if err != nil {
@@ -80,5 +83,28 @@ func run() error {
 		return err
 	}
 	log.Info().Str("addr", ln.Addr().String()).Str("replica", *id).Msg("listening")
-	return r.Serve(ctx, ln)
+	if *adminListen == "" {
+		return r.Serve(ctx, ln)
+	}
+	if *adminListen == *listen {
+		return errors.New("AGENTFY_ADMIN_LISTEN: the admin API needs a listener of its own, not AGENTFY_LISTEN's")
+	}
+	adminLn, err := lc.Listen(ctx, "tcp", *adminListen)
+	if err != nil {
+		_ = ln.Close()
+		return fmt.Errorf("AGENTFY_ADMIN_LISTEN: %w", err)
+	}
+	log.Info().Str("addr", adminLn.Addr().String()).Msg("admin API listening")
+	// One stops the other: a replica without its public listener is not serving, and
+	// one whose admin listener failed is not what the operator configured.
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	adminDone := make(chan error, 1)
+	go func() { adminDone <- r.ServeAdmin(sctx, adminLn); cancel() }()
+	err = r.Serve(sctx, ln)
+	cancel()
+	if aerr := <-adminDone; err == nil {
+		err = aerr
+	}
+	return err
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -94,36 +93,6 @@ func cmdToken(_ context.Context, args []string, stdout io.Writer) error {
 		return errors.New("token: development tokens need AGENTFY_JWT_HS256_SECRET; production tokens come from the identity provider")
 	}
 	tok, err := auth.MintHS256(cfg.HS256Secret, cfg.Issuer, cfg.Audience, *user, time.Now(), *ttl)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(stdout, tok)
-	return nil
-}
-
-func cmdOrgKey(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("orgkey", flag.ContinueOnError)
-	org := fs.String("org", "", "organisation `id`")
-	env := fs.String("env", "", "environment `name`")
-	scopes := fs.String("scope", auth.ScopeWorkerLogsRead, "comma-separated scopes (empty for none)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if *org == "" || *env == "" {
-		return errors.New("orgkey: -org and -env are required")
-	}
-	var sc []string
-	for _, s := range strings.Split(*scopes, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			sc = append(sc, s)
-		}
-	}
-	st, err := openStores(ctx)
-	if err != nil {
-		return err
-	}
-	defer closeRedis(st.rdb)
-	tok, _, err := st.creds.CreateOrgKey(ctx, *org, *env, sc)
 	if err != nil {
 		return err
 	}

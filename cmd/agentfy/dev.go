@@ -76,6 +76,14 @@ type readyFile struct {
 	// pairs (what Redis says for the stack's own server only).
 	RedisEnv []string  `json:"redisEnv"`
 	Uses     readyUses `json:"uses"`
+	// Admin is replica A's admin listener (the admin API, on loopback) and an admin key.
+	Admin readyAdmin `json:"admin"`
+}
+
+// readyAdmin is where the admin API answers, and a key it takes.
+type readyAdmin struct {
+	URL string `json:"url"`
+	Key string `json:"key"`
 }
 
 // readyUses says which servers the stack runs on: its own or external ones.
@@ -183,6 +191,7 @@ func cmdDev(ctx context.Context, args []string, stdout io.Writer) error {
 		OrgID: demoOrg, OrgKeys: keys, Site: st.Site, SessionID: demo.sessionID(),
 		Metrics:   []string{st.Replicas[0].URL + "/metrics", st.Replicas[1].URL + "/metrics"},
 		JWTSecret: string(st.Secret),
+		Admin:     readyAdmin{URL: st.Replicas[0].AdminURL, Key: st.AdminKey},
 	}
 	if st.NATS != nil {
 		rf.NATSMonitor = "http://" + st.NATS.MonitorAddr().String()
@@ -284,7 +293,7 @@ Agentfy browser view is running (ready in %.1fs). Ctrl-C stops everything.
   Web app        %s#/agents/%s/worker?token=%s
                  (the token travels in the URL fragment, which browsers never send to a
                  server; the page moves it into the tab's session storage at once)
-  API replicas   %s  %s
+  API replicas   %s  %s   (admin API %s)
   NATS           %s   (monitoring %s)
   Redis          %s   deployment %q (users agentfy-replica, agentfy-operator)
   Demo agent     %s, browsing %s; %s has a session with no tab; %s has none
@@ -308,18 +317,25 @@ In another terminal:
   # who is connected, as which user (the system account)
   nats --server %s --user %s --password '%s' server report connections
 
+  # the admin API (replica A's admin listener; admin keys only): make u-dave a member of
+  # team Atlas, then list org-acme's keys (ids only, never secrets)
+  export ADMIN_KEY='%s'
+  curl -sS -X PUT -H "Authorization: Bearer $ADMIN_KEY" %s/v1/admin/teams/team-atlas/members/u-dave -w '%%{http_code}\n'
+  curl -sS -H "Authorization: Bearer $ADMIN_KEY" %s/v1/admin/orgs/%s/keys; echo
+
   # a tool call as the operator, then stop the demo session (the web app shows
   # "Браузер закрыт"; a new session starts 10 s later)
   export %s AGENTFY_NATS_URL='%s' AGENTFY_NATS_PASSWORD='%s'
   go run ./cmd/agentfy tool -agent %s -name browser_tabs
   go run ./cmd/agentfy session stop -agent %s
-`, took.Seconds(), rf.App, rf.Agent, rf.Tokens["member"], rf.Replicas[0], rf.Replicas[1], rf.NATS, rf.NATSMonitor, redisSummary(rf), rf.Deployment,
+`, took.Seconds(), rf.App, rf.Agent, rf.Tokens["member"], rf.Replicas[0], rf.Replicas[1], rf.Admin.URL, rf.NATS, rf.NATSMonitor, redisSummary(rf), rf.Deployment,
 		rf.Agent, rf.Site, rf.EmptyAgent, rf.IdleAgent,
 		rf.Tokens["member"], rf.OrgKeys["reader"],
 		rf.Replicas[0], rf.Agent, rf.Replicas[0], rf.Agent,
 		rf.Replicas[0], rf.OrgID, rf.Agent,
 		rf.NATS, rf.NATSDebug.User, rf.NATSDebug.Password, rf.Deployment,
 		rf.NATS, rf.NATSSystem.User, rf.NATSSystem.Password,
+		rf.Admin.Key, rf.Admin.URL, rf.Admin.URL, rf.OrgID,
 		shellEnv(rf.RedisEnv), rf.NATS, rf.NATSOperator.Password, rf.Agent, rf.Agent)
 }
 

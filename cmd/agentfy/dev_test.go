@@ -118,6 +118,22 @@ func TestDevStackStartsAndStopsCleanly(t *testing.T) {
 		t.Fatalf("frame is not a JPEG (%d bytes, %v)", len(jpg), err)
 	}
 
+	// The banner's admin call: u-dave becomes a member of team Atlas through the ready
+	// file's admin listener and key, and can see the demo agent at once.
+	if rf.Admin.URL == "" || !strings.HasPrefix(rf.Admin.Key, "afa_") {
+		t.Fatalf("ready file admin: %+v", rf.Admin)
+	}
+	areq, _ := http.NewRequestWithContext(ctx, http.MethodPut, rf.Admin.URL+"/v1/admin/teams/team-atlas/members/u-dave", nil)
+	areq.Header.Set("Authorization", "Bearer "+rf.Admin.Key)
+	aresp, err := http.DefaultClient.Do(areq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = aresp.Body.Close()
+	if aresp.StatusCode != http.StatusNoContent {
+		t.Fatalf("the banner's admin call: %d", aresp.StatusCode)
+	}
+
 	// The banner's stop line, with the ready file's Redis URL (the operator's user).
 	t.Setenv("AGENTFY_REDIS_URL", rf.Redis)
 	t.Setenv("AGENTFY_DEPLOYMENT", "dev")

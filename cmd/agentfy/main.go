@@ -31,7 +31,19 @@ Usage:
                 [-json FILE] [-cpuprofile FILE]
   agentfy seed [-file testdata/directory.json]       load users, teams, orgs and agents
   agentfy token -user ID [-ttl 12h]                  mint a development JWT (HS256)
-  agentfy orgkey -org ID -env NAME [-scope S,...]    create an organisation API key (shown once)
+  agentfy orgkey [create] -org ID -env NAME [-scope S,...]
+                                                     create an organisation API key (shown once)
+  agentfy orgkey list -org ID                        an organisation's keys (ids, never secrets)
+  agentfy orgkey revoke -org ID -id KEY              revoke a key: its next request is refused
+  agentfy adminkey create -name LABEL                create an admin key for the admin API (shown once)
+  agentfy adminkey revoke -id KEY                    revoke an admin key
+  agentfy user put -id ID -name NAME                 create or rename a user (team, org: the same)
+  agentfy team put -id ID -name NAME
+  agentfy org put -id ID -name NAME -env E1,E2
+  agentfy member add|remove -team ID -user ID        change one membership, effective at the next view
+  agentfy agent put -id ID -name N -team T -org O -env E
+                                                     create an agent or move it to another team
+  agentfy agent delete -id ID                        delete an agent
   agentfy session start -agent ID                    start a worker session (prints both passes once)
   agentfy session stop (-session ID | -agent ID)     stop a session and revoke its passes
   agentfy tool -agent ID -name TOOL [-args JSON]     run a tool in the agent's session (over NATS)
@@ -65,17 +77,23 @@ func main() {
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {
 	commands := map[string]command{
-		"seed":    cmdSeed,
-		"token":   cmdToken,
-		"orgkey":  cmdOrgKey,
-		"session": cmdSession,
-		"tool":    cmdTool,
-		"dev":     cmdDev,
-		"bench":   cmdBench,
-		"secrets": cmdSecrets,
-		"demo":    cmdDemo,
-		"site":    cmdSite,
-		"health":  cmdHealth,
+		"seed":     cmdSeed,
+		"token":    cmdToken,
+		"orgkey":   cmdOrgKey,
+		"adminkey": cmdAdminKey,
+		"user":     cmdUser,
+		"team":     cmdTeam,
+		"org":      cmdOrg,
+		"member":   cmdMember,
+		"agent":    cmdAgent,
+		"session":  cmdSession,
+		"tool":     cmdTool,
+		"dev":      cmdDev,
+		"bench":    cmdBench,
+		"secrets":  cmdSecrets,
+		"demo":     cmdDemo,
+		"site":     cmdSite,
+		"health":   cmdHealth,
 	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(stdout, usage)

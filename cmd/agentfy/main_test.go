@@ -8,8 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/deploy"
+	"github.com/agentfy/agentfy/directory"
 	"github.com/agentfy/agentfy/internal/stack"
 	"github.com/agentfy/agentfy/internal/testenv"
 )
@@ -56,11 +59,11 @@ func TestOperatorCommands(t *testing.T) {
 		t.Fatalf("seed: %q", out)
 	}
 	tok := strings.TrimSpace(exec("token", "-user", "u-alice"))
-	v, err := auth.NewVerifier(auth.JWTConfig{Issuer: "agentfy-dev", Audience: "agentfy-api", HS256Secret: []byte(devSecret)})
+	v, err := auth.NewVerifier(ctx, zerolog.Nop(), auth.JWTConfig{Issuer: "agentfy-dev", Audience: "agentfy-api", HS256Secret: []byte(devSecret)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sub, err := v.Verify(tok); err != nil || sub != "u-alice" {
+	if sub, err := v.Verify(ctx, tok); err != nil || sub != "u-alice" {
 		t.Fatalf("minted token: %q, %v", sub, err)
 	}
 
@@ -93,16 +96,72 @@ func TestOperatorCommands(t *testing.T) {
 		t.Fatalf("broker pass after stop: %v", err)
 	}
 
-	// Bad input gets a clear error.
+	// The directory and the keys, one record at a time.
+	exec("user", "put", "-id", "u-erin", "-name", "Erin")
+	exec("team", "put", "-id", "team-cedar", "-name", "Cedar")
+	exec("org", "put", "-id", "org-initech", "-name", "Initech", "-env", "production,staging")
+	exec("member", "add", "-team", "team-cedar", "-user", "u-erin")
+	if ok, err := st.dir.IsMember(ctx, "team-cedar", "u-erin"); err != nil || !ok {
+		t.Fatalf("member add: %v %v", ok, err)
+	}
+	exec("agent", "put", "-id", "agent-cedar", "-name", "Cedar", "-team", "team-cedar", "-org", "org-initech", "-env", "staging")
+	if out := exec("agent", "put", "-id", "agent-cedar", "-name", "Cedar", "-team", "team-atlas", "-org", "org-initech", "-env", "production"); !strings.Contains(out, `"previousTeam": "team-cedar"`) {
+		t.Errorf("agent move: %s", out)
+	}
+	if a, err := st.dir.Agent(ctx, "agent-cedar"); err != nil || a.TeamID != "team-atlas" || a.Environment != "production" {
+		t.Fatalf("agent put: %+v %v", a, err)
+	}
+	exec("member", "remove", "-team", "team-cedar", "-user", "u-erin")
+	if ok, _ := st.dir.IsMember(ctx, "team-cedar", "u-erin"); ok {
+		t.Fatal("member remove: still a member")
+	}
+	exec("agent", "delete", "-id", "agent-cedar")
+	if _, err := st.dir.Agent(ctx, "agent-cedar"); !errors.Is(err, directory.ErrNotFound) {
+		t.Fatalf("agent delete: %v", err)
+	}
+	k, _ := st.creds.VerifyOrgKey(ctx, key)
+	list := exec("orgkey", "list", "-org", "org-acme")
+	if !strings.Contains(list, k.ID) || strings.Contains(list, key) || strings.Contains(list, strings.Split(key, "_")[2][:16]) {
+		t.Errorf("orgkey list: %s", list)
+	}
+	exec("orgkey", "revoke", "-org", "org-acme", "-id", k.ID)
+	if _, err := st.creds.VerifyOrgKey(ctx, key); !errors.Is(err, auth.ErrUnauthenticated) {
+		t.Fatalf("revoked org key: %v", err)
+	}
+	var admin struct{ ID, Key string }
+	if err := json.Unmarshal([]byte(exec("adminkey", "create", "-name", "sync job")), &admin); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := st.creds.VerifyAdminKey(ctx, admin.Key); err != nil || a.ID != admin.ID || a.Name != "sync job" {
+		t.Fatalf("admin key: %+v %v", a, err)
+	}
+	exec("adminkey", "revoke", "-id", admin.ID)
+	if _, err := st.creds.VerifyAdminKey(ctx, admin.Key); !errors.Is(err, auth.ErrUnauthenticated) {
+		t.Fatalf("revoked admin key: %v", err)
+	}
+
+	// Bad input gets a clear error, and changes nothing.
 	for _, args := range [][]string{
 		{"session", "start", "-agent", "agent-missing"},
 		{"token"},
 		{"orgkey", "-org", "org-acme"},
+		{"orgkey", "-org", "org-acme", "-env", "mars"},
+		{"orgkey", "revoke", "-org", "org-acme", "-id", k.ID},
+		{"member", "add", "-team", "team-atlas", "-user", "u-nobody"},
+		{"member", "add", "-team", "team-nowhere", "-user", "u-alice"},
+		{"agent", "put", "-id", "agent-scout", "-name", "Scout", "-team", "team-nowhere", "-org", "org-acme", "-env", "production"},
+		{"agent", "put", "-id", "agent-scout", "-name", "Scout", "-team", "team-atlas", "-org", "org-acme", "-env", "mars"},
+		{"adminkey", "create"},
+		{"adminkey", "revoke", "-id", admin.ID},
+		{"member", "join"},
 		{"nonsense"},
 	} {
 		var out bytes.Buffer
 		if err := run(ctx, args, &out); err == nil {
 			t.Errorf("agentfy %s succeeded", strings.Join(args, " "))
 		}
+	}
+	if a, err := st.dir.Agent(ctx, "agent-scout"); err != nil || a.TeamID != "team-atlas" || a.Environment != "production" {
+		t.Errorf("a refused agent put changed agent-scout: %+v %v", a, err)
 	}
 }

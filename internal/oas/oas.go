@@ -24,10 +24,16 @@ type Validator struct {
 	router routers.Router
 }
 
-// New loads and validates the document.
-func New(ctx context.Context) (*Validator, error) {
+// New loads and validates the public routes' document.
+func New(ctx context.Context) (*Validator, error) { return NewFor(ctx, openapi.Document) }
+
+// NewAdmin loads and validates the admin API's document.
+func NewAdmin(ctx context.Context) (*Validator, error) { return NewFor(ctx, openapi.AdminDocument) }
+
+// NewFor loads and validates a document.
+func NewFor(ctx context.Context, document []byte) (*Validator, error) {
 	loader := openapi3.NewLoader()
-	doc, err := loader.LoadFromData(openapi.Document)
+	doc, err := loader.LoadFromData(document)
 	if err != nil {
 		return nil, fmt.Errorf("oas: load: %w", err)
 	}

@@ -35,8 +35,10 @@ type Options struct {
 	Deployment string
 	Redis      *redis.UniversalOptions
 	NATS       bus.Config
-	JWT        auth.JWTConfig
-	Policy     session.Policy
+	// JWT are the sources of human tokens: a token valid under any one passes (the
+	// development stack takes its own HS256 tokens and a company's JWKS).
+	JWT    []auth.JWTConfig
+	Policy session.Policy
 	// Tick: see channel.Config.
 	Tick    time.Duration
 	OpenAPI []byte
@@ -68,6 +70,9 @@ type Replica struct {
 	Hub      *channel.Hub
 	Feed     *feed.Feed
 	Server   *api.Server
+	JWT      *auth.Verifier
+
+	stopVerifier context.CancelFunc // ends the verifier's JWKS refreshers
 }
 
 // New connects to Redis and NATS and wires the replica.
@@ -79,14 +84,19 @@ func New(ctx context.Context, o Options) (*Replica, error) {
 	if err != nil {
 		return nil, err
 	}
-	verifier, err := auth.NewVerifier(o.JWT)
+	// The verifier's JWKS refreshers live as long as the replica, not as long as ctx,
+	// which may bound only the start.
+	vctx, stopVerifier := context.WithCancel(context.WithoutCancel(ctx))
+	verifier, err := auth.NewVerifier(vctx, o.Log, o.JWT...)
 	if err != nil {
+		stopVerifier()
 		return nil, err
 	}
 	rdb := redisclient.New(o.Redis)
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := rdb.Ping(pctx).Err(); err != nil {
+		stopVerifier()
 		_ = rdb.Close()
 		return nil, fmt.Errorf("redis: %w", err)
 	}
@@ -98,17 +108,19 @@ func New(ctx context.Context, o Options) (*Replica, error) {
 	}
 	nc, err := bus.Connect(o.NATS, o.Log)
 	if err != nil {
+		stopVerifier()
 		_ = rdb.Close()
 		return nil, err
 	}
 	// A frame larger than the server's max_payload would be dropped on its way back:
 	// refuse to start on a server that cannot carry the largest one.
 	if limit := nc.MaxPayload(); limit < wire.MaxSealedBytes {
+		stopVerifier()
 		nc.Close()
 		_ = rdb.Close()
 		return nil, fmt.Errorf("nats: the server's max_payload is %d bytes, a sealed frame may need %d: set max_payload: 8MB", limit, wire.MaxSealedBytes)
 	}
-	r := &Replica{opts: o, Redis: rdb, NATS: nc}
+	r := &Replica{opts: o, Redis: rdb, NATS: nc, JWT: verifier, stopVerifier: stopVerifier}
 	r.Creds = auth.NewStore(rdb, o.Deployment, nil)
 	r.Dir = directory.NewStore(rdb, o.Deployment)
 	r.Sessions = session.NewStore(rdb, r.Creds, o.Deployment, o.Policy, nil)
@@ -129,6 +141,7 @@ func New(ctx context.Context, o Options) (*Replica, error) {
 		Events: r.Feed, Log: o.Log, Tick: o.Tick,
 	})
 	metrics := api.NewMetrics(r.Views.Pending, r.Hub.ObservationWaiters, r.Hub.Conns, r.Feed.Listeners)
+	metrics.WatchJWKS(verifier.JWKSStatus)
 	r.Server = api.New(api.Config{
 		Log: o.Log, JWT: verifier, Creds: r.Creds, Dir: r.Dir, Sessions: r.Sessions, Views: r.Views,
 		Caps: caps, Hub: r.Hub, Feed: r.Feed, Metrics: metrics, OpenAPI: o.OpenAPI, WebApp: o.WebApp,
@@ -147,6 +160,7 @@ func (r *Replica) ready(ctx context.Context) error {
 }
 
 func (r *Replica) close() {
+	r.stopVerifier()
 	if r.Feed != nil {
 		r.Feed.Close()
 	}

@@ -68,6 +68,9 @@ type Options struct {
 	// Redis, when set, replaces the stack's own redis-server: a Cluster or Sentinel set
 	// (or a server) the caller runs, configured with deploy.RedisACL and Secrets.
 	Redis *RedisTarget
+	// ExtraJWT are token sources the replicas accept besides the stack's own
+	// development tokens (a company's identity provider, a test's JWKS).
+	ExtraJWT []auth.JWTConfig
 }
 
 // RedisTarget is a Redis deployment the stack uses instead of starting its own.
@@ -109,6 +112,8 @@ type Stack struct {
 	Creds    *auth.Store
 	Sess     *session.Store
 	Seed     directory.Seed
+	// AdminKey opens the replicas' admin listeners (Replica.AdminURL).
+	AdminKey string
 
 	mu       sync.Mutex
 	sessions []*Session // guarded by mu
@@ -167,11 +172,13 @@ func (s *Stack) SetConsumeHook(f func()) {
 // Replica is one running API replica.
 type Replica struct {
 	*replica.Replica
-	ID     string
-	URL    string
-	cancel context.CancelFunc
-	done   chan error
-	ln     net.Listener
+	ID  string
+	URL string
+	// AdminURL is the replica's admin listener (the admin API), on loopback.
+	AdminURL string
+	cancel   context.CancelFunc
+	done     chan error
+	ln       net.Listener
 
 	stopOnce sync.Once
 	stopErr  error
@@ -277,6 +284,9 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		return nil, err
 	}
 	if err := s.Dir.Load(ctx, s.Seed); err != nil {
+		return nil, err
+	}
+	if s.AdminKey, _, err = s.Creds.CreateAdminKey(ctx, "the stack"); err != nil {
 		return nil, err
 	}
 
@@ -451,7 +461,7 @@ func (s *Stack) StartReplica(ctx context.Context, i int, natsURL string) (*Repli
 	natsCfg.Servers = []string{natsURL}
 	r, err := replica.New(ctx, replica.Options{
 		ReplicaID: id, Deployment: s.opts.Deployment, Redis: s.RedisOptions(deploy.RedisReplica),
-		NATS: natsCfg, JWT: s.JWTConfig(),
+		NATS: natsCfg, JWT: append([]auth.JWTConfig{s.JWTConfig()}, s.opts.ExtraJWT...),
 		Policy: s.opts.Policy, Tick: s.opts.Tick,
 		OpenAPI: openapi.Document, WebApp: s.opts.WebApp, Log: log, DrainTimeout: 10 * time.Second,
 	})
@@ -459,9 +469,26 @@ func (s *Stack) StartReplica(ctx context.Context, i int, natsURL string) (*Repli
 		_ = ln.Close()
 		return nil, err
 	}
+	adminLn, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	h := &Replica{Replica: r, ID: id, URL: "http://" + ln.Addr().String(), cancel: cancel, done: make(chan error, 1), ln: ln}
-	go func() { h.done <- r.Serve(rctx, ln) }()
+	h := &Replica{
+		Replica: r, ID: id, URL: "http://" + ln.Addr().String(), AdminURL: "http://" + adminLn.Addr().String(),
+		cancel: cancel, done: make(chan error, 1), ln: ln,
+	}
+	adminDone := make(chan error, 1)
+	go func() { adminDone <- r.ServeAdmin(rctx, adminLn) }()
+	go func() {
+		err := r.Serve(rctx, ln)
+		cancel() // a replica that stopped serving stops its admin listener too
+		if aerr := <-adminDone; err == nil {
+			err = aerr
+		}
+		h.done <- err
+	}()
 	s.mu.Lock()
 	for len(s.Replicas) <= i {
 		s.Replicas = append(s.Replicas, nil)

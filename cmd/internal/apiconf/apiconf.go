@@ -5,9 +5,11 @@
 package apiconf
 
 import (
+	"cmp"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -134,36 +136,128 @@ func NATS(name string, ns bus.Namespace, role bus.Role, warn func(string)) (bus.
 }
 
 // Development JWT defaults: the dev stack and the CLI mint tokens with this issuer and
-// audience. Production sets AGENTFY_JWT_PUBLIC_KEY_FILE and its own issuer/audience.
+// audience. A deployment with an identity provider sets its own.
 const (
 	DefaultJWTIssuer   = "agentfy-dev"
 	DefaultJWTAudience = "agentfy-api"
 )
 
-// JWT builds the verifier configuration from AGENTFY_JWT_ISSUER, AGENTFY_JWT_AUDIENCE
-// and either AGENTFY_JWT_PUBLIC_KEY_FILE (production) or
-// AGENTFY_JWT_HS256_SECRET(_FILE) (development).
+// jwtLeeway tolerates clock skew between the replicas and whoever issues the tokens.
+const jwtLeeway = 30 * time.Second
+
+// JWT builds the verifier configuration of the API replicas and the CLI from exactly
+// one key source:
+//
+//   - AGENTFY_JWT_HS256_SECRET(_FILE): development tokens, signed with this secret;
+//   - AGENTFY_JWT_PUBLIC_KEY_FILE: the identity provider's one PEM public key;
+//   - AGENTFY_JWT_JWKS_URL or AGENTFY_JWT_DISCOVERY=1: the provider's JWK set, which it
+//     may rotate (see ExternalJWT).
+//
+// AGENTFY_JWT_ISSUER and AGENTFY_JWT_AUDIENCE are checked in every token; they default
+// to DefaultJWTIssuer and DefaultJWTAudience except with a JWK set, where both are
+// required. AGENTFY_JWT_USER_CLAIM names the claim holding the user id (default sub).
 func JWT(warn func(string)) (auth.JWTConfig, error) {
-	cfg := auth.JWTConfig{
-		Issuer:   conf.Env("AGENTFY_JWT_ISSUER", DefaultJWTIssuer),
-		Audience: conf.Env("AGENTFY_JWT_AUDIENCE", DefaultJWTAudience),
-		Leeway:   30 * time.Second,
-	}
-	if f := os.Getenv("AGENTFY_JWT_PUBLIC_KEY_FILE"); f != "" {
-		k, err := auth.LoadPublicKeyPEM(f)
-		if err != nil {
-			return auth.JWTConfig{}, err
-		}
-		cfg.PublicKey = k
-		return cfg, nil
-	}
-	s, err := conf.Secret("AGENTFY_JWT_HS256_SECRET", warn)
+	ext, err := ExternalJWT(warn)
 	if err != nil {
 		return auth.JWTConfig{}, err
 	}
-	if s == "" {
-		return auth.JWTConfig{}, errors.New("set AGENTFY_JWT_PUBLIC_KEY_FILE (production) or AGENTFY_JWT_HS256_SECRET (development)")
+	secret, err := conf.Secret("AGENTFY_JWT_HS256_SECRET", warn)
+	if err != nil {
+		return auth.JWTConfig{}, err
 	}
-	cfg.HS256Secret = []byte(s)
+	keyFile := os.Getenv("AGENTFY_JWT_PUBLIC_KEY_FILE")
+	var sources []string
+	if secret != "" {
+		sources = append(sources, "AGENTFY_JWT_HS256_SECRET")
+	}
+	if keyFile != "" {
+		sources = append(sources, "AGENTFY_JWT_PUBLIC_KEY_FILE")
+	}
+	if ext != nil && ext.Discovery {
+		sources = append(sources, "AGENTFY_JWT_DISCOVERY")
+	} else if ext != nil {
+		sources = append(sources, "AGENTFY_JWT_JWKS_URL")
+	}
+	switch {
+	case len(sources) == 0:
+		return auth.JWTConfig{}, errors.New("set one JWT key source: AGENTFY_JWT_JWKS_URL or AGENTFY_JWT_DISCOVERY=1 (an identity provider's JWK set), AGENTFY_JWT_PUBLIC_KEY_FILE (its PEM public key), or AGENTFY_JWT_HS256_SECRET(_FILE) (development)")
+	case len(sources) > 1:
+		return auth.JWTConfig{}, fmt.Errorf("set one JWT key source, not %s", strings.Join(sources, " and "))
+	case ext != nil:
+		return *ext, nil
+	}
+	if os.Getenv("AGENTFY_JWT_JWKS_MAX_STALE") != "" {
+		return auth.JWTConfig{}, errors.New("AGENTFY_JWT_JWKS_MAX_STALE applies only with AGENTFY_JWT_JWKS_URL or AGENTFY_JWT_DISCOVERY=1")
+	}
+	cfg := auth.JWTConfig{
+		Issuer:    conf.Env("AGENTFY_JWT_ISSUER", DefaultJWTIssuer),
+		Audience:  conf.Env("AGENTFY_JWT_AUDIENCE", DefaultJWTAudience),
+		UserClaim: os.Getenv("AGENTFY_JWT_USER_CLAIM"),
+		Leeway:    jwtLeeway,
+	}
+	if keyFile != "" {
+		if cfg.PublicKey, err = auth.LoadPublicKeyPEM(keyFile); err != nil {
+			return auth.JWTConfig{}, err
+		}
+		return cfg, nil
+	}
+	cfg.HS256Secret = []byte(secret)
+	return cfg, nil
+}
+
+// ExternalJWT builds the configuration of an identity provider's JWK set, or returns
+// nil when neither AGENTFY_JWT_JWKS_URL nor AGENTFY_JWT_DISCOVERY is set. `agentfy dev`
+// uses it to accept a company's tokens besides its own development ones.
+//
+//   - AGENTFY_JWT_JWKS_URL: the JWK set's URL;
+//   - AGENTFY_JWT_DISCOVERY=1: instead, find it in the discovery document of
+//     AGENTFY_JWT_ISSUER (AGENTFY_JWT_ISSUER + "/.well-known/openid-configuration");
+//   - AGENTFY_JWT_ISSUER and AGENTFY_JWT_AUDIENCE (required): the provider's issuer and
+//     the audience it gives tokens for this API;
+//   - AGENTFY_JWT_USER_CLAIM: the claim holding the user id (default sub);
+//   - AGENTFY_JWT_JWKS_MAX_STALE: how long the last keys fetched keep verifying while
+//     the provider cannot be reached (a Go duration; default 24h, more than 1h).
+func ExternalJWT(warn func(string)) (*auth.JWTConfig, error) {
+	jwksURL := os.Getenv("AGENTFY_JWT_JWKS_URL")
+	var discovery bool
+	switch v := os.Getenv("AGENTFY_JWT_DISCOVERY"); v {
+	case "", "0":
+	case "1":
+		discovery = true
+	default:
+		return nil, fmt.Errorf("AGENTFY_JWT_DISCOVERY: %q is neither 1 nor 0", v)
+	}
+	if jwksURL == "" && !discovery {
+		return nil, nil
+	}
+	if jwksURL != "" && discovery {
+		return nil, errors.New("set AGENTFY_JWT_JWKS_URL or AGENTFY_JWT_DISCOVERY=1, not both")
+	}
+	cfg := &auth.JWTConfig{
+		Issuer:    os.Getenv("AGENTFY_JWT_ISSUER"),
+		Audience:  os.Getenv("AGENTFY_JWT_AUDIENCE"),
+		JWKSURL:   jwksURL,
+		Discovery: discovery,
+		UserClaim: os.Getenv("AGENTFY_JWT_USER_CLAIM"),
+		Leeway:    jwtLeeway,
+	}
+	if cfg.Issuer == "" || cfg.Audience == "" {
+		return nil, errors.New("AGENTFY_JWT_ISSUER and AGENTFY_JWT_AUDIENCE are required with AGENTFY_JWT_JWKS_URL or AGENTFY_JWT_DISCOVERY: the identity provider's issuer and the audience of its tokens for this API")
+	}
+	maxStale, err := conf.Duration("AGENTFY_JWT_JWKS_MAX_STALE", 0)
+	if err != nil {
+		return nil, fmt.Errorf("AGENTFY_JWT_JWKS_MAX_STALE: %w", err)
+	}
+	if maxStale != 0 && maxStale <= auth.DefaultJWKSMaxRefresh {
+		return nil, fmt.Errorf("AGENTFY_JWT_JWKS_MAX_STALE must be longer than %s, the longest wait between two refreshes", auth.DefaultJWKSMaxRefresh)
+	}
+	cfg.JWKS.MaxStale = maxStale
+	keysFrom := "AGENTFY_JWT_JWKS_URL"
+	if discovery {
+		keysFrom = "AGENTFY_JWT_ISSUER"
+	}
+	if u, err := url.Parse(cmp.Or(jwksURL, cfg.Issuer)); err == nil && u.Scheme == "http" && warn != nil {
+		warn(keysFrom + " is plain http: anyone on the path can swap the keys; use https outside development")
+	}
 	return cfg, nil
 }

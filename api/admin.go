@@ -1,0 +1,512 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/rs/zerolog"
+
+	"github.com/agentfy/agentfy/auth"
+	"github.com/agentfy/agentfy/directory"
+)
+
+// The admin API: the host platform (or an operator) keeps the directory and the
+// organisation keys in step with its own, one record at a time. It is served on a
+// listener of its own (AGENTFY_ADMIN_LISTEN), never beside the public routes, and takes
+// admin keys only. Routes (JSON with the seed file's field names; every answer no-store,
+// every error the public API's body):
+//
+//	PUT    /v1/admin/users/:id                  {"name"}                          200 the user
+//	PUT    /v1/admin/teams/:id                  {"name"}                          200 the team
+//	PUT    /v1/admin/orgs/:id                   {"name","environments"}           200 the organisation
+//	GET    /v1/admin/teams/:id/members                                            200 {"members"}
+//	PUT    /v1/admin/teams/:id/members          {"members"}                       200 {"added","removed"}
+//	PUT    /v1/admin/teams/:id/members/:userId                                    204
+//	DELETE /v1/admin/teams/:id/members/:userId                                    204
+//	PUT    /v1/admin/agents/:id                 {"name","team","org","environment"} 200 the agent
+//	DELETE /v1/admin/agents/:id                                                   204
+//	POST   /v1/admin/orgs/:id/keys              {"environment","scopes"}          201 the key, shown once
+//	GET    /v1/admin/orgs/:id/keys                                                200 {"keys"}, no secret
+//	DELETE /v1/admin/orgs/:id/keys/:keyId                                         204
+//	GET    /healthz, /openapi.yaml (the admin API's own document)
+//
+// Every change is checked before anything is written: a refused change is a 4xx whose
+// message names the field, and nothing changed. Every change that passes is written in
+// the replica's log as one audit line: the admin key's id, the action and the ids it
+// touched, never a secret.
+
+// AdminConfig wires an AdminServer. Every field but OpenAPI is required.
+type AdminConfig struct {
+	Log   zerolog.Logger
+	Creds *auth.Store
+	Dir   *directory.Store
+	// OpenAPI is the admin API's document, served at /openapi.yaml.
+	OpenAPI []byte
+}
+
+// AdminServer is one replica's admin listener.
+type AdminServer struct {
+	cfg AdminConfig
+	eng *gin.Engine
+}
+
+// MaxAdminBody bounds an admin request's body: a team's whole member list
+// (directory.MaxMembers ids) fits.
+const MaxAdminBody = 1 << 20 // 1 MiB
+
+const ctxAdminKey = "agentfy.adminkey"
+
+// Admin errors besides the public table's (errors.go).
+var (
+	errAdminOnly  = httpError{http.StatusForbidden, "forbidden", "the admin API takes admin keys only"}
+	errTooLarge   = httpError{http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the body is larger than %d bytes", MaxAdminBody)}
+	errMediaType  = httpError{http.StatusUnsupportedMediaType, "unsupported_media_type", "send application/json"}
+	errAdminRoute = httpError{http.StatusNotFound, "not_found", "no such admin route"}
+)
+
+// NewAdmin builds the admin routes.
+func NewAdmin(cfg AdminConfig) *AdminServer {
+	gin.SetMode(gin.ReleaseMode)
+	eng := gin.New()
+	eng.HandleMethodNotAllowed = true
+	eng.ContextWithFallback = true
+	eng.RedirectTrailingSlash = false
+	eng.RedirectFixedPath = false
+	s := &AdminServer{cfg: cfg, eng: eng}
+	eng.Use(s.requestLog, noStore, gin.CustomRecovery(func(c *gin.Context, _ any) {
+		c.AbortWithStatusJSON(http.StatusInternalServerError, httpError{http.StatusInternalServerError, "internal", "internal error"}.body())
+	}))
+	eng.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"ok": true}) })
+	eng.GET("/openapi.yaml", func(c *gin.Context) { c.Data(http.StatusOK, "application/yaml", cfg.OpenAPI) })
+
+	a := eng.Group("/v1/admin", s.authenticate)
+	a.PUT("/users/:id", s.putUser)
+	a.PUT("/teams/:id", s.putTeam)
+	a.PUT("/orgs/:id", s.putOrg)
+	a.GET("/teams/:id/members", s.getMembers)
+	a.PUT("/teams/:id/members", s.putMembers)
+	a.PUT("/teams/:id/members/:userId", s.addMember)
+	a.DELETE("/teams/:id/members/:userId", s.removeMember)
+	a.PUT("/agents/:id", s.putAgent)
+	a.DELETE("/agents/:id", s.deleteAgent)
+	a.POST("/orgs/:id/keys", s.createKey)
+	a.GET("/orgs/:id/keys", s.listKeys)
+	a.DELETE("/orgs/:id/keys/:keyId", s.revokeKey)
+
+	eng.NoMethod(func(c *gin.Context) {
+		closeIfBody(c)
+		c.AbortWithStatusJSON(http.StatusMethodNotAllowed, errMethod.body())
+	})
+	eng.NoRoute(func(c *gin.Context) {
+		closeIfBody(c)
+		c.AbortWithStatusJSON(http.StatusNotFound, errAdminRoute.body())
+	})
+	return s
+}
+
+// Handler is the admin listener's http.Handler.
+func (s *AdminServer) Handler() http.Handler { return s.eng }
+
+// requestLog logs each admin request's route, status and duration, never its token or
+// body.
+func (s *AdminServer) requestLog(c *gin.Context) {
+	start := time.Now()
+	c.Next()
+	route := c.FullPath()
+	if route == "" {
+		route = "unknown"
+	}
+	s.cfg.Log.Debug().Str("route", route).Str("method", c.Request.Method).Int("status", c.Writer.Status()).
+		Dur("took", time.Since(start)).Msg("admin request")
+}
+
+// authenticate lets admin keys through. A credential of another kind — a member's JWT,
+// an organisation key, a session pass — is refused with 403 without being looked up;
+// anything else, an unknown or revoked admin key included, with 401.
+func (s *AdminServer) authenticate(c *gin.Context) {
+	token := auth.BearerToken(c.GetHeader("Authorization"))
+	if !auth.IsAdminKeyToken(token) {
+		if auth.IsOrgKeyToken(token) || auth.IsPassToken(token) || strings.Count(token, ".") == 2 {
+			s.fail(c, errAdminOnly, nil)
+			return
+		}
+		s.fail(c, errUnauthenticated, nil)
+		return
+	}
+	key, err := s.cfg.Creds.VerifyAdminKey(c.Request.Context(), token)
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	c.Set(ctxAdminKey, key)
+}
+
+// audit writes the one log line of an accepted change.
+func (s *AdminServer) audit(c *gin.Context, action string, ids ...string) {
+	key, _ := c.Get(ctxAdminKey)
+	e := s.cfg.Log.Info().Bool("audit", true).Str("adminKey", key.(auth.AdminKey).ID).Str("action", action)
+	for i := 0; i+1 < len(ids); i += 2 {
+		e = e.Str(ids[i], ids[i+1])
+	}
+	e.Msg("admin change")
+}
+
+// abort renders err: a refused change names its field (400, or 404 for a reference to
+// nothing), a credential error is 401/403, anything else (Redis) is 503.
+func (s *AdminServer) abort(c *gin.Context, err error) {
+	var fe *directory.FieldError
+	switch {
+	case errors.As(err, &fe) && fe.Unknown:
+		s.fail(c, httpError{http.StatusNotFound, "not_found", fe.Error()}, nil)
+	case errors.As(err, &fe):
+		s.fail(c, httpError{http.StatusBadRequest, "invalid", fe.Error()}, nil)
+	case errors.Is(err, directory.ErrNotFound):
+		s.fail(c, httpError{http.StatusNotFound, "not_found", "not found"}, nil)
+	case errors.Is(err, auth.ErrUnauthenticated):
+		s.fail(c, errUnauthenticated, nil)
+	case errors.Is(err, auth.ErrForbidden):
+		s.fail(c, errAdminOnly, nil)
+	default:
+		s.fail(c, httpError{http.StatusServiceUnavailable, "unavailable", "the directory is unavailable; retry later"}, err)
+	}
+}
+
+func (s *AdminServer) fail(c *gin.Context, e httpError, internal error) {
+	if internal != nil {
+		s.cfg.Log.Warn().Err(internal).Str("route", c.FullPath()).Msg("admin request failed")
+	}
+	closeIfBody(c)
+	c.AbortWithStatusJSON(e.status, e.body())
+}
+
+// decode reads one JSON object of at most MaxAdminBody bytes with no unknown fields and
+// nothing after it. A refused body is answered here (415, 413 or 400 naming what is
+// wrong) and decode returns false.
+func (s *AdminServer) decode(c *gin.Context, v any) bool {
+	if ct := c.ContentType(); !strings.EqualFold(ct, "application/json") {
+		s.fail(c, errMediaType, nil)
+		return false
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(c.Writer, c.Request.Body, MaxAdminBody))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		if _, end := dec.Token(); end != io.EOF {
+			err = errors.New("data after the JSON object")
+		}
+	}
+	if err == nil {
+		return true
+	}
+	var tooLarge *http.MaxBytesError
+	var typeErr *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &tooLarge):
+		s.fail(c, errTooLarge, nil)
+	case errors.As(err, &typeErr) && typeErr.Field != "":
+		s.fail(c, httpError{http.StatusBadRequest, "invalid", fmt.Sprintf("%s: must be %s", typeErr.Field, jsonKind(typeErr.Type.Kind().String()))}, nil)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		s.fail(c, httpError{http.StatusBadRequest, "invalid", strings.TrimPrefix(err.Error(), "json: ") + ": not a field of this body"}, nil)
+	default:
+		s.fail(c, httpError{http.StatusBadRequest, "bad_request", "the body is not one JSON object"}, nil)
+	}
+	return false
+}
+
+func jsonKind(goKind string) string {
+	switch goKind {
+	case "slice", "array":
+		return "an array"
+	case "string":
+		return "a string"
+	default:
+		return "of another type"
+	}
+}
+
+// pathID checks a path parameter with directory's id rule, answering 400 naming it.
+func (s *AdminServer) pathID(c *gin.Context, param, field string) (string, bool) {
+	id := c.Param(param)
+	if !directory.ValidID(id) {
+		s.fail(c, httpError{http.StatusBadRequest, "invalid", field + ": must be 1 to 64 of A-Z, a-z, 0-9, '_' and '-'"}, nil)
+		return "", false
+	}
+	return id, true
+}
+
+type nameBody struct {
+	Name string `json:"name"`
+}
+
+// putUser serves PUT /v1/admin/users/:id.
+func (s *AdminServer) putUser(c *gin.Context) {
+	id, ok := s.pathID(c, "id", "id")
+	var body nameBody
+	if !ok || !s.decode(c, &body) {
+		return
+	}
+	if err := s.cfg.Dir.PutUser(c.Request.Context(), directory.User{ID: id, Name: body.Name}); err != nil {
+		s.abort(c, err)
+		return
+	}
+	s.audit(c, "user.put", "user", id)
+	c.JSON(http.StatusOK, gin.H{"id": id, "name": body.Name})
+}
+
+// putTeam serves PUT /v1/admin/teams/:id.
+func (s *AdminServer) putTeam(c *gin.Context) {
+	id, ok := s.pathID(c, "id", "id")
+	var body nameBody
+	if !ok || !s.decode(c, &body) {
+		return
+	}
+	if err := s.cfg.Dir.PutTeam(c.Request.Context(), directory.Team{ID: id, Name: body.Name}); err != nil {
+		s.abort(c, err)
+		return
+	}
+	s.audit(c, "team.put", "team", id)
+	c.JSON(http.StatusOK, gin.H{"id": id, "name": body.Name})
+}
+
+// putOrg serves PUT /v1/admin/orgs/:id.
+func (s *AdminServer) putOrg(c *gin.Context) {
+	id, ok := s.pathID(c, "id", "id")
+	var body struct {
+		Name         string   `json:"name"`
+		Environments []string `json:"environments"`
+	}
+	if !ok || !s.decode(c, &body) {
+		return
+	}
+	o := directory.Org{ID: id, Name: body.Name, Environments: body.Environments}
+	if err := s.cfg.Dir.PutOrg(c.Request.Context(), o); err != nil {
+		s.abort(c, err)
+		return
+	}
+	s.audit(c, "org.put", "org", id)
+	c.JSON(http.StatusOK, o)
+}
+
+// getMembers serves GET /v1/admin/teams/:id/members.
+func (s *AdminServer) getMembers(c *gin.Context) {
+	id, ok := s.pathID(c, "id", "team")
+	if !ok {
+		return
+	}
+	m, err := s.cfg.Dir.Members(c.Request.Context(), id)
+	if errors.Is(err, directory.ErrNotFound) {
+		s.fail(c, httpError{http.StatusNotFound, "not_found", fmt.Sprintf("team: no team %q", id)}, nil)
+		return
+	}
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"members": m})
+}
+
+// putMembers serves PUT /v1/admin/teams/:id/members: the whole member list.
+func (s *AdminServer) putMembers(c *gin.Context) {
+	id, ok := s.pathID(c, "id", "team")
+	var body struct {
+		Members []string `json:"members"`
+	}
+	if !ok || !s.decode(c, &body) {
+		return
+	}
+	if body.Members == nil {
+		s.fail(c, httpError{http.StatusBadRequest, "invalid", "members: is required (an empty array removes everyone)"}, nil)
+		return
+	}
+	added, removed, err := s.cfg.Dir.SetMembers(c.Request.Context(), id, body.Members)
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	s.audit(c, "members.set", "team", id, "added", strings.Join(added, ","), "removed", strings.Join(removed, ","))
+	c.JSON(http.StatusOK, gin.H{"added": nonNil(added), "removed": nonNil(removed)})
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// addMember serves PUT /v1/admin/teams/:id/members/:userId.
+func (s *AdminServer) addMember(c *gin.Context) {
+	team, ok := s.pathID(c, "id", "team")
+	if !ok {
+		return
+	}
+	user, ok := s.pathID(c, "userId", "user")
+	if !ok {
+		return
+	}
+	if err := s.cfg.Dir.AddMember(c.Request.Context(), team, user); err != nil {
+		s.abort(c, err)
+		return
+	}
+	s.audit(c, "member.add", "team", team, "user", user)
+	c.Status(http.StatusNoContent)
+}
+
+// removeMember serves DELETE /v1/admin/teams/:id/members/:userId.
+func (s *AdminServer) removeMember(c *gin.Context) {
+	team, ok := s.pathID(c, "id", "team")
+	if !ok {
+		return
+	}
+	user, ok := s.pathID(c, "userId", "user")
+	if !ok {
+		return
+	}
+	if err := s.cfg.Dir.RemoveMember(c.Request.Context(), team, user); err != nil {
+		s.abort(c, err)
+		return
+	}
+	s.audit(c, "member.remove", "team", team, "user", user)
+	c.Status(http.StatusNoContent)
+}
+
+// putAgent serves PUT /v1/admin/agents/:id: creates an agent or moves it.
+func (s *AdminServer) putAgent(c *gin.Context) {
+	id, ok := s.pathID(c, "id", "id")
+	var body struct {
+		Name        string `json:"name"`
+		Team        string `json:"team"`
+		Org         string `json:"org"`
+		Environment string `json:"environment"`
+	}
+	if !ok || !s.decode(c, &body) {
+		return
+	}
+	a := directory.Agent{ID: id, Name: body.Name, TeamID: body.Team, OrgID: body.Org, Environment: body.Environment}
+	before, err := s.cfg.Dir.PutAgent(c.Request.Context(), a)
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	s.audit(c, "agent.put", "agent", id, "team", a.TeamID, "previousTeam", before, "org", a.OrgID, "environment", a.Environment)
+	c.JSON(http.StatusOK, a)
+}
+
+// deleteAgent serves DELETE /v1/admin/agents/:id.
+func (s *AdminServer) deleteAgent(c *gin.Context) {
+	id, ok := s.pathID(c, "id", "id")
+	if !ok {
+		return
+	}
+	if err := s.cfg.Dir.DeleteAgent(c.Request.Context(), id); err != nil {
+		s.abort(c, err)
+		return
+	}
+	s.audit(c, "agent.delete", "agent", id)
+	c.Status(http.StatusNoContent)
+}
+
+// orgKeyJSON is an organisation key as the admin API shows it: never its secret.
+type orgKeyJSON struct {
+	ID          string    `json:"id"`
+	Org         string    `json:"org"`
+	Environment string    `json:"environment"`
+	Scopes      []string  `json:"scopes"`
+	CreatedAt   time.Time `json:"createdAt"`
+}
+
+func orgKeyOf(k auth.OrgKey) orgKeyJSON {
+	return orgKeyJSON{ID: k.ID, Org: k.OrgID, Environment: k.Environment, Scopes: k.Scopes, CreatedAt: k.CreatedAt.UTC()}
+}
+
+// createKey serves POST /v1/admin/orgs/:id/keys. The key is in this answer only.
+func (s *AdminServer) createKey(c *gin.Context) {
+	org, ok := s.pathID(c, "id", "org")
+	var body struct {
+		Environment string   `json:"environment"`
+		Scopes      []string `json:"scopes"`
+	}
+	if !ok || !s.decode(c, &body) {
+		return
+	}
+	if len(body.Scopes) == 0 || len(body.Scopes) > auth.MaxScopes {
+		s.fail(c, httpError{http.StatusBadRequest, "invalid", fmt.Sprintf("scopes: must list 1 to %d scopes", auth.MaxScopes)}, nil)
+		return
+	}
+	for _, sc := range body.Scopes {
+		if !auth.ValidScope(sc) {
+			s.fail(c, httpError{http.StatusBadRequest, "invalid", fmt.Sprintf("scopes: bad scope %q", sc)}, nil)
+			return
+		}
+	}
+	ctx := c.Request.Context()
+	if err := s.cfg.Dir.CheckEnvironment(ctx, org, body.Environment, "org", "environment"); err != nil {
+		s.abort(c, err)
+		return
+	}
+	token, key, err := s.cfg.Creds.CreateOrgKey(ctx, org, body.Environment, body.Scopes)
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	s.audit(c, "orgkey.create", "org", org, "key", key.ID, "environment", key.Environment, "scopes", strings.Join(key.Scopes, " "))
+	c.JSON(http.StatusCreated, struct {
+		orgKeyJSON
+		Key string `json:"key"`
+	}{orgKeyOf(key), token})
+}
+
+// listKeys serves GET /v1/admin/orgs/:id/keys.
+func (s *AdminServer) listKeys(c *gin.Context) {
+	org, ok := s.pathID(c, "id", "org")
+	if !ok {
+		return
+	}
+	ctx := c.Request.Context()
+	if _, err := s.cfg.Dir.Org(ctx, org); errors.Is(err, directory.ErrNotFound) {
+		s.fail(c, httpError{http.StatusNotFound, "not_found", fmt.Sprintf("org: no organisation %q", org)}, nil)
+		return
+	} else if err != nil {
+		s.abort(c, err)
+		return
+	}
+	keys, err := s.cfg.Creds.ListOrgKeys(ctx, org)
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	out := make([]orgKeyJSON, len(keys))
+	for i, k := range keys {
+		out[i] = orgKeyOf(k)
+	}
+	c.JSON(http.StatusOK, gin.H{"keys": out})
+}
+
+// revokeKey serves DELETE /v1/admin/orgs/:id/keys/:keyId: the key's next request is
+// refused. Revoking a key that is gone (or not this organisation's) changes nothing.
+func (s *AdminServer) revokeKey(c *gin.Context) {
+	org, ok := s.pathID(c, "id", "org")
+	if !ok {
+		return
+	}
+	id := c.Param("keyId")
+	if !auth.ValidKeyID(id) {
+		s.fail(c, httpError{http.StatusBadRequest, "invalid", "keyId: must be 16 lowercase hex digits"}, nil)
+		return
+	}
+	deleted, err := s.cfg.Creds.RevokeOrgKey(c.Request.Context(), org, id)
+	if err != nil {
+		s.abort(c, err)
+		return
+	}
+	if deleted {
+		s.audit(c, "orgkey.revoke", "org", org, "key", id)
+	}
+	c.Status(http.StatusNoContent)
+}

@@ -1,0 +1,51 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"time"
+
+	"golang.org/x/net/netutil"
+
+	"github.com/agentfy/agentfy/api"
+	"github.com/agentfy/agentfy/openapi"
+)
+
+// MaxAdminConnections bounds the admin listener's connections: it serves a platform's
+// sync job and operators, not the public.
+const MaxAdminConnections = 64
+
+// ServeAdmin serves the admin API (api.AdminServer) on ln, a listener of its own, until
+// ctx ends. Its requests are bounded like the public ones: headers in HeaderTimeout, a
+// whole request (at most api.MaxAdminBody) in BodyTimeout.
+func (r *Replica) ServeAdmin(ctx context.Context, ln net.Listener) error {
+	admin := api.NewAdmin(api.AdminConfig{
+		Log: r.opts.Log.With().Str("listener", "admin").Logger(), Creds: r.Creds, Dir: r.Dir,
+		OpenAPI: openapi.AdminDocument,
+	})
+	srv := &http.Server{
+		Handler:           admin.Handler(),
+		ReadHeaderTimeout: HeaderTimeout,
+		ReadTimeout:       BodyTimeout,
+		WriteTimeout:      BodyTimeout,
+		MaxHeaderBytes:    MaxHeaderBytes,
+		IdleTimeout:       IdleTimeout,
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(netutil.LimitListener(ln, MaxAdminConnections)) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	err := srv.Shutdown(dctx)
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
