@@ -20,6 +20,7 @@ import (
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/broker"
 	"github.com/agentfy/agentfy/bus"
+	"github.com/agentfy/agentfy/cmd/internal/apiconf"
 	"github.com/agentfy/agentfy/deploy"
 	"github.com/agentfy/agentfy/internal/stack"
 	"github.com/agentfy/agentfy/session"
@@ -126,6 +127,16 @@ func cmdDev(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	opts := stack.Options{Chromium: *chromium, WebApp: web.Files(), Log: log}
+	// A company's identity provider (AGENTFY_JWT_JWKS_URL or AGENTFY_JWT_DISCOVERY=1, with
+	// its issuer and audience) is accepted besides the stack's own development tokens.
+	provider, err := apiconf.ExternalJWT(func(msg string) { log.Warn().Msg(msg) })
+	if err != nil {
+		return err
+	}
+	if provider != nil {
+		opts.ExtraJWT = []auth.JWTConfig{*provider}
+		progress("accepting tokens of %s besides the development ones", provider.Issuer)
+	}
 	uses := readyUses{Redis: "its own redis-server", NATS: "embedded"}
 	if ext != nil {
 		opts.Secrets, opts.NATSServers = ext.secrets, ext.nats

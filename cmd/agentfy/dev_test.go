@@ -3,9 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/nats-io/nats.go"
 
 	"github.com/agentfy/agentfy/bus"
@@ -33,7 +38,21 @@ func TestDevStackStartsAndStopsCleanly(t *testing.T) {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
 	ready := filepath.Join(dir, "ready.json")
+	// A company's identity provider: a JWK set with one key of the test's.
+	idpKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		x, y := idpKey.X.FillBytes(make([]byte, 32)), idpKey.Y.FillBytes(make([]byte, 32))
+		_ = json.NewEncoder(w).Encode(map[string]any{"keys": []map[string]string{{
+			"kty": "EC", "crv": "P-256", "kid": "company-1", "use": "sig", "alg": "ES256",
+			"x": base64.RawURLEncoding.EncodeToString(x), "y": base64.RawURLEncoding.EncodeToString(y),
+		}}})
+	}))
+	t.Cleanup(jwks.Close)
 	cmd := exec.CommandContext(ctx, bin, "dev", "--ready-file", ready)
+	cmd.Env = append(os.Environ(), "AGENTFY_JWT_JWKS_URL="+jwks.URL, "AGENTFY_JWT_ISSUER=https://idp.example.com", "AGENTFY_JWT_AUDIENCE=agentfy-api")
 	cmd.Dir = "../.."
 	cmd.Stdout, cmd.Stderr = &strings.Builder{}, &strings.Builder{}
 	start := time.Now()
@@ -116,6 +135,26 @@ func TestDevStackStartsAndStopsCleanly(t *testing.T) {
 	jpg, err := base64.StdEncoding.DecodeString(body.Page.Data)
 	if err != nil || len(jpg) < 1000 || jpg[0] != 0xFF || jpg[1] != 0xD8 {
 		t.Fatalf("frame is not a JPEG (%d bytes, %v)", len(jpg), err)
+	}
+
+	// A token of the company's provider views too, beside the development tokens.
+	company := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{
+		"iss": "https://idp.example.com", "aud": "agentfy-api", "sub": "u-alice", "exp": time.Now().Add(time.Hour).Unix(),
+	})
+	company.Header["kid"] = "company-1"
+	companyToken, err := company.SignedString(idpKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	creq, _ := http.NewRequestWithContext(ctx, http.MethodGet, rf.Replicas[1]+"/v1/agents/"+rf.Agent+"/worker/view", nil)
+	creq.Header.Set("Authorization", "Bearer "+companyToken)
+	cresp, err := http.DefaultClient.Do(creq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = cresp.Body.Close()
+	if cresp.StatusCode != http.StatusOK && cresp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("the company provider's token: %d, want 200 (or 429: the view just before took the window)", cresp.StatusCode)
 	}
 
 	// The banner's admin call: u-dave becomes a member of team Atlas through the ready
