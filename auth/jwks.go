@@ -79,7 +79,8 @@ type JWKSOptions struct {
 // JWKSStatus describes one JWK set source, for metrics.
 type JWKSStatus struct {
 	// URL names the source: the configured JWK set URL, or with discovery the
-	// discovery document's URL.
+	// discovery document's URL. It is stable, for a metrics label. A password in a URL
+	// is shown as "xxxxx".
 	URL string
 	// KeysURL is where the keys are fetched: the configured JWK set URL, or the
 	// discovered "jwks_uri" ("" until discovery succeeds).
@@ -98,7 +99,7 @@ type JWKSStatus struct {
 // kid may trigger one more refresh per UnknownKIDInterval. Both share the fetch in
 // flight, so there is at most one at a time.
 type jwksCache struct {
-	name         string // JWKSStatus.URL
+	name         string // JWKSStatus.URL, password redacted
 	issuer       string
 	discoveryURL string // "" without discovery
 	opts         JWKSOptions
@@ -170,14 +171,14 @@ func newJWKSCache(cfg *JWTConfig, log zerolog.Logger, wg *sync.WaitGroup) (*jwks
 			return nil, fmt.Errorf("auth: jwt issuer for discovery: %w", err)
 		}
 		c.discoveryURL = strings.TrimSuffix(cfg.Issuer, "/") + discoveryPath
-		c.name = c.discoveryURL
+		c.name = redact(c.discoveryURL)
 	} else {
 		if err := checkHTTPURL(cfg.JWKSURL); err != nil {
 			return nil, fmt.Errorf("auth: jwks url: %w", err)
 		}
-		c.name = cfg.JWKSURL
+		c.name = redact(cfg.JWKSURL)
 	}
-	c.log = log.With().Str("jwks", redact(c.name)).Logger()
+	c.log = log.With().Str("jwks", c.name).Logger()
 	return c, nil
 }
 
@@ -193,7 +194,7 @@ func checkHTTPURL(s string) error {
 		return errors.New("not a URL")
 	}
 	if (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return fmt.Errorf("%q is not an absolute http(s) URL", redact(s))
+		return fmt.Errorf("%.200q is not an absolute http(s) URL", redact(s))
 	}
 	return nil
 }
@@ -384,7 +385,7 @@ func (c *jwksCache) discover(ctx context.Context) (string, error) {
 		return "", errors.New("discovery document is not JSON")
 	}
 	if doc.Issuer != c.issuer {
-		return "", fmt.Errorf("discovery document names issuer %q, not %q", doc.Issuer, c.issuer)
+		return "", fmt.Errorf("discovery document names issuer %.200q, not %q", doc.Issuer, c.issuer)
 	}
 	if err := checkHTTPURL(doc.JWKSURI); err != nil {
 		return "", fmt.Errorf("discovery document jwks_uri: %w", err)
@@ -583,7 +584,10 @@ func (c *jwksCache) status() JWKSStatus {
 	set := c.usable()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s := JWKSStatus{URL: c.name, KeysURL: c.keysURL, LastSuccess: c.fetched, Successes: c.successes, Failures: c.failures}
+	s := JWKSStatus{URL: c.name, LastSuccess: c.fetched, Successes: c.successes, Failures: c.failures}
+	if c.keysURL != "" {
+		s.KeysURL = redact(c.keysURL)
+	}
 	if set != nil {
 		s.Keys = len(set.all)
 	}

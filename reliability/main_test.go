@@ -18,6 +18,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/internal/oas"
 	"github.com/agentfy/agentfy/internal/stack"
 	"github.com/agentfy/agentfy/internal/stacktest"
@@ -25,6 +26,7 @@ import (
 )
 
 var (
+	idp    *provider // the platform's identity provider, as a JWK set the suite controls
 	st     *stack.Stack
 	client *stacktest.Client   // on st
 	logs   = &testkit.Buffer{} // every log line of every in-process component
@@ -59,9 +61,14 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	if idp, err = startProvider(); err != nil {
+		fmt.Fprintln(os.Stderr, "start the identity provider:", err)
+		return 1
+	}
+	defer idp.srv.Close()
 	// AGENTFY_TEST_REDIS=cluster or sentinel runs the suite on that Redis topology.
 	st, _, err = stack.StartOnTopology(ctx, stack.Options{
-		PersistRedis: true, BrokerBin: brokerBin,
+		PersistRedis: true, BrokerBin: brokerBin, ExtraJWT: []auth.JWTConfig{idp.config()},
 		Log: zerolog.New(logs).Level(zerolog.DebugLevel).With().Timestamp().Logger(),
 	})
 	if err != nil {

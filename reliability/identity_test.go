@@ -1,0 +1,229 @@
+package reliability
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/agentfy/agentfy/auth"
+	"github.com/agentfy/agentfy/internal/testenv"
+)
+
+// provider is an identity provider's JWK set the suite controls: it serves its keys,
+// garbage, or nothing (down), and the replicas of the suite's stack accept its tokens
+// besides the stack's own (stack.Options.ExtraJWT).
+type provider struct {
+	srv   *httptest.Server
+	rsa   *rsa.PrivateKey
+	ec    *ecdsa.PrivateKey
+	state atomic.Value // "up", "garbage" or "down"
+}
+
+// The provider's settings: a short cache period and staleness bound, so that the suite
+// sees a failed refresh and the end of staleness within seconds (production: 30 s–1 h
+// and 24 h).
+const (
+	providerIssuer   = "https://idp.reliability.test"
+	providerPeriod   = time.Second
+	providerMaxStale = 4 * time.Second
+)
+
+func startProvider() (*provider, error) {
+	p := &provider{}
+	var err error
+	if p.rsa, err = rsa.GenerateKey(rand.Reader, 2048); err != nil {
+		return nil, err
+	}
+	if p.ec, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader); err != nil {
+		return nil, err
+	}
+	p.state.Store("up")
+	b64 := base64.RawURLEncoding.EncodeToString
+	set, err := json.Marshal(map[string]any{"keys": []map[string]string{
+		{"kty": "RSA", "kid": "rsa-1", "use": "sig", "n": b64(p.rsa.N.Bytes()), "e": b64(big.NewInt(int64(p.rsa.E)).Bytes())},
+		{"kty": "EC", "crv": "P-256", "kid": "ec-1", "use": "sig", "x": b64(p.ec.X.FillBytes(make([]byte, 32))), "y": b64(p.ec.Y.FillBytes(make([]byte, 32)))},
+	}})
+	if err != nil {
+		return nil, err
+	}
+	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		switch p.state.Load() {
+		case "garbage":
+			_, _ = w.Write([]byte(`{"keys":[{"kty":"RSA","kid":"rsa-1","n":"!!","e":"AQAB"}`))
+		case "down":
+			http.Error(w, "down", http.StatusServiceUnavailable)
+		default:
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(set)
+		}
+	}))
+	return p, nil
+}
+
+// config is how the replicas verify the provider's tokens.
+func (p *provider) config() auth.JWTConfig {
+	return auth.JWTConfig{
+		Issuer: providerIssuer, Audience: "agentfy-api", JWKSURL: p.srv.URL + "/jwks.json",
+		JWKS: auth.JWKSOptions{MinRefresh: providerPeriod, MaxRefresh: providerPeriod, DefaultRefresh: providerPeriod, MaxStale: providerMaxStale},
+	}
+}
+
+func (p *provider) claims(sub string) jwt.MapClaims {
+	return jwt.MapClaims{"iss": providerIssuer, "aud": "agentfy-api", "sub": sub, "exp": time.Now().Add(time.Hour).Unix()}
+}
+
+func sign(t *testing.T, m jwt.SigningMethod, key any, kid string, claims jwt.MapClaims) string {
+	t.Helper()
+	tok := jwt.NewWithClaims(m, claims)
+	if kid != "" {
+		tok.Header["kid"] = kid
+	}
+	s, err := tok.SignedString(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestIdentityProvider attacks the human-token path of a JWK set: algorithm and key
+// confusion, a kid naming another key, a stale or lying provider. Every bad token is
+// 401 — never 5xx, never a wait on the provider beyond its fetch deadline — and the
+// provider down keeps the keys it last gave working for the staleness bound, no longer.
+func TestIdentityProvider(t *testing.T) {
+	const area = "Identity (the platform's OpenID provider, by JWK set)"
+	p := idp
+	agent := client.NewAgent(t, "agent-identity")
+	view := func(r int, bearer string) int {
+		t.Helper()
+		client.OpenGate(t, agent)
+		return client.Do(t, http.MethodGet, client.ViewURL(r, agent), bearer, nil).Status
+	}
+	both := func(bearer string) string { return fmt.Sprintf("%d / %d", view(0, bearer), view(1, bearer)) }
+	good := sign(t, jwt.SigningMethodRS256, p.rsa, "rsa-1", p.claims("u-alice"))
+	goodEC := sign(t, jwt.SigningMethodES256, p.ec, "ec-1", p.claims("u-alice"))
+	pubDER, err := x509.MarshalPKIXPublicKey(&p.rsa.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pubPEM := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER})
+	otherRSA, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expired := p.claims("u-alice")
+	expired["exp"] = time.Now().Add(-time.Minute).Unix()
+	wrongAud := p.claims("u-alice")
+	wrongAud["aud"] = "another-api"
+	wrongIss := p.claims("u-alice")
+	wrongIss["iss"] = "https://evil.example"
+
+	cases := []struct {
+		name, bearer, want string
+	}{
+		{"the_provider's_RS256_token", good, "200 / 200"},
+		{"the_provider's_ES256_token", goodEC, "200 / 200"},
+		{"alg_none_naming_a_known_key", sign(t, jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, "rsa-1", p.claims("u-alice")), "401 / 401"},
+		{"HS256_keyed_with_the_RSA_public_key_(key_confusion)", sign(t, jwt.SigningMethodHS256, pubPEM, "rsa-1", p.claims("u-alice")), "401 / 401"},
+		{"HS256_keyed_with_the_RSA_modulus", sign(t, jwt.SigningMethodHS256, p.rsa.N.Bytes(), "rsa-1", p.claims("u-alice")), "401 / 401"},
+		{"ES256_signed_by_the_EC_key_naming_the_RSA_kid", sign(t, jwt.SigningMethodES256, p.ec, "rsa-1", p.claims("u-alice")), "401 / 401"},
+		{"RS256_naming_the_EC_kid", sign(t, jwt.SigningMethodRS256, p.rsa, "ec-1", p.claims("u-alice")), "401 / 401"},
+		{"PS256_by_another_RSA_key_naming_a_known_kid", sign(t, jwt.SigningMethodPS256, otherRSA, "rsa-1", p.claims("u-alice")), "401 / 401"},
+		{"expired", sign(t, jwt.SigningMethodRS256, p.rsa, "rsa-1", expired), "401 / 401"},
+		{"another_audience", sign(t, jwt.SigningMethodRS256, p.rsa, "rsa-1", wrongAud), "401 / 401"},
+		{"another_issuer", sign(t, jwt.SigningMethodRS256, p.rsa, "rsa-1", wrongIss), "401 / 401"},
+		{"no_user", sign(t, jwt.SigningMethodRS256, p.rsa, "rsa-1", p.claims("")), "401 / 401"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			observed := ""
+			record(t, area, tc.want, &observed)
+			observed = both(tc.bearer)
+			if observed != tc.want {
+				t.Errorf("got %s", observed)
+			}
+		})
+	}
+
+	failures := func() uint64 {
+		var n uint64
+		for _, r := range st.Replicas {
+			for _, s := range r.JWT.JWKSStatus() {
+				n += s.Failures
+			}
+		}
+		return n
+	}
+	keys := func() (n int) {
+		for _, r := range st.Replicas {
+			for _, s := range r.JWT.JWKSStatus() {
+				n += s.Keys
+			}
+		}
+		return n
+	}
+	unknownKid := sign(t, jwt.SigningMethodRS256, otherRSA, "rsa-2", p.claims("u-alice"))
+	stale := func(t *testing.T, state string) string {
+		t.Helper()
+		p.state.Store(state)
+		t.Cleanup(func() { p.state.Store("up") })
+		before := failures()
+		testenv.WaitFor(t, 5*providerPeriod, "a failed refresh on each replica", func() bool { return failures() >= before+2 })
+		start := time.Now()
+		unknown := view(0, unknownKid)
+		took := time.Since(start)
+		out := fmt.Sprintf("known key %s; unknown kid %d", both(good), unknown)
+		if took < auth.DefaultJWKSFetchTimeout+time.Second {
+			out += " at once"
+		} else {
+			out += fmt.Sprintf(" after %v", took.Round(time.Millisecond))
+		}
+		return out
+	}
+	t.Run("provider_answers_garbage", func(t *testing.T) {
+		observed := ""
+		const want = "known key 200 / 200; unknown kid 401 at once"
+		record(t, area, want, &observed)
+		observed = stale(t, "garbage")
+		if observed != want {
+			t.Errorf("got %s", observed)
+		}
+	})
+	t.Run("provider_down", func(t *testing.T) {
+		observed := ""
+		const want = "known key 200 / 200; unknown kid 401 at once"
+		record(t, area, want, &observed)
+		observed = stale(t, "down")
+		if observed != want {
+			t.Errorf("got %s", observed)
+		}
+	})
+	t.Run("provider_down_beyond_the_staleness_bound", func(t *testing.T) {
+		observed := ""
+		const want = "known key 401 / 401 (fail closed); provider back: 200 / 200"
+		record(t, area, want, &observed)
+		p.state.Store("down")
+		t.Cleanup(func() { p.state.Store("up") })
+		testenv.WaitFor(t, providerMaxStale+5*providerPeriod, "no key left on either replica", func() bool { return keys() == 0 })
+		observed = "known key " + both(good) + " (fail closed)"
+		p.state.Store("up")
+		testenv.WaitFor(t, 5*providerPeriod, "the keys back on both replicas", func() bool { return keys() >= 4 })
+		observed += "; provider back: " + both(good)
+		if observed != want {
+			t.Errorf("got %s", observed)
+		}
+	})
+}
