@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -74,7 +75,7 @@ func (e httpError) body() errorBody {
 func (s *Server) abort(c *gin.Context, err error) {
 	e := classify(err)
 	if e.status == http.StatusTooManyRequests {
-		c.Header("Retry-After", "2")
+		c.Header("Retry-After", retryAfter(err))
 	}
 	if e.status >= http.StatusInternalServerError {
 		reason := reasonOf(err)
@@ -84,6 +85,17 @@ func (s *Server) abort(c *gin.Context, err error) {
 	c.Set(ctxOutcome, e.code)
 	closeIfBody(c)
 	c.AbortWithStatusJSON(e.status, e.body())
+}
+
+// retryAfter is a 429's Retry-After in whole seconds: the time really left of the
+// caller's own pace (rounded up), or the gate's window.
+func retryAfter(err error) string {
+	wait := view.GateWindow
+	var rl *view.RateLimitedError
+	if errors.As(err, &rl) && rl.RetryAfter > 0 {
+		wait = rl.RetryAfter
+	}
+	return strconv.Itoa(int((wait + time.Second - 1) / time.Second))
 }
 
 // closeIfBody ends the connection after an error answer to a request that carries a

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/rs/zerolog"
@@ -100,6 +101,30 @@ func TestReasonOf(t *testing.T) {
 	}
 }
 
+// TestRetryAfterSaysTheTimeLeft: a 429 caused by the caller's own pace says the whole
+// seconds really left of it, rounded up; one caused by the window says the window.
+func TestRetryAfterSaysTheTimeLeft(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"the window", &view.RateLimitedError{RetryAfter: view.GateWindow}, "2"},
+		{"a bare refusal", view.ErrRateLimited, "2"},
+		{"the pace, 0.4 s left", &view.RateLimitedError{RetryAfter: 400 * time.Millisecond}, "1"},
+		{"the pace, 1 ms left", &view.RateLimitedError{RetryAfter: time.Millisecond}, "1"},
+		{"the pace, 2.2 s left", &view.RateLimitedError{RetryAfter: 2200 * time.Millisecond}, "3"},
+		{"the pace, exactly 3 s left", &view.RateLimitedError{RetryAfter: view.CallerPace}, "3"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := retryAfter(tt.err); got != tt.want {
+				t.Errorf("Retry-After %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
 // abort renders the table's row; a 503 logs (only) its reason and the internal error, and
 // the client sees the plain message alone.
 func TestAbort(t *testing.T) {
@@ -113,6 +138,7 @@ func TestAbort(t *testing.T) {
 	}{
 		{"unauthenticated", auth.ErrUnauthenticated, errUnauthenticated, ""},
 		{"rate limited", view.ErrRateLimited, errRateLimited, ""},
+		{"window taken", &view.RateLimitedError{RetryAfter: view.GateWindow}, errRateLimited, ""},
 		{"not found", auth.ErrNotFound, errNotFound, ""},
 		{"view capture", &view.UnavailableError{Reason: wire.ReasonCapture}, errUnavailable, wire.ReasonCapture},
 		{"view failed with detail", fmt.Errorf("%w: %s", &view.UnavailableError{Reason: wire.ReasonFailed}, secret), errUnavailable, wire.ReasonFailed},

@@ -44,7 +44,7 @@ var (
 	ReplicaCommands = []string{
 		"ping", "hello", "select", "cluster|slots", "command",
 		"get", "set", "del", "exists", "incr", "hget", "hset", "hdel", "hgetall", "sadd", "srem", "sismember", "smembers",
-		"rpush", "ltrim", "lrange", "multi", "exec", "discard", "eval", "evalsha", "wait", "role",
+		"pttl", "rpush", "ltrim", "lrange", "multi", "exec", "discard", "eval", "evalsha", "wait", "role",
 	}
 	OperatorCommands = []string{
 		"ping", "hello", "select", "cluster|slots", "command",

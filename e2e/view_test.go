@@ -145,11 +145,32 @@ func TestNoTabIsPageNull(t *testing.T) {
 	}
 }
 
+// TestNoSessionIsNotLive: a request that finds no session is not a capture request
+// (SPEC §3.2): polled as fast as anyone likes, by a member and a partner on both
+// replicas, the agent answers live:false every time, and no window or pace is taken —
+// so the first view of a new session passes at once.
 func TestNoSessionIsNotLive(t *testing.T) {
 	agent := client.NewAgent(t, "")
-	r := client.Get(t, replicaA(), stacktest.ViewPath(agent), client.Token(t, "u-alice"))
-	if r.Status != http.StatusOK || r.Body != "{\"live\":false}\n" {
-		t.Fatalf("%d %s", r.Status, r.Body)
+	key, _, err := st.Creds.CreateOrgKey(client.Context(t), "org-acme", "production", []string{auth.ScopeWorkerLogsRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 6 {
+		r := client.Get(t, st.Replicas[i%2].URL, stacktest.ViewPath(agent), client.Token(t, "u-alice"))
+		p := client.Get(t, st.Replicas[(i+1)%2].URL, stacktest.PartnerViewPath("org-acme", agent), key)
+		for _, a := range []stacktest.Response{r, p} {
+			if a.Status != http.StatusOK || a.Body != "{\"live\":false}\n" {
+				t.Fatalf("poll %d: %d %s", i, a.Status, a.Body)
+			}
+		}
+	}
+	gate := view.NewGate(st.Client, "dev", 0, 0)
+	if n, err := st.Client.Exists(client.Context(t), gate.Key(agent), gate.PaceKey(agent, "user:u-alice")).Result(); err != nil || n != 0 {
+		t.Fatalf("polling an agent without a session took %d gate keys (%v)", n, err)
+	}
+	startSession(t, agent, stack.SessionOptions{})
+	if r := client.Get(t, replicaA(), stacktest.ViewPath(agent), client.Token(t, "u-alice")); r.Status != http.StatusOK || r.Body != "{\"live\":true,\"page\":null}\n" {
+		t.Fatalf("the first view of the new session: %d %s", r.Status, r.Body)
 	}
 }
 
@@ -249,13 +270,18 @@ func TestAccessAnswers(t *testing.T) {
 
 func TestGateAcrossReplicas(t *testing.T) {
 	agent := client.NewAgent(t, "")
+	startSession(t, agent, stack.SessionOptions{}) // only a request that finds a session meets the gate
 	member := client.Token(t, "u-alice")
 	if r := client.Get(t, st.Replicas[0].URL, stacktest.ViewPath(agent), member); r.Status != http.StatusOK {
 		t.Fatalf("first: %d %s", r.Status, r.Body)
 	}
 	r := client.Get(t, st.Replicas[1].URL, stacktest.ViewPath(agent), member)
+	if r.Status != http.StatusTooManyRequests || r.Header.Get("Retry-After") != "3" {
+		t.Fatalf("the same member within 2 s on the other replica: %d Retry-After=%q %s, want 429 with the 3-s pace's time left", r.Status, r.Header.Get("Retry-After"), r.Body)
+	}
+	r = client.Get(t, st.Replicas[1].URL, stacktest.ViewPath(agent), client.Token(t, "u-bob"))
 	if r.Status != http.StatusTooManyRequests || r.Header.Get("Retry-After") != "2" {
-		t.Fatalf("second within 2 s on the other replica: %d Retry-After=%q %s", r.Status, r.Header.Get("Retry-After"), r.Body)
+		t.Fatalf("another member within 2 s on the other replica: %d Retry-After=%q %s, want 429 with the window", r.Status, r.Header.Get("Retry-After"), r.Body)
 	}
 }
 

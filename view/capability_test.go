@@ -188,6 +188,33 @@ func TestGateOpensAfterWindow(t *testing.T) {
 	}
 }
 
+// TestLosingTheWindowTakesNoPace: a caller who loses the agent's window to another keeps
+// its pace free — its 429 says the window, and it passes as soon as the window ends
+// (before, its pace was taken with the refusal, and a caller obeying Retry-After: 2 got
+// a second 429).
+func TestLosingTheWindowTakesNoPace(t *testing.T) {
+	srv := testenv.Redis(t)
+	rdb := testenv.RedisClient(t, srv, 0)
+	ctx := testenv.Context(t, 30*time.Second)
+	g := view.NewGate(rdb, testenv.Deployment(t), time.Minute, time.Minute)
+	if d, err := g.Decide(ctx, "agent-1", "user:alice"); err != nil || !d.Allowed {
+		t.Fatalf("first request: %+v %v", d, err)
+	}
+	d, err := g.Decide(ctx, "agent-1", "key:partner")
+	if err != nil || d.Allowed || d.RetryAfter != time.Minute {
+		t.Fatalf("the window's loser: %+v %v, want refused with the window", d, err)
+	}
+	if n, _ := rdb.Exists(ctx, g.PaceKey("agent-1", "key:partner")).Result(); n != 0 {
+		t.Fatal("the window's loser had its pace taken")
+	}
+	if err := rdb.Del(ctx, g.Key("agent-1")).Err(); err != nil { // the window ends
+		t.Fatal(err)
+	}
+	if d, err := g.Decide(ctx, "agent-1", "key:partner"); err != nil || !d.Allowed {
+		t.Fatalf("the loser once the window ended: %+v %v, want allowed", d, err)
+	}
+}
+
 // TestCallerPace: one caller gets one request per agent per pace, even when the agent's
 // window is free; its refusal does not take the window from another caller; and its
 // pace for one agent does not hold it back for another.
@@ -216,6 +243,10 @@ func TestCallerPace(t *testing.T) {
 	ttl, err := rdb.PTTL(ctx, g.PaceKey("agent-1", "user:alice")).Result()
 	if err != nil || ttl <= 50*time.Second || ttl > time.Minute {
 		t.Fatalf("pace ttl %v, %v", ttl, err)
+	}
+	// A refusal by the caller's own pace says the time really left of it.
+	if d, err := g.Decide(ctx, "agent-1", "user:alice"); err != nil || d.Allowed || d.RetryAfter <= 50*time.Second || d.RetryAfter > time.Minute {
+		t.Fatalf("a paced caller's decision %+v, %v: want the pace's time left", d, err)
 	}
 	if strings.Contains(g.PaceKey("agent-1", "user:alice"), "alice") {
 		t.Fatal("the pace key names the caller")

@@ -52,24 +52,57 @@ func NewGate(rdb redis.UniversalClient, deployment string, window, pace time.Dur
 // Window is the gate's window.
 func (g *Gate) Window() time.Duration { return g.window }
 
-// gateScript takes the caller's pace (KEYS[1]) and then the agent's window (KEYS[2]);
-// a caller refused by its pace never takes the agent's window from another caller.
+// gateScript decides one request in one step on two keys of the agent's slot: a caller
+// whose pace (KEYS[1]) still runs is refused with the milliseconds left of it; otherwise
+// the agent's window (KEYS[2]) is tried, and only a caller who wins it takes its pace. A
+// caller who loses the window keeps its pace free, so it may try again as soon as the
+// window ends, and never takes the window from another caller.
+// The reply is {1, 0} (allowed), {0, ms} (the pace refused: ms left) or {0, -1} (the
+// window was taken).
 var gateScript = redis.NewScript(`
-if not redis.call('SET', KEYS[1], '1', 'NX', 'PX', ARGV[1]) then return 0 end
-if not redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[2]) then return 0 end
-return 1`)
+local left = redis.call('PTTL', KEYS[1])
+if left == -1 then left = tonumber(ARGV[1]) end
+if left > 0 then return {0, left} end
+if not redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[2]) then return {0, -1} end
+redis.call('SET', KEYS[1], '1', 'PX', ARGV[1])
+return {1, 0}`)
 
-// Allow reports whether caller (who asks: a user or an organisation key, any string)
+// Decision is the gate's answer to one request.
+type Decision struct {
+	// Allowed: the request won the agent's window and took the caller's pace.
+	Allowed bool
+	// RetryAfter, when refused, is how long the caller should wait: the time really left
+	// of its own pace, or the window (GateWindow) when another caller took it.
+	RetryAfter time.Duration
+}
+
+// Decide reports whether caller (who asks: a user or an organisation key, any string)
 // may view agentID now: its own pace is free and it won the agent's current window. A
 // Redis error is returned as such (the caller answers 503), never as a refusal.
-func (g *Gate) Allow(ctx context.Context, agentID, caller string) (bool, error) {
+func (g *Gate) Decide(ctx context.Context, agentID, caller string) (Decision, error) {
 	keys := []string{g.PaceKey(agentID, caller), g.Key(agentID)}
 	// Durable, so that a failover cannot lose a granted window and let a second view in.
-	n, err := runScript(ctx, g.rdb, g.acks, gateScript, keys, g.pace.Milliseconds(), g.window.Milliseconds()).Int()
+	reply, err := runScript(ctx, g.rdb, g.acks, gateScript, keys, g.pace.Milliseconds(), g.window.Milliseconds()).Int64Slice()
 	if err != nil {
-		return false, fmt.Errorf("view gate: %w", err)
+		return Decision{}, fmt.Errorf("view gate: %w", err)
 	}
-	return n == 1, nil
+	if len(reply) != 2 {
+		return Decision{}, fmt.Errorf("view gate: a reply of %d values", len(reply))
+	}
+	switch {
+	case reply[0] == 1:
+		return Decision{Allowed: true}, nil
+	case reply[1] > 0:
+		return Decision{RetryAfter: time.Duration(reply[1]) * time.Millisecond}, nil
+	default:
+		return Decision{RetryAfter: g.window}, nil
+	}
+}
+
+// Allow is Decide's verdict alone.
+func (g *Gate) Allow(ctx context.Context, agentID, caller string) (bool, error) {
+	d, err := g.Decide(ctx, agentID, caller)
+	return d.Allowed, err
 }
 
 // Key is the Redis key of agentID's window.

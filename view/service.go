@@ -36,7 +36,8 @@ const (
 
 // Errors the HTTP edge maps to statuses.
 var (
-	// ErrRateLimited: the agent's gate was taken within the window (429, Retry-After).
+	// ErrRateLimited: the agent's window was taken, or the caller's own pace still runs
+	// (429, Retry-After: see RateLimitedError).
 	ErrRateLimited = errors.New("view: rate limited")
 	// ErrBusy: this replica already waits for MaxPending views (503).
 	ErrBusy = errors.New("view: too many pending views")
@@ -69,6 +70,17 @@ type Sessions interface {
 // again (a key revoked since the first check, a membership removed while the capture
 // ran). A first check that queues nothing is decided before any round trip.
 type Authorize func(p redis.Pipeliner, recheck bool) (verdict func(ctx context.Context) error)
+
+// RateLimitedError is a request the gate refused; it is ErrRateLimited. RetryAfter is
+// how long the caller should wait: what is really left of its own pace, or the window.
+type RateLimitedError struct{ RetryAfter time.Duration }
+
+func (e *RateLimitedError) Error() string {
+	return fmt.Sprintf("view: rate limited (retry after %v)", e.RetryAfter)
+}
+
+// Is makes errors.Is(err, ErrRateLimited) hold.
+func (e *RateLimitedError) Is(target error) bool { return target == ErrRateLimited }
 
 // Service runs a view request on the requesting replica: authorization, gate, session,
 // capability, the NATS request, opening and validating the page, and the re-checks.
@@ -125,24 +137,14 @@ func (s *Service) View(ctx context.Context, agentID, caller string, authorize Au
 	if err := verdict(ctx); err != nil {
 		return Result{}, err
 	}
-	asked := time.Now()
-	ok, err := s.gate.Allow(ctx, agentID, caller)
-	if err != nil {
-		return Result{}, err
-	}
-	if h := s.hooks.Load(); h != nil && h.OnGate != nil {
-		h.OnGate(agentID, ok, asked)
-	}
-	if !ok {
-		return Result{}, ErrRateLimited
-	}
+	// The gate limits capture requests: a request that finds no running or idle session
+	// is answered before it (SPEC §3.2), takes no window and no pace.
 	id, err := currentID()
 	var sess session.Session
 	if err == nil {
 		sess, err = s.sessions.Live(ctx, id)
 		if errors.Is(err, session.ErrNoSession) {
-			// The session read before the gate ended while the gate was asked: the
-			// agent may have a new one since.
+			// The session the pointer named has ended: the agent may have a new one since.
 			sess, err = s.sessions.Current(ctx, agentID)
 		}
 	}
@@ -151,6 +153,17 @@ func (s *Service) View(ctx context.Context, agentID, caller string, authorize Au
 	}
 	if err != nil {
 		return Result{}, err
+	}
+	asked := time.Now()
+	decision, err := s.gate.Decide(ctx, agentID, caller)
+	if err != nil {
+		return Result{}, err
+	}
+	if h := s.hooks.Load(); h != nil && h.OnGate != nil {
+		h.OnGate(agentID, decision.Allowed, asked)
+	}
+	if !decision.Allowed {
+		return Result{}, &RateLimitedError{RetryAfter: decision.RetryAfter}
 	}
 	page, obsErr := s.Observe(ctx, sess)
 	// The capture took time: the session may have stopped and access may have been
