@@ -66,7 +66,11 @@ func benchFastPaths(ctx context.Context, st *stack.Stack, a *stack.Replica, toke
 	if err := st.Dir.Load(ctx, directory.Seed{Agents: []directory.Agent{{ID: held, Name: held, TeamID: "team-atlas", OrgID: "org-acme", Environment: "production"}}}); err != nil {
 		return fastPathResult{}, err
 	}
-	// Hold the agent's gate for longer than the run, so that every request loses it.
+	// A session, so that its requests meet the gate (one that finds none does not), and
+	// the agent's gate held for longer than the run, so that every request loses it.
+	if _, _, err := st.Sess.Start(ctx, held); err != nil {
+		return fastPathResult{}, err
+	}
 	if err := st.Client.Set(ctx, bus.KeysFor(benchDeployment).Gate(held), "1", 10*time.Minute).Err(); err != nil {
 		return fastPathResult{}, err
 	}
@@ -80,21 +84,21 @@ func benchFastPaths(ctx context.Context, st *stack.Stack, a *stack.Replica, toke
 			},
 		},
 		{
-			Name: "404", What: "JWT; no Redis round trip: the replica remembers the refusal for 2 s (the user's first request read the agent's record and its team's member set)",
+			Name: "404", What: "JWT; 1 Redis round trip: the replica remembers the refusal for 2 s with the directory's generation, and reads only the generation (and the current session id) while it is unchanged",
 			url: func(int64) string { return a.URL + "/v1/agents/agent-nova/worker/view" }, auth: true,
 			check: func(s int, h http.Header, _ []byte) bool {
 				return s == http.StatusNotFound && h.Get("Cache-Control") == "no-store"
 			},
 		},
 		{
-			Name: "429", What: "JWT; 2 Redis round trips: the agent's record, its hinted team's member set (a member) and the current session id, then the gate script, lost",
+			Name: "429", What: "JWT; 3 Redis round trips: the agent's record, its hinted team's member set (a member) and the current session id, then the session's record, then the gate script, lost",
 			url: func(int64) string { return a.URL + "/v1/agents/" + held + "/worker/view" }, auth: true,
 			check: func(s int, h http.Header, _ []byte) bool {
 				return s == http.StatusTooManyRequests && h.Get("Retry-After") == "2"
 			},
 		},
 		{
-			Name: "live:false", What: "JWT; 3 Redis round trips: a new agent has no hint, so its record and the current session id, then the member set, then the gate script, won; no session",
+			Name: "live:false", What: "JWT; 2 Redis round trips: a new agent has no hint, so its record and the current session id, then the member set; no session, so no gate",
 			url: func(int64) string {
 				return a.URL + "/v1/agents/" + agentName("agent-lf", int(lfNext.Add(1)-1)) + "/worker/view"
 			},
