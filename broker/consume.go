@@ -10,6 +10,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"sync/atomic"
+	"time"
 
 	"github.com/agentfy/agentfy/view/envelope"
 	"github.com/agentfy/agentfy/wire"
@@ -18,23 +20,52 @@ import (
 // ConsumePath is the API route that redeems an observation request id.
 const ConsumePath = wire.ConsumePath
 
+// MaxConsumeURLs bounds the API base URLs a ConsumeClient tries in turn.
+const MaxConsumeURLs = 16
+
 // ConsumeClient redeems observation request ids at the API with the broker
-// pass, and learns the public key to seal the observation to. The pass goes
-// only to the configured URL: redirects are not followed.
+// pass, and learns the public key to seal the observation to. It knows one or
+// more base URLs of the API (the replicas themselves, or a load balancer) and
+// tries them in turn: a replica that cannot be reached or answers 5xx passes
+// the redemption on to the next one, within the caller's deadline. Any other
+// answer is final, because a request id can be redeemed only once. The pass
+// goes only to the configured URLs: redirects are not followed.
 type ConsumeClient struct {
-	client   *http.Client
-	endpoint string
-	pass     string
+	client    *http.Client
+	endpoints []string // the consume route of each base URL, in the configured order
+	pass      string
+
+	// first is the index of the endpoint tried first: the last one that answered,
+	// so that a replica that is down costs a failed attempt once, not per view.
+	first atomic.Uint32
 }
 
-// NewConsumeClient returns a client for the API at baseURL (any replica),
-// authenticating with the broker pass. It copies client and turns off its
-// redirects. It rejects a base URL that is not absolute http(s) and an empty
-// pass.
+// NewConsumeClient returns a client for the API at baseURL (any replica, or a
+// load balancer), authenticating with the broker pass. It is
+// NewFailoverConsumeClient with one URL.
 func NewConsumeClient(client *http.Client, baseURL, pass string) (*ConsumeClient, error) {
-	u, err := url.Parse(baseURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, errors.New("consume client: the API URL must be an absolute http or https URL")
+	return NewFailoverConsumeClient(client, []string{baseURL}, pass)
+}
+
+// NewFailoverConsumeClient returns a client that redeems at the API replicas
+// of baseURLs, tried in turn, authenticating with the broker pass. It copies
+// client and turns off its redirects. It rejects an empty list, more than
+// MaxConsumeURLs URLs, a URL that is not absolute http(s), and an empty pass;
+// its errors never show a URL or the pass.
+func NewFailoverConsumeClient(client *http.Client, baseURLs []string, pass string) (*ConsumeClient, error) {
+	switch {
+	case len(baseURLs) == 0:
+		return nil, errors.New("consume client: no API URL")
+	case len(baseURLs) > MaxConsumeURLs:
+		return nil, fmt.Errorf("consume client: more than %d API URLs", MaxConsumeURLs)
+	}
+	endpoints := make([]string, len(baseURLs))
+	for i, base := range baseURLs {
+		u, err := url.Parse(base)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("consume client: API URL %d of %d must be an absolute http or https URL", i+1, len(baseURLs))
+		}
+		endpoints[i] = u.JoinPath(ConsumePath).String()
 	}
 	if pass == "" {
 		return nil, errors.New("consume client: empty broker pass")
@@ -44,12 +75,21 @@ func NewConsumeClient(client *http.Client, baseURL, pass string) (*ConsumeClient
 	}
 	c := *client
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return &ConsumeClient{client: &c, endpoint: u.JoinPath(ConsumePath).String(), pass: pass}, nil
+	return &ConsumeClient{client: &c, endpoints: endpoints, pass: pass}, nil
 }
 
-// Consume redeems requestID and returns the public key to seal to. Every
-// failure wraps ErrCapabilityRefused: a transport error, a status other than
-// 200, a body that is not {"publicKey":"<130 hex>"}, or a key off the curve.
+// errNextReplica marks an attempt whose replica did not redeem the request id
+// and may have left it for another: a transport error (including the
+// attempt's share of the deadline running out) or a 5xx answer.
+var errNextReplica = errors.New("replica unavailable")
+
+// Consume redeems requestID and returns the public key to seal to. It starts
+// with the replica that answered last and moves on to the next after a
+// transport error or a 5xx answer; each attempt gets an equal share of what is
+// left of ctx's deadline, so a replica that never answers leaves time for the
+// others. Every failure wraps ErrCapabilityRefused: every replica unavailable,
+// a status other than 200 and 5xx (final: the id is not tried elsewhere), a
+// body that is not {"publicKey":"<130 hex>"}, or a key off the curve.
 func (c *ConsumeClient) Consume(ctx context.Context, requestID string) (*ecdh.PublicKey, error) {
 	body, err := json.Marshal(struct {
 		RequestID string `json:"requestId"`
@@ -57,9 +97,47 @@ func (c *ConsumeClient) Consume(ctx context.Context, requestID string) (*ecdh.Pu
 	if err != nil {
 		return nil, fmt.Errorf("consume capability: %w: %w", ErrCapabilityRefused, err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint, bytes.NewReader(body))
+	n := len(c.endpoints)
+	first := int(c.first.Load()) % n
+	var last error
+	for i := range n {
+		if i > 0 && ctx.Err() != nil {
+			break
+		}
+		at := (first + i) % n
+		actx, cancel := attemptContext(ctx, n-i)
+		key, err := c.consumeAt(actx, c.endpoints[at], body)
+		cancel()
+		if !errors.Is(err, errNextReplica) {
+			c.first.Store(uint32(at)) //nolint:gosec // at < MaxConsumeURLs
+			if err != nil {
+				return nil, fmt.Errorf("consume capability: %w: %w", ErrCapabilityRefused, err)
+			}
+			return key, nil
+		}
+		last = fmt.Errorf("API URL %d of %d: %w", at+1, n, err)
+	}
+	return nil, fmt.Errorf("consume capability: %w: no replica redeemed it: %w", ErrCapabilityRefused, last)
+}
+
+// attemptContext bounds one of left remaining attempts to an equal share of
+// the time ctx has left; the last attempt, and any attempt without a
+// deadline, gets all of it. A fast failure leaves its unused share to the
+// attempts after it.
+func attemptContext(ctx context.Context, left int) (context.Context, context.CancelFunc) {
+	deadline, ok := ctx.Deadline()
+	if !ok || left <= 1 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, time.Until(deadline)/time.Duration(left))
+}
+
+// consumeAt makes one redemption attempt at endpoint. Its error wraps
+// errNextReplica when another replica may still redeem the id.
+func (c *ConsumeClient) consumeAt(ctx context.Context, endpoint string, body []byte) (*ecdh.PublicKey, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
 	if err != nil {
-		return nil, fmt.Errorf("consume capability: %w: %w", ErrCapabilityRefused, err)
+		return nil, err
 	}
 	req.Header.Set("Authorization", "Bearer "+c.pass)
 	req.Header.Set("Content-Type", "application/json")
@@ -71,31 +149,34 @@ func (c *ConsumeClient) Consume(ctx context.Context, requestID string) (*ecdh.Pu
 		if errors.As(err, &urlErr) {
 			err = urlErr.Err
 		}
-		return nil, fmt.Errorf("consume capability: %w: %w", ErrCapabilityRefused, err)
+		return nil, fmt.Errorf("%w: %w", errNextReplica, err)
 	}
 	defer resp.Body.Close()
 	// Read at most one byte more than allowed to detect an oversized body,
 	// and drain what is left so the connection can be reused.
 	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxConsumeResponseBytes+1))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, MaxConsumeResponseBytes))
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("consume capability: %w: status %d", ErrCapabilityRefused, resp.StatusCode)
+	switch {
+	case resp.StatusCode >= http.StatusInternalServerError:
+		return nil, fmt.Errorf("%w: status %d", errNextReplica, resp.StatusCode)
+	case resp.StatusCode != http.StatusOK:
+		return nil, fmt.Errorf("status %d", resp.StatusCode)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("consume capability: %w: read: %w", ErrCapabilityRefused, err)
+		return nil, fmt.Errorf("read: %w", err)
 	}
 	if len(data) > MaxConsumeResponseBytes {
-		return nil, fmt.Errorf("consume capability: %w: answer too large", ErrCapabilityRefused)
+		return nil, errors.New("answer too large")
 	}
 	var answer struct {
 		PublicKey string `json:"publicKey"`
 	}
 	if err := json.Unmarshal(data, &answer); err != nil {
-		return nil, fmt.Errorf("consume capability: %w: malformed answer", ErrCapabilityRefused)
+		return nil, errors.New("malformed answer")
 	}
 	key, err := envelope.ParsePublicKey(answer.PublicKey)
 	if err != nil {
-		return nil, fmt.Errorf("consume capability: %w: malformed public key", ErrCapabilityRefused)
+		return nil, errors.New("malformed public key")
 	}
 	return key, nil
 }

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,7 +52,17 @@ type fakeBroker struct {
 // startBroker serves h on a fresh IPC directory's broker socket until the test ends.
 func startBroker(tb testing.TB, h http.HandlerFunc) *fakeBroker {
 	tb.Helper()
-	b := &fakeBroker{dir: ipcDir(tb), reqs: make(chan brokerRequest, 256), stop: make(chan struct{})}
+	b, _ := serveBroker(tb, ipcDir(tb), h)
+	return b
+}
+
+// serveBroker serves h on the broker socket in dir, an IPC directory a worker may
+// already use, until the test ends or kill is called. kill(true) stops it as a crash
+// would, leaving the socket file behind (connections are then refused); kill(false)
+// stops it and removes the socket, as a broker that shuts down does.
+func serveBroker(tb testing.TB, dir string, h http.HandlerFunc) (b *fakeBroker, kill func(stale bool)) {
+	tb.Helper()
+	b = &fakeBroker{dir: dir, reqs: make(chan brokerRequest, 256), stop: make(chan struct{})}
 	ln, err := net.Listen("unix", filepath.Join(b.dir, wire.SocketName))
 	if err != nil {
 		tb.Fatal(err)
@@ -69,11 +80,16 @@ func startBroker(tb testing.TB, h http.HandlerFunc) *fakeBroker {
 		}),
 	}
 	go func() { _ = srv.Serve(ln) }()
-	tb.Cleanup(func() {
-		close(b.stop)
-		_ = srv.Close()
-	})
-	return b
+	var once sync.Once
+	kill = func(stale bool) {
+		once.Do(func() {
+			ln.(*net.UnixListener).SetUnlinkOnClose(!stale)
+			close(b.stop)
+			_ = srv.Close()
+		})
+	}
+	tb.Cleanup(func() { kill(false) })
+	return b, kill
 }
 
 // seen returns the requests received so far.

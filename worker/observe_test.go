@@ -280,31 +280,28 @@ func TestBrokerReason(t *testing.T) {
 	}
 }
 
-// capabilities lists browserView only for a real socket named wire.SocketName.
+// capabilities lists browserView for every worker configured with an IPC directory,
+// whatever is (or is not yet) in it: the broker may start after the hello. Only a
+// worker without one (the shell image) lists nothing.
 func TestCapabilities(t *testing.T) {
 	t.Parallel()
+	browser := []string{wire.CapabilityBrowserView}
 	tests := []struct {
 		name string
 		dir  func(t *testing.T) string
 		want []string
 	}{
-		{"socket", func(t *testing.T) string { return startBroker(t, answer(http.StatusOK, "{}")).dir }, []string{wire.CapabilityBrowserView}},
+		{"socket", func(t *testing.T) string { return startBroker(t, answer(http.StatusOK, "{}")).dir }, browser},
 		{"no IPC dir configured", func(*testing.T) string { return "" }, []string{}},
-		{"no socket", func(t *testing.T) string { return ipcDir(t) }, []string{}},
+		{"no socket yet", func(t *testing.T) string { return ipcDir(t) }, browser},
+		{"no directory yet", func(t *testing.T) string { return filepath.Join(ipcDir(t), "missing") }, browser},
 		{"regular file", func(t *testing.T) string {
 			dir := ipcDir(t)
 			if err := os.WriteFile(filepath.Join(dir, wire.SocketName), nil, 0o600); err != nil {
 				t.Fatal(err)
 			}
 			return dir
-		}, []string{}},
-		{"directory", func(t *testing.T) string {
-			dir := ipcDir(t)
-			if err := os.Mkdir(filepath.Join(dir, wire.SocketName), 0o700); err != nil {
-				t.Fatal(err)
-			}
-			return dir
-		}, []string{}},
+		}, browser},
 		{"socket of another name", func(t *testing.T) string {
 			dir := ipcDir(t)
 			ln, err := net.Listen("unix", filepath.Join(dir, "other.sock"))
@@ -313,7 +310,7 @@ func TestCapabilities(t *testing.T) {
 			}
 			t.Cleanup(func() { _ = ln.Close() })
 			return dir
-		}, []string{}},
+		}, browser},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -396,17 +393,26 @@ func TestToolRelay(t *testing.T) {
 	}
 }
 
-// Without a browser (no socket) a known tool fails at once and an unreachable broker
-// is unavailable.
+// Without a browser (the shell image: no IPC directory) a known tool fails at once; a
+// browser image whose broker is not there (no socket yet, or one nobody serves any more)
+// is unavailable, which the agent may retry.
 func TestToolWithoutBroker(t *testing.T) {
 	t.Parallel()
 	ctx := testenv.Context(t, 10*time.Second)
-	got, err := newWorker(t, ipcDir(t)).tool(ctx, 1, json.RawMessage(`{"name":"browser_tabs"}`))
+	got, err := newWorker(t, "").tool(ctx, 1, json.RawMessage(`{"name":"browser_tabs"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if m := parseResponse(t, got, 1); m.Error == nil || m.Error.Code != jsonrpc.CodeToolFailed {
-		t.Errorf("no socket: answer %s, want CodeToolFailed", got)
+		t.Errorf("shell image: answer %s, want CodeToolFailed", got)
+	}
+
+	got, err = newWorker(t, ipcDir(t)).tool(ctx, 2, json.RawMessage(`{"name":"browser_tabs"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := parseResponse(t, got, 2); m.Error == nil || m.Error.Code != jsonrpc.CodeUnavailable {
+		t.Errorf("no socket yet: answer %s, want CodeUnavailable", got)
 	}
 
 	// A socket file that nobody serves any more: the image has a browser, which is down.
@@ -417,11 +423,11 @@ func TestToolWithoutBroker(t *testing.T) {
 	}
 	ln.(*net.UnixListener).SetUnlinkOnClose(false)
 	_ = ln.Close()
-	got, err = newWorker(t, dir).tool(ctx, 2, json.RawMessage(`{"name":"browser_tabs"}`))
+	got, err = newWorker(t, dir).tool(ctx, 3, json.RawMessage(`{"name":"browser_tabs"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m := parseResponse(t, got, 2); m.Error == nil || m.Error.Code != jsonrpc.CodeUnavailable {
+	if m := parseResponse(t, got, 3); m.Error == nil || m.Error.Code != jsonrpc.CodeUnavailable {
 		t.Errorf("stale socket: answer %s, want CodeUnavailable", got)
 	}
 }

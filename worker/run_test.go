@@ -29,25 +29,30 @@ func newRunWorker(t *testing.T, rp *replica, ipc, health string) *Worker {
 	return w
 }
 
-// The hello states the image tag, bootstrap revision 2 and the capabilities the IPC
-// directory allows; the health file exists exactly while the channel is open.
+// The hello states the image tag, bootstrap revision 2 and the capabilities of the
+// image: browserView for a browser image (an IPC directory), whether or not its broker
+// is up yet; the health file exists exactly while the channel is open.
 func TestRunHello(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name     string
-		withSock bool
-		want     []string
+		name string
+		ipc  string // "socket": a broker serves; "empty": no broker yet; "": shell image
+		want []string
 	}{
-		{"browser image", true, []string{wire.CapabilityBrowserView}},
-		{"shell image", false, []string{}},
+		{"browser image", "socket", []string{wire.CapabilityBrowserView}},
+		{"browser image before its broker", "empty", []string{wire.CapabilityBrowserView}},
+		{"shell image", "", []string{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := testenv.Context(t, 20*time.Second)
-			dir := ipcDir(t)
-			if tt.withSock {
+			var dir string
+			switch tt.ipc {
+			case "socket":
 				dir = startBroker(t, answer(http.StatusOK, `{"envelope":{}}`)).dir
+			case "empty":
+				dir = ipcDir(t)
 			}
 			health := filepath.Join(t.TempDir(), "healthy")
 			rp := startReplica(t, pass, 0)
@@ -68,11 +73,18 @@ func TestRunHello(t *testing.T) {
 			})
 
 			// A shell image refuses browserView as method-not-found (an old image's
-			// answer); an unknown method is method-not-found too.
-			if !tt.withSock {
+			// answer); a browser image whose broker is not up yet says broker_down; an
+			// unknown method is method-not-found.
+			switch tt.ipc {
+			case "":
 				c.send(t, ctx, 10, jsonrpc.MethodBrowserView, jsonrpc.BrowserViewParams{RequestID: requestID})
 				if m := c.receive(t, ctx); m.Error == nil || m.Error.Code != jsonrpc.CodeMethodNotFound || m.Error.Data == nil || m.Error.Data.Reason != wire.ReasonUnsupported {
 					t.Errorf("browserView on a shell image: %+v, want method not found", m.Error)
+				}
+			case "empty":
+				c.send(t, ctx, 10, jsonrpc.MethodBrowserView, jsonrpc.BrowserViewParams{RequestID: requestID})
+				if m := c.receive(t, ctx); m.Error == nil || m.Error.Code != jsonrpc.CodeUnavailable || m.Error.Data == nil || m.Error.Data.Reason != wire.ReasonBrokerDown {
+					t.Errorf("browserView before the broker: %+v, want broker_down", m.Error)
 				}
 			}
 			c.send(t, ctx, 11, "agentfy/unknown", struct{}{})
@@ -92,6 +104,61 @@ func TestRunHello(t *testing.T) {
 				t.Errorf("health file after the channel closed: %v, want none", err)
 			}
 		})
+	}
+}
+
+// A worker that connected before its broker relays views as soon as the broker's socket
+// accepts, and says broker_down while it does not — before the broker starts, after it
+// stops (socket removed) or crashes (socket left behind, refusing) — all on one
+// connection: nothing reconnects or restarts.
+func TestViewsFollowTheBroker(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t, 30*time.Second)
+	dir := ipcDir(t)
+	rp := startReplica(t, pass, 0)
+	runWorker(t, newRunWorker(t, rp, dir, ""))
+	c := rp.accept(t, ctx)
+	if !slices.Equal(c.hello.Capabilities, []string{wire.CapabilityBrowserView}) {
+		t.Fatalf("hello capabilities %v before the broker, want browserView", c.hello.Capabilities)
+	}
+	const envelope = `{"envelope":{"publicKey":"04","iv":"00","tag":"11","ciphertext":"AA=="}}`
+	id := uint64(100)
+	view := func(step, wantReason string) {
+		t.Helper()
+		id++
+		c.send(t, ctx, id, jsonrpc.MethodBrowserView, jsonrpc.BrowserViewParams{RequestID: requestID})
+		m := c.receive(t, ctx)
+		switch {
+		case *m.ID != id:
+			t.Fatalf("%s: answer to %d, want %d", step, *m.ID, id)
+		case wantReason == "" && (m.Error != nil || string(m.Result) != envelope):
+			t.Fatalf("%s: %+v %s, want the envelope", step, m.Error, m.Result)
+		case wantReason != "" && (m.Error == nil || m.Error.Data == nil || m.Error.Data.Reason != wantReason || m.Error.Code != jsonrpc.CodeUnavailable):
+			t.Fatalf("%s: %+v, want %s", step, m.Error, wantReason)
+		}
+	}
+
+	view("before the broker", wire.ReasonBrokerDown)
+	view("still before the broker", wire.ReasonBrokerDown)
+	b, kill := serveBroker(t, dir, answer(http.StatusOK, envelope))
+	view("broker started", "")
+	kill(true)
+	view("broker crashed, its socket left behind", wire.ReasonBrokerDown)
+	if err := os.Remove(filepath.Join(dir, wire.SocketName)); err != nil {
+		t.Fatal(err)
+	}
+	_, kill = serveBroker(t, dir, answer(http.StatusOK, envelope))
+	view("broker restarted", "")
+	kill(false)
+	view("broker stopped", wire.ReasonBrokerDown)
+	serveBroker(t, dir, answer(http.StatusOK, envelope))
+	view("broker started again", "")
+
+	if n := len(b.seen()); n != 1 {
+		t.Errorf("the first broker saw %d requests, want 1", n)
+	}
+	if n := len(rp.attempts); n != 1 {
+		t.Errorf("%d connections to the replica, want 1: nothing reconnects", n)
 	}
 }
 

@@ -58,8 +58,12 @@ type Config struct {
 	APIURLs []string
 	// Pass is the worker pass.
 	Pass string
-	// IPCDir holds the broker's socket. Without a socket there (the shell image) the
-	// worker does not advertise browserView and refuses it with method-not-found.
+	// IPCDir holds the broker's socket (wire.SocketName). Set, it makes this a browser
+	// worker: the hello lists browserView whether or not the broker is up yet, and a
+	// view while its socket is missing or refuses connections answers broker_down, for
+	// as long as that lasts (the two may start in any order, and a broker may
+	// restart). Empty (the shell image), the worker does not advertise browserView and
+	// refuses it with method-not-found.
 	IPCDir string
 	// ImageTag is the worker image's immutable tag, stated in the hello.
 	ImageTag string
@@ -108,15 +112,20 @@ func New(cfg Config) (*Worker, error) {
 	}, nil
 }
 
-// capabilities lists browserView only when the broker's socket exists.
+// hasBrowser reports whether this is a browser worker image: one configured with the
+// broker's IPC directory. It says nothing of whether the broker is up now, which
+// changes during a session and is found out per call.
+func (w *Worker) hasBrowser() bool { return w.cfg.IPCDir != "" }
+
+// capabilities lists browserView for a browser worker image. It never depends on the
+// broker's socket existing at the moment of the hello: the replicas believe the hello
+// for the whole connection, and "unsupported" is for an image without the observer,
+// never for a broker that starts later or restarts.
 func (w *Worker) capabilities() []string {
-	if w.cfg.IPCDir == "" {
+	if !w.hasBrowser() {
 		return []string{}
 	}
-	if fi, err := os.Stat(filepath.Join(w.cfg.IPCDir, wire.SocketName)); err == nil && fi.Mode()&os.ModeSocket != 0 {
-		return []string{wire.CapabilityBrowserView}
-	}
-	return []string{}
+	return []string{wire.CapabilityBrowserView}
 }
 
 // Run connects and serves until ctx ends or the session ends, reconnecting with
@@ -265,7 +274,7 @@ func (w *Worker) dispatch(ctx context.Context, ws *websocket.Conn, m *jsonrpc.Me
 	var handle func(context.Context) ([]byte, error)
 	switch m.Method {
 	case jsonrpc.MethodBrowserView:
-		if len(w.capabilities()) == 0 {
+		if !w.hasBrowser() {
 			respond(jsonrpc.NewViewError(id, wire.ReasonUnsupported, "method not found"), nil)
 			return
 		}
@@ -296,7 +305,10 @@ func (w *Worker) dispatch(ctx context.Context, ws *websocket.Conn, m *jsonrpc.Me
 
 // observe relays only the request id to the broker's /observe on the observation path,
 // and passes its answer (the sealed envelope) back untouched. A failure is answered with
-// the broker's own reason (wire.Reason*) when it names one, or with what the worker saw.
+// the broker's own reason (wire.Reason*) when it names one, or with what the worker saw:
+// broker_down when the broker's socket is missing or refuses the connection (the broker
+// has not started yet, or is restarting). Every call dials anew when no idle connection
+// is left, so views work again as soon as the socket accepts.
 func (w *Worker) observe(ctx context.Context, id uint64, params json.RawMessage) ([]byte, error) {
 	var p jsonrpc.BrowserViewParams
 	if err := json.Unmarshal(params, &p); err != nil || !envelope.ValidRequestID(p.RequestID) {
@@ -339,7 +351,7 @@ func (w *Worker) tool(ctx context.Context, id uint64, params json.RawMessage) ([
 	if err := json.Unmarshal(params, &p); err != nil || !wire.IsTool(p.Name) {
 		return jsonrpc.NewError(id, jsonrpc.CodeInvalidParams, "unknown tool")
 	}
-	if len(w.capabilities()) == 0 {
+	if !w.hasBrowser() {
 		return jsonrpc.NewError(id, jsonrpc.CodeToolFailed, "this worker image has no browser")
 	}
 	args := []byte(p.Arguments)

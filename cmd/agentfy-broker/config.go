@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"strings"
 
@@ -36,7 +37,7 @@ const (
 
 // config is the broker process's configuration.
 type config struct {
-	apiURL     string
+	apiURLs    []string // tried in turn for each redemption
 	pass       string
 	inlinePass bool // the pass came in the environment (see run's warning)
 	ipcDir     string
@@ -55,11 +56,12 @@ type maskConfig struct {
 
 // loadConfig reads the configuration from args (without the program name)
 // and the environment. It rejects a missing API URL, IPC directory or pass,
-// a pass given both inline and as a file, and an unknown log level.
+// an API URL that is not absolute http(s), a pass given both inline and as a
+// file, and an unknown log level.
 func loadConfig(args []string, getenv func(string) string) (config, error) {
 	fs := flag.NewFlagSet("agentfy-broker", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	apiURL := fs.String("api-url", getenv(envAPIURL), "base URL of any API replica ($"+envAPIURL+")")
+	apiURL := fs.String("api-url", getenv(envAPIURL), "API replicas, comma separated and tried in turn, or a load balancer ($"+envAPIURL+")")
 	passFile := fs.String("pass-file", getenv(envPassFile), "file holding the broker pass ($"+envPassFile+"; or $"+envPass+")")
 	ipcDir := fs.String("ipc-dir", getenv(envIPCDir), "IPC directory shared with the worker ($"+envIPCDir+")")
 	chromium := fs.String("chromium", or(getenv(envChromium), broker.DefaultChromium), "Chromium executable ($"+envChromium+")")
@@ -75,10 +77,11 @@ func loadConfig(args []string, getenv func(string) string) (config, error) {
 		return config{}, fmt.Errorf("flags: unexpected argument %q", fs.Arg(0))
 	}
 
-	c := config{apiURL: *apiURL, ipcDir: *ipcDir, chromium: *chromium, profileDir: *profileDir}
+	c := config{ipcDir: *ipcDir, chromium: *chromium, profileDir: *profileDir}
 	var errs []error
-	if c.apiURL == "" {
-		errs = append(errs, fmt.Errorf("%s is required", envAPIURL))
+	var err error
+	if c.apiURLs, err = parseAPIURLs(*apiURL); err != nil {
+		errs = append(errs, err)
 	}
 	if c.ipcDir == "" {
 		errs = append(errs, fmt.Errorf("%s is required", envIPCDir))
@@ -116,6 +119,32 @@ func loadConfig(args []string, getenv func(string) string) (config, error) {
 		return config{}, fmt.Errorf("config: %w", err)
 	}
 	return c, nil
+}
+
+// parseAPIURLs splits the comma-separated API URLs, ignoring blanks. It
+// rejects an empty list, more than broker.MaxConsumeURLs, and a URL that is not
+// absolute http or https; its errors name a URL by its position only (a URL
+// may carry credentials).
+func parseAPIURLs(s string) ([]string, error) {
+	var urls []string
+	for _, u := range strings.Split(s, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			urls = append(urls, u)
+		}
+	}
+	switch {
+	case len(urls) == 0:
+		return nil, fmt.Errorf("%s is required", envAPIURL)
+	case len(urls) > broker.MaxConsumeURLs:
+		return nil, fmt.Errorf("%s: more than %d URLs", envAPIURL, broker.MaxConsumeURLs)
+	}
+	for i, raw := range urls {
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("%s: URL %d of %d is not an absolute http or https URL", envAPIURL, i+1, len(urls))
+		}
+	}
+	return urls, nil
 }
 
 // readPass reads the pass file, at most maxPassFileBytes, without its

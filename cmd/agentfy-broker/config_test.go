@@ -47,24 +47,24 @@ func TestLoadConfig(t *testing.T) {
 		{
 			name: "environment with defaults",
 			env:  base,
-			want: config{apiURL: "http://api:8080", pass: "env-pass", inlinePass: true, ipcDir: "/run/ipc", chromium: "/usr/bin/chromium", logLevel: zerolog.InfoLevel},
+			want: config{apiURLs: []string{"http://api:8080"}, pass: "env-pass", inlinePass: true, ipcDir: "/run/ipc", chromium: "/usr/bin/chromium", logLevel: zerolog.InfoLevel},
 		},
 		{
 			name: "pass from a file, flags win",
 			env:  with(envPass, "", envPassFile, passFile, envChromium, "/opt/chromium", envLogLevel, "debug"),
 			args: []string{"-ipc-dir", "/other", "-profile-dir", "/var/lib/broker"},
-			want: config{apiURL: "http://api:8080", pass: "file-pass", ipcDir: "/other", chromium: "/opt/chromium", profileDir: "/var/lib/broker", logLevel: zerolog.DebugLevel},
+			want: config{apiURLs: []string{"http://api:8080"}, pass: "file-pass", ipcDir: "/other", chromium: "/opt/chromium", profileDir: "/var/lib/broker", logLevel: zerolog.DebugLevel},
 		},
 		{
 			name: "masks off",
 			env:  with(envMask, "off"),
-			want: config{apiURL: "http://api:8080", pass: "env-pass", inlinePass: true, ipcDir: "/run/ipc", chromium: "/usr/bin/chromium", logLevel: zerolog.InfoLevel, mask: maskConfig{off: true}},
+			want: config{apiURLs: []string{"http://api:8080"}, pass: "env-pass", inlinePass: true, ipcDir: "/run/ipc", chromium: "/usr/bin/chromium", logLevel: zerolog.InfoLevel, mask: maskConfig{off: true}},
 		},
 		{
 			name: "more mask names",
 			env:  with(envMaskAttributes, "data-secret, data-pii,", envMaskClasses, "pii"),
 			args: []string{"-mask", "on"},
-			want: config{apiURL: "http://api:8080", pass: "env-pass", inlinePass: true, ipcDir: "/run/ipc", chromium: "/usr/bin/chromium", logLevel: zerolog.InfoLevel, mask: maskConfig{attributes: []string{"data-secret", "data-pii"}, classes: []string{"pii"}}},
+			want: config{apiURLs: []string{"http://api:8080"}, pass: "env-pass", inlinePass: true, ipcDir: "/run/ipc", chromium: "/usr/bin/chromium", logLevel: zerolog.InfoLevel, mask: maskConfig{attributes: []string{"data-secret", "data-pii"}, classes: []string{"pii"}}},
 		},
 		{name: "mask neither on nor off", env: with(envMask, "no"), wantErr: `AGENTFY_MASK: "no", want on or off`},
 		{name: "mask attribute not a name", env: with(envMaskAttributes, "data-x=1"), wantErr: "AGENTFY_MASK_ATTRIBUTES: \"data-x=1\" is not a name"},
@@ -74,7 +74,24 @@ func TestLoadConfig(t *testing.T) {
 		{name: "empty pass file", env: with(envPass, "", envPassFile, emptyFile), wantErr: "empty"},
 		{name: "huge pass file", env: with(envPass, "", envPassFile, hugeFile), wantErr: "longer than"},
 		{name: "missing pass file", env: with(envPass, "", envPassFile, filepath.Join(dir, "nope")), wantErr: "no such file"},
+		{
+			name: "several API URLs",
+			env:  with(envAPIURL, " http://api-a:8080, https://api-b.example/base/ ,"),
+			want: config{apiURLs: []string{"http://api-a:8080", "https://api-b.example/base/"}, pass: "env-pass", inlinePass: true, ipcDir: "/run/ipc", chromium: "/usr/bin/chromium", logLevel: zerolog.InfoLevel},
+		},
+		{
+			name: "API URLs from the flag",
+			env:  base,
+			args: []string{"-api-url", "http://api-b:8080,http://api-a:8080"},
+			want: config{apiURLs: []string{"http://api-b:8080", "http://api-a:8080"}, pass: "env-pass", inlinePass: true, ipcDir: "/run/ipc", chromium: "/usr/bin/chromium", logLevel: zerolog.InfoLevel},
+		},
 		{name: "no api url", env: with(envAPIURL, ""), wantErr: "AGENTFY_API_URL is required"},
+		{name: "only commas", env: with(envAPIURL, " , ,"), wantErr: "AGENTFY_API_URL is required"},
+		{name: "second API URL without a scheme", env: with(envAPIURL, "http://api-a:8080,api-b:8080"), wantErr: "AGENTFY_API_URL: URL 2 of 2 is not an absolute http or https URL"},
+		{name: "API URL of another scheme", env: with(envAPIURL, "ws://user:hunter2@api-a:8080"), wantErr: "AGENTFY_API_URL: URL 1 of 1"},
+		{name: "API URL without a host", env: with(envAPIURL, "http://api-a,https://"), wantErr: "URL 2 of 2"},
+		{name: "unparsable API URL", env: with(envAPIURL, "http://[::1"), wantErr: "URL 1 of 1"},
+		{name: "too many API URLs", env: with(envAPIURL, strings.Repeat("http://api,", 17)), wantErr: "more than 16 URLs"},
 		{name: "no ipc dir", env: with(envIPCDir, ""), wantErr: "AGENTFY_IPC_DIR is required"},
 		{name: "bad log level", env: with(envLogLevel, "loud"), wantErr: "unknown level"},
 		{name: "no pass flag", env: base, args: []string{"-pass", "x"}, wantErr: "flag provided but not defined"},
@@ -87,7 +104,7 @@ func TestLoadConfig(t *testing.T) {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("loadConfig() error = %v, want %q", err, tt.wantErr)
 				}
-				for _, secret := range []string{"env-pass", "file-pass"} {
+				for _, secret := range []string{"env-pass", "file-pass", "hunter2"} {
 					if strings.Contains(err.Error(), secret) {
 						t.Errorf("error %q shows the pass", err)
 					}

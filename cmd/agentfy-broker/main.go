@@ -5,7 +5,9 @@
 //
 // Configuration (environment; flags mirror all but the pass):
 //
-//	AGENTFY_API_URL            base URL of any API replica (required)
+//	AGENTFY_API_URL            API replicas, comma separated, or a load balancer (required);
+//	                           each redemption tries them in turn, moving on after a
+//	                           connection error or a 5xx answer
 //	AGENTFY_BROKER_PASS        the broker pass, or
 //	AGENTFY_BROKER_PASS_FILE   a file holding it (one of the two is required)
 //	AGENTFY_IPC_DIR            the IPC directory shared with the worker (required)
@@ -73,14 +75,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, environ
 		logger.Warn().Msg(envPass + " holds the pass inline, where /proc/<pid>/environ keeps it for the process's life; prefer " + envPassFile)
 	}
 
-	consume, err := broker.NewConsumeClient(&http.Client{
+	consume, err := broker.NewFailoverConsumeClient(&http.Client{
 		Transport: &http.Transport{
 			Proxy:               http.ProxyFromEnvironment,
 			MaxIdleConnsPerHost: consumeIdleConns,
 			IdleConnTimeout:     idleTimeout,
 			TLSHandshakeTimeout: broker.DefaultConsumeTimeout,
 		},
-	}, cfg.apiURL, cfg.pass)
+	}, cfg.apiURLs, cfg.pass)
 	if err != nil {
 		return err
 	}

@@ -48,10 +48,13 @@ func TestBrokerProcess(t *testing.T) {
 	t.Cleanup(site.Close)
 	pageURL := site.URL + "/private-path"
 
-	// The API's consumption route, holding one capability.
+	// The API's consumption route, holding one capability, behind a replica that is
+	// down: the broker moves on to the next URL.
 	consume := testkit.NewAPI(e2ePass)
 	api := httptest.NewServer(consume)
 	t.Cleanup(api.Close)
+	down := httptest.NewServer(http.NotFoundHandler())
+	down.Close()
 
 	ipc, err := os.MkdirTemp("", "agentfy-e2e-")
 	if err != nil {
@@ -78,7 +81,7 @@ func TestBrokerProcess(t *testing.T) {
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(),
 		envMetricsAddr+"="+metricsAddr,
-		envAPIURL+"="+api.URL,
+		envAPIURL+"="+down.URL+","+api.URL,
 		envPass+"="+e2ePass,
 		envIPCDir+"="+ipc,
 		envChromium+"="+chromium,
@@ -238,7 +241,7 @@ func TestBrokerProcess(t *testing.T) {
 			t.Errorf("log line is not JSON: %s", line)
 		}
 	}
-	for _, secret := range []string{e2ePass, "private-path", "Confidential Title", site.URL, api.URL} {
+	for _, secret := range []string{e2ePass, "private-path", "Confidential Title", site.URL, api.URL, down.URL} {
 		if strings.Contains(logs.String(), secret) {
 			t.Errorf("the logs show %q:\n%s", secret, logs.String())
 		}

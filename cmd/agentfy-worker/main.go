@@ -1,8 +1,10 @@
 // Command agentfy-worker is the worker side of a session's tool channel. Configuration:
 // AGENTFY_API_URL (comma-separated replicas or one load-balanced URL),
 // AGENTFY_WORKER_PASS or AGENTFY_WORKER_PASS_FILE, AGENTFY_IPC_DIR (where the broker's
-// browser.sock lives; absent in the shell image), AGENTFY_IMAGE_TAG, and
-// AGENTFY_HEALTH_FILE (a file that exists while the tool channel is open).
+// browser.sock lives; set, the hello announces browserView whether or not the broker is
+// up yet, and views answer broker_down until its socket accepts; absent in the shell
+// image, which refuses views as unsupported), AGENTFY_IMAGE_TAG, and AGENTFY_HEALTH_FILE
+// (a file that exists while the tool channel is open).
 //
 // `agentfy-worker healthcheck` is a container health check: it succeeds while that file
 // exists.

@@ -25,7 +25,8 @@ import (
 type SessionOptions struct {
 	// Replica is the index of the replica the worker attaches to.
 	Replica int
-	// Shell starts the worker without a broker: the shell image, which cannot view.
+	// Shell starts the worker without a broker and without an IPC directory: the shell
+	// image, which cannot view (its hello lists no browserView).
 	Shell bool
 	// Broker overrides the broker's limits; nil means broker.DefaultConfig().
 	Broker *broker.Config
@@ -37,6 +38,13 @@ type SessionOptions struct {
 	// BrokerProcess runs the broker as the Options.BrokerBin binary in a process of its
 	// own (fault tests kill it); otherwise it runs in this process.
 	BrokerProcess bool
+	// BrokerLater starts the worker without its broker, as when the worker's container
+	// comes up first: StartSession returns once the worker's hello was accepted, and the
+	// test starts the broker with Session.StartBroker when it chooses.
+	BrokerLater bool
+	// BrokerAPIURLs are the API base URLs the broker redeems through, tried in turn;
+	// empty means the stack's load balancer alone (Stack.LB).
+	BrokerAPIURLs []string
 	// CuttableLink puts a TCP proxy between the worker and its replica, which CutLink
 	// cuts (the worker then reconnects through it).
 	CuttableLink bool
@@ -115,8 +123,10 @@ func (s *Stack) StartSession(ctx context.Context, agentID string, o SessionOptio
 		ss.stopBroker = func() { _ = srv.Close() }
 	} else if !o.Shell {
 		ss.brokerOpts = o
-		if err := ss.StartBroker(ctx); err != nil {
-			return nil, err
+		if !o.BrokerLater {
+			if err := ss.StartBroker(ctx); err != nil {
+				return nil, err
+			}
 		}
 	}
 
@@ -124,7 +134,13 @@ func (s *Stack) StartSession(ctx context.Context, agentID string, o SessionOptio
 	if tag == "" {
 		tag = "browser-worker:dev"
 	}
-	w, err := worker.New(worker.Config{APIURLs: apiURLs, Pass: passes.Worker, IPCDir: ss.IPCDir, ImageTag: tag, Log: log.With().Str("component", "worker").Logger()})
+	// The shell image has no IPC directory: that, not a missing socket, is what makes a
+	// worker refuse views as unsupported.
+	workerIPC := ss.IPCDir
+	if o.Shell {
+		workerIPC = ""
+	}
+	w, err := worker.New(worker.Config{APIURLs: apiURLs, Pass: passes.Worker, IPCDir: workerIPC, ImageTag: tag, Log: log.With().Str("component", "worker").Logger()})
 	if err != nil {
 		return nil, err
 	}
@@ -138,8 +154,9 @@ func (s *Stack) StartSession(ctx context.Context, agentID string, o SessionOptio
 }
 
 // StartBroker starts the session's broker: in-process with its own Chromium, or as an
-// agentfy-broker process with Options.BrokerBin. It can start a broker again after
-// KillBroker.
+// agentfy-broker process with Options.BrokerBin. It returns once the broker's socket
+// accepts connections. It starts the broker of a session started with BrokerLater, and
+// starts a broker again after KillBroker, on the same IPC directory.
 func (ss *Session) StartBroker(ctx context.Context) error {
 	s, o := ss.stack, ss.brokerOpts
 	log := s.opts.Log.With().Str("session", ss.ID).Str("component", "broker").Logger()
@@ -153,7 +170,7 @@ func (ss *Session) StartBroker(ctx context.Context) error {
 	if ss.Chromium, err = broker.LaunchChromium(ctx, broker.LaunchConfig{Bin: s.opts.Chromium, Leakless: true, Env: []string{"HOME=" + os.TempDir()}}, log); err != nil {
 		return err
 	}
-	consume, err := broker.NewConsumeClient(&http.Client{}, s.LB, ss.Passes.Broker)
+	consume, err := broker.NewFailoverConsumeClient(&http.Client{}, ss.brokerAPIURLs(), ss.Passes.Broker)
 	if err != nil {
 		return err
 	}
@@ -181,6 +198,14 @@ func (ss *Session) StartBroker(ctx context.Context) error {
 	return nil
 }
 
+// brokerAPIURLs are the URLs the session's broker redeems through.
+func (ss *Session) brokerAPIURLs() []string {
+	if len(ss.brokerOpts.BrokerAPIURLs) > 0 {
+		return ss.brokerOpts.BrokerAPIURLs
+	}
+	return []string{ss.stack.LB}
+}
+
 // startBrokerProcess runs the agentfy-broker binary with the session's broker pass in a
 // private file, and waits for its socket.
 func (ss *Session) startBrokerProcess(ctx context.Context) error {
@@ -200,7 +225,7 @@ func (ss *Session) startBrokerProcess(ctx context.Context) error {
 	cmd := exec.Command(s.opts.BrokerBin) //nolint:gosec,noctx // the test's own broker build; it outlives ctx
 	cmd.Env = []string{
 		"PATH=" + os.Getenv("PATH"), "HOME=" + os.TempDir(), "TMPDIR=" + os.TempDir(),
-		"AGENTFY_API_URL=" + s.LB, "AGENTFY_BROKER_PASS_FILE=" + passFile,
+		"AGENTFY_API_URL=" + strings.Join(ss.brokerAPIURLs(), ","), "AGENTFY_BROKER_PASS_FILE=" + passFile,
 		"AGENTFY_IPC_DIR=" + ss.IPCDir, "AGENTFY_CHROMIUM=" + chromium, "AGENTFY_LOG_LEVEL=debug",
 	}
 	ss.brokerLog = &syncBuffer{}
