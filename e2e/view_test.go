@@ -311,9 +311,9 @@ func TestUnavailable(t *testing.T) {
 			t.Fatalf("session after a refused view: %+v %v", cur, err)
 		}
 	})
-	t.Run("worker answers method not found", func(t *testing.T) {
+	t.Run("broker socket gone", func(t *testing.T) {
 		// The hello listed browserView, but by the time a view arrives the worker has no
-		// broker socket any more (an old image would answer the same way).
+		// broker socket any more: 503 (broker_down), and the session lives on.
 		agent := client.NewAgent(t, "")
 		ss := startSession(t, agent, stack.SessionOptions{BrokerHandler: http.NotFoundHandler()})
 		if err := os.Remove(filepath.Join(ss.IPCDir, "browser.sock")); err != nil {
@@ -324,7 +324,7 @@ func TestUnavailable(t *testing.T) {
 			t.Fatalf("%d %s", r.Status, r.Body)
 		}
 		if cur, err := st.Sess.Current(client.Context(t), agent); err != nil || cur.ID != ss.ID {
-			t.Fatalf("session after method-not-found: %+v %v", cur, err)
+			t.Fatalf("session after a view without a broker: %+v %v", cur, err)
 		}
 	})
 	t.Run("worker socket gone", func(t *testing.T) {
