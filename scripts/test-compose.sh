@@ -11,8 +11,13 @@
 #      Chromium (a screenshot in .artifacts/compose-web-app.png);
 #   5. from a throw-away container on the worker's network, TCP to Redis and NATS fails;
 #      from one on the replicas' network it succeeds (the control);
-#   6. stopping the replica that holds the worker's socket: a frame again within 30 s;
-#   7. down -v leaves no container, network or volume of the project.
+#   6. each replica stopped in turn (the worker's first, then the other): frames again
+#      through the one left within 30 s — the worker moves, the broker redeems through it;
+#   7. faults while a viewer polls (deploy/composecheck -fault): NATS restarted, Redis
+#      restarted, the broker and the worker crashed (their process SIGKILLed): never
+#      {"live":false}, a 404 or a 401, and frames again on their own (health checks,
+#      restart:) within 90 s, each printing its bound;
+#   8. down -v leaves no container, network or volume of the project.
 # Containers talk only on the networks this test made.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -106,10 +111,27 @@ for target in "$redis_ip 6379" "$nats_ip 4222"; do
   probe "${project}_backend" "$1" "$2" || { say "control: the replicas' network does not reach $1:$2"; exit 1; }
 done
 
-say "failover: stop api-b, which holds the worker's socket"
+say "failover: stop api-b, which holds the worker's socket; then api-a, with api-b back"
 compose logs worker | grep -q '"api":"http://api-b:8080".*"tool channel open"' || { say "the worker is not on api-b"; exit 1; }
 compose stop api-b >/dev/null
 go run ./deploy/composecheck -url http://127.0.0.1:8080 -token "$TOKEN" -key "$ORG_KEY" -wait 30s
+compose start api-b >/dev/null
+for _ in $(seq 1 60); do [ "$(health api-b)" = healthy ] && break; sleep 1; done
+compose stop api-a >/dev/null
+go run ./deploy/composecheck -url http://127.0.0.1:8081 -token "$TOKEN" -key "$ORG_KEY" -wait 30s
+compose start api-a >/dev/null
+for _ in $(seq 1 60); do [ "$(health api-a)" = healthy ] && break; sleep 1; done
+
+say "faults while a viewer polls: never live:false, frames again on their own"
+if docker compose version >/dev/null 2>&1; then compose_cmd="docker compose"; else compose_cmd="docker-compose"; fi
+# A crash is a SIGKILL of the container's process from outside, as the OOM killer's: the
+# restart policy brings the container back. (`compose kill` is a manual stop, which the
+# restart policy ignores by design.)
+crash() { echo "kill -9 \$(docker inspect -f '{{.State.Pid}}' $(compose ps -q "$1"))"; }
+for fault in "$compose_cmd restart nats" "$compose_cmd restart redis" "$(crash browser)" "$(crash worker)"; do
+  go run ./deploy/composecheck -url http://127.0.0.1:8080 -token "$TOKEN" -key "$ORG_KEY" -wait 90s \
+    -fault "$fault >/dev/null 2>&1"
+done
 
 say "down -v"
 compose --profile cli down -v --remove-orphans >/dev/null

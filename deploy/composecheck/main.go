@@ -1,9 +1,12 @@
 // Command composecheck is the part of the compose test (scripts/test-compose.sh) that
 // speaks HTTP: from the host, through the published ports, it waits until both view
 // routes return a live frame that decodes as a JPEG, as a member and as a partner would
-// see it.
+// see it. With -fault it breaks a part while a viewer polls and checks what viewers
+// see: never {"live":false} (the session lives on), and frames again within -wait of the
+// fault.
 //
 //	go run ./deploy/composecheck -url http://127.0.0.1:8080 -token JWT -key ORGKEY [-wait 90s]
+//	go run ./deploy/composecheck -url … -token … -key … -fault 'docker compose restart nats' [-wait 90s]
 package main
 
 import (
@@ -18,6 +21,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"time"
 )
 
@@ -35,9 +39,13 @@ func run() error {
 	agent := flag.String("agent", "agent-scout", "the demo agent")
 	org := flag.String("org", "org-acme", "the agent's organisation")
 	wait := flag.Duration("wait", 90*time.Second, "how long a route may take to show a live frame")
+	fault := flag.String("fault", "", "a shell `command` that breaks a part while a viewer polls")
 	flag.Parse()
 	if *token == "" || *key == "" {
 		return errors.New("-token and -key are required")
+	}
+	if *fault != "" {
+		return underFault(*base, *agent, *org, *token, *key, *fault, *wait)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *wait)
 	defer cancel()
@@ -98,6 +106,103 @@ func frame(ctx context.Context, url, bearer string) (w, h int, title string, err
 		select {
 		case <-ctx.Done():
 			return 0, 0, "", fmt.Errorf("no live frame in time; last answer: %s", last)
+		case <-tick.C:
+		}
+	}
+}
+
+// answer is one poll's answer, by kind: frame, no_tab, not_live, or the status.
+func answer(ctx context.Context, url, bearer string) string {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "error"
+	}
+	req.Header.Set("Authorization", "Bearer "+bearer)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "transport_error"
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Sprint(resp.StatusCode)
+	}
+	var v struct {
+		Live bool            `json:"live"`
+		Page json.RawMessage `json:"page"`
+	}
+	switch {
+	case json.Unmarshal(body, &v) != nil:
+		return "bad_body"
+	case !v.Live:
+		return "not_live"
+	case string(v.Page) == "null":
+		return "no_tab"
+	}
+	return "frame"
+}
+
+// underFault waits for a frame, then runs fault while two viewers (the member and the
+// partner, 2.1 s apart, each every 4.2 s: past the agent's 2-s window and each one's
+// 3-s pace) poll, and polls on until a frame arrives after the fault command ended. It
+// fails on any answer but a frame, no tab, 429 or 503 — {"live":false} (a fault is never
+// a stopped session), a 404 or 401 (nothing may be lost) — and when no frame comes
+// within wait of the fault.
+func underFault(base, agent, org, token, key, fault string, wait time.Duration) error {
+	member := base + "/v1/agents/" + agent + "/worker/view"
+	partner := base + "/v1/orgs/" + org + "/agents/" + agent + "/worker/view"
+	ctx, cancel := context.WithTimeout(context.Background(), 2*wait)
+	defer cancel()
+	if _, _, _, err := frame(ctx, member, token); err != nil {
+		return fmt.Errorf("before the fault: %w", err)
+	}
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() {
+		cmd := exec.CommandContext(ctx, "sh", "-c", fault) //nolint:gosec // the compose test's own command
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			err = fmt.Errorf("%q: %w: %s", fault, err, out)
+		}
+		done <- err
+	}()
+	seen := map[string]int{}
+	var ended time.Time
+	tick := time.NewTicker(2100 * time.Millisecond)
+	defer tick.Stop()
+	for i := 0; ; i++ {
+		select {
+		case err := <-done:
+			if err != nil {
+				return err
+			}
+			ended = time.Now()
+		default:
+		}
+		url, bearer := member, token
+		if i%2 == 1 {
+			url, bearer = partner, key
+		}
+		a := answer(ctx, url, bearer)
+		seen[a]++
+		switch a {
+		case "frame", "no_tab", "429", "503":
+		default:
+			// live:false would tell a viewer the browser is closed; a 404 or 401 that the
+			// directory or the credentials were lost.
+			return fmt.Errorf("fault %q: a viewer got %s (answers so far %v)", fault, a, seen)
+		}
+		if a == "frame" && !ended.IsZero() {
+			fmt.Printf("fault %q: answers %v; a frame again %.1f s after the fault began (the command took %.1f s)\n",
+				fault, seen, time.Since(start).Seconds(), ended.Sub(start).Seconds())
+			return nil
+		}
+		if time.Since(start) > wait {
+			return fmt.Errorf("fault %q: no frame within %v (answers %v)", fault, wait, seen)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("fault %q: %w (answers %v)", fault, ctx.Err(), seen)
 		case <-tick.C:
 		}
 	}
