@@ -341,25 +341,13 @@ func nonNil(s []string) []string {
 }
 
 // addMember serves PUT /v1/admin/teams/:id/members/:userId.
-func (s *AdminServer) addMember(c *gin.Context) {
-	team, ok := s.pathID(c, "id", "team")
-	if !ok {
-		return
-	}
-	user, ok := s.pathID(c, "userId", "user")
-	if !ok {
-		return
-	}
-	if err := s.cfg.Dir.AddMember(c.Request.Context(), team, user); err != nil {
-		s.abort(c, err)
-		return
-	}
-	s.audit(c, "member.add", "team", team, "user", user)
-	c.Status(http.StatusNoContent)
-}
+func (s *AdminServer) addMember(c *gin.Context) { s.membership(c, true) }
 
 // removeMember serves DELETE /v1/admin/teams/:id/members/:userId.
-func (s *AdminServer) removeMember(c *gin.Context) {
+func (s *AdminServer) removeMember(c *gin.Context) { s.membership(c, false) }
+
+// membership adds or removes one member; both are idempotent (204).
+func (s *AdminServer) membership(c *gin.Context, add bool) {
 	team, ok := s.pathID(c, "id", "team")
 	if !ok {
 		return
@@ -368,11 +356,15 @@ func (s *AdminServer) removeMember(c *gin.Context) {
 	if !ok {
 		return
 	}
-	if err := s.cfg.Dir.RemoveMember(c.Request.Context(), team, user); err != nil {
+	change, action := s.cfg.Dir.RemoveMember, "member.remove"
+	if add {
+		change, action = s.cfg.Dir.AddMember, "member.add"
+	}
+	if err := change(c.Request.Context(), team, user); err != nil {
 		s.abort(c, err)
 		return
 	}
-	s.audit(c, "member.remove", "team", team, "user", user)
+	s.audit(c, action, "team", team, "user", user)
 	c.Status(http.StatusNoContent)
 }
 
