@@ -32,10 +32,12 @@ const (
 )
 
 // Bounds of a whole run, compile time not included (the issue allows five minutes from
-// a fresh clone, compile included; a full run takes about three).
+// a fresh clone, compile included; a full run takes about three). A quick run takes
+// about 35 s alone, but the test command runs it under the race detector beside the
+// e2e suite's stacks, where CI saw it pass 90 s: its bound is the full run's.
 const (
 	benchFullTimeout  = 4 * time.Minute
-	benchQuickTimeout = 90 * time.Second
+	benchQuickTimeout = 4 * time.Minute
 )
 
 // benchOptions size the suites.
