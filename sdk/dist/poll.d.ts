@@ -80,7 +80,8 @@ export interface WatchOptions {
     /**
      * onUpdate receives every answer, in order; the next request waits until it settles.
      * Return 'soon' to ask again at the next moment the API allows (3 s after this
-     * request) instead of the normal interval: say, while waiting for a new session's first tab.
+     * request, or a 429's Retry-After after its answer when that is later) instead of the
+     * normal interval: say, while waiting for a new session's first tab.
      */
     onUpdate(update: ViewUpdate): void | 'soon' | Promise<void | 'soon'>;
     /** onWait is told, before each wait, the Date.now() of the next request (for a countdown). */
@@ -97,5 +98,14 @@ export interface WatchOptions {
  * watchWorkerView polls the agent's browser until the session ends, the API refuses
  * the caller, or options.signal aborts, and resolves with why it ended. It never
  * rejects for a failed request: those are `unavailable` updates and the loop goes on.
+ *
+ * Its pace keeps within the API's limits: one view per agent per caller every 3 s
+ * (callerPaceMs) besides the per-agent gate of one view in 2 s, whoever asks. It asks
+ * every 5 s ± 0.5 s (pollIntervalMs ± pollJitterMs), never sooner than 3 s after its
+ * previous request, also when onUpdate says 'soon' or a watch resumes with
+ * lastRequestAt. It honours a 429's Retry-After, the seconds really left (1–3 of the
+ * caller's own pace, 2 when another caller took the agent's window): the next request
+ * waits it on top of the normal interval, and a 'soon' one at least that long after the
+ * answer (at most maxRetryAfterMs; 2 s when the header is missing or unreadable).
  */
 export declare function watchWorkerView(options: WatchOptions): Promise<WatchEnd>;

@@ -1,13 +1,16 @@
 // watchWorkerView: the polling loop every client of the browser view needs, done once.
 //
-// The API's rules (the OpenAPI document's description): ask at most every 5 s; one
-// request per agent in 2 s passes and one per caller and agent in 3 s (429 otherwise,
-// with Retry-After); 429 and 503 are temporary and never mean the browser closed; only
-// `{"live":false}` does. The loop below asks, waits 5 s ± 0.5 s (and a 429's Retry-After
-// on top: the jitter keeps two viewers of one agent from staying in step, the
-// Retry-After moves the loser out of the winner's window), reports every answer, and
-// stops on `{"live":false}`, on an answer that will not change by asking again (401,
-// 403, 404) or when its signal aborts.
+// The API's rules (the OpenAPI document's description): ask at most every 5 s; one view
+// per agent in 2 s passes, whoever asks (the per-agent gate), and one per agent per
+// caller (a user or an organisation key) every 3 s (the caller's pace); a refused
+// request gets 429 with Retry-After, the whole seconds really left: 1–3 of the caller's
+// own pace, 2 when another caller took the agent's window. 429 and 503 are temporary
+// and never mean the browser closed; only `{"live":false}` does (it is answered before
+// the gate and costs no window or pace). The loop below asks, waits 5 s ± 0.5 s (and a
+// 429's Retry-After on top: the jitter keeps two viewers of one agent from staying in
+// step, the Retry-After moves the loser out of the winner's window), reports every
+// answer, and stops on `{"live":false}`, on an answer that will not change by asking
+// again (401, 403, 404) or when its signal aborts.
 
 import type { Client } from './gen/client/index.js';
 import { WorkerView } from './gen/sdk.gen.js';
@@ -85,7 +88,8 @@ export interface WatchOptions {
   /**
    * onUpdate receives every answer, in order; the next request waits until it settles.
    * Return 'soon' to ask again at the next moment the API allows (3 s after this
-   * request) instead of the normal interval: say, while waiting for a new session's first tab.
+   * request, or a 429's Retry-After after its answer when that is later) instead of the
+   * normal interval: say, while waiting for a new session's first tab.
    */
   onUpdate(update: ViewUpdate): void | 'soon' | Promise<void | 'soon'>;
   /** onWait is told, before each wait, the Date.now() of the next request (for a countdown). */
@@ -121,6 +125,15 @@ function sleep(ms: number, signal: AbortSignal | undefined): Promise<boolean> {
  * watchWorkerView polls the agent's browser until the session ends, the API refuses
  * the caller, or options.signal aborts, and resolves with why it ended. It never
  * rejects for a failed request: those are `unavailable` updates and the loop goes on.
+ *
+ * Its pace keeps within the API's limits: one view per agent per caller every 3 s
+ * (callerPaceMs) besides the per-agent gate of one view in 2 s, whoever asks. It asks
+ * every 5 s ± 0.5 s (pollIntervalMs ± pollJitterMs), never sooner than 3 s after its
+ * previous request, also when onUpdate says 'soon' or a watch resumes with
+ * lastRequestAt. It honours a 429's Retry-After, the seconds really left (1–3 of the
+ * caller's own pace, 2 when another caller took the agent's window): the next request
+ * waits it on top of the normal interval, and a 'soon' one at least that long after the
+ * answer (at most maxRetryAfterMs; 2 s when the header is missing or unreadable).
  */
 export async function watchWorkerView(options: WatchOptions): Promise<WatchEnd> {
   const { signal } = options;
@@ -165,10 +178,12 @@ export async function watchWorkerView(options: WatchOptions): Promise<WatchEnd> 
       }
       update = { kind: 'unavailable', status, error, at };
     }
+    const answeredAt = Date.now();
+    const retryAfter = retryAfterMs(response);
     const next = await options.onUpdate(update);
     if (update.kind === 'closed') {
       return { reason: 'closed' };
     }
-    nextAt = next === 'soon' ? at + callerPaceMs : at + nextPollDelay(retryAfterMs(response), random);
+    nextAt = next === 'soon' ? Math.max(at + callerPaceMs, answeredAt + retryAfter) : at + nextPollDelay(retryAfter, random);
   }
 }

@@ -185,6 +185,19 @@ describe('watchWorkerView', () => {
     assert.deepEqual(waits, [callerPaceMs - 1_000, callerPaceMs]);
   });
 
+  test("'soon' after a 429 waits at least its Retry-After", async () => {
+    const { waits } = await watch(
+      [
+        json(429, { error: { code: 'rate_limited', message: 'm' } }, { 'Retry-After': '5' }),
+        json(429, { error: { code: 'rate_limited', message: 'm' } }, { 'Retry-After': '1' }),
+        json(200, { live: false }),
+      ],
+      { onUpdate: () => 'soon' },
+    );
+    // Five seconds asked for: more than the pace. One second: the pace is longer.
+    assert.deepEqual(waits, [5_000, callerPaceMs]);
+  });
+
   test('an abort ends the watch during a wait and during a request, with no update after it', async () => {
     const ac = new AbortController();
     mock.timers.enable({ apis: ['setTimeout', 'Date'], now: 1_000_000 });

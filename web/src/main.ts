@@ -251,6 +251,7 @@ class AgentScreen {
       onStatus: (event) => this.window.setStatus(event),
       onUnauthorized: expireSession,
       onNotFound: () => this.window.setNotFound(),
+      onDown: () => this.window.setFeedDown(),
     });
   }
 

@@ -4,6 +4,7 @@
 
 import { execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { createServer, request as httpRequest } from 'node:http';
 import { mkdtemp, readFile, rm, watch } from 'node:fs/promises';
 import { openSync, closeSync, readFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -239,4 +240,120 @@ export function traced(getContext, name, fn) {
       throw err;
     }
   };
+}
+
+/**
+ * startBufferingProxy serves target (a replica's http://host:port) on a loopback port of
+ * its own as a reverse proxy that buffers server-sent events, as a proxy that ignores
+ * `X-Accel-Buffering: no` does: every request and answer passes through, but the body of
+ * a `text/event-stream` answer is held until the upstream stream ends (the status feed's
+ * ends after an hour), so the page gets the feed's 200 and headers and never an event.
+ * `url` is the proxy's origin; close() stops it and every connection through it.
+ */
+export async function startBufferingProxy(target) {
+  const upstream = new URL(target);
+  const hopByHop = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'proxy-connection', 'te', 'trailer']);
+  const pass = (headers) => Object.fromEntries(Object.entries(headers).filter(([name]) => !hopByHop.has(name)));
+  const held = new Set();
+  const server = createServer((req, res) => {
+    const up = httpRequest(
+      { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: { ...pass(req.headers), host: upstream.host } },
+      (answer) => {
+        res.writeHead(answer.statusCode, pass(answer.headers));
+        if (String(answer.headers['content-type']).startsWith('text/event-stream')) {
+          res.flushHeaders();
+          held.add(res);
+          const chunks = [];
+          answer.on('data', (chunk) => chunks.push(chunk));
+          answer.on('end', () => res.end(Buffer.concat(chunks)));
+        } else {
+          answer.pipe(res);
+        }
+      },
+    );
+    up.on('error', () => res.destroy());
+    // The page went away (or the answer is complete): let the upstream request go too,
+    // so that the API closes its stream and frees the caller's place under its cap.
+    res.on('close', () => {
+      held.delete(res);
+      up.destroy();
+    });
+    req.pipe(up);
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  return {
+    url: `http://127.0.0.1:${server.address().port}`,
+    /** streams is how many event streams the proxy holds back now. */
+    streams: () => held.size,
+    close: async () => {
+      server.closeAllConnections();
+      server.close();
+      await once(server, 'close').catch(() => {});
+    },
+  };
+}
+
+/**
+ * recordViews makes every page of context note, in the page itself, each view request it
+ * sends (`window.__viewsSent`: `{ at, status, live, frame }`: the page's Date.now() when
+ * the app called fetch, the answer's status — 'failed' for none — and what its body said),
+ * each answer of the status feed (`window.__feedAnswers`: `{ at, status }`, at the page's
+ * Date.now() when the headers arrived), and when the window's toggle was last clicked and
+ * the document last became visible or hidden (`window.__marks`). Timings taken in the
+ * page are free of the delay with which Playwright reports events to a loaded test.
+ */
+export async function recordViews(context) {
+  await context.addInitScript(() => {
+    const sent = (window.__viewsSent = []);
+    const feedAnswers = (window.__feedAnswers = []);
+    const marks = (window.__marks = {});
+    const original = window.fetch;
+    window.fetch = (input, init) => {
+      const url = input instanceof Request ? input.url : String(input);
+      const at = Date.now();
+      const answer = original.call(window, input, init);
+      if (url.includes('/worker/view')) {
+        const entry = { at, status: undefined, live: undefined, frame: false };
+        sent.push(entry);
+        answer.then(
+          (response) => {
+            entry.status = response.status;
+            response.clone().json().then((body) => {
+              entry.live = body?.live;
+              entry.frame = Boolean(body?.page);
+            }, () => {});
+          },
+          () => (entry.status = 'failed'),
+        );
+      } else if (url.includes('/worker/status')) {
+        answer.then((response) => feedAnswers.push({ at: Date.now(), status: response.status }), () => feedAnswers.push({ at: Date.now(), status: 'failed' }));
+      }
+      return answer;
+    };
+    document.addEventListener('visibilitychange', () => (marks[document.visibilityState] = Date.now()), true);
+    document.addEventListener('click', (event) => {
+      if (event.target instanceof Element && event.target.closest('.bw-toggle')) {
+        marks.toggle = Date.now();
+      }
+    }, true);
+  });
+}
+
+/** viewsSent returns the page's record of its view requests (recordViews). */
+export const viewsSent = (page) => page.evaluate(() => window.__viewsSent.map((v) => ({ ...v })));
+
+/** marks returns the page's record of toggle clicks and visibility changes (recordViews). */
+export const marks = (page) => page.evaluate(() => ({ ...window.__marks }));
+
+/** feedAnswers returns the page's record of the status feed's answers (recordViews). */
+export const feedAnswers = (page) => page.evaluate(() => window.__feedAnswers.map((a) => ({ ...a })));
+
+/**
+ * nextViews waits until the page has sent more than n view requests (generous timeout:
+ * under load a poll may be seconds late) and returns the record.
+ */
+export async function nextViews(page, n, timeout = 30_000) {
+  await page.waitForFunction((n) => window.__viewsSent.length > n, n, { timeout });
+  return viewsSent(page);
 }

@@ -117,7 +117,10 @@ export type GetAgentWorkerViewErrors = {
      */
     404: ErrorBody;
     /**
-     * Another view of this agent passed less than 2 seconds ago.
+     * Another view of this agent passed less than 2 seconds ago, or this caller (a user
+     * or an organisation key) asked for this agent less than 3 seconds ago. Only a
+     * request that finds a running or idle session meets this limit.
+     *
      */
     429: ErrorBody;
     /**
@@ -168,7 +171,10 @@ export type GetPartnerWorkerViewErrors = {
      */
     404: ErrorBody;
     /**
-     * Another view of this agent passed less than 2 seconds ago.
+     * Another view of this agent passed less than 2 seconds ago, or this caller (a user
+     * or an organisation key) asked for this agent less than 3 seconds ago. Only a
+     * request that finds a running or idle session meets this limit.
+     *
      */
     429: ErrorBody;
     /**

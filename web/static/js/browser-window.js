@@ -3,15 +3,23 @@
 // frame kept on 429/503/failures, the end on {"live":false}).
 //
 // Rules (SPEC §9): frames are asked for only while the window is expanded, the document
-// is visible and the status feed says the session is alive; the watch is aborted as soon
-// as one of these stops holding, and a new one waits for the API's 3-s pace after the
-// previous request. A new JPEG replaces the old one only after it decoded, so the
-// picture never flashes blank. Only `{"live":false}` (or a stopped session on the feed)
-// means «Браузер закрыт»; the feed reporting a new session wakes the window up, and
-// until that session shows a tab the window says «Ждём снимок экрана…», asking again at
-// the next moment the API allows. The frame's title, URL and age sit above it; when the
-// broker masked secret regions of the frame, «Часть страницы скрыта» lies over its top
-// corner. A click (or Enter) opens it at full size, Esc closes it.
+// is visible and the session is alive; the watch is aborted as soon as one of these stops
+// holding, and a new one waits for the API's 3-s pace after the previous request. A new
+// JPEG replaces the old one only after it decoded, so the picture never flashes blank.
+// Only `{"live":false}` (or a stopped session on the feed) means «Браузер закрыт»; the
+// feed reporting a new session wakes the window up, and until that session shows a tab
+// the window says «Ждём снимок экрана…», asking again at the next moment the API allows.
+// The frame's title, URL and age sit above it; when the broker masked secret regions of
+// the frame, «Часть страницы скрыта» lies over its top corner. A click (or Enter) opens
+// it at full size, Esc closes it.
+//
+// The status feed only speeds things up: the view route alone says whether the agent is
+// live. While the feed works (it delivered an event on its current connection), it says
+// when to start and stop asking, as above. When it has said nothing within 3 s of the
+// window's start (a proxy that buffers server-sent events), or was refused (429: the
+// per-user stream cap) or failed, the window asks the view route anyway, and after
+// «Браузер закрыт» it keeps asking every 20 s ± 2 s, so that a new session is found
+// without the feed.
 import { watchWorkerView } from '@agentfy/sdk';
 import { formatAge } from './age.js';
 import { el, uniqueId } from './dom.js';
@@ -28,6 +36,18 @@ const sessionStatus = {
     idle: 'ожидает',
     stopped: 'остановлена',
 };
+/**
+ * feedSilenceMs is how long the window waits for the status feed's first event before it
+ * asks the view route without it.
+ */
+const feedSilenceMs = 3_000;
+/**
+ * closedRecheckMs ± closedRecheckJitterMs is the wait between two view requests after
+ * «Браузер закрыт» while the feed is down: the only way to see a new session then. A view
+ * of an agent with no session takes no window of the API's gate and no pace.
+ */
+const closedRecheckMs = 20_000;
+const closedRecheckJitterMs = 2_000;
 /**
  * waitForTabMs is how long after a new session starts an answer «no tab» still reads as
  * «waiting for the first frame» (the worker opens its first tab within seconds).
@@ -58,7 +78,16 @@ export class BrowserWindow {
     dialogTitle;
     expanded = true;
     display = 'connecting';
+    /** feed is the status feed's last event; feedState says whether it still holds. */
     feed;
+    feedState = 'pending';
+    /** feedSilence turns a feed that said nothing for feedSilenceMs 'down'. */
+    feedSilence;
+    /** recheckAt is the Date.now() at which a closed window asks again while the feed is down. */
+    recheckAt = 0;
+    recheckTimer;
+    /** sessionLine is whether the session line says the session is live; undefined when it is empty. */
+    sessionLine;
     /** closedSession is the session the view answered `{"live":false}` for. */
     closedSession;
     /** waitingSince is the Date.now() at which the window began to wait for a new session's first frame. */
@@ -116,12 +145,22 @@ export class BrowserWindow {
             }
         });
         document.addEventListener('visibilitychange', this.onVisibility);
+        this.feedSilence = setTimeout(() => {
+            if (this.feedState === 'pending') {
+                this.setFeedDown();
+            }
+        }, feedSilenceMs);
     }
     /** setStatus takes an event of the status feed. */
     setStatus(event) {
         const previous = this.feed;
+        // While the feed was down, the view route may have shown a session the feed missed.
+        const resumed = this.feedState === 'down';
         this.feed = event;
+        this.feedState = 'up';
+        clearTimeout(this.feedSilence);
         this.session.textContent = `Сессия агента: ${sessionStatus[event.status]}`;
+        this.sessionLine = event.live;
         if (this.display === 'notFound') {
             return;
         }
@@ -129,7 +168,7 @@ export class BrowserWindow {
             this.clearFrame('closed');
         }
         else if (event.sessionId !== this.closedSession) {
-            if (previous !== undefined && previous.sessionId !== event.sessionId) {
+            if (previous !== undefined && previous.sessionId !== event.sessionId && !(resumed && this.display === 'frame')) {
                 // A new session: its worker opens a tab within seconds; until then, «waiting».
                 this.clearFrame('waiting');
                 this.waitingSince = Date.now();
@@ -140,10 +179,24 @@ export class BrowserWindow {
         }
         this.refresh();
     }
+    /**
+     * setFeedDown says the status feed delivers nothing now (refused, failed, ended, or
+     * silent since the start): the window asks the view route without it until the feed's
+     * next event.
+     */
+    setFeedDown() {
+        if (this.feedState === 'down') {
+            return;
+        }
+        this.feedState = 'down';
+        clearTimeout(this.feedSilence);
+        this.refresh();
+    }
     /** setNotFound shows that the agent does not exist or is hidden from this person. */
     setNotFound() {
         this.clearFrame('notFound');
         this.session.textContent = '';
+        this.sessionLine = undefined;
         this.hint.hidden = true;
         this.refresh();
     }
@@ -152,6 +205,8 @@ export class BrowserWindow {
         this.disposed = true;
         this.watch?.abort();
         clearInterval(this.ticker);
+        clearTimeout(this.feedSilence);
+        clearTimeout(this.recheckTimer);
         document.removeEventListener('visibilitychange', this.onVisibility);
         if (this.frameUrl) {
             URL.revokeObjectURL(this.frameUrl);
@@ -165,21 +220,30 @@ export class BrowserWindow {
     }
     /** eligible tells whether frames may be requested now. */
     eligible() {
-        return (!this.disposed &&
-            this.expanded &&
-            document.visibilityState === 'visible' &&
-            this.display !== 'notFound' &&
-            this.feed !== undefined &&
-            this.feed.live &&
-            this.feed.sessionId !== this.closedSession);
+        if (this.disposed || !this.expanded || document.visibilityState !== 'visible' || this.display === 'notFound') {
+            return false;
+        }
+        switch (this.feedState) {
+            case 'pending':
+                return false;
+            case 'up':
+                return this.feed !== undefined && this.feed.live && this.feed.sessionId !== this.closedSession;
+            case 'down':
+                // The view route alone says whether the agent is live; once it said no, ask it
+                // again at the slower pace.
+                return this.display !== 'closed' || Date.now() >= this.recheckAt;
+        }
     }
     /**
      * refresh follows a change of eligibility: it aborts the watch when frames are not
      * wanted, and starts one when they are wanted again (its first request waits for the
-     * API's pace after the previous one).
+     * API's pace after the previous one). A closed window whose feed is down comes back
+     * here at recheckAt.
      */
     refresh() {
         this.syncTicker();
+        clearTimeout(this.recheckTimer);
+        this.recheckTimer = undefined;
         const eligible = this.eligible();
         if (!eligible && this.watch) {
             this.watch.abort();
@@ -187,6 +251,10 @@ export class BrowserWindow {
         }
         else if (eligible && !this.watch) {
             this.startWatch();
+        }
+        const wait = this.recheckAt - Date.now();
+        if (!eligible && !this.disposed && this.feedState === 'down' && this.display === 'closed' && wait > 0) {
+            this.recheckTimer = setTimeout(() => this.refresh(), wait);
         }
     }
     startWatch() {
@@ -234,6 +302,7 @@ export class BrowserWindow {
         }
         switch (update.kind) {
             case 'frame':
+                this.viewSaysLive(true);
                 try {
                     await this.swapFrame(update.page);
                     this.setUnavailable(false);
@@ -244,7 +313,14 @@ export class BrowserWindow {
                 }
                 return;
             case 'noTab':
+                this.viewSaysLive(true);
                 this.setUnavailable(false);
+                if (this.display === 'closed') {
+                    // A closed window asked while the feed is down and found a new session: wait for
+                    // its first tab as when the feed reports one.
+                    this.show('waiting');
+                    this.waitingSince = Date.now();
+                }
                 if (this.display === 'waiting' && Date.now() - this.waitingSince < waitForTabMs) {
                     // A new session that has not opened its first tab yet: keep waiting, ask soon.
                     return 'soon';
@@ -256,11 +332,24 @@ export class BrowserWindow {
                 this.setUnavailable(true);
                 return this.display === 'waiting' ? 'soon' : undefined;
             case 'closed':
-                // The feed will report the stop too; until it reports a new session, stay closed.
+                // The feed will report the stop too; until it reports a new session (or, while it
+                // is down, the view route finds one), stay closed.
+                this.viewSaysLive(false);
                 this.closedSession = this.feed?.sessionId;
                 this.clearFrame('closed');
                 return;
         }
+    }
+    /**
+     * viewSaysLive corrects the session line when the view route contradicts a feed that
+     * is not up (its last event is stale, or there was none).
+     */
+    viewSaysLive(live) {
+        if (this.feedState === 'up' || this.sessionLine === live) {
+            return;
+        }
+        this.session.textContent = live ? '' : `Сессия агента: ${sessionStatus.stopped}`;
+        this.sessionLine = live ? undefined : false;
     }
     setUnavailable(unavailable) {
         this.unavailable = unavailable;
@@ -338,6 +427,9 @@ export class BrowserWindow {
             this.frameUrl = undefined;
         }
         this.unavailable = false;
+        if (display === 'closed') {
+            this.recheckAt = Date.now() + closedRecheckMs - closedRecheckJitterMs + Math.random() * 2 * closedRecheckJitterMs;
+        }
         this.show(display);
         this.updateNotice();
     }

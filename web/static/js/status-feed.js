@@ -2,7 +2,9 @@
 // with fetch and a stream reader because EventSource cannot send the Authorization
 // header (and the token must never go into the URL). The first event is the current
 // state; the stream ends after an hour or when a replica shuts down, and the feed then
-// reconnects with a growing, jittered delay.
+// reconnects with a growing, jittered delay. The feed only speeds the «Браузер агента»
+// window up: a proxy may buffer the stream (no event ever arrives) or the API may refuse
+// it (429: the per-user stream cap), and the window then relies on the view route alone.
 /** Reconnection delays: the first retry after about 1 s, doubling up to 30 s. */
 const firstRetryMs = 1_000;
 const maxRetryMs = 30_000;
@@ -50,6 +52,7 @@ export class StatusFeed {
         if (signal.aborted) {
             return;
         }
+        this.handlers.onDown();
         const delay = Math.min(maxRetryMs, firstRetryMs * 2 ** this.failures) * (0.8 + 0.4 * Math.random());
         this.failures++;
         this.retryTimer = setTimeout(() => void this.connect(), delay);
