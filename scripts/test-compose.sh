@@ -15,7 +15,7 @@
 #      through the one left within 30 s — the worker moves, the broker redeems through it;
 #   7. faults while a viewer polls (deploy/composecheck -fault): NATS restarted, Redis
 #      restarted, the broker and the worker crashed (their process SIGKILLed): never
-#      {"live":false}, a 404 or a 401, and frames again on their own (health checks,
+#      {"live":false}, a 404 or a 401, and live again on their own (health checks,
 #      restart:) within 90 s, each printing its bound;
 #   8. down -v leaves no container, network or volume of the project.
 # Containers talk only on the networks this test made.

@@ -192,13 +192,15 @@ func underFault(base, agent, org, token, key, fault string, wait time.Duration) 
 			// directory or the credentials were lost.
 			return fmt.Errorf("fault %q: a viewer got %s (answers so far %v)", fault, a, seen)
 		}
-		if a == "frame" && !ended.IsZero() {
-			fmt.Printf("fault %q: answers %v; a frame again %.1f s after the fault began (the command took %.1f s)\n",
-				fault, seen, time.Since(start).Seconds(), ended.Sub(start).Seconds())
+		// Live again: a frame, or no tab — a broker that crashed comes back with a new
+		// Chromium, which has no tab until the agent opens one.
+		if (a == "frame" || a == "no_tab") && !ended.IsZero() {
+			fmt.Printf("fault %q: answers %v; live again (%s) %.1f s after the fault began (the command took %.1f s)\n",
+				fault, seen, a, time.Since(start).Seconds(), ended.Sub(start).Seconds())
 			return nil
 		}
 		if time.Since(start) > wait {
-			return fmt.Errorf("fault %q: no frame within %v (answers %v)", fault, wait, seen)
+			return fmt.Errorf("fault %q: not live again within %v (answers %v)", fault, wait, seen)
 		}
 		select {
 		case <-ctx.Done():
