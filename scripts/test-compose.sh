@@ -128,7 +128,9 @@ if docker compose version >/dev/null 2>&1; then compose_cmd="docker compose"; el
 # restart policy brings the container back. (`compose kill` is a manual stop, which the
 # restart policy ignores by design.)
 crash() { echo "kill -9 \$(docker inspect -f '{{.State.Pid}}' $(compose ps -q "$1"))"; }
-for fault in "$compose_cmd restart nats" "$compose_cmd restart redis" "$(crash browser)" "$(crash worker)"; do
+# The broker's crash last: its new Chromium has no tab until the agent opens one, and the
+# faults before it wait for a frame.
+for fault in "$compose_cmd restart nats" "$compose_cmd restart redis" "$(crash worker)" "$(crash browser)"; do
   go run ./deploy/composecheck -url http://127.0.0.1:8080 -token "$TOKEN" -key "$ORG_KEY" -wait 90s \
     -fault "$fault >/dev/null 2>&1"
 done
