@@ -98,8 +98,10 @@ const streamsPerUser = 8;
  * closes them.
  */
 async function holdStreams(origin, agent) {
+  // Each held stream keeps its Response: fetch cancels the body of a Response that is
+  // garbage collected unread, and the API would then count one stream fewer.
   const held = [];
-  const release = () => held.forEach((ac) => ac.abort());
+  const release = () => held.forEach(({ ac }) => ac.abort());
   const deadline = AbortSignal.timeout(eventTimeoutMs);
   try {
     while (held.length < streamsPerUser) {
@@ -114,7 +116,7 @@ async function holdStreams(origin, agent) {
         continue;
       }
       assert.equal(res.status, 200);
-      held.push(ac); // the body stays unread: the stream stays open
+      held.push({ ac, res }); // the body stays unread: the stream stays open
     }
   } catch (err) {
     release();
