@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"unicode"
 
 	"github.com/go-rod/rod/lib/proto"
 
@@ -14,27 +15,62 @@ import (
 )
 
 // What is masked. An element is secret when it is
-//   - an input or textarea whose type is password, or whose autocomplete names a
-//     password, a one-time code or any cc-* (payment card) field;
+//   - a form control (input, textarea, select, or an element made editable with
+//     contenteditable) whose autocomplete names a password, a one-time code or any
+//     cc-* (payment card) field;
+//   - an input or textarea whose type is password, or whose name, id, aria-label,
+//     placeholder or label says it holds one (secretWords: a "show password" toggle
+//     turns a password field into type=text and keeps its name);
 //   - marked private for session-replay tools: one of MaskAttributes (any value), one
-//     of MaskClasses, data-dd-privacy="mask" or "hidden", data-clarity-mask="true",
-//     and the deployment's extra attributes and classes ([Config.MaskAttributes],
-//     [Config.MaskClasses]);
+//     of MaskClasses, data-dd-privacy="mask", "hidden" or "mask-user-input",
+//     data-clarity-mask="true", and the deployment's extra attributes and classes
+//     ([Config.MaskAttributes], [Config.MaskClasses]). Attribute and class names are
+//     compared ASCII case-insensitively: a selector matches a class so in a quirks-mode
+//     page, so this masks at least what each of those tools masks;
 //   - an iframe whose allow attribute grants payment (how shops embed card entry).
 //
 // A secret element's descendants are secret too, and a document inside an iframe that
 // holds a secret masks the whole iframe of the top document.
 var (
 	// MaskAttributes are the attributes that mark an element private, whatever their
-	// value (rrweb/LogRocket, Hotjar, OpenReplay and the common data-sensitive).
-	MaskAttributes = []string{"data-private", "data-sensitive", "data-hj-suppress", "data-openreplay-masked"}
-	// MaskClasses are the classes that mark an element private (rrweb, FullStory,
-	// PostHog).
-	MaskClasses = []string{"rr-block", "rr-mask", "fs-exclude", "ph-no-capture"}
+	// value: rrweb/LogRocket, Hotjar, OpenReplay, Sentry, Smartlook, Heap and the
+	// common data-sensitive.
+	MaskAttributes = []string{
+		"data-private", "data-sensitive", "data-hj-suppress", "data-openreplay-masked",
+		"data-sentry-block", "data-sentry-mask", "data-recording-sensitive",
+		"data-recording-disable", "data-heap-redact-text",
+	}
+	// MaskClasses are the classes that mark an element private: rrweb, FullStory,
+	// PostHog, Sentry, LogRocket, Datadog and Heap.
+	MaskClasses = []string{
+		"rr-block", "rr-mask", "fs-exclude", "fs-mask", "ph-no-capture", "sentry-block",
+		"sentry-mask", "_lr-hide", "dd-privacy-mask", "dd-privacy-hidden",
+		"dd-privacy-mask-user-input", "heap-ignore",
+	}
 )
 
 // secretAutocomplete are the autocomplete tokens of secret fields, besides any cc-*.
 var secretAutocomplete = []string{"current-password", "new-password", "one-time-code"}
+
+// secretWords decide whether a text field's name, id, aria-label, placeholder or label
+// says it holds a secret. The text is lower-cased; it is secret when it contains one of
+// secretWords.within anywhere, or one of secretWords.whole as a word of its own (words
+// split at every character that is not a letter or a digit, and between a lower-case
+// and an upper-case letter: "userPwd" is "user pwd").
+var secretWords = struct{ within, whole []string }{
+	within: []string{
+		"password", "passwd", "passphrase", "passcode", "onetime", "one-time", "one_time",
+		"securitycode", "security-code", "security_code", "security code", "пароль",
+	},
+	whole: []string{"pass", "pwd", "pin", "otp", "cvc", "cvc2", "cvv", "cvv2", "csc", "cvn", "пин"},
+}
+
+// maskDDPrivacy are the values of data-dd-privacy that mask (Datadog).
+var maskDDPrivacy = []string{"mask", "hidden", "mask-user-input"}
+
+// notTextInputs are the input types that hold no typed text: a password rule by name
+// never masks them (a "Show password" checkbox is not a secret).
+var notTextInputs = []string{"hidden", "checkbox", "radio", "submit", "button", "reset", "image", "file", "range", "color"}
 
 // Bounds of the deployment's extra mask names.
 const (
@@ -135,6 +171,7 @@ type snapshotDocument struct {
 	Nodes struct {
 		ParentIndex          []int   `json:"parentIndex"`
 		NodeName             []int   `json:"nodeName"`
+		NodeValue            []int   `json:"nodeValue"`
 		Attributes           [][]int `json:"attributes"`
 		ContentDocumentIndex struct {
 			Index []int `json:"index"`
@@ -222,6 +259,10 @@ func findSecrets(raw []byte, rules maskRules) (secrets, error) {
 		if len(nodes.NodeName) != n || len(nodes.Attributes) != n {
 			return secrets{}, errSnapshot
 		}
+		labelled, ok := labelledSecrets(doc, str)
+		if !ok {
+			return secrets{}, errSnapshot
+		}
 		r := make([]int, n)
 		for i := range n {
 			r[i] = -1
@@ -234,7 +275,7 @@ func findSecrets(raw []byte, rules maskRules) (secrets, error) {
 				r[i] = r[p]
 				continue
 			}
-			secret, ok := isSecret(nodes.NodeName[i], nodes.Attributes[i], str, rules)
+			secret, ok := isSecret(nodes.NodeName[i], nodes.Attributes[i], str, rules, labelled[i])
 			if !ok {
 				return secrets{}, errSnapshot
 			}
@@ -324,9 +365,10 @@ func hasSecretLayout(doc snapshotDocument, region []int) bool {
 	return false
 }
 
-// isSecret reports whether an element is secret by its own name and attributes; ok is
-// false when an index is out of the string table.
-func isSecret(nameIdx int, attrs []int, str func(int) (string, bool), rules maskRules) (secret, ok bool) {
+// isSecret reports whether an element is secret by its own name and attributes, or
+// because a label says so (labelled); ok is false when an index is out of the string
+// table.
+func isSecret(nameIdx int, attrs []int, str func(int) (string, bool), rules maskRules, labelled bool) (secret, ok bool) {
 	name, ok := str(nameIdx)
 	if !ok {
 		return false, false
@@ -334,8 +376,10 @@ func isSecret(nameIdx int, attrs []int, str func(int) (string, bool), rules mask
 	if len(attrs)%2 != 0 {
 		return false, false
 	}
-	field := strings.EqualFold(name, "input") || strings.EqualFold(name, "textarea")
+	text := strings.EqualFold(name, "input") || strings.EqualFold(name, "textarea")
+	control := text || strings.EqualFold(name, "select")
 	iframe := strings.EqualFold(name, "iframe")
+	named, notText := labelled, false
 	for k := 0; k < len(attrs); k += 2 {
 		a, ok1 := str(attrs[k])
 		v, ok2 := str(attrs[k+1])
@@ -343,23 +387,34 @@ func isSecret(nameIdx int, attrs []int, str func(int) (string, bool), rules mask
 			return false, false
 		}
 		a = strings.ToLower(a)
+		if a == "contenteditable" && !strings.EqualFold(strings.TrimSpace(v), "false") {
+			control = true
+		}
+	}
+	for k := 0; k < len(attrs); k += 2 {
+		a, _ := str(attrs[k])
+		v, _ := str(attrs[k+1])
+		a = strings.ToLower(a)
 		switch {
 		case slices.Contains(rules.attributes, a):
 			secret = true
 		case a == "class":
 			for _, c := range strings.Fields(v) {
-				if slices.Contains(rules.classes, c) {
+				if slices.ContainsFunc(rules.classes, func(m string) bool { return strings.EqualFold(c, m) }) {
 					secret = true
 				}
 			}
 		case a == "data-dd-privacy":
-			v = strings.ToLower(strings.TrimSpace(v))
-			secret = secret || v == "mask" || v == "hidden"
+			secret = secret || slices.Contains(maskDDPrivacy, strings.ToLower(strings.TrimSpace(v)))
 		case a == "data-clarity-mask":
 			secret = secret || strings.EqualFold(strings.TrimSpace(v), "true")
-		case field && a == "type":
-			secret = secret || strings.EqualFold(strings.TrimSpace(v), "password")
-		case field && a == "autocomplete":
+		case text && a == "type":
+			t := strings.ToLower(strings.TrimSpace(v))
+			secret = secret || t == "password"
+			notText = slices.Contains(notTextInputs, t)
+		case text && (a == "name" || a == "id" || a == "aria-label" || a == "placeholder"):
+			named = named || saysSecret(v)
+		case control && a == "autocomplete":
 			for _, t := range strings.Fields(strings.ToLower(v)) {
 				if strings.HasPrefix(t, "cc-") || slices.Contains(secretAutocomplete, t) {
 					secret = true
@@ -373,7 +428,117 @@ func isSecret(nameIdx int, attrs []int, str func(int) (string, bool), rules mask
 			}
 		}
 	}
-	return secret, true
+	return secret || (text && named && !notText), true
+}
+
+// saysSecret reports whether a field's name, id, aria-label, placeholder or label text
+// says it holds a secret (secretWords).
+func saysSecret(v string) bool {
+	if len(v) > maxLabelBytes {
+		v = v[:maxLabelBytes]
+	}
+	// Split camelCase before lower-casing: "userPwd" is "user Pwd".
+	var b strings.Builder
+	prevLower := false
+	for _, r := range v {
+		if prevLower && unicode.IsUpper(r) {
+			b.WriteByte(' ')
+		}
+		prevLower = unicode.IsLower(r)
+		b.WriteRune(r)
+	}
+	lower := strings.ToLower(b.String())
+	for _, w := range secretWords.within {
+		if strings.Contains(lower, w) {
+			return true
+		}
+	}
+	for _, w := range strings.FieldsFunc(lower, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
+		if slices.Contains(secretWords.whole, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// maxLabelBytes bounds the text of a label (or a name) read for saysSecret.
+const maxLabelBytes = 256
+
+// labelledSecrets returns the nodes of doc that a label names as secret (saysSecret of
+// its text): the element whose id its for attribute names, or, without one, every
+// element inside it. ok is false when an index is out of the string table.
+func labelledSecrets(doc snapshotDocument, str func(int) (string, bool)) (labelled map[int]bool, ok bool) {
+	nodes := doc.Nodes
+	n := len(nodes.ParentIndex)
+	if len(nodes.NodeValue) != 0 && len(nodes.NodeValue) != n {
+		return nil, false
+	}
+	label := make([]int, n) // the nearest label element around node i (itself included), or -1
+	var labels []int
+	for i := range n {
+		label[i] = -1
+		if p := nodes.ParentIndex[i]; p >= 0 && p < i {
+			label[i] = label[p]
+		}
+		name, ok := str(nodes.NodeName[i])
+		if !ok {
+			return nil, false
+		}
+		if strings.EqualFold(name, "label") {
+			label[i] = i
+			labels = append(labels, i)
+		}
+	}
+	if len(labels) == 0 {
+		return nil, true
+	}
+	text := make(map[int][]byte, len(labels))
+	for i := range n {
+		if l := label[i]; l >= 0 && l != i && len(nodes.NodeValue) == n && len(text[l]) < maxLabelBytes {
+			v, ok := str(nodes.NodeValue[i])
+			if !ok {
+				return nil, false
+			}
+			text[l] = append(append(text[l], ' '), v...)
+		}
+	}
+	ids := map[string]bool{} // ids named by the for attribute of a secret label
+	inside := map[int]bool{} // secret labels without one
+	for _, l := range labels {
+		if !saysSecret(string(text[l])) {
+			continue
+		}
+		attrs := nodes.Attributes[l]
+		target := ""
+		for k := 0; k+1 < len(attrs); k += 2 {
+			if a, _ := str(attrs[k]); strings.EqualFold(a, "for") {
+				target, _ = str(attrs[k+1])
+			}
+		}
+		if target != "" {
+			ids[target] = true
+		} else {
+			inside[l] = true
+		}
+	}
+	labelled = map[int]bool{}
+	for i := range n {
+		if label[i] >= 0 && inside[label[i]] {
+			labelled[i] = true
+		}
+		if len(ids) == 0 {
+			continue
+		}
+		attrs := nodes.Attributes[i]
+		for k := 0; k+1 < len(attrs); k += 2 {
+			if a, _ := str(attrs[k]); strings.EqualFold(a, "id") {
+				if v, _ := str(attrs[k+1]); ids[v] {
+					labelled[i] = true
+				}
+			}
+		}
+	}
+	return labelled, true
 }
 
 // maskBox is a mask in image pixels, [X0, X1) × [Y0, Y1).

@@ -35,12 +35,13 @@ type node struct {
 	name   string
 	attrs  []string
 	bounds []float64
-	child  int // content document index, 0 for none
+	child  int    // content document index, 0 for none
+	value  string // a text node's value
 }
 
 func (s *snap) doc(nodes ...node) {
 	d := map[string]any{}
-	var parents, names []int
+	var parents, names, values []int
 	attrs := [][]int{}
 	var layoutNodes []int
 	bounds := [][]float64{}
@@ -48,6 +49,11 @@ func (s *snap) doc(nodes ...node) {
 	for i, n := range nodes {
 		parents = append(parents, n.parent)
 		names = append(names, s.str(n.name))
+		if n.value != "" {
+			values = append(values, s.str(n.value))
+		} else {
+			values = append(values, -1)
+		}
 		a := []int{}
 		for _, v := range n.attrs {
 			if v == "\x00" {
@@ -66,7 +72,7 @@ func (s *snap) doc(nodes ...node) {
 			cdi["value"] = append(cdi["value"], n.child)
 		}
 	}
-	d["nodes"] = map[string]any{"parentIndex": parents, "nodeName": names, "attributes": attrs, "contentDocumentIndex": cdi}
+	d["nodes"] = map[string]any{"parentIndex": parents, "nodeName": names, "nodeValue": values, "attributes": attrs, "contentDocumentIndex": cdi}
 	d["layout"] = map[string]any{"nodeIndex": layoutNodes, "bounds": bounds}
 	d["scrollOffsetX"], d["scrollOffsetY"], d["contentWidth"], d["contentHeight"] = 0, 100, 1265, 3000
 	s.docs = append(s.docs, d)
@@ -131,13 +137,54 @@ func TestMaskRules(t *testing.T) {
 		{"DIV", []string{"data-clarity-mask", "false"}, false},
 		{"DIV", []string{"data-secret", "\x00"}, true}, // the deployment's, matched in lower case
 		{"DIV", []string{"class", "card pii"}, true},
-		{"DIV", []string{"class", "PII"}, false}, // classes are case-sensitive
+		{"DIV", []string{"class", "PII"}, true}, // classes compared case-insensitively, as a quirks-mode selector does
+		{"DIV", []string{"class", "RR-Block"}, true},
+		// Sentry, FullStory, LogRocket, Datadog, Smartlook, Heap.
+		{"DIV", []string{"class", "sentry-block"}, true},
+		{"DIV", []string{"class", "Sentry-Mask"}, true},
+		{"DIV", []string{"data-sentry-block", "\x00"}, true},
+		{"DIV", []string{"DATA-SENTRY-MASK", ""}, true},
+		{"DIV", []string{"class", "fs-mask"}, true},
+		{"DIV", []string{"class", "_lr-hide"}, true},
+		{"DIV", []string{"class", "dd-privacy-mask-user-input"}, true},
+		{"DIV", []string{"data-dd-privacy", "mask-user-input"}, true},
+		{"DIV", []string{"data-dd-privacy", " MASK-USER-INPUT"}, true},
+		{"DIV", []string{"data-recording-sensitive", "\x00"}, true},
+		{"DIV", []string{"data-heap-redact-text", "\x00"}, true},
+		{"DIV", []string{"class", "sentry-unmask fs-unmask"}, false},
+		// Every cc-* on any form control, contenteditable included.
+		{"SELECT", []string{"autocomplete", "cc-exp-month"}, true},
+		{"SELECT", []string{"autocomplete", "country"}, false},
+		{"DIV", []string{"contenteditable", "", "autocomplete", "cc-number"}, true},
+		{"DIV", []string{"contenteditable", "true", "autocomplete", "one-time-code"}, true},
+		{"DIV", []string{"contenteditable", "false", "autocomplete", "cc-number"}, false},
+		// A text field whose name, id, aria-label or placeholder says password, one-time
+		// code or CVC: a "show password" toggle makes it type=text and keeps its name.
+		{"INPUT", []string{"type", "text", "name", "password"}, true},
+		{"INPUT", []string{"id", "userPassword"}, true},
+		{"INPUT", []string{"name", "user_pwd"}, true},
+		{"INPUT", []string{"id", "loginPwd"}, true},
+		{"INPUT", []string{"name", "pass"}, true},
+		{"INPUT", []string{"aria-label", "Пароль"}, true},
+		{"INPUT", []string{"placeholder", "CVV2"}, true},
+		{"INPUT", []string{"name", "card[cvc]"}, true},
+		{"INPUT", []string{"name", "otp-code"}, true},
+		{"INPUT", []string{"id", "one-time"}, true},
+		{"TEXTAREA", []string{"name", "passphrase"}, true},
+		{"INPUT", []string{"name", "passport"}, false},
+		{"INPUT", []string{"name", "passenger"}, false},
+		{"INPUT", []string{"name", "spinner"}, false},
+		{"INPUT", []string{"name", "username"}, false},
+		{"INPUT", []string{"type", "checkbox", "id", "show-password"}, false},
+		{"INPUT", []string{"type", "hidden", "name", "password_reset_token"}, false},
+		{"SPAN", []string{"id", "password"}, false}, // only text fields
 		{"IFRAME", []string{"allow", "payment"}, true},
 		{"IFRAME", []string{"allow", "camera; payment 'self' https://pay.example"}, true},
 		{"IFRAME", []string{"allow", "camera 'none'; fullscreen"}, false},
 		{"IFRAME", []string{"allow", "paymentish"}, false},
 		{"DIV", []string{"allow", "payment"}, false},
 		{"DIV", []string{"id", "password", "title", "cc-number"}, false},
+		{"DIV", []string{"autocomplete", "cc-number"}, false},
 	} {
 		sec, err := findSecrets(oneElement(c.name, c.attrs...).json(t), rules)
 		if err != nil {
@@ -146,6 +193,39 @@ func TestMaskRules(t *testing.T) {
 		if got := len(sec.regions) == 1; got != c.secret {
 			t.Errorf("%s %q: secret %t, want %t", c.name, c.attrs, got, c.secret)
 		}
+	}
+}
+
+// TestLabelledSecrets: a text field is secret when a label says so — the one its for
+// attribute names, or the fields inside it — and a label saying something else masks
+// nothing.
+func TestLabelledSecrets(t *testing.T) {
+	s := &snap{}
+	s.doc(
+		node{parent: -1, name: "#document", bounds: []float64{0, 0, 1280, 800}},                                            // 0
+		node{parent: 0, name: "HTML"},                                                                                      // 1
+		node{parent: 1, name: "BODY", bounds: []float64{0, 0, 1265, 3000}},                                                 // 2
+		node{parent: 2, name: "LABEL", attrs: []string{"for", "f1"}},                                                       // 3
+		node{parent: 3, name: "#text", value: "Your password"},                                                             // 4
+		node{parent: 2, name: "INPUT", attrs: []string{"id", "f1"}, bounds: []float64{0, 10, 100, 20}},                     // 5: named by 3
+		node{parent: 2, name: "LABEL"},                                                                                     // 6
+		node{parent: 6, name: "SPAN"},                                                                                      // 7
+		node{parent: 7, name: "#text", value: "Код CVC"},                                                                   // 8
+		node{parent: 6, name: "INPUT", bounds: []float64{0, 40, 100, 20}},                                                  // 9: inside 6
+		node{parent: 2, name: "LABEL", attrs: []string{"for", "f3"}},                                                       // 10
+		node{parent: 10, name: "#text", value: "Passport number"},                                                          // 11
+		node{parent: 2, name: "INPUT", attrs: []string{"id", "f3"}, bounds: []float64{0, 70, 100, 20}},                     // 12: not a secret label
+		node{parent: 2, name: "LABEL", attrs: []string{"for", "f4"}},                                                       // 13
+		node{parent: 13, name: "#text", value: "PIN"},                                                                      // 14
+		node{parent: 2, name: "INPUT", attrs: []string{"id", "f4", "type", "checkbox"}, bounds: []float64{0, 100, 10, 10}}, // 15: no text
+	)
+	sec, err := findSecrets(s.json(t), newMaskRules(nil, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][]rect{{{0, 10, 100, 20}}, {{0, 40, 100, 20}}}
+	if !slices.EqualFunc(sec.regions, want, slices.Equal) {
+		t.Fatalf("regions %v, want %v", sec.regions, want)
 	}
 }
 
