@@ -32,6 +32,21 @@ func (k Keys) Prefix() string { return k.prefix }
 // Pattern is the glob of every key of the deployment (the Redis ACL's ~pattern).
 func (k Keys) Pattern() string { return k.prefix + "*" }
 
+// operatorKinds are the kinds of key the operator's Redis user may touch: every kind
+// but a view's (cap, gate, pace), which only replicas read and write.
+var operatorKinds = []string{"agent", "user", "org", "team", "directory", "orgkey", "adminkey", "pass", "session"}
+
+// OperatorPatterns are the globs of the keys the operator's Redis user may touch (its
+// ACL's ~patterns): the directory, credentials and sessions, never a view's capability,
+// gate or pace.
+func (k Keys) OperatorPatterns() []string {
+	p := make([]string, len(operatorKinds))
+	for i, kind := range operatorKinds {
+		p[i] = k.prefix + kind + ":*"
+	}
+	return p
+}
+
 func (k Keys) tagged(kind, tag, id string) string {
 	return k.prefix + kind + ":{" + tag + ":" + id + "}"
 }

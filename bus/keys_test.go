@@ -87,3 +87,36 @@ func TestKeysShareSlots(t *testing.T) {
 		t.Errorf("pace %s: the caller must appear only as a distinct hash", pace)
 	}
 }
+
+// TestOperatorPatterns: the operator's Redis user reaches every key of the directory,
+// the credentials and the sessions, and no key of a view (capability, gate, pace).
+func TestOperatorPatterns(t *testing.T) {
+	k := bus.KeysFor("prod-eu")
+	matches := func(key string) bool {
+		for _, p := range k.OperatorPatterns() {
+			if ok, err := path.Match(p, key); err != nil {
+				t.Fatal(err)
+			} else if ok {
+				return true
+			}
+		}
+		return false
+	}
+	for _, key := range []string{
+		k.Agent("a"), k.User("u"), k.UserTeams("u"), k.Org("o"), k.Team("t"), k.TeamMembers("t"),
+		k.TeamAgents("t"), k.DirectoryGeneration(), k.OrgKey("i"), k.OrgKeys("o"), k.AdminKey("m"),
+		k.Pass("p"), k.Session("s"), k.SessionActivity("s"), k.CurrentSession("a"),
+	} {
+		if !matches(key) {
+			t.Errorf("the operator cannot reach %s", key)
+		}
+	}
+	for _, key := range []string{k.Capability(strings.Repeat("ab", 32)), k.Gate("a"), k.Pace("a", "u"), k.PacePattern("a")} {
+		if matches(key) {
+			t.Errorf("the operator reaches %s", key)
+		}
+	}
+	if matches(bus.KeysFor("other").Agent("a")) {
+		t.Error("the operator reaches another deployment's agent")
+	}
+}

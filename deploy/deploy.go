@@ -13,6 +13,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"text/template"
@@ -37,17 +38,19 @@ const (
 
 // Commands each Redis user may run (besides AUTH, which every connection may): exactly
 // what its code runs, and CLUSTER SLOTS and COMMAND, which a Cluster client reads the topology and the
-// commands' key positions with. The replica serves views, passes and sessions; the operator seeds
-// the directory, mints keys, starts and stops sessions, and may inspect the
-// deployment's keys (SCAN, TYPE and the reads).
+// commands' key positions with. SELECT is granted for the deployment's database alone
+// (RedisACL adds select|<db>). The replica serves views, passes and sessions; the
+// operator seeds the directory, mints keys, starts and stops sessions, and may inspect
+// the deployment's keys (SCAN, TYPE and the reads) — except a view's: its keys are
+// bus.Keys.OperatorPatterns, which leave out capabilities, gates and paces.
 var (
 	ReplicaCommands = []string{
-		"ping", "hello", "select", "cluster|slots", "command",
+		"ping", "hello", "cluster|slots", "command",
 		"get", "set", "del", "exists", "incr", "hget", "hset", "hdel", "hgetall", "sadd", "srem", "sismember", "smembers",
 		"pttl", "rpush", "ltrim", "lrange", "multi", "exec", "discard", "eval", "evalsha", "wait", "role",
 	}
 	OperatorCommands = []string{
-		"ping", "hello", "select", "cluster|slots", "command",
+		"ping", "hello", "cluster|slots", "command",
 		"get", "set", "del", "incr", "hget", "hset", "hdel", "hgetall", "sadd", "srem", "sismember", "smembers",
 		"lrange", "multi", "exec", "discard", "eval", "evalsha",
 		"scan", "type", "exists", "pttl",
@@ -128,34 +131,40 @@ func NATSConfig(ns bus.Namespace, s Secrets) (string, error) {
 }
 
 type redisUser struct {
-	User, Hash, Commands string
+	User, Hash, Keys, Commands string
 }
 
-// RedisACL renders the Redis ACL file for deployment: the default user off, and the
-// replica and operator users confined to the deployment's keys and their commands.
-func RedisACL(deployment string, s Secrets) (string, error) {
-	if _, err := bus.NewNamespace(deployment, 0); err != nil {
+// RedisACL renders the Redis ACL file for namespace ns: the default user off, and the
+// replica and operator users confined to the deployment's keys (the operator to
+// bus.Keys.OperatorPatterns), their commands and the namespace's database.
+func RedisACL(ns bus.Namespace, s Secrets) (string, error) {
+	if _, err := bus.NewNamespace(ns.Deployment(), ns.DB()); err != nil {
 		return "", fmt.Errorf("deploy: %w", err)
 	}
-	user := func(name string, commands []string) (redisUser, error) {
+	keys := ns.Keys()
+	user := func(name string, patterns, commands []string) (redisUser, error) {
 		pw := s.Redis[name]
 		if pw == "" {
 			return redisUser{}, fmt.Errorf("deploy: no Redis password for %s", name)
 		}
 		sum := sha256.Sum256([]byte(pw))
-		return redisUser{User: name, Hash: hex.EncodeToString(sum[:]), Commands: "+" + strings.Join(commands, " +")}, nil
+		commands = append(slices.Clone(commands), "select|"+strconv.Itoa(ns.DB()))
+		return redisUser{
+			User: name, Hash: hex.EncodeToString(sum[:]),
+			Keys: "~" + strings.Join(patterns, " ~"), Commands: "+" + strings.Join(commands, " +"),
+		}, nil
 	}
-	replica, err := user(RedisReplica, ReplicaCommands)
+	replica, err := user(RedisReplica, []string{keys.Pattern()}, ReplicaCommands)
 	if err != nil {
 		return "", err
 	}
-	operator, err := user(RedisOperator, OperatorCommands)
+	operator, err := user(RedisOperator, keys.OperatorPatterns(), OperatorCommands)
 	if err != nil {
 		return "", err
 	}
 	var b strings.Builder
 	err = template.Must(template.New("redis").Parse(redisTemplate)).Execute(&b, map[string]any{
-		"Keys": bus.KeysFor(deployment).Pattern(), "Replica": replica, "Operator": operator,
+		"Replica": replica, "Operator": operator,
 	})
 	if err != nil {
 		return "", fmt.Errorf("deploy: render Redis ACL: %w", err)

@@ -84,7 +84,11 @@ func TestRedisACL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	acl, err := deploy.RedisACL("prod-eu", secrets)
+	ns, err := bus.NewNamespace("prod-eu", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acl, err := deploy.RedisACL(ns, secrets)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,19 +103,27 @@ func TestRedisACL(t *testing.T) {
 	}
 	for i, user := range []string{deploy.RedisReplica, deploy.RedisOperator} {
 		line := lines[i+1]
-		if !strings.HasPrefix(line, "user "+user+" on #") || !strings.Contains(line, " ~agentfy:prod-eu:* resetchannels -@all +") {
+		keys := " ~agentfy:prod-eu:* "
+		if user == deploy.RedisOperator {
+			keys = " ~agentfy:prod-eu:agent:* ~agentfy:prod-eu:user:* "
+		}
+		if !strings.HasPrefix(line, "user "+user+" on #") || !strings.Contains(line, keys) ||
+			!strings.Contains(line, " resetchannels -@all +") || !strings.HasSuffix(line, " +select|3") {
 			t.Fatalf("line for %s: %s", user, line)
 		}
-		for _, forbidden := range []string{"+@", "allkeys", "~*", "+keys", "+flushall", "+config", "+acl", "+publish", "nopass"} {
+		if user == deploy.RedisOperator && (strings.Contains(line, ":cap:") || strings.Contains(line, ":gate:") || strings.Contains(line, ":pace:") || strings.Contains(line, "prod-eu:*")) {
+			t.Fatalf("the operator may touch a view's keys: %s", line)
+		}
+		for _, forbidden := range []string{"+@", "allkeys", "~*", "+keys", "+flushall", "+config", "+acl", "+publish", "nopass", "+select"} {
 			if strings.Contains(line, forbidden+" ") || strings.HasSuffix(line, forbidden) {
 				t.Fatalf("%s may %s: %s", user, forbidden, line)
 			}
 		}
 	}
-	if _, err := deploy.RedisACL("Bad Name", secrets); err == nil {
-		t.Fatal("an invalid deployment name was rendered")
+	if _, err := deploy.RedisACL(bus.Namespace{}, secrets); err == nil {
+		t.Fatal("a namespace without a deployment was rendered")
 	}
-	if _, err := deploy.RedisACL("dev", deploy.Secrets{}); err == nil {
+	if _, err := deploy.RedisACL(ns, deploy.Secrets{}); err == nil {
 		t.Fatal("an ACL without passwords was rendered")
 	}
 }

@@ -196,7 +196,7 @@ func TestOperatorUserMayOnlyCallTools(t *testing.T) {
 
 func TestRedisRefusesStrangersAndConfinesUsers(t *testing.T) {
 	observed := ""
-	record(t, privilege, "Redis without a credential answers NOAUTH; the operator and replica users cannot touch another deployment's keys, Pub/Sub or administrative commands", &observed)
+	record(t, privilege, "Redis without a credential answers NOAUTH; the operator and replica users cannot touch another deployment's keys, Pub/Sub, administrative commands or another database; the operator cannot touch a view's capability, gate or pace", &observed)
 	c := client.Context(t)
 	anon := redis.NewClient(&redis.Options{Addr: st.Redis.Addr(), MaxRetries: -1, DisableIdentity: true})
 	t.Cleanup(func() { _ = anon.Close() })
@@ -211,7 +211,7 @@ func TestRedisRefusesStrangersAndConfinesUsers(t *testing.T) {
 		if err := rdb.Ping(c).Err(); err != nil {
 			t.Fatalf("%s: ping: %v", user, err)
 		}
-		for _, cmd := range [][]any{
+		cmds := [][]any{
 			{"get", bus.KeysFor("other").Session("x")},
 			{"set", bus.KeysFor("other").Gate("x"), "1"},
 			{"hgetall", "cap:{r:x}"},
@@ -220,13 +220,31 @@ func TestRedisRefusesStrangersAndConfinesUsers(t *testing.T) {
 			{"config", "get", "*"},
 			{"publish", "agentfy", "x"},
 			{"acl", "list"},
-		} {
+			{"select", "1"}, // the deployment's database is 0
+		}
+		if user == deploy.RedisOperator {
+			// A view's keys are the replicas' alone: the operator cannot redirect a
+			// capability to a key of its own, nor open a gate or a pace early.
+			k := bus.KeysFor("dev")
+			cmds = append(cmds,
+				[]any{"set", k.Capability(strings.Repeat("ab", 32)), `{"sessionId":"s","publicKey":"x"}`, "xx", "keepttl"},
+				[]any{"get", k.Capability(strings.Repeat("ab", 32))},
+				[]any{"del", k.Gate("agent-x")},
+				[]any{"set", k.Gate("agent-x"), "1"},
+				[]any{"del", k.Pace("agent-x", "someone")},
+				[]any{"pttl", k.Pace("agent-x", "someone")},
+			)
+		}
+		for _, cmd := range cmds {
 			err := rdb.Do(c, cmd...).Err()
 			if err == nil || !strings.Contains(err.Error(), "NOPERM") {
 				t.Fatalf("%s: %v: %v, want NOPERM", user, cmd, err)
 			}
 		}
-		results = append(results, user+": 8 of 8 commands NOPERM")
+		if err := rdb.Do(c, "select", "0").Err(); err != nil {
+			t.Fatalf("%s: SELECT of the deployment's own database: %v", user, err)
+		}
+		results = append(results, fmt.Sprintf("%s: %d of %d commands NOPERM", user, len(cmds), len(cmds)))
 	}
 	observed = strings.Join(results, "; ")
 }

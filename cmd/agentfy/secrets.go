@@ -45,7 +45,7 @@ func cmdSecrets(_ context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	acl, err := deploy.RedisACL(ns.Deployment(), s)
+	acl, err := deploy.RedisACL(ns, s)
 	if err != nil {
 		return err
 	}

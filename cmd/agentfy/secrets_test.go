@@ -63,7 +63,7 @@ func TestSecretsCommand(t *testing.T) {
 			pw = read(file)
 		}
 		rdb := redis.NewClient(&redis.Options{Addr: rs.Addr(), Username: user, Password: pw, MaxRetries: -1, DisableIdentity: true})
-		err := rdb.Set(ctx, "agentfy:compose:probe", "1", time.Second).Err()
+		err := rdb.Set(ctx, "agentfy:compose:session:probe", "1", time.Second).Err() // a key both users may write
 		_ = rdb.Close()
 		if (user == "") != (err != nil) {
 			t.Fatalf("redis SET as %q: %v", user, err)

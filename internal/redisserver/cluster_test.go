@@ -48,7 +48,11 @@ func deploymentACL(t *testing.T) (deploy.Secrets, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	acl, err := deploy.RedisACL("dev", secrets)
+	ns, err := bus.NewNamespace("dev", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acl, err := deploy.RedisACL(ns, secrets)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -235,7 +235,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	} else if s.Secrets, err = deploy.GenerateSecrets(); err != nil {
 		return nil, err
 	}
-	acl, err := deploy.RedisACL(o.Deployment, s.Secrets)
+	acl, err := deploy.RedisACL(s.NS, s.Secrets)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/deploy"
 	"github.com/agentfy/agentfy/internal/redisserver"
 )
@@ -45,7 +46,11 @@ func StartTopology(ctx context.Context, kind, deployment string, secrets deploy.
 	if kind == "" || kind == "server" {
 		return nil, nil
 	}
-	acl, err := deploy.RedisACL(deployment, secrets)
+	ns, err := bus.NewNamespace(deployment, 0) // a Cluster has database 0 only
+	if err != nil {
+		return nil, err
+	}
+	acl, err := deploy.RedisACL(ns, secrets)
 	if err != nil {
 		return nil, err
 	}
