@@ -53,7 +53,7 @@ func classify(err error) httpError {
 		return errNotFound
 	case errors.Is(err, view.ErrRateLimited):
 		return errRateLimited
-	case errors.Is(err, view.ErrCapabilityNotFound):
+	case errors.Is(err, view.ErrCapabilityNotFound), errors.Is(err, view.ErrCapabilityForged):
 		return errCapability
 	case errors.Is(err, feed.ErrTooManyForCaller):
 		return errStreams

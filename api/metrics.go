@@ -19,6 +19,7 @@ type Metrics struct {
 	reasons  *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	gate     prometheus.Counter
+	forged   prometheus.Counter
 }
 
 // NewMetrics registers the series. pending, waiters and workers are read at scrape time.
@@ -45,10 +46,14 @@ func NewMetrics(pending, waiters, workers, listeners func() int) *Metrics {
 		Name: "agentfy_gate_refusals_total",
 		Help: "View requests refused by the per-agent 2 s gate (429).",
 	})
+	m.forged = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "agentfy_capability_forged_total",
+		Help: "Capabilities the consume route refused because no replica's key made their MAC: written to Redis by someone else.",
+	})
 	gauge := func(name, help string, f func() int) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return float64(f()) })
 	}
-	reg.MustRegister(m.outcomes, m.reasons, m.latency, m.gate,
+	reg.MustRegister(m.outcomes, m.reasons, m.latency, m.gate, m.forged,
 		gauge("agentfy_view_pending", "View requests this replica waits for (bound 128).", pending),
 		gauge("agentfy_observation_waiters", "View requests relayed to workers held by this replica (bound 8 per connection).", waiters),
 		gauge("agentfy_worker_connections", "Worker sockets held by this replica.", workers),

@@ -33,6 +33,9 @@ type stack struct {
 	token string // a member of team t1
 }
 
+// testCapabilityKeys is the replica's capability key in these tests.
+var testCapabilityKeys = view.CapabilityKeys{[]byte("0123456789abcdef0123456789abcdef")}
+
 func startStack(t *testing.T, ctx context.Context) *stack {
 	t.Helper()
 	rs := testenv.Redis(t)
@@ -44,6 +47,7 @@ func startStack(t *testing.T, ctx context.Context) *stack {
 		ReplicaID: "r1", Deployment: dep,
 		Redis: &redis.UniversalOptions{Addrs: []string{rs.Addr()}, MaxRetries: -1},
 		NATS:  bus.Config{Servers: []string{ns.ClientURL()}}, JWT: []auth.JWTConfig{jwtCfg}, OpenAPI: []byte("openapi: 3.1.0"),
+		CapabilityKeys: testCapabilityKeys,
 		Log: testenv.Logger(t), DrainTimeout: 5 * time.Second,
 	})
 	if err != nil {
@@ -246,7 +250,7 @@ func TestConsumeRoute(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	caps := view.NewCapabilities(s.r.Redis, s.dep, 0)
+	caps := view.NewCapabilities(s.r.Redis, s.dep, testCapabilityKeys, 0)
 	stored := strings.Repeat("cd", 32)
 	if err := caps.Put(ctx, stored, sess.ID, "04"+strings.Repeat("ab", 64)); err != nil {
 		t.Fatal(err)

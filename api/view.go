@@ -219,6 +219,14 @@ func (s *Server) consume(c *gin.Context) {
 		return
 	}
 	pk, err := s.cfg.Caps.Consume(ctx, req.RequestID, pass.SessionID)
+	if errors.Is(err, view.ErrCapabilityForged) {
+		// Someone who is not a replica wrote it to Redis: the broker hears the one
+		// answer of a capability it cannot have, the operator the reason.
+		s.log(c).Warn().Str("reason", "forged_capability").Msg("capability refused: its MAC is no replica's")
+		if s.cfg.Metrics != nil {
+			s.cfg.Metrics.forged.Inc()
+		}
+	}
 	if err != nil {
 		s.abort(c, err)
 		return

@@ -108,8 +108,9 @@ type Hub struct {
 
 	wg sync.WaitGroup
 
-	envelopeHook atomic.Pointer[func([]byte) []byte] // test hook; nil in production
-	helloHook    atomic.Pointer[func(*Conn)]         // runs before the hello's answer; tests only
+	envelopeHook atomic.Pointer[func([]byte) []byte]    // test hook; nil in production
+	relayHook    atomic.Pointer[func(requestID string)] // runs once a capability checked out; tests only
+	helloHook    atomic.Pointer[func(*Conn)]            // runs before the hello's answer; tests only
 
 	// Counts of the view requests that arrived on the bus: relayed to a worker, refused
 	// because no replica stored their capability, or answered busy by the pace.
@@ -129,6 +130,18 @@ func (h *Hub) SetEnvelopeHook(f func([]byte) []byte) {
 		return
 	}
 	h.envelopeHook.Store(&f)
+}
+
+// SetRelayHook installs a function that runs once a view request's capability checked
+// out, before the request is relayed to the worker (the reliability suite rewrites the
+// capability in Redis there, as a Redis writer racing the broker would); nil removes
+// it. Production never sets it.
+func (h *Hub) SetRelayHook(f func(requestID string)) {
+	if f == nil {
+		h.relayHook.Store(nil)
+		return
+	}
+	h.relayHook.Store(&f)
 }
 
 // NewHub returns a Hub; call Run to start its session checks and Close to end it.
@@ -470,6 +483,9 @@ func (c *Conn) onView(msg *nats.Msg) {
 		c.hub.ViewsRefused.Add(1)
 		_ = bus.RespondError(msg, wire.ReasonRefused, "no such capability")
 		return
+	}
+	if f := c.hub.relayHook.Load(); f != nil {
+		(*f)(requestID)
 	}
 	if c.observing.Add(1) > MaxObservationWaiters {
 		cancel()

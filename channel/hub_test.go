@@ -82,7 +82,7 @@ func newHubEnv(t *testing.T, s *servers, hubSessions func(*hubEnv) *session.Stor
 	e := &hubEnv{rdb: testenv.RedisClient(t, s.redis, 0), events: make(eventLog, 16), clock: newClock(), other: s.other}
 	e.creds = auth.NewStore(e.rdb, dep, nil)
 	e.sessions = session.NewStore(e.rdb, e.creds, dep, session.Policy{}, e.clock.now)
-	e.caps = view.NewCapabilities(e.rdb, dep, 0)
+	e.caps = view.NewCapabilities(e.rdb, dep, view.CapabilityKeys{make([]byte, view.CapabilityKeyBytes)}, 0)
 	ns, err := bus.NewNamespace(dep, 0)
 	if err != nil {
 		t.Fatal(err)

@@ -25,7 +25,7 @@ func TestConsumeRoute(t *testing.T) {
 		t.Fatal(err)
 	}
 	orgKey, _, _ := st.Creds.CreateOrgKey(c, "org-acme", "production", []string{auth.ScopeWorkerLogsRead})
-	caps := view.NewCapabilities(st.Client, "dev", 0)
+	caps := view.NewCapabilities(st.Replicas[0].Redis, "dev", st.CapabilityKeys, 0)
 	newCap := func() string {
 		b := make([]byte, 32)
 		_, _ = rand.Read(b)

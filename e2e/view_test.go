@@ -165,7 +165,7 @@ func TestNoSessionIsNotLive(t *testing.T) {
 		}
 	}
 	gate := view.NewGate(st.Client, "dev", 0, 0)
-	if n, err := st.Client.Exists(client.Context(t), gate.Key(agent), gate.PaceKey(agent, "user:u-alice")).Result(); err != nil || n != 0 {
+	if n, err := st.AdminClient().Exists(client.Context(t), gate.Key(agent), gate.PaceKey(agent, "user:u-alice")).Result(); err != nil || n != 0 {
 		t.Fatalf("polling an agent without a session took %d gate keys (%v)", n, err)
 	}
 	startSession(t, agent, stack.SessionOptions{})

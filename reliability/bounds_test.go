@@ -124,7 +124,7 @@ func TestObservationWaitersPerConnection(t *testing.T) {
 	// would). The owner relays at most ObservationBurst at once and then about one a
 	// second, so the eight fill up over a few seconds: a request the pace turns away
 	// is sent again.
-	caps := view.NewCapabilities(st.Client, "dev", 0)
+	caps := view.NewCapabilities(st.Replicas[0].Redis, "dev", st.CapabilityKeys, 0)
 	requester := envelope.PublicKeyHex(attackerKey(t))
 	request := func(c context.Context) error {
 		b := make([]byte, 32)

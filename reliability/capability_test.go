@@ -10,10 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/agentfy/agentfy/bus"
+	"github.com/agentfy/agentfy/internal/stack"
 	"github.com/agentfy/agentfy/internal/stacktest"
 	"github.com/agentfy/agentfy/internal/testenv"
 	"github.com/agentfy/agentfy/view"
+	"github.com/agentfy/agentfy/view/envelope"
 )
 
 func TestCapabilities(t *testing.T) {
@@ -27,7 +31,7 @@ func TestCapabilities(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	caps := view.NewCapabilities(st.Client, "dev", 0)
+	caps := view.NewCapabilities(st.Replicas[0].Redis, "dev", st.CapabilityKeys, 0)
 	const key = "04" + "11223344556677889900aabbccddeeff11223344556677889900aabbccddeeff" + "11223344556677889900aabbccddeeff11223344556677889900aabbccddeeff"
 	newCap := func() string {
 		b := make([]byte, 32)
@@ -67,11 +71,11 @@ func TestCapabilities(t *testing.T) {
 		b := make([]byte, 32)
 		_, _ = rand.Read(b)
 		id := hex.EncodeToString(b)
-		if err := view.NewCapabilities(st.Client, "dev", 50*time.Millisecond).Put(c, id, sess.ID, key); err != nil {
+		if err := view.NewCapabilities(st.Replicas[0].Redis, "dev", st.CapabilityKeys, 50*time.Millisecond).Put(c, id, sess.ID, key); err != nil {
 			t.Fatal(err)
 		}
 		keyName := bus.KeysFor(st.NS.Deployment()).Capability(id)
-		testenv.WaitFor(t, 5*time.Second, "expiry", func() bool { n, _ := st.Client.Exists(c, keyName).Result(); return n == 0 })
+		testenv.WaitFor(t, 5*time.Second, "expiry", func() bool { n, _ := st.AdminClient().Exists(c, keyName).Result(); return n == 0 })
 		a := client.Consume(t, passes.Broker, stacktest.ConsumeRequest(id))
 		observed = fmt.Sprint(a.Status)
 		if a.Status != http.StatusNotFound || a.Body != unknown {
@@ -108,4 +112,79 @@ func TestCapabilities(t *testing.T) {
 			t.Errorf("got %s", observed)
 		}
 	})
+	t.Run("redirected_by_a_Redis_writer", func(t *testing.T) {
+		observed := ""
+		record(t, "Capabilities", "a capability rewritten in Redis by someone who is not a replica (SET XX KEEPTTL with the attacker's public key, the MAC kept) between the request and the consume: 404 with the unknown body, never the attacker's key; a warning with reason forged_capability and agentfy_capability_forged_total +1", &observed)
+		before := metricValue(t, "agentfy_capability_forged_total", 0)
+		id := newCap()
+		k := bus.KeysFor("dev").Capability(id)
+		var stored map[string]string
+		if err := json.Unmarshal([]byte(st.AdminClient().Get(c, k).Val()), &stored); err != nil {
+			t.Fatal(err)
+		}
+		stored["publicKey"] = envelope.PublicKeyHex(attackerKey(t))
+		forged, _ := json.Marshal(stored)
+		if err := st.AdminClient().SetArgs(c, k, forged, redis.SetArgs{Mode: "XX", KeepTTL: true}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		logged := logs.String()
+		a := client.Consume(t, passes.Broker, stacktest.ConsumeRequest(id))
+		warned := strings.Contains(strings.TrimPrefix(logs.String(), logged), `"reason":"forged_capability"`)
+		after := metricValue(t, "agentfy_capability_forged_total", 0)
+		observed = fmt.Sprintf("%d (unknown body %t); warned %t; counter +%g", a.Status, a.Body == unknown, warned, after-before)
+		if a.Status != http.StatusNotFound || a.Body != unknown || strings.Contains(a.Body, stored["publicKey"]) || !warned || after-before != 1 {
+			t.Errorf("got %s", observed)
+		}
+	})
+}
+
+// TestCapabilityRedirectedInTheRace is the race a Redis writer ran against a live view:
+// between the owner's check of the capability and the broker's consume, it rewrites the
+// capability with its own public key (SET XX KEEPTTL, the MAC kept). The consume route
+// refuses it: the viewer gets 503, no page is sealed to the attacker's key, the
+// replica says why in its log and its metric; the next view is a frame.
+func TestCapabilityRedirectedInTheRace(t *testing.T) {
+	observed := ""
+	record(t, "Capabilities", "the capability rewritten in Redis with the attacker's key after the owner's check, before the broker's consume: the view is 503, nothing is sealed to the attacker, a warning with reason forged_capability and agentfy_capability_forged_total +1; the next view is a frame", &observed)
+	agent := "agent-cap-race"
+	liveSession(t, agent, stack.SessionOptions{})
+	c := client.Context(t)
+	attacker := envelope.PublicKeyHex(attackerKey(t))
+	forgedCount := func() float64 { return metricValue(t, "agentfy_capability_forged_total", 0) + metricValue(t, "agentfy_capability_forged_total", 1) }
+	before := forgedCount()
+	rewrote := make(chan error, 1)
+	owner := st.Replicas[1].Hub
+	owner.SetRelayHook(func(requestID string) {
+		k := bus.KeysFor("dev").Capability(requestID)
+		var stored map[string]string
+		err := json.Unmarshal([]byte(st.AdminClient().Get(c, k).Val()), &stored)
+		if err == nil {
+			stored["publicKey"] = attacker
+			b, _ := json.Marshal(stored)
+			err = st.AdminClient().SetArgs(c, k, b, redis.SetArgs{Mode: "XX", KeepTTL: true}).Err()
+		}
+		select {
+		case rewrote <- err:
+		default:
+		}
+	})
+	t.Cleanup(func() { owner.SetRelayHook(nil) })
+	logged := len(logs.String())
+	during := client.Poll(t, agent)
+	owner.SetRelayHook(nil)
+	select {
+	case err := <-rewrote:
+		if err != nil {
+			t.Fatalf("rewrite the capability: %v", err)
+		}
+	default:
+		t.Fatal("the view never reached the owner's relay")
+	}
+	warned := strings.Contains(logs.String()[logged:], `"reason":"forged_capability"`)
+	grew := forgedCount() - before
+	after := client.Poll(t, agent)
+	observed = fmt.Sprintf("during: %s; warned %t; counter +%g; after: %s", during.Summary(), warned, grew, after.Summary())
+	if during.Status != http.StatusServiceUnavailable || !warned || grew != 1 || after.Summary() != "200 frame" {
+		t.Errorf("got %s", observed)
+	}
 }

@@ -102,6 +102,34 @@ func unavailableByReason(t *testing.T) map[string]float64 {
 	return counts
 }
 
+// metricValue reads the counter name of replica i (the sum over its labels).
+func metricValue(t *testing.T, name string, i int) float64 {
+	t.Helper()
+	req, err := http.NewRequestWithContext(client.Context(t), http.MethodGet, st.Replicas[i].URL+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("metrics: %v", err)
+	}
+	f := families[name]
+	if f == nil {
+		t.Fatalf("metrics: no %s", name)
+	}
+	sum := 0.0
+	for _, m := range f.GetMetric() {
+		sum += m.GetCounter().GetValue()
+	}
+	return sum
+}
+
 // newReason is the one reason whose count grew by exactly one between two readings.
 func newReason(t *testing.T, before, after map[string]float64) string {
 	t.Helper()

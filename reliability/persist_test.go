@@ -126,23 +126,23 @@ func TestNothingPersists(t *testing.T) {
 		observed := ""
 		record(t, "Nothing persists", "no frame byte, URL, title or private key in any key or value", &observed)
 		observed = scan(t, "keys and values", func(yield func(string, []byte) bool) {
-			iter := st.Client.Scan(c, 0, "*", 1000).Iterator()
+			iter := st.AdminClient().Scan(c, 0, "*", 1000).Iterator()
 			for iter.Next(c) {
 				k := iter.Val()
 				var vals []string
-				switch typ, _ := st.Client.Type(c, k).Result(); typ {
+				switch typ, _ := st.AdminClient().Type(c, k).Result(); typ {
 				case "string":
-					v, _ := st.Client.Get(c, k).Result()
+					v, _ := st.AdminClient().Get(c, k).Result()
 					vals = []string{v}
 				case "hash":
-					m, _ := st.Client.HGetAll(c, k).Result()
+					m, _ := st.AdminClient().HGetAll(c, k).Result()
 					for f, v := range m {
 						vals = append(vals, f, v)
 					}
 				case "list":
-					vals, _ = st.Client.LRange(c, k, 0, -1).Result()
+					vals, _ = st.AdminClient().LRange(c, k, 0, -1).Result()
 				case "set":
-					vals, _ = st.Client.SMembers(c, k).Result()
+					vals, _ = st.AdminClient().SMembers(c, k).Result()
 				}
 				if !yield(k, []byte(k+"\x00"+strings.Join(vals, "\x00"))) {
 					return

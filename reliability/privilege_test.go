@@ -481,7 +481,7 @@ func TestViewFloodOnTheBusIsPacedAtTheOwner(t *testing.T) {
 
 	// Ids with stored capabilities (a compromised replica could store them): paced.
 	const valid = 40
-	caps := view.NewCapabilities(st.Client, "dev", 0)
+	caps := view.NewCapabilities(st.Replicas[0].Redis, "dev", st.CapabilityKeys, 0)
 	ids = make([]string, valid)
 	for i := range ids {
 		ids[i] = randomID(t)
@@ -508,7 +508,7 @@ func TestViewFloodOnTheBusIsPacedAtTheOwner(t *testing.T) {
 	end := time.Now()
 	var first time.Duration
 	testenv.WaitFor(t, 10*time.Second, "a frame after the flood", func() bool {
-		_ = st.Client.Del(client.Context(t), bus.KeysFor(st.NS.Deployment()).Gate(agent)).Err()
+		_ = st.AdminClient().Del(client.Context(t), bus.KeysFor(st.NS.Deployment()).Gate(agent)).Err()
 		r := client.Do(t, http.MethodGet, client.ViewURL(0, agent), client.Token(t, "u-alice"), nil)
 		if r.Summary() != "200 frame" {
 			return false

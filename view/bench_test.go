@@ -57,7 +57,7 @@ func BenchmarkRedisPing(b *testing.B) {
 func BenchmarkCapabilityPutConsume(b *testing.B) {
 	rdb := benchRedis(b)
 	ctx := b.Context()
-	caps := view.NewCapabilities(rdb, testenv.Deployment(b), 0)
+	caps := view.NewCapabilities(rdb, testenv.Deployment(b), testKeys, 0)
 	next := benchRequestIDs(b)
 	const pk = "04" + "ab" // opaque to the store
 	b.ReportAllocs()
@@ -78,7 +78,7 @@ func BenchmarkCapabilityPutConsume(b *testing.B) {
 func BenchmarkCapabilityConsumeRefused(b *testing.B) {
 	rdb := benchRedis(b)
 	ctx := b.Context()
-	caps := view.NewCapabilities(rdb, testenv.Deployment(b), time.Minute)
+	caps := view.NewCapabilities(rdb, testenv.Deployment(b), testKeys, time.Minute)
 	id := benchRequestIDs(b)()
 	if err := caps.Put(ctx, id, "sess-owner", "04ab"); err != nil {
 		b.Fatal(err)

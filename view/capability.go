@@ -5,9 +5,14 @@ package view
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/hkdf"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -23,13 +28,91 @@ const CapabilityTTL = 10 * time.Second
 // another session's capability, so a caller learns nothing about which.
 var ErrCapabilityNotFound = errors.New("view: capability not found")
 
-// Capabilities stores {sessionId, publicKey} under a request id, and redeems it once.
-// Nothing else of a view is ever written to Redis: not the private key, not a frame.
+// ErrCapabilityForged is a capability that names the consuming session but whose MAC
+// no replica's key made: someone else wrote it to Redis (a Redis writer redirecting a
+// frame to a key of its own). The consume route answers it as ErrCapabilityNotFound
+// and logs and counts it. It is consumed all the same: it never serves twice.
+var ErrCapabilityForged = errors.New("view: capability not written by a replica")
+
+// Capabilities stores {sessionId, publicKey, mac} under a request id, and redeems it
+// once. Nothing else of a view is ever written to Redis: not the private key, not a
+// frame. The MAC (HMAC-SHA256 under the replicas' capability key, CapabilityKeys) binds
+// the deployment, the request id, the session and the public key: only a replica can
+// write a capability the consume route accepts, so a Redis writer who is not one can
+// refuse a view but never redirect its frame.
 type Capabilities struct {
-	rdb  redis.UniversalClient
-	keys bus.Keys
-	ttl  time.Duration
-	acks Acks
+	rdb        redis.UniversalClient
+	keys       bus.Keys
+	deployment string
+	ttl        time.Duration
+	acks       Acks
+	mac        CapabilityKeys
+}
+
+// CapabilityKeys are the replicas' keys of the capabilities' MAC: the first signs, any
+// one verifies (a rotation adds the new key second on every replica, then first, then
+// removes the old one). Every replica of a deployment holds the same keys.
+type CapabilityKeys [][]byte
+
+// CapabilityKeyBytes is the size of a capability key.
+const CapabilityKeyBytes = 32
+
+// ParseCapabilityKeys reads AGENTFY_CAPABILITY_KEY: one or more comma-separated keys,
+// each 32 bytes in unpadded base64url (what `agentfy secrets` writes).
+func ParseCapabilityKeys(list string) (CapabilityKeys, error) {
+	var keys CapabilityKeys
+	for _, k := range strings.Split(list, ",") {
+		k = strings.TrimSpace(k)
+		if k == "" {
+			continue
+		}
+		b, err := base64.RawURLEncoding.Strict().DecodeString(k)
+		if err != nil || len(b) != CapabilityKeyBytes {
+			return nil, fmt.Errorf("view: a capability key is %d bytes of unpadded base64url", CapabilityKeyBytes)
+		}
+		keys = append(keys, b)
+	}
+	if len(keys) == 0 {
+		return nil, errors.New("view: no capability key")
+	}
+	return keys, nil
+}
+
+// DeriveCapabilityKey derives the capability key from a secret every replica holds and
+// no other role does (the replicas' Redis password), for a deployment that sets no
+// key of its own: HKDF-SHA256 with the label "agentfy capability key v1".
+func DeriveCapabilityKey(secret string) (CapabilityKeys, error) {
+	if secret == "" {
+		return nil, errors.New("view: no secret to derive the capability key from")
+	}
+	k, err := hkdf.Key(sha256.New, []byte(secret), nil, "agentfy capability key v1", CapabilityKeyBytes)
+	if err != nil {
+		return nil, fmt.Errorf("view: derive capability key: %w", err)
+	}
+	return CapabilityKeys{k}, nil
+}
+
+// sum is the MAC of a capability under key.
+func (c *Capabilities) sum(key []byte, requestID, sessionID, publicKey string) []byte {
+	m := hmac.New(sha256.New, key)
+	for _, part := range []string{"agentfy capability v1", c.deployment, requestID, sessionID, publicKey} {
+		m.Write([]byte(part))
+		m.Write([]byte{0})
+	}
+	return m.Sum(nil)
+}
+
+// genuine reports whether mac is a capability's MAC under one of the replicas' keys.
+func (c *Capabilities) genuine(mac, requestID, sessionID, publicKey string) bool {
+	got, err := base64.RawURLEncoding.Strict().DecodeString(mac)
+	if err != nil {
+		return false
+	}
+	ok := false
+	for _, k := range c.mac {
+		ok = hmac.Equal(got, c.sum(k, requestID, sessionID, publicKey)) || ok
+	}
+	return ok
 }
 
 // WithAcks makes each consumption wait for acks (see Acks) and returns c.
@@ -38,18 +121,23 @@ func (c *Capabilities) WithAcks(acks Acks) *Capabilities {
 	return c
 }
 
-// NewCapabilities returns the store for one deployment. ttl 0 means CapabilityTTL (tests
-// shorten it to watch Redis's own expiry).
-func NewCapabilities(rdb redis.UniversalClient, deployment string, ttl time.Duration) *Capabilities {
+// NewCapabilities returns the store for one deployment, whose capabilities carry a MAC
+// under keys (without one, Put and Consume fail: nothing is ever written or accepted
+// unsigned). ttl 0 means CapabilityTTL (tests shorten it to watch Redis's own expiry).
+func NewCapabilities(rdb redis.UniversalClient, deployment string, keys CapabilityKeys, ttl time.Duration) *Capabilities {
 	if ttl == 0 {
 		ttl = CapabilityTTL
 	}
-	return &Capabilities{rdb: rdb, keys: bus.KeysFor(deployment), ttl: ttl}
+	return &Capabilities{rdb: rdb, keys: bus.KeysFor(deployment), deployment: deployment, ttl: ttl, mac: keys}
 }
+
+// errNoCapabilityKey is a store without a key.
+var errNoCapabilityKey = errors.New("view: no capability key")
 
 type capability struct {
 	SessionID string `json:"sessionId"`
 	PublicKey string `json:"publicKey"`
+	MAC       string `json:"mac"`
 }
 
 // The key is tagged by request id: every operation on it is a single key.
@@ -61,7 +149,11 @@ func (c *Capabilities) Put(ctx context.Context, requestID, sessionID, publicKeyH
 	if !envelope.ValidRequestID(requestID) {
 		return errors.New("view: bad request id")
 	}
-	b, err := json.Marshal(capability{SessionID: sessionID, PublicKey: publicKeyHex})
+	if len(c.mac) == 0 {
+		return errNoCapabilityKey
+	}
+	mac := base64.RawURLEncoding.EncodeToString(c.sum(c.mac[0], requestID, sessionID, publicKeyHex))
+	b, err := json.Marshal(capability{SessionID: sessionID, PublicKey: publicKeyHex, MAC: mac})
 	if err != nil {
 		return fmt.Errorf("put capability: %w", err)
 	}
@@ -94,7 +186,7 @@ func (c *Capabilities) Pending(ctx context.Context, requestID, sessionID string)
 	if err := json.Unmarshal(b, &got); err != nil {
 		return false, nil
 	}
-	return got.SessionID == sessionID, nil
+	return got.SessionID == sessionID && c.genuine(got.MAC, requestID, sessionID, got.PublicKey), nil
 }
 
 // consumeScript deletes the capability only when its session matches the caller's, so
@@ -105,23 +197,32 @@ if not v then return false end
 local ok, c = pcall(cjson.decode, v)
 if not ok or type(c) ~= 'table' or c.sessionId ~= ARGV[1] then return false end
 redis.call('DEL', KEYS[1])
-return c.publicKey`)
+return v`)
 
 // Consume redeems a capability for sessionID in one atomic script and returns the
-// destination public key, or ErrCapabilityNotFound, or a wrapped Redis error.
+// destination public key, or ErrCapabilityNotFound, or ErrCapabilityForged, or a
+// wrapped Redis error.
 func (c *Capabilities) Consume(ctx context.Context, requestID, sessionID string) (string, error) {
 	if !envelope.ValidRequestID(requestID) || sessionID == "" {
 		return "", ErrCapabilityNotFound
 	}
+	if len(c.mac) == 0 {
+		return "", errNoCapabilityKey
+	}
 	// Durable, so that a failover cannot bring a consumed capability back.
-	pk, err := runScript(ctx, c.rdb, c.acks, consumeScript, []string{c.key(requestID)}, sessionID).Text()
+	v, err := runScript(ctx, c.rdb, c.acks, consumeScript, []string{c.key(requestID)}, sessionID).Text()
 	if errors.Is(err, redis.Nil) {
 		return "", ErrCapabilityNotFound
 	}
 	if err != nil {
 		return "", fmt.Errorf("consume capability: %w", err)
 	}
-	return pk, nil
+	var got capability
+	if err := json.Unmarshal([]byte(v), &got); err != nil || got.SessionID != sessionID ||
+		!c.genuine(got.MAC, requestID, sessionID, got.PublicKey) {
+		return "", ErrCapabilityForged
+	}
+	return got.PublicKey, nil
 }
 
 // Delete removes a capability that was not consumed (the requester gave up).

@@ -3,8 +3,10 @@ package view_test
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,11 +31,14 @@ func requestID(t *testing.T) string {
 
 const pubKey = "04aabb" // the store treats the key as opaque text
 
+// testKeys is the replicas' capability key of these tests.
+var testKeys = view.CapabilityKeys{[]byte("0123456789abcdef0123456789abcdef")}
+
 func TestCapabilityConsume(t *testing.T) {
 	srv := testenv.Redis(t)
 	rdb := testenv.RedisClient(t, srv, 3)
 	ctx := testenv.Context(t, 30*time.Second)
-	caps := view.NewCapabilities(rdb, testenv.Deployment(t), 0)
+	caps := view.NewCapabilities(rdb, testenv.Deployment(t), testKeys, 0)
 
 	t.Run("once", func(t *testing.T) {
 		id := requestID(t)
@@ -79,7 +84,7 @@ func TestCapabilityConsume(t *testing.T) {
 			t.Fatal("bad id accepted")
 		}
 	})
-	t.Run("stored value holds only session and public key, with a 10 s lifetime", func(t *testing.T) {
+	t.Run("stored value holds only session, public key and MAC, with a 10 s lifetime", func(t *testing.T) {
 		id := requestID(t)
 		if err := caps.Put(ctx, id, "sessA", pubKey); err != nil {
 			t.Fatal(err)
@@ -89,7 +94,7 @@ func TestCapabilityConsume(t *testing.T) {
 			t.Fatalf("keys = %v, %v", keys, err)
 		}
 		v, _ := rdb.Get(ctx, keys[0]).Result()
-		if v != `{"sessionId":"sessA","publicKey":"04aabb"}` {
+		if !regexp.MustCompile(`^\{"sessionId":"sessA","publicKey":"04aabb","mac":"[A-Za-z0-9_-]{43}"\}$`).MatchString(v) {
 			t.Fatalf("stored %s", v)
 		}
 		ttl, _ := rdb.PTTL(ctx, keys[0]).Result()
@@ -99,11 +104,132 @@ func TestCapabilityConsume(t *testing.T) {
 	})
 }
 
+// TestCapabilityForged plays a Redis writer who is not a replica: it rewrites a
+// capability between the request and the consume (the destination key swapped for its
+// own, the MAC kept or dropped or copied from another capability), or writes one of its
+// own. The consume refuses each as forged, consumes it all the same, and the key of the
+// real viewer never leaves for the attacker's; a capability under a key the replicas
+// rotated out (second in the list) still redeems.
+func TestCapabilityForged(t *testing.T) {
+	srv := testenv.Redis(t)
+	rdb := testenv.RedisClient(t, srv, 0)
+	ctx := testenv.Context(t, 30*time.Second)
+	dep := testenv.Deployment(t)
+	caps := view.NewCapabilities(rdb, dep, testKeys, 0)
+	keys := bus.KeysFor(dep)
+	const attacker = "04ffff"
+	stored := func(id string) map[string]string {
+		var m map[string]string
+		if err := json.Unmarshal([]byte(rdb.Get(ctx, keys.Capability(id)).Val()), &m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	write := func(id string, m map[string]string) {
+		b, _ := json.Marshal(m)
+		if err := rdb.Set(ctx, keys.Capability(id), b, 0).Err(); err != nil { // SET … as the attacker would, XX KEEPTTL or not
+			t.Fatal(err)
+		}
+	}
+	other := requestID(t)
+	if err := caps.Put(ctx, other, "sessA", pubKey); err != nil {
+		t.Fatal(err)
+	}
+	otherMAC := stored(other)["mac"]
+	for name, forge := range map[string]func(id string, m map[string]string){
+		"key swapped, MAC kept":     func(id string, m map[string]string) { m["publicKey"] = attacker; write(id, m) },
+		"key swapped, MAC dropped":  func(id string, m map[string]string) { m["publicKey"] = attacker; delete(m, "mac"); write(id, m) },
+		"MAC of another request":    func(id string, m map[string]string) { m["publicKey"] = pubKey; m["mac"] = otherMAC; write(id, m) },
+		"MAC not base64":            func(id string, m map[string]string) { m["mac"] = "!!"; write(id, m) },
+		"written without any Put":   func(id string, _ map[string]string) { write(id, map[string]string{"sessionId": "sessA", "publicKey": attacker}) },
+		"session swapped, MAC kept": func(id string, m map[string]string) { m["sessionId"] = "sessA"; write(id, m) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			id := requestID(t)
+			sess := "sessA"
+			if name == "session swapped, MAC kept" {
+				sess = "sessB" // stored for another session, redirected to A
+			}
+			var m map[string]string
+			if name != "written without any Put" {
+				if err := caps.Put(ctx, id, sess, pubKey); err != nil {
+					t.Fatal(err)
+				}
+				m = stored(id)
+			}
+			forge(id, m)
+			if ok, err := caps.Pending(ctx, id, "sessA"); ok || err != nil {
+				t.Fatalf("pending = %t, %v: the owner would relay a forged capability", ok, err)
+			}
+			got, err := caps.Consume(ctx, id, "sessA")
+			if !errors.Is(err, view.ErrCapabilityForged) || got != "" {
+				t.Fatalf("consume = %q, %v; want ErrCapabilityForged", got, err)
+			}
+			if _, err := caps.Consume(ctx, id, "sessA"); !errors.Is(err, view.ErrCapabilityNotFound) {
+				t.Fatalf("a forged capability was left to redeem again: %v", err)
+			}
+		})
+	}
+	t.Run("another deployment's replicas", func(t *testing.T) {
+		id := requestID(t)
+		if err := view.NewCapabilities(rdb, dep, view.CapabilityKeys{[]byte("another deployment's key 32 byte")}, 0).Put(ctx, id, "sessA", pubKey); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := caps.Consume(ctx, id, "sessA"); !errors.Is(err, view.ErrCapabilityForged) {
+			t.Fatalf("consume = %v; want ErrCapabilityForged", err)
+		}
+	})
+	t.Run("rotation: the old key verifies while it is listed", func(t *testing.T) {
+		next := view.CapabilityKeys{[]byte("the next capability key, 32 byte"), testKeys[0]}
+		id := requestID(t)
+		if err := caps.Put(ctx, id, "sessA", pubKey); err != nil { // a replica not yet rotated
+			t.Fatal(err)
+		}
+		if got, err := view.NewCapabilities(rdb, dep, next, 0).Consume(ctx, id, "sessA"); err != nil || got != pubKey {
+			t.Fatalf("consume under the rotated keys = %q, %v", got, err)
+		}
+	})
+	t.Run("no key: nothing written, nothing accepted", func(t *testing.T) {
+		none := view.NewCapabilities(rdb, dep, nil, 0)
+		id := requestID(t)
+		if err := none.Put(ctx, id, "sessA", pubKey); err == nil {
+			t.Fatal("a store without a key wrote a capability")
+		}
+		if err := caps.Put(ctx, id, "sessA", pubKey); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := none.Consume(ctx, id, "sessA"); err == nil {
+			t.Fatal("a store without a key redeemed a capability")
+		}
+	})
+}
+
+func TestParseCapabilityKeys(t *testing.T) {
+	k := strings.Repeat("A", 43) // 32 zero bytes, unpadded base64url
+	for list, want := range map[string]int{k: 1, k + ", " + k: 2, "": 0, "short": 0, k + "=": 0, k[:42] + "B": 0, " , ": 0} {
+		keys, err := view.ParseCapabilityKeys(list)
+		if len(keys) != want || (err == nil) != (want > 0) {
+			t.Errorf("ParseCapabilityKeys(%q) = %d keys, %v; want %d", list, len(keys), err, want)
+		}
+	}
+	a, err := view.DeriveCapabilityKey("replica password")
+	if err != nil || len(a) != 1 || len(a[0]) != view.CapabilityKeyBytes {
+		t.Fatalf("derived %v, %v", a, err)
+	}
+	b, _ := view.DeriveCapabilityKey("another password")
+	if string(a[0]) == string(b[0]) {
+		t.Fatal("two secrets derived one key")
+	}
+	if _, err := view.DeriveCapabilityKey(""); err == nil {
+		t.Fatal("derived a key from nothing")
+	}
+}
+
 func TestCapabilityExpiresInRedis(t *testing.T) {
 	srv := testenv.Redis(t)
 	rdb := testenv.RedisClient(t, srv, 0)
 	ctx := testenv.Context(t, 30*time.Second)
-	caps := view.NewCapabilities(rdb, testenv.Deployment(t), 100*time.Millisecond)
+	caps := view.NewCapabilities(rdb, testenv.Deployment(t), testKeys, 100*time.Millisecond)
 	id := requestID(t)
 	if err := caps.Put(ctx, id, "sessA", pubKey); err != nil {
 		t.Fatal(err)
@@ -119,7 +245,7 @@ func TestCapabilityRedisDown(t *testing.T) {
 	srv := testenv.Redis(t)
 	rdb := testenv.RedisClient(t, srv, 0)
 	ctx := testenv.Context(t, 30*time.Second)
-	caps := view.NewCapabilities(rdb, testenv.Deployment(t), 0)
+	caps := view.NewCapabilities(rdb, testenv.Deployment(t), testKeys, 0)
 	srv.Stop()
 	_, err := caps.Consume(ctx, requestID(t), "sessA")
 	if err == nil || errors.Is(err, view.ErrCapabilityNotFound) {

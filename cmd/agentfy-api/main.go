@@ -61,6 +61,10 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	capKeys, err := apiconf.CapabilityKeys(warn)
+	if err != nil {
+		return err
+	}
 	var policy session.Policy
 	if policy.IdleAfter, err = conf.Duration("AGENTFY_IDLE_AFTER", session.DefaultPolicy.IdleAfter); err != nil {
 		return err
@@ -72,7 +76,7 @@ func run() error {
 	defer stop()
 	r, err := replica.New(ctx, replica.Options{
 		ReplicaID: *id, Deployment: conf.Deployment(), Redis: ro, NATS: nc, JWT: []auth.JWTConfig{jwtCfg},
-		Policy: policy, OpenAPI: openapi.Document, WebApp: web.Files(), Log: log.With().Str("replica", *id).Logger(),
+		Policy: policy, CapabilityKeys: capKeys, OpenAPI: openapi.Document, WebApp: web.Files(), Log: log.With().Str("replica", *id).Logger(),
 	})
 	if err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/cmd/internal/conf"
@@ -33,11 +34,37 @@ func cmdSecrets(_ context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("secrets: %w", err)
 	}
-	if _, err := os.Stat(filepath.Join(*out, "nats", "nats-server.conf")); err == nil && !*force {
-		fmt.Fprintf(stdout, "secrets exist in %s; kept (use -force to replace them)\n", *out)
-		return nil
+	// A secret that exists is kept (every process already uses it) unless -force; a
+	// missing one — a volume written by an older release — is made. The servers'
+	// configurations hold only hashes and are rendered again each run, so a release
+	// that narrows a role's rights takes effect on the next start.
+	kept, made := 0, 0
+	secret := func(name string, generate func() (string, error)) (string, error) {
+		if !*force {
+			if b, err := os.ReadFile(filepath.Join(*out, name)); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+				kept++
+				return strings.TrimSpace(string(b)), nil
+			}
+		}
+		made++
+		return generate()
 	}
-	s, err := deploy.GenerateSecrets()
+	s := deploy.Secrets{NATS: map[bus.Role]string{}, Redis: map[string]string{}}
+	for role, name := range natsSecretFiles {
+		if s.NATS[role], err = secret(name, randomSecret); err != nil {
+			return err
+		}
+	}
+	for user, name := range redisSecretFiles {
+		if s.Redis[user], err = secret(name, randomSecret); err != nil {
+			return err
+		}
+	}
+	jwt, err := secret(jwtSecretFile, randomSecret)
+	if err != nil {
+		return err
+	}
+	capKey, err := secret(capabilityKeyFile, randomSecret) // 32 random bytes: a capability key
 	if err != nil {
 		return err
 	}
@@ -46,10 +73,6 @@ func cmdSecrets(_ context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	acl, err := deploy.RedisACL(ns, s)
-	if err != nil {
-		return err
-	}
-	jwt, err := randomSecret()
 	if err != nil {
 		return err
 	}
@@ -63,7 +86,8 @@ func cmdSecrets(_ context.Context, args []string, stdout io.Writer) error {
 	files := []secretFile{
 		{"nats/nats-server.conf", natsConf, 0o644},
 		{"redis/users.acl", acl, 0o644},
-		{"jwt/secret", jwt + "\n", 0o600}, // the development HS256 secret of the replicas and the CLI
+		{jwtSecretFile, jwt + "\n", 0o600},         // the development HS256 secret of the replicas and the CLI
+		{capabilityKeyFile, capKey + "\n", 0o600}, // the replicas' capability key (AGENTFY_CAPABILITY_KEY_FILE)
 	}
 	for role, name := range natsSecretFiles {
 		files = append(files, secretFile{name, s.NATS[role] + "\n", 0o600})
@@ -81,7 +105,7 @@ func cmdSecrets(_ context.Context, args []string, stdout io.Writer) error {
 			return fmt.Errorf("secrets: %w", err)
 		}
 	}
-	fmt.Fprintf(stdout, "wrote the credentials of namespace %s to %s (%d files)\n", ns.Prefix(), *out, len(files))
+	fmt.Fprintf(stdout, "wrote the credentials of namespace %s to %s: %d secrets kept, %d made, the NATS and Redis configurations rendered\n", ns.Prefix(), *out, kept, made)
 	return nil
 }
 
@@ -93,6 +117,12 @@ var (
 		bus.RoleDebug: "debug/nats", bus.RoleSystem: "system/nats",
 	}
 	redisSecretFiles = map[string]string{deploy.RedisReplica: "replica/redis", deploy.RedisOperator: "operator/redis"}
+)
+
+// The files of the development JWT secret and of the replicas' capability key.
+const (
+	jwtSecretFile     = "jwt/secret"
+	capabilityKeyFile = "replica/capability-key"
 )
 
 // randomSecret is 32 random bytes, base64url.

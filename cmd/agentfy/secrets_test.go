@@ -14,6 +14,7 @@ import (
 	"github.com/agentfy/agentfy/internal/natsserver"
 	"github.com/agentfy/agentfy/internal/redisserver"
 	"github.com/agentfy/agentfy/internal/testenv"
+	"github.com/agentfy/agentfy/view"
 )
 
 // TestSecretsCommand writes a deployment's credentials as the compose stack's secrets
@@ -46,10 +47,24 @@ func TestSecretsCommand(t *testing.T) {
 	if len(read("jwt/secret")) < 32 {
 		t.Fatal("no JWT secret")
 	}
-	// A second run keeps what exists: the servers and clients already use it.
+	if _, err := view.ParseCapabilityKeys(read("replica/capability-key")); err != nil {
+		t.Fatalf("the capability key: %v", err)
+	}
+	// A second run keeps what exists: the servers and clients already use it. A volume
+	// of an older release, without a capability key, gets one and keeps the rest.
 	before := read("replica/nats")
+	if err := os.Remove(filepath.Join(dir, "replica/capability-key")); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
 	if err := run(ctx, []string{"secrets", "-out", dir}, &out); err != nil || read("replica/nats") != before {
 		t.Fatalf("second run replaced the secrets (%v)", err)
+	}
+	if !strings.Contains(out.String(), "7 secrets kept, 1 made") {
+		t.Fatalf("second run said %q", out.String())
+	}
+	if _, err := view.ParseCapabilityKeys(read("replica/capability-key")); err != nil {
+		t.Fatalf("the capability key made on the second run: %v", err)
 	}
 
 	rs, err := redisserver.Start(ctx, redisserver.Options{ACL: read("redis/users.acl") + "\n"})

@@ -71,7 +71,7 @@ func benchFastPaths(ctx context.Context, st *stack.Stack, a *stack.Replica, toke
 	if _, _, err := st.Sess.Start(ctx, held); err != nil {
 		return fastPathResult{}, err
 	}
-	if err := st.Client.Set(ctx, bus.KeysFor(benchDeployment).Gate(held), "1", 10*time.Minute).Err(); err != nil {
+	if err := st.AdminClient().Set(ctx, bus.KeysFor(benchDeployment).Gate(held), "1", 10*time.Minute).Err(); err != nil {
 		return fastPathResult{}, err
 	}
 	var lfNext atomic.Int64

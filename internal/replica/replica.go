@@ -46,6 +46,11 @@ type Options struct {
 	Log     zerolog.Logger
 	// DrainTimeout bounds graceful shutdown; 0 means 12 s (longer than a view's 9 s).
 	DrainTimeout time.Duration
+	// CapabilityKeys sign and check the view capabilities (view.CapabilityKeys); every
+	// replica of a deployment must hold the same. Empty means derived from the Redis
+	// password (view.DeriveCapabilityKey), which every replica shares and no other
+	// role holds; a replica with neither does not start.
+	CapabilityKeys view.CapabilityKeys
 	// RedisAcks, when set, is how many replicas must acknowledge the gate's windows and
 	// the capabilities' consumption (view.Acks). Nil means view.DefaultAcks for a
 	// Cluster or Sentinel set and none for one server.
@@ -130,7 +135,14 @@ func New(ctx context.Context, o Options) (*Replica, error) {
 	} else if replicated(o.Redis) {
 		acks = view.DefaultAcks
 	}
-	caps := view.NewCapabilities(rdb, o.Deployment, 0).WithAcks(acks)
+	capKeys := o.CapabilityKeys
+	if len(capKeys) == 0 {
+		if capKeys, err = view.DeriveCapabilityKey(o.Redis.Password); err != nil {
+			r.close()
+			return nil, errors.New("replica: no capability key: set AGENTFY_CAPABILITY_KEY(_FILE), or a Redis password to derive it from")
+		}
+	}
+	caps := view.NewCapabilities(rdb, o.Deployment, capKeys, 0).WithAcks(acks)
 	r.Views = view.NewService(rdb, view.NewGate(rdb, o.Deployment, 0, 0).WithAcks(acks), caps, r.Sessions, nc, ns, o.Log)
 	if r.Feed, err = feed.New(nc, ns, r.Sessions, o.Log); err != nil {
 		r.close()

@@ -37,6 +37,7 @@ import (
 	"github.com/agentfy/agentfy/internal/replica"
 	"github.com/agentfy/agentfy/openapi"
 	"github.com/agentfy/agentfy/session"
+	"github.com/agentfy/agentfy/view"
 )
 
 // Options configure a stack. The zero value starts two replicas with the shipped seed.
@@ -84,22 +85,30 @@ type RedisTarget struct {
 	// Kind names it in logs and the dev stack's ready file: "cluster", "sentinel",
 	// "server".
 	Kind string
+	// Admin, when set, is an administrator of the servers (every key and command): the
+	// harness's OpenGate needs one, as no role may touch a view's gate and paces but
+	// the replicas, which may not SCAN.
+	Admin *redisserver.Admin
 }
 
 // Stack is a running system.
 type Stack struct {
-	opts   Options
-	Root   string
-	Redis  *redisserver.Server
-	NATS   *server.Server // nil with Options.NATSServers
-	Secret []byte         // the development JWT secret
-	NS     bus.Namespace
-	Site   string // base URL of the demo website
-	LB     string // a load balancer over the replicas (what brokers are configured with)
+	opts        Options
+	admin       *redisserver.Admin    // nil on a Redis the harness does not administer
+	adminClient redis.UniversalClient // logged in as admin
+	Root        string
+	Redis       *redisserver.Server
+	NATS        *server.Server // nil with Options.NATSServers
+	Secret      []byte         // the development JWT secret
+	NS          bus.Namespace
+	Site        string // base URL of the demo website
+	LB          string // a load balancer over the replicas (what brokers are configured with)
 
 	Replicas []*Replica
 	// Secrets are every role's passwords: the servers know only their hashes.
 	Secrets deploy.Secrets
+	// CapabilityKeys are the replicas' capability keys (view.CapabilityKeys), random.
+	CapabilityKeys view.CapabilityKeys
 	// Client is the harness's Redis client, logged in as the operator (it seeds, starts
 	// and stops sessions, and inspects keys as the operator CLI may). Bus is a NATS
 	// connection with the replica role (tests play a replica, or an attacker holding a
@@ -229,6 +238,11 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		return nil, err
 	}
 	s.Secret = []byte(base64.RawURLEncoding.EncodeToString(secret))
+	capKey := make([]byte, view.CapabilityKeyBytes)
+	if _, err := rand.Read(capKey); err != nil {
+		return nil, err
+	}
+	s.CapabilityKeys = view.CapabilityKeys{capKey}
 
 	if o.Secrets != nil {
 		s.Secrets = *o.Secrets
@@ -238,6 +252,17 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	acl, err := deploy.RedisACL(s.NS, s.Secrets)
 	if err != nil {
 		return nil, err
+	}
+	if o.Redis == nil {
+		// The harness's own administrator, beside the deployment's users: OpenGate.
+		pw := make([]byte, 32)
+		if _, err := rand.Read(pw); err != nil {
+			return nil, err
+		}
+		s.admin = &redisserver.Admin{User: "agentfy-harness", Password: base64.RawURLEncoding.EncodeToString(pw)}
+		acl += s.admin.ACLLine() + "\n"
+	} else {
+		s.admin = o.Redis.Admin
 	}
 	if o.Redis == nil {
 		if s.Redis, err = redisserver.Start(ctx, redisserver.Options{Persist: o.PersistRedis, ACL: acl}); err != nil {
@@ -262,6 +287,13 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	}
 	s.Client = redisclient.New(s.RedisOptions(deploy.RedisOperator))
 	s.closers = append(s.closers, func() { _ = s.Client.Close() })
+	if s.admin != nil {
+		ao := s.RedisOptions(deploy.RedisOperator)
+		ao.Username, ao.Password = s.admin.User, s.admin.Password
+		ao.SentinelUsername, ao.SentinelPassword = s.admin.User, s.admin.Password
+		s.adminClient = redisclient.New(ao)
+		s.closers = append(s.closers, func() { _ = s.adminClient.Close() })
+	}
 	if s.Bus, err = s.ConnectNATS(bus.RoleReplica, "agentfy-harness"); err != nil {
 		return nil, err
 	}
@@ -401,16 +433,31 @@ func (s *Stack) refillRelayPaces() {
 // for every caller's pace (a scan as long as the keyspace, which the bench's CPU
 // windows would count).
 func (s *Stack) OpenGateFor(ctx context.Context, agentID, caller string) error {
+	if s.adminClient == nil {
+		return errNoAdmin
+	}
 	s.refillRelayPaces()
 	k := bus.KeysFor(s.opts.Deployment)
-	return s.Client.Del(ctx, k.Gate(agentID), k.Pace(agentID, caller)).Err()
+	return s.adminClient.Del(ctx, k.Gate(agentID), k.Pace(agentID, caller)).Err()
 }
+
+// AdminClient is a Redis client logged in as the harness's administrator (every key and
+// command), for what no role of the deployment may do: read or write a view's keys as
+// an attacker with Redis would, read every key. Nil on a Redis the harness does not
+// administer (RedisTarget.Admin unset).
+func (s *Stack) AdminClient() redis.UniversalClient { return s.adminClient }
+
+// errNoAdmin is OpenGate on a Redis the harness does not administer.
+var errNoAdmin = errors.New("stack: no Redis administrator to open a gate with (RedisTarget.Admin)")
 
 // OpenGate stands for the time between two polls of a client that respects the gate:
 // it clears the agent's 2-s gate and every caller's pace for it in Redis, and refills
 // every replica's relay pace
 // (channel.Hub.RefillPace), so a test may view again at once.
 func (s *Stack) OpenGate(ctx context.Context, agentID string) error {
+	if s.adminClient == nil {
+		return errNoAdmin
+	}
 	s.refillRelayPaces()
 	keys := []string{bus.KeysFor(s.opts.Deployment).Gate(agentID)}
 	// The gate and the paces share the agent's hash tag: one slot, one master.
@@ -422,18 +469,18 @@ func (s *Stack) OpenGate(ctx context.Context, agentID string) error {
 		return iter.Err()
 	}
 	var err error
-	if cc, ok := s.Client.(*redis.ClusterClient); ok {
+	if cc, ok := s.adminClient.(*redis.ClusterClient); ok {
 		var master *redis.Client
 		if master, err = cc.MasterForKey(ctx, keys[0]); err == nil {
 			err = scan(ctx, master)
 		}
 	} else {
-		err = scan(ctx, s.Client)
+		err = scan(ctx, s.adminClient)
 	}
 	if err != nil {
 		return err
 	}
-	return s.Client.Del(ctx, keys...).Err()
+	return s.adminClient.Del(ctx, keys...).Err()
 }
 
 // JWTConfig is the verifier configuration the replicas use.
@@ -462,7 +509,7 @@ func (s *Stack) StartReplica(ctx context.Context, i int, natsURL string) (*Repli
 	r, err := replica.New(ctx, replica.Options{
 		ReplicaID: id, Deployment: s.opts.Deployment, Redis: s.RedisOptions(deploy.RedisReplica),
 		NATS: natsCfg, JWT: append([]auth.JWTConfig{s.JWTConfig()}, s.opts.ExtraJWT...),
-		Policy: s.opts.Policy, Tick: s.opts.Tick,
+		Policy: s.opts.Policy, Tick: s.opts.Tick, CapabilityKeys: s.CapabilityKeys,
 		OpenAPI: openapi.Document, WebApp: s.opts.WebApp, Log: log, DrainTimeout: 10 * time.Second,
 	})
 	if err != nil {

@@ -64,12 +64,12 @@ func StartTopology(ctx context.Context, kind, deployment string, secrets deploy.
 		if t.Cluster, err = redisserver.StartCluster(ctx, redisserver.ClusterOptions{ACL: acl, Admin: t.Admin}); err != nil {
 			return nil, err
 		}
-		t.Target = &RedisTarget{Addrs: t.Cluster.Addrs(), Cluster: true, Kind: kind}
+		t.Target = &RedisTarget{Addrs: t.Cluster.Addrs(), Cluster: true, Kind: kind, Admin: &t.Admin}
 	case "sentinel":
 		if t.Sentinel, err = redisserver.StartSentinel(ctx, redisserver.SentinelOptions{ACL: acl, Admin: t.Admin, Users: secrets.Redis}); err != nil {
 			return nil, err
 		}
-		t.Target = &RedisTarget{Addrs: t.Sentinel.SentinelAddrs(), MasterName: t.Sentinel.MasterName(), Kind: kind}
+		t.Target = &RedisTarget{Addrs: t.Sentinel.SentinelAddrs(), MasterName: t.Sentinel.MasterName(), Kind: kind, Admin: &t.Admin}
 	default:
 		return nil, fmt.Errorf("%s=%q: want server, cluster or sentinel", TopologyEnv, kind)
 	}

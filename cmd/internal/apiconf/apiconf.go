@@ -20,6 +20,7 @@ import (
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/cmd/internal/conf"
+	"github.com/agentfy/agentfy/view"
 )
 
 // Redis builds client options from AGENTFY_REDIS_URL (redis://[user:pass@]host:port/db,
@@ -260,4 +261,20 @@ func ExternalJWT(warn func(string)) (*auth.JWTConfig, error) {
 		warn(keysFrom + " is plain http: anyone on the path can swap the keys; use https outside development")
 	}
 	return cfg, nil
+}
+
+// CapabilityKeys reads AGENTFY_CAPABILITY_KEY(_FILE): the replicas' keys of the view
+// capabilities' MAC (view.ParseCapabilityKeys), every replica of a deployment the same.
+// Nil when unset: the replica then derives its key from its Redis password
+// (replica.Options.CapabilityKeys).
+func CapabilityKeys(warn func(string)) (view.CapabilityKeys, error) {
+	v, err := conf.Secret("AGENTFY_CAPABILITY_KEY", warn)
+	if err != nil || v == "" {
+		return nil, err
+	}
+	keys, err := view.ParseCapabilityKeys(v)
+	if err != nil {
+		return nil, fmt.Errorf("AGENTFY_CAPABILITY_KEY: %w", err)
+	}
+	return keys, nil
 }

@@ -1,6 +1,7 @@
 package apiconf
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -84,5 +85,46 @@ func TestExternalJWTIsNilWithoutAProvider(t *testing.T) {
 	}
 	if len(warned) != 1 || !strings.Contains(warned[0], "plain http") {
 		t.Errorf("warnings %q, want one about plain http", warned)
+	}
+}
+
+// TestCapabilityKeys: unset is nil (the replica derives its key), a key or a list of
+// keys from the variable or its file, and anything else a clear error.
+func TestCapabilityKeys(t *testing.T) {
+	k := strings.Repeat("A", 43)
+	file := t.TempDir() + "/capability-key"
+	if err := os.WriteFile(file, []byte(k+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name    string
+		env     map[string]string
+		keys    int
+		wantErr string
+	}{
+		{"unset", nil, 0, ""},
+		{"one key", map[string]string{"AGENTFY_CAPABILITY_KEY": k}, 1, ""},
+		{"a rotation", map[string]string{"AGENTFY_CAPABILITY_KEY": k + "," + k}, 2, ""},
+		{"a file", map[string]string{"AGENTFY_CAPABILITY_KEY_FILE": file}, 1, ""},
+		{"too short", map[string]string{"AGENTFY_CAPABILITY_KEY": "abc"}, 0, "AGENTFY_CAPABILITY_KEY: view: a capability key is 32 bytes"},
+		{"a missing file", map[string]string{"AGENTFY_CAPABILITY_KEY_FILE": file + ".missing"}, 0, "AGENTFY_CAPABILITY_KEY_FILE"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("AGENTFY_CAPABILITY_KEY", "")
+			t.Setenv("AGENTFY_CAPABILITY_KEY_FILE", "")
+			for name, v := range tt.env {
+				t.Setenv(name, v)
+			}
+			keys, err := CapabilityKeys(func(string) {})
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || len(keys) != tt.keys {
+				t.Fatalf("%d keys, %v; want %d", len(keys), err, tt.keys)
+			}
+		})
 	}
 }
