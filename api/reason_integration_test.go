@@ -48,7 +48,7 @@ func startStack(t *testing.T, ctx context.Context) *stack {
 		Redis: &redis.UniversalOptions{Addrs: []string{rs.Addr()}, MaxRetries: -1},
 		NATS:  bus.Config{Servers: []string{ns.ClientURL()}}, JWT: []auth.JWTConfig{jwtCfg}, OpenAPI: []byte("openapi: 3.1.0"),
 		CapabilityKeys: testCapabilityKeys,
-		Log: testenv.Logger(t), DrainTimeout: 5 * time.Second,
+		Log:            testenv.Logger(t), DrainTimeout: 5 * time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -150,7 +150,9 @@ func TestCapabilityRedirectedInTheRace(t *testing.T) {
 	liveSession(t, agent, stack.SessionOptions{})
 	c := client.Context(t)
 	attacker := envelope.PublicKeyHex(attackerKey(t))
-	forgedCount := func() float64 { return metricValue(t, "agentfy_capability_forged_total", 0) + metricValue(t, "agentfy_capability_forged_total", 1) }
+	forgedCount := func() float64 {
+		return metricValue(t, "agentfy_capability_forged_total", 0) + metricValue(t, "agentfy_capability_forged_total", 1)
+	}
 	before := forgedCount()
 	rewrote := make(chan error, 1)
 	owner := st.Replicas[1].Hub

@@ -5,8 +5,8 @@ package view
 
 import (
 	"context"
-	"crypto/hmac"
 	"crypto/hkdf"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"

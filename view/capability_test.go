@@ -137,11 +137,13 @@ func TestCapabilityForged(t *testing.T) {
 	}
 	otherMAC := stored(other)["mac"]
 	for name, forge := range map[string]func(id string, m map[string]string){
-		"key swapped, MAC kept":     func(id string, m map[string]string) { m["publicKey"] = attacker; write(id, m) },
-		"key swapped, MAC dropped":  func(id string, m map[string]string) { m["publicKey"] = attacker; delete(m, "mac"); write(id, m) },
-		"MAC of another request":    func(id string, m map[string]string) { m["publicKey"] = pubKey; m["mac"] = otherMAC; write(id, m) },
-		"MAC not base64":            func(id string, m map[string]string) { m["mac"] = "!!"; write(id, m) },
-		"written without any Put":   func(id string, _ map[string]string) { write(id, map[string]string{"sessionId": "sessA", "publicKey": attacker}) },
+		"key swapped, MAC kept":    func(id string, m map[string]string) { m["publicKey"] = attacker; write(id, m) },
+		"key swapped, MAC dropped": func(id string, m map[string]string) { m["publicKey"] = attacker; delete(m, "mac"); write(id, m) },
+		"MAC of another request":   func(id string, m map[string]string) { m["publicKey"] = pubKey; m["mac"] = otherMAC; write(id, m) },
+		"MAC not base64":           func(id string, m map[string]string) { m["mac"] = "!!"; write(id, m) },
+		"written without any Put": func(id string, _ map[string]string) {
+			write(id, map[string]string{"sessionId": "sessA", "publicKey": attacker})
+		},
 		"session swapped, MAC kept": func(id string, m map[string]string) { m["sessionId"] = "sessA"; write(id, m) },
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -86,7 +86,7 @@ func cmdSecrets(_ context.Context, args []string, stdout io.Writer) error {
 	files := []secretFile{
 		{"nats/nats-server.conf", natsConf, 0o644},
 		{"redis/users.acl", acl, 0o644},
-		{jwtSecretFile, jwt + "\n", 0o600},         // the development HS256 secret of the replicas and the CLI
+		{jwtSecretFile, jwt + "\n", 0o600},        // the development HS256 secret of the replicas and the CLI
 		{capabilityKeyFile, capKey + "\n", 0o600}, // the replicas' capability key (AGENTFY_CAPABILITY_KEY_FILE)
 	}
 	for role, name := range natsSecretFiles {
