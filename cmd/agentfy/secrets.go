@@ -41,7 +41,8 @@ func cmdSecrets(_ context.Context, args []string, stdout io.Writer) error {
 	kept, made := 0, 0
 	secret := func(name string, generate func() (string, error)) (string, error) {
 		if !*force {
-			if b, err := os.ReadFile(filepath.Join(*out, name)); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+			b, err := os.ReadFile(filepath.Join(*out, name)) //nolint:gosec // the operator names the directory
+			if err == nil && len(strings.TrimSpace(string(b))) > 0 {
 				kept++
 				return strings.TrimSpace(string(b)), nil
 			}
