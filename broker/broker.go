@@ -93,6 +93,7 @@ func New(ctx context.Context, browser *rod.Browser, consume *ConsumeClient, cfg 
 	}
 	if !cfg.NoMask {
 		rules := newMaskRules(cfg.MaskAttributes, cfg.MaskClasses)
+		rules.opaqueFrames = !cfg.ShowOpaqueFrames
 		b.mask = &rules
 	}
 

@@ -88,13 +88,20 @@ const (
 type maskRules struct {
 	attributes []string // lower case
 	classes    []string
+	// opaqueFrames masks every frame element whose document the snapshot does not
+	// hold (frameElements): one the broker cannot read into.
+	opaqueFrames bool
 }
+
+// frameElements are the elements that draw another document.
+var frameElements = []string{"iframe", "frame", "fencedframe", "object", "embed", "portal"}
 
 // newMaskRules returns the built-in rules with the deployment's extras.
 func newMaskRules(attributes, classes []string) maskRules {
 	r := maskRules{
-		attributes: slices.Clone(MaskAttributes),
-		classes:    slices.Clone(MaskClasses),
+		attributes:   slices.Clone(MaskAttributes),
+		classes:      slices.Clone(MaskClasses),
+		opaqueFrames: true,
 	}
 	for _, a := range attributes {
 		r.attributes = append(r.attributes, strings.ToLower(a))
@@ -181,6 +188,7 @@ type snapshotDocument struct {
 	Layout struct {
 		NodeIndex []int       `json:"nodeIndex"`
 		Bounds    [][]float64 `json:"bounds"`
+		Styles    [][]int     `json:"styles"`
 	} `json:"layout"`
 	ScrollOffsetX float64 `json:"scrollOffsetX"`
 	ScrollOffsetY float64 `json:"scrollOffsetY"`
@@ -188,11 +196,12 @@ type snapshotDocument struct {
 	ContentHeight float64 `json:"contentHeight"`
 }
 
-// snapshotRequest reads the DOM and its layout, and nothing else: no computed style,
-// no paint order, no rectangles beyond the layout's bounds. Chromium runs no script of
-// the page for it and changes nothing in it (it brings the layout up to date, as a
-// paint would). DOMSnapshot.enable is never called: no events follow.
-var snapshotRequest = proto.DOMSnapshotCaptureSnapshot{ComputedStyles: []string{}}
+// snapshotRequest reads the DOM, its layout and the computed styles that paint ink
+// outside a box (inkStyles), and nothing else: no paint order, no rectangles beyond
+// the layout's bounds. Chromium runs no script of the page for it and changes nothing
+// in it (it brings the layout up to date, as a paint would). DOMSnapshot.enable is
+// never called: no events follow.
+var snapshotRequest = proto.DOMSnapshotCaptureSnapshot{ComputedStyles: inkStyles}
 
 // rect is a rectangle in CSS pixels of the top document.
 type rect struct{ X, Y, W, H float64 }
@@ -202,6 +211,9 @@ type rect struct{ X, Y, W, H float64 }
 // descendants, in document order.
 type secrets struct {
 	regions [][]rect
+	// whole says a secret's ink cannot be placed (an SVG filter, a perspective, a
+	// shadow a screen away): the frame is masked whole.
+	whole bool
 	// scroll and content size of the top document, which must not move between the
 	// read and the capture.
 	scrollX, scrollY, width, height float64
@@ -209,7 +221,7 @@ type secrets struct {
 
 // equal reports whether two reads found the same secrets at the same places.
 func (s secrets) equal(o secrets) bool {
-	return s.scrollX == o.scrollX && s.scrollY == o.scrollY && s.width == o.width && s.height == o.height &&
+	return s.scrollX == o.scrollX && s.scrollY == o.scrollY && s.width == o.width && s.height == o.height && s.whole == o.whole &&
 		slices.EqualFunc(s.regions, o.regions, slices.Equal)
 }
 
@@ -263,6 +275,10 @@ func findSecrets(raw []byte, rules maskRules) (secrets, error) {
 		if !ok {
 			return secrets{}, errSnapshot
 		}
+		framed := make(map[int]bool, len(doc.Nodes.ContentDocumentIndex.Index)) // frame elements with a document here
+		for _, f := range doc.Nodes.ContentDocumentIndex.Index {
+			framed[f] = true
+		}
 		r := make([]int, n)
 		for i := range n {
 			r[i] = -1
@@ -278,6 +294,10 @@ func findSecrets(raw []byte, rules maskRules) (secrets, error) {
 			secret, ok := isSecret(nodes.NodeName[i], nodes.Attributes[i], str, rules, labelled[i])
 			if !ok {
 				return secrets{}, errSnapshot
+			}
+			if rules.opaqueFrames && !secret && !framed[i] {
+				name, _ := str(nodes.NodeName[i])
+				secret = slices.ContainsFunc(frameElements, func(f string) bool { return strings.EqualFold(f, name) })
 			}
 			if secret {
 				if d == 0 {
@@ -319,7 +339,17 @@ func findSecrets(raw []byte, rules maskRules) (secrets, error) {
 	}
 
 	doc := s.Documents[0]
+	// An SVG <use> draws a copy of the element it names where the <use> is: when that
+	// element is secret, so is the <use>.
+	if err := secretUses(doc, str, region[0], &top); err != nil {
+		return secrets{}, err
+	}
+	inks, own, anyURLFilter, ok := inkOf(doc, str)
+	if !ok {
+		return secrets{}, errSnapshot
+	}
 	out := secrets{
+		whole:   anyURLFilter && len(top) > 0,
 		regions: make([][]rect, len(top)),
 		scrollX: doc.ScrollOffsetX, scrollY: doc.ScrollOffsetY,
 		width: doc.ContentWidth, height: doc.ContentHeight,
@@ -345,12 +375,88 @@ func findSecrets(raw []byte, rules maskRules) (secrets, error) {
 			}
 		}
 		if b[2] > 0 && b[3] > 0 {
-			out.regions[k] = append(out.regions[k], rect{b[0], b[1], b[2], b[3]})
+			// The box, grown by what its shadows and its ancestors' filters paint
+			// beyond it, and each reflection that copies it.
+			in := inks[n]
+			r := rect{b[0], b[1], b[2], b[3]}.grow(in.reach.add(own[n]))
+			out.regions[k] = append(out.regions[k], r)
+			for _, m := range in.mirrors {
+				out.regions[k] = append(out.regions[k], m.r.mirror(m.box))
+			}
+			out.whole = out.whole || in.whole
 		}
 	}
 	// A region that draws nothing shows nothing.
 	out.regions = slices.DeleteFunc(out.regions, func(r []rect) bool { return len(r) == 0 })
 	return out, nil
+}
+
+// secretUses makes secret every SVG <use> of doc (the top document) that draws a copy
+// of a secret element or of one that holds a secret (region, by node; -1 for none),
+// adding a region for each to top. A <use> of such a <use> is one too.
+func secretUses(doc snapshotDocument, str func(int) (string, bool), region []int, top *[]int) error {
+	nodes := doc.Nodes
+	n := len(nodes.ParentIndex)
+	attr := func(i int, name string) (string, bool) {
+		a := nodes.Attributes[i]
+		for k := 0; k+1 < len(a); k += 2 {
+			if an, _ := str(a[k]); strings.EqualFold(an, name) {
+				v, ok := str(a[k+1])
+				return v, ok
+			}
+		}
+		return "", false
+	}
+	var uses []int
+	ids := map[string][]int{}
+	for i := range n {
+		name, ok := str(nodes.NodeName[i])
+		if !ok {
+			return errSnapshot
+		}
+		if strings.EqualFold(name, "use") {
+			uses = append(uses, i)
+		}
+		if id, ok := attr(i, "id"); ok && id != "" {
+			ids[id] = append(ids[id], i)
+		}
+	}
+	if len(uses) == 0 {
+		return nil
+	}
+	for changed := true; changed; {
+		changed = false
+		// holds[i]: node i is secret or has a secret descendant.
+		holds := make([]bool, n)
+		for i := n - 1; i >= 0; i-- {
+			holds[i] = holds[i] || region[i] >= 0
+			if p := nodes.ParentIndex[i]; p >= 0 && holds[i] {
+				holds[p] = true
+			}
+		}
+		for _, u := range uses {
+			if region[u] >= 0 {
+				continue
+			}
+			href, ok := attr(u, "href")
+			if !ok {
+				href, _ = attr(u, "xlink:href")
+			}
+			target, local := strings.CutPrefix(strings.TrimSpace(href), "#")
+			if !local {
+				continue // another document's element: not this page's secret
+			}
+			for _, t := range ids[target] {
+				if holds[t] {
+					region[u] = len(*top)
+					*top = append(*top, u)
+					changed = true
+					break
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // hasSecretLayout reports whether a secret node of doc draws anything.
@@ -550,6 +656,11 @@ type maskBox struct{ X0, Y0, X1, Y1 int }
 func maskBoxes(sec secrets, clip *proto.PageViewport, w, h int) (boxes []maskBox, shown int) {
 	if clip == nil || !(clip.Width > 0) || !(clip.Height > 0) {
 		return nil, 0
+	}
+	if sec.whole {
+		// A secret whose ink cannot be placed: the whole frame is one mask, and every
+		// region counts as masked.
+		return []maskBox{{0, 0, w, h}}, min(max(len(sec.regions), 1), wire.MaxMasked)
 	}
 	kx, ky := float64(w)/clip.Width, float64(h)/clip.Height
 	for _, region := range sec.regions {

@@ -35,8 +35,9 @@ type node struct {
 	name   string
 	attrs  []string
 	bounds []float64
-	child  int    // content document index, 0 for none
-	value  string // a text node's value
+	child  int               // content document index, 0 for none
+	value  string            // a text node's value
+	style  map[string]string // computed inkStyles of a node with a layout ("none" unless set)
 }
 
 func (s *snap) doc(nodes ...node) {
@@ -45,6 +46,8 @@ func (s *snap) doc(nodes ...node) {
 	attrs := [][]int{}
 	var layoutNodes []int
 	bounds := [][]float64{}
+	styles := [][]int{}
+	styled := false
 	cdi := map[string][]int{"index": {}, "value": {}}
 	for i, n := range nodes {
 		parents = append(parents, n.parent)
@@ -66,6 +69,16 @@ func (s *snap) doc(nodes ...node) {
 		if n.bounds != nil {
 			layoutNodes = append(layoutNodes, i)
 			bounds = append(bounds, n.bounds)
+			st := make([]int, len(inkStyles))
+			for k, name := range inkStyles {
+				v, ok := n.style[name]
+				if !ok {
+					v = map[bool]string{true: "1", false: "none"}[name == "zoom"]
+				}
+				st[k] = s.str(v)
+			}
+			styles = append(styles, st)
+			styled = styled || n.style != nil
 		}
 		if n.child > 0 {
 			cdi["index"] = append(cdi["index"], i)
@@ -74,6 +87,9 @@ func (s *snap) doc(nodes ...node) {
 	}
 	d["nodes"] = map[string]any{"parentIndex": parents, "nodeName": names, "nodeValue": values, "attributes": attrs, "contentDocumentIndex": cdi}
 	d["layout"] = map[string]any{"nodeIndex": layoutNodes, "bounds": bounds}
+	if styled {
+		d["layout"].(map[string]any)["styles"] = styles
+	}
 	d["scrollOffsetX"], d["scrollOffsetY"], d["contentWidth"], d["contentHeight"] = 0, 100, 1265, 3000
 	s.docs = append(s.docs, d)
 }
@@ -101,6 +117,7 @@ func oneElement(name string, attrs ...string) *snap {
 
 func TestMaskRules(t *testing.T) {
 	rules := newMaskRules([]string{"Data-Secret"}, []string{"pii"})
+	rules.opaqueFrames = false // the iframes here hold no document: TestOpaqueFrames
 	for _, c := range []struct {
 		name   string
 		attrs  []string

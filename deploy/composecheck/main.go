@@ -63,6 +63,11 @@ func run() error {
 	return nil
 }
 
+// viewer is the check's HTTP client: each request has its own deadline (a view answers
+// within 9 s), so one connection that hangs on the way (a port proxy that accepted it
+// and never passed it on) costs one poll, not the whole wait.
+var viewer = &http.Client{Timeout: 15 * time.Second}
+
 // frame polls url as a viewer would (every 2.5 s, past the agent's gate and the
 // caller's pace) until it answers a live frame, and decodes it.
 func frame(ctx context.Context, url, bearer string) (w, h int, title string, err error) {
@@ -75,7 +80,7 @@ func frame(ctx context.Context, url, bearer string) (w, h int, title string, err
 			return 0, 0, "", err
 		}
 		req.Header.Set("Authorization", "Bearer "+bearer)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := viewer.Do(req)
 		if err == nil {
 			body, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 			_ = resp.Body.Close()
@@ -118,7 +123,7 @@ func answer(ctx context.Context, url, bearer string) string {
 		return "error"
 	}
 	req.Header.Set("Authorization", "Bearer "+bearer)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := viewer.Do(req)
 	if err != nil {
 		return "transport_error"
 	}
