@@ -52,7 +52,7 @@ type Broker struct {
 	mu sync.Mutex
 	// sessions are the CDP sessions observation attached to tabs; guarded
 	// by mu (the event loop forgets closed tabs).
-	sessions map[proto.TargetTargetID]proto.TargetSessionID
+	sessions map[proto.TargetTargetID]observerSession
 	// lastURLs is the last non-empty URL a capture of each tab saw, for the
 	// moment of a navigation when Chromium reports none; guarded by mu,
 	// forgotten with the tab.
@@ -87,7 +87,7 @@ func New(ctx context.Context, browser *rod.Browser, consume *ConsumeClient, cfg 
 		toolSlots: make(chan struct{}, cfg.ToolQueueSize),
 		toolQueue: make(chan *toolOp, cfg.ToolQueueSize),
 		observing: make(chan struct{}, 1),
-		sessions:  make(map[proto.TargetTargetID]proto.TargetSessionID),
+		sessions:  make(map[proto.TargetTargetID]observerSession),
 		lastURLs:  make(map[proto.TargetTargetID]string),
 		done:      make(chan struct{}),
 	}
@@ -166,22 +166,30 @@ func (b *Broker) followTargets(events <-chan *rod.Message) {
 
 // session returns the observation's CDP session on a tab, attaching one
 // under ctx if needed. It is a session of its own, on which no domain is
-// ever enabled.
+// ever enabled but the Performance counters, and no script runs but the
+// masks' read of what moves, in an isolated world of its own (motion.go).
 func (b *Broker) session(ctx context.Context, target proto.TargetTargetID) (cdpSession, error) {
 	b.mu.Lock()
-	id, ok := b.sessions[target]
+	o, ok := b.sessions[target]
 	b.mu.Unlock()
 	if !ok {
 		res, err := proto.TargetAttachToTarget{TargetID: target, Flatten: true}.Call(b.browser.Context(ctx))
 		if err != nil {
 			return cdpSession{}, fmt.Errorf("attach to target: %w", err)
 		}
-		id = res.SessionID
+		o = observerSession{id: res.SessionID, tab: &tabState{}}
 		b.mu.Lock()
-		b.sessions[target] = id
+		b.sessions[target] = o
 		b.mu.Unlock()
 	}
-	return cdpSession{ctx: ctx, browser: b.browser, id: id}, nil
+	return cdpSession{ctx: ctx, browser: b.browser, id: o.id, tab: o.tab}, nil
+}
+
+// observerSession is observation's session on a tab and what it keeps of it. Its
+// tabState is touched only by the one observation that runs at a time.
+type observerSession struct {
+	id  proto.TargetSessionID
+	tab *tabState
 }
 
 // forgetSession forgets the observation session of a tab, so that the next
@@ -217,7 +225,7 @@ func (b *Broker) forgetSessionID(id proto.TargetSessionID) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for t, s := range b.sessions {
-		if s == id {
+		if s.id == id {
 			delete(b.sessions, t)
 		}
 	}

@@ -100,6 +100,9 @@ type cdpSession struct {
 	ctx     context.Context
 	browser *rod.Browser
 	id      proto.TargetSessionID
+	// tab is what the broker keeps of this session (motion.go); a session of a
+	// test's own gets a fresh one.
+	tab *tabState
 }
 
 // Call implements proto.Client.
@@ -190,7 +193,7 @@ func capture(ctx context.Context, s cdpSession, target proto.TargetTargetID, at 
 			info, err := proto.TargetGetTargetInfo{TargetID: target}.Call(s.browser.Context(ctx))
 			infoDone <- infoResult{info, err}
 		}()
-		shot, err = captureMasked(ctx, s, *mask)
+		shot, err = captureMasked(ctx, s, target, *mask)
 		got := <-infoDone
 		if got.err != nil {
 			return nil, fmt.Errorf("get target info: %w", got.err)
@@ -267,11 +270,34 @@ func checkFrame(f frame) (frame, error) {
 // the masks were placed on. A page that moved is read again, at most maskAttempts
 // times, and then fails (errUnsteady): no frame leaves unmasked or with masks in the
 // wrong place. A failed or unreadable read fails the capture.
-func captureMasked(ctx context.Context, s cdpSession, rules maskRules) (frame, error) {
+func captureMasked(ctx context.Context, s cdpSession, target proto.TargetTargetID, rules maskRules) (frame, error) {
+	if s.tab == nil {
+		s.tab = &tabState{}
+	}
 	for range maskAttempts {
 		m0, s1, err := readLayout(ctx, s, rules)
 		if err != nil {
 			return frame{}, err
+		}
+		// What runs on the page, and with a secret on it, its work counters from here
+		// to after the second read (motion.go).
+		moving, err := readMotion(s, target, nil)
+		if err != nil {
+			return frame{}, err
+		}
+		if moving.Moving > 0 && len(s1.regions) > 0 {
+			// Something moves its subtree: does it hold a secret, or a secret it?
+			if moving, err = readMotion(s, target, s1.roots); errors.Is(err, errSecretGone) {
+				continue
+			} else if err != nil {
+				return frame{}, err
+			}
+		}
+		var before work
+		if len(s1.regions) > 0 {
+			if before, err = readWork(s); err != nil {
+				return frame{}, err
+			}
 		}
 		shot, err := screenshot(ctx, s, m0)
 		if err != nil {
@@ -281,11 +307,26 @@ func captureMasked(ctx context.Context, s cdpSession, rules maskRules) (frame, e
 		if err != nil {
 			return frame{}, err
 		}
+		if moving.ViewTransition {
+			// It paints images of the page as it was, which no snapshot holds: a
+			// secret the page no longer has may be in them.
+			return maskWhole(shot, max(len(s1.regions), 1))
+		}
 		if len(s1.regions) == 0 && len(s2.regions) == 0 {
 			return shot, nil
 		}
 		if !sameViewport(m0, m1) || !s1.equal(s2) || !scrolledAs(s1, m0) || !scrolledAs(s2, m1) {
 			continue
+		}
+		after, err := readWork(s)
+		if err != nil {
+			return frame{}, err
+		}
+		if !before.quiet(after) {
+			continue // a script or a layout ran while the screenshot was taken
+		}
+		if moving.whole() {
+			s1.whole = true
 		}
 		clip, err := captureClip(m0.CSSVisualViewport, devicePixelRatio(m0))
 		if err != nil {
@@ -306,6 +347,19 @@ func captureMasked(ctx context.Context, s cdpSession, rules maskRules) (frame, e
 		return checkFrame(frame{data: data, masked: shown})
 	}
 	return frame{}, errUnsteady
+}
+
+// maskWhole paints one mask over the whole of shot, counting n regions masked.
+func maskWhole(shot frame, n int) (frame, error) {
+	cfg, err := jpeg.DecodeConfig(bytes.NewReader(shot.data))
+	if err != nil {
+		return frame{}, errNotJPEG
+	}
+	data, err := paintMasks(shot.data, []maskBox{{0, 0, cfg.Width, cfg.Height}})
+	if err != nil {
+		return frame{}, maskError("paint", err)
+	}
+	return checkFrame(frame{data: data, masked: min(n, wire.MaxMasked)})
 }
 
 // readLayout reads the layout metrics and a DOM snapshot at once (two commands in

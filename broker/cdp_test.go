@@ -17,6 +17,7 @@ import (
 type cdpCall struct {
 	method      string
 	hasDeadline bool
+	params      any
 }
 
 // recordingClient is a CDP connection that records the commands it sends.
@@ -31,7 +32,7 @@ type recordingClient struct {
 func (c *recordingClient) Call(ctx context.Context, sessionID, method string, params any) ([]byte, error) {
 	_, ok := ctx.Deadline()
 	c.mu.Lock()
-	c.calls = append(c.calls, cdpCall{method, ok})
+	c.calls = append(c.calls, cdpCall{method, ok, params})
 	c.mu.Unlock()
 	return c.Client.Call(ctx, sessionID, method, params)
 }
@@ -66,9 +67,11 @@ func recordingBrowser(tb testing.TB) (*rod.Browser, *recordingClient) {
 
 // TestObserveCDPCalls records what observation sends to Chromium: only the
 // read-only capture sequence (and the attachment of its own session), each
-// under a deadline; no activation, script, DOM change, input or emulation. With
-// masks, the sequence adds only DOM snapshots (never DOMSnapshot.enable); without,
-// it is exactly the three capture calls.
+// under a deadline; no activation, DOM change, input or emulation, and no script
+// in the page's world. With masks, the sequence adds only DOM snapshots (never
+// DOMSnapshot.enable), Chromium's work counters, and the read of what moves — one
+// function, motion.js, called in an isolated world of the broker's own; without, it
+// is exactly the three capture calls.
 func TestObserveCDPCalls(t *testing.T) {
 	s := newSite(t)
 	browser, rec := recordingBrowser(t)
@@ -89,8 +92,12 @@ func TestObserveCDPCalls(t *testing.T) {
 		"Page.getLayoutMetrics",
 		"DOMSnapshot.captureSnapshot", // the masks' read, before and after the screenshot
 		"Page.captureScreenshot",
+		// What moves (motion.go): the broker's own world, the secrets resolved in it,
+		// motion.js called there, its objects released; the work counters.
+		"Page.createIsolatedWorld", "DOM.resolveNode", "Runtime.callFunctionOn", "Runtime.releaseObjectGroup",
+		"Performance.enable", "Performance.getMetrics",
 	}
-	check := func(what string) {
+	check := func(what string) (motionCalls int) {
 		t.Helper()
 		calls := rec.take()
 		if len(calls) == 0 {
@@ -103,7 +110,19 @@ func TestObserveCDPCalls(t *testing.T) {
 			if !c.hasDeadline {
 				t.Errorf("%s sent %s without a deadline", what, c.method)
 			}
+			switch p := c.params.(type) {
+			case proto.RuntimeCallFunctionOn:
+				motionCalls++
+				if p.FunctionDeclaration != motionScript || p.ExecutionContextID == 0 || p.ObjectID != "" {
+					t.Errorf("%s called a function other than motion.js, or outside its isolated world", what)
+				}
+			case proto.PageCreateIsolatedWorld:
+				if p.GrantUniveralAccess || p.WorldName != worldName {
+					t.Errorf("%s created a world %+v", what, p)
+				}
+			}
 		}
+		return motionCalls
 	}
 
 	for range 2 {
@@ -125,7 +144,9 @@ func TestObserveCDPCalls(t *testing.T) {
 	if p := tb.observePage(t); p == nil || p.Masked == 0 {
 		t.Fatalf("observed %s, want the checkout page masked", describe(p))
 	}
-	check("observing a page with secrets")
+	if check("observing a page with secrets") == 0 {
+		t.Error("the masked capture did not read what moves")
+	}
 	tb.closeTab(t, checkout.TabID)
 
 	// A stuck tab: the capture fails under its deadline, still with nothing

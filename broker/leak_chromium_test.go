@@ -3,54 +3,35 @@ package broker
 import (
 	"image"
 	"net/http"
-	"net/http/httptest"
+	"slices"
 	"testing"
 )
 
-// The pages below paint a secret where no box of it is: a copy by a shadow, a
-// reflection, a filter, an SVG <use>, or inside a frame the snapshot cannot read. Each
-// secret is drawn in rgb(0, 200, 0), the page's only green but for one control — plain
-// text in the same green, never masked — which proves the colour reaches the frame.
-// A frame that leaves must show no green outside the control.
-
-// leakControl is the control's markup: green text at a fixed place of the viewport.
-const leakControl = `<div id="control" style="position:fixed;left:900px;top:20px;width:300px;height:60px;font:bold 40px monospace;color:rgb(0,200,0)">CONTROL</div>`
+// The demo site's leak pages (testdata/site/leaks) paint a secret where no box of it
+// is — a copy by a shadow, a reflection, a filter, an SVG <use>, inside a frame the
+// snapshot cannot read — or move it while it is captured. Each secret is drawn in
+// rgb(0, 200, 0), the page's only green but for one control — plain text in the same
+// green, never masked — which proves the colour reaches the frame. A frame that leaves
+// must show no green outside the control.
 
 // isLeakGreen reports whether a pixel is the secrets' green (JPEG-decoded).
 func isLeakGreen(p [3]uint8) bool { return p[1] > 140 && p[0] < 110 && p[2] < 110 }
 
-var leakPages = map[string]string{
-	// Ink overflow: a text shadow 80 px below a marked API key, and one of a card number
-	// (an input clips its text to its box, shadow included).
-	"text-shadow": `<span data-sensitive style="position:absolute;left:40px;top:120px;font:bold 36px monospace;color:transparent;text-shadow:0 80px 0 rgb(0,200,0)">sk_live_SHADOW</span>` +
-		`<input autocomplete="cc-number" value="4111 1111 1111 1111" style="position:absolute;left:40px;top:320px;width:420px;height:50px;font:bold 36px monospace;color:transparent;text-shadow:0 80px 0 rgb(0,200,0);border:0;background:#fff">`,
-	// A reflection of a marked element below it.
-	"box-reflect": `<div class="rr-block" style="position:absolute;left:40px;top:120px;font:bold 40px monospace;color:rgb(0,200,0);-webkit-box-reflect:below 30px">sk_live_REFLECT</div>`,
-	// A drop shadow of a password field, far from it.
-	"drop-shadow": `<input type="password" value="hunter2hunter2" style="position:absolute;left:40px;top:120px;width:420px;height:50px;font:bold 36px monospace;color:rgb(0,200,0);border:0;background:transparent;filter:drop-shadow(0 150px 0 rgb(0,200,0))">`,
-	// An ancestor's drop shadow, scaled by a transform.
-	"scaled-shadow": `<div style="position:absolute;left:40px;top:100px;transform:scale(2);transform-origin:0 0;filter:drop-shadow(0 60px 0 rgb(0,200,0))"><span data-private style="font:bold 20px monospace;color:rgb(0,200,0)">PRIVATE-SCALED</span></div>`,
-	// An SVG <use> of a marked text kept in <defs>.
-	"svg-use": `<svg width="800" height="400" style="position:absolute;left:0;top:100px"><defs><text id="t" class="rr-block" x="0" y="40" style="font:bold 40px monospace;fill:rgb(0,200,0)">SVG-SECRET</text></defs><use href="#t" x="60" y="200"/></svg>`,
-	// A card field in a sandboxed frame (a process of its own: no snapshot sees in).
-	"sandboxed-frame": `<iframe sandbox srcdoc="<input autocomplete='cc-number' value='5555 5555 5555 4444' style='font:bold 36px monospace;color:rgb(0,200,0);width:420px;height:50px;border:0'>" style="position:absolute;left:40px;top:120px;width:480px;height:90px;border:0"></iframe>`,
-	// An SVG filter (feImage can draw any element anywhere) on a page with a secret.
-	"svg-filter": `<svg width="0" height="0" style="position:absolute"><filter id="f"><feOffset dx="0" dy="150"/></filter></svg><div style="position:absolute;left:40px;top:120px;filter:url(#f)"><span class="rr-mask" style="font:bold 40px monospace;color:rgb(0,200,0)">FILTERED</span></div>`,
-}
+// inkPages are the demo site's pages (testdata/site/leaks) that paint a secret where no
+// box of it is; wholePages those whose frame is masked whole, the control too.
+var (
+	inkPages   = []string{"text-shadow", "box-reflect", "drop-shadow", "scaled-shadow", "svg-use", "sandboxed-frame", "svg-filter"}
+	wholePages = []string{"svg-filter"}
+)
 
-// TestMaskPaintedInk captures each leak page: no frame shows the secret's green
-// outside the control, and each frame shows the control.
+// TestMaskPaintedInk captures each ink page: no frame shows the secret's green outside
+// the control, and each frame shows the control (but one masked whole).
 func TestMaskPaintedInk(t *testing.T) {
-	mux := http.NewServeMux()
-	for name, body := range leakPages {
-		mux.HandleFunc("/"+name, func(w http.ResponseWriter, _ *http.Request) { writeHTML(w, name, leakControl+body) })
-	}
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
+	site := demoSite(t)
 	tb := newTestBroker(t, nil, func(c *Config) { c.MinCaptureInterval = 0 })
-	for name := range leakPages {
+	for _, name := range inkPages {
 		t.Run(name, func(t *testing.T) {
-			tab := tb.open(t, srv.URL+"/"+name)
+			tab := tb.open(t, site.URL+"/leaks/"+name+".html")
 			defer tb.closeTab(t, tab.TabID)
 			s := testSession(t, tab.TabID)
 			where, width := rects(t, s, []string{"control"})
@@ -73,7 +54,7 @@ func TestMaskPaintedInk(t *testing.T) {
 					}
 				}
 			}
-			if name == "svg-filter" {
+			if slices.Contains(wholePages, name) {
 				// Ink that cannot be placed: the frame is masked whole, the control too.
 				if inControl+leaked > 0 || p.Masked == 0 {
 					t.Fatalf("%d green pixels in a frame that should be masked whole (masked %d)", inControl+leaked, p.Masked)
@@ -87,5 +68,93 @@ func TestMaskPaintedInk(t *testing.T) {
 				t.Fatalf("%d green pixels outside the control (masked %d)", leaked, p.Masked)
 			}
 		})
+	}
+}
+
+// motionPages are the demo site's pages that move a secret while it is captured, or
+// paint an old image of it.
+var motionPages = []string{"css-steps", "css-layout", "script-frames", "view-transition"}
+
+// TestMaskMotion captures each motion page several times: no frame that leaves shows
+// the secret's green outside the control.
+func TestMaskMotion(t *testing.T) {
+	site := demoSite(t)
+	tb := newTestBroker(t, nil, func(c *Config) { c.MinCaptureInterval = 0 })
+	for _, name := range motionPages {
+		t.Run(name, func(t *testing.T) {
+			tab := tb.open(t, site.URL+"/leaks/"+name+".html")
+			defer tb.closeTab(t, tab.TabID)
+			s := testSession(t, tab.TabID)
+			if name == "view-transition" {
+				evaluate(t, s, "window.go()") // until the transition's animations run (it starts on its own too)
+				var gone bool
+				evalJSON(t, s, `document.getElementById("v") === null`, &gone)
+				if !gone {
+					t.Fatal("the view transition did not start")
+				}
+			}
+			where, width := rects(t, s, []string{"control"})
+			delivered, whole := 0, 0
+			for range 7 {
+				status, body, id, key := tb.observe(t)
+				if status != http.StatusOK {
+					if status != http.StatusServiceUnavailable {
+						t.Fatalf("observe: %d %s", status, body)
+					}
+					continue
+				}
+				delivered++
+				p := openPage(t, key, id, body, envelopeOpen)
+				inControl, leaked := greenPixels(t, p, where["control"], width)
+				if leaked > 0 {
+					t.Fatalf("frame %d: %d green pixels outside the control (masked %d)", delivered, leaked, p.Masked)
+				}
+				if inControl == 0 {
+					whole++
+				}
+			}
+			t.Logf("%d of 7 frames delivered, %d of them masked whole", delivered, whole)
+		})
+	}
+}
+
+// greenPixels counts the secrets' green pixels of a frame inside the control (its
+// CSS rect at a viewport width in CSS pixels) and outside it.
+func greenPixels(tb testing.TB, p *Page, c cssRect, width float64) (inControl, leaked int) {
+	tb.Helper()
+	img := decodeJPEG(tb, p.Data)
+	k := float64(img.Bounds().Dx()) / width
+	control := image.Rect(int(c.X*k)-4, int(c.Y*k)-4, int((c.X+c.W)*k)+4, int((c.Y+c.H)*k)+4)
+	b := img.Bounds()
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			if !isLeakGreen(rgbOf(img.At(x, y))) {
+				continue
+			}
+			if image.Pt(x, y).In(control) {
+				inControl++
+			} else {
+				leaked++
+			}
+		}
+	}
+	return inControl, leaked
+}
+
+// TestMaskMotionElsewhere: what moves away from the secrets masks nothing whole — a
+// spinner beside a password field, an animation of the field's colour, one that ended
+// on its ancestor — so a page that animates something is not hidden for it.
+func TestMaskMotionElsewhere(t *testing.T) {
+	site := demoSite(t)
+	tb := newTestBroker(t, nil, func(c *Config) { c.MinCaptureInterval = 0 })
+	tab := tb.open(t, site.URL+"/leaks/motion-elsewhere.html")
+	s := testSession(t, tab.TabID)
+	where, width := rects(t, s, []string{"control"})
+	for i := range 3 {
+		p := tb.observePage(t)
+		inControl, leaked := greenPixels(t, p, where["control"], width)
+		if leaked > 0 || inControl < 200 || p.Masked != 1 {
+			t.Fatalf("frame %d: %d green pixels in the control, %d outside, masked %d; want the control shown and the field alone masked", i, inControl, leaked, p.Masked)
+		}
 	}
 }

@@ -179,6 +179,7 @@ type snapshotDocument struct {
 		ParentIndex          []int   `json:"parentIndex"`
 		NodeName             []int   `json:"nodeName"`
 		NodeValue            []int   `json:"nodeValue"`
+		BackendNodeID        []int   `json:"backendNodeId"`
 		Attributes           [][]int `json:"attributes"`
 		ContentDocumentIndex struct {
 			Index []int `json:"index"`
@@ -214,6 +215,9 @@ type secrets struct {
 	// whole says a secret's ink cannot be placed (an SVG filter, a perspective, a
 	// shadow a screen away): the frame is masked whole.
 	whole bool
+	// roots are the backend node ids of the elements of the top document the regions
+	// are placed on (a secret element, or the frame that holds one).
+	roots []int
 	// scroll and content size of the top document, which must not move between the
 	// read and the capture.
 	scrollX, scrollY, width, height float64
@@ -348,6 +352,9 @@ func findSecrets(raw []byte, rules maskRules) (secrets, error) {
 	if !ok {
 		return secrets{}, errSnapshot
 	}
+	if len(doc.Nodes.BackendNodeID) != 0 && len(doc.Nodes.BackendNodeID) != len(doc.Nodes.ParentIndex) {
+		return secrets{}, errSnapshot
+	}
 	out := secrets{
 		whole:   anyURLFilter && len(top) > 0,
 		regions: make([][]rect, len(top)),
@@ -384,6 +391,13 @@ func findSecrets(raw []byte, rules maskRules) (secrets, error) {
 				out.regions[k] = append(out.regions[k], m.r.mirror(m.box))
 			}
 			out.whole = out.whole || in.whole
+		}
+	}
+	if len(doc.Nodes.BackendNodeID) != 0 {
+		for k, n := range top {
+			if len(out.regions[k]) > 0 {
+				out.roots = append(out.roots, doc.Nodes.BackendNodeID[n])
+			}
 		}
 	}
 	// A region that draws nothing shows nothing.

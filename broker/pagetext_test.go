@@ -35,7 +35,7 @@ func TestTruncateUTF8(t *testing.T) {
 // TestPageURLRemembersTheLastOne: a capture that saw no URL (the tab navigates)
 // reports the last one seen of that tab; a closed tab's is forgotten.
 func TestPageURLRemembersTheLastOne(t *testing.T) {
-	b := &Broker{lastURLs: map[proto.TargetTargetID]string{}, sessions: map[proto.TargetTargetID]proto.TargetSessionID{}}
+	b := &Broker{lastURLs: map[proto.TargetTargetID]string{}, sessions: map[proto.TargetTargetID]observerSession{}}
 	if got := b.pageURL("t1", ""); got != "" {
 		t.Fatalf("nothing seen yet: %q", got)
 	}

@@ -2,6 +2,7 @@ package reliability
 
 import (
 	"fmt"
+	"image"
 	"net/http"
 	"testing"
 
@@ -76,4 +77,97 @@ func TestMasks(t *testing.T) {
 			t.Errorf("%s: nothing to check", observed)
 		}
 	})
+	// The demo site's leak pages (testdata/site/leaks): each paints a secret in rgb(0,
+	// 200, 0) where no box of it is, or moves it while it is captured; the page's only
+	// other green is a control at the top right, never masked.
+	t.Run("painted_where_no_box_is", func(t *testing.T) {
+		agent := "agent-m-leaks"
+		ss := liveSession(t, agent, stack.SessionOptions{})
+		for _, lp := range []struct{ page, expected string }{
+			{"text-shadow", "the text shadows of a marked key and of a card field are masked with them"},
+			{"box-reflect", "the reflection of a marked element is masked"},
+			{"drop-shadow", "a password field's drop shadow 150 px away is masked"},
+			{"scaled-shadow", "an ancestor's drop shadow, scaled by its transform, is masked"},
+			{"svg-use", "an SVG <use> of a marked text is masked where it draws"},
+			{"sandboxed-frame", "a sandboxed frame with a card field (its own process) is masked whole"},
+			{"svg-filter", "an SVG filter on a page with a secret masks the frame whole"},
+			{"css-steps", "a marked element moved by CSS steps() every 20 ms: frames masked whole"},
+			{"css-layout", "a marked element moved by its ancestor's layout animation: frames masked whole or 503 (capture)"},
+			{"script-frames", "a password field moved by a script every frame and back: 503 (capture), never a frame with it"},
+			{"view-transition", "a view transition of a minute showing the removed secret: frames masked whole"},
+			{"motion-elsewhere", "a spinner, a colour animation and an ended fade beside a password field: the field alone masked, the control shown"},
+		} {
+			t.Run(lp.page, func(t *testing.T) {
+				observed := ""
+				record(t, "Privacy masks", "no green pixel outside the control in any frame: "+lp.expected, &observed)
+				res, err := ss.Tool(client.Context(t), wire.ToolOpen, map[string]string{"url": st.Site + "/leaks/" + lp.page + ".html"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				tab := tabID(t, res)
+				defer func() { _, _ = ss.Tool(client.Context(t), wire.ToolClose, map[string]string{"tabId": tab}) }()
+				const views = 4
+				frames, whole, refused := 0, 0, 0
+				for range views {
+					before := unavailableByReason(t)
+					r := client.Poll(t, agent)
+					if r.Status == http.StatusServiceUnavailable {
+						refused++
+						if reason := newReason(t, before, unavailableByReason(t)); reason != wire.ReasonCapture {
+							t.Errorf("a 503 of reason %q, want capture", reason)
+						}
+						continue
+					}
+					page := r.Result(t).Page
+					if r.Status != http.StatusOK || page == nil {
+						t.Fatalf("view: %s", r.Summary())
+					}
+					frames++
+					inControl, leaked := leakGreen(stacktest.DecodeFrame(t, page))
+					if leaked > 0 {
+						t.Fatalf("%d green pixels outside the control (masked %d)", leaked, page.Masked)
+					}
+					if page.Masked == 0 {
+						t.Fatal("a frame says nothing masked")
+					}
+					if inControl == 0 {
+						whole++
+					}
+				}
+				observed = fmt.Sprintf("%d views: %d frames (%d masked whole), %d × 503 capture; no green outside the control", views, frames, whole, refused)
+				switch lp.page {
+				case "sandboxed-frame", "text-shadow", "box-reflect", "drop-shadow", "scaled-shadow", "svg-use", "motion-elsewhere":
+					if frames == 0 || whole > 0 {
+						t.Errorf("%s: want frames with the control shown", observed)
+					}
+				case "svg-filter", "css-steps", "view-transition":
+					if frames == 0 || whole != frames {
+						t.Errorf("%s: want frames masked whole", observed)
+					}
+				}
+			})
+		}
+	})
+}
+
+// leakGreen counts a frame's pixels of the leak pages' green inside the control (CSS
+// 900,20 300×60 of a 1280-px-wide viewport, padded) and outside it.
+func leakGreen(img image.Image) (inControl, leaked int) {
+	b := img.Bounds()
+	k := float64(b.Dx()) / 1280
+	control := image.Rect(int(900*k)-4, int(20*k)-4, int(1200*k)+4, int(80*k)+4)
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			if g>>8 <= 140 || r>>8 >= 110 || bl>>8 >= 110 {
+				continue
+			}
+			if image.Pt(x, y).In(control) {
+				inControl++
+			} else {
+				leaked++
+			}
+		}
+	}
+	return inControl, leaked
 }

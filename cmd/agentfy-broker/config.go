@@ -33,6 +33,9 @@ const (
 	envMask           = "AGENTFY_MASK"
 	envMaskAttributes = "AGENTFY_MASK_ATTRIBUTES"
 	envMaskClasses    = "AGENTFY_MASK_CLASSES"
+	// envMaskOpaqueFrames is on (the default) or off: whether a frame the broker cannot
+	// read into is masked whole.
+	envMaskOpaqueFrames = "AGENTFY_MASK_OPAQUE_FRAMES"
 )
 
 // config is the broker process's configuration.
@@ -52,6 +55,7 @@ type maskConfig struct {
 	off        bool
 	attributes []string
 	classes    []string
+	showFrames bool // opaque frames unmasked
 }
 
 // loadConfig reads the configuration from args (without the program name)
@@ -70,6 +74,7 @@ func loadConfig(args []string, getenv func(string) string) (config, error) {
 	mask := fs.String("mask", or(getenv(envMask), "on"), "on or off: paint over secrets in frames ($"+envMask+")")
 	maskAttributes := fs.String("mask-attributes", getenv(envMaskAttributes), "more attributes that mark an element private, comma separated ($"+envMaskAttributes+")")
 	maskClasses := fs.String("mask-classes", getenv(envMaskClasses), "more classes that mark an element private, comma separated ($"+envMaskClasses+")")
+	maskFrames := fs.String("mask-opaque-frames", or(getenv(envMaskOpaqueFrames), "on"), "on or off: mask whole a frame the broker cannot read into ($"+envMaskOpaqueFrames+")")
 	if err := fs.Parse(args); err != nil {
 		return config{}, fmt.Errorf("flags: %w", err)
 	}
@@ -99,6 +104,9 @@ func loadConfig(args []string, getenv func(string) string) (config, error) {
 	}
 	if c.mask.classes, err = broker.ParseMaskNames(*maskClasses); err != nil {
 		errs = append(errs, fmt.Errorf("%s: %w", envMaskClasses, err))
+	}
+	if c.mask.showFrames, err = broker.ParseMaskSwitch(*maskFrames); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", envMaskOpaqueFrames, err))
 	}
 	switch inline := getenv(envPass); {
 	case inline != "" && *passFile != "":

@@ -66,6 +66,12 @@ func TestLoadConfig(t *testing.T) {
 			args: []string{"-mask", "on"},
 			want: config{apiURLs: []string{"http://api:8080"}, pass: "env-pass", inlinePass: true, ipcDir: "/run/ipc", chromium: "/usr/bin/chromium", logLevel: zerolog.InfoLevel, mask: maskConfig{attributes: []string{"data-secret", "data-pii"}, classes: []string{"pii"}}},
 		},
+		{
+			name: "opaque frames shown",
+			env:  with(envMaskOpaqueFrames, "off"),
+			want: config{apiURLs: []string{"http://api:8080"}, pass: "env-pass", inlinePass: true, ipcDir: "/run/ipc", chromium: "/usr/bin/chromium", logLevel: zerolog.InfoLevel, mask: maskConfig{showFrames: true}},
+		},
+		{name: "opaque frames neither on nor off", env: with(envMaskOpaqueFrames, "yes"), wantErr: `AGENTFY_MASK_OPAQUE_FRAMES: "yes", want on or off`},
 		{name: "mask neither on nor off", env: with(envMask, "no"), wantErr: `AGENTFY_MASK: "no", want on or off`},
 		{name: "mask attribute not a name", env: with(envMaskAttributes, "data-x=1"), wantErr: "AGENTFY_MASK_ATTRIBUTES: \"data-x=1\" is not a name"},
 		{name: "mask class with a quote", env: with(envMaskClasses, `a"b`), wantErr: "AGENTFY_MASK_CLASSES"},

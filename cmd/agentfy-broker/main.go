@@ -107,6 +107,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, environ
 
 	bcfg := broker.DefaultConfig()
 	bcfg.NoMask, bcfg.MaskAttributes, bcfg.MaskClasses = cfg.mask.off, cfg.mask.attributes, cfg.mask.classes
+	bcfg.ShowOpaqueFrames = cfg.mask.showFrames
 	if cfg.mask.off {
 		logger.Warn().Msg("privacy masks are off (" + envMask + "=off): viewers see secret fields and private regions as they are")
 	}
