@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -45,13 +46,27 @@ func browseDemo(ctx context.Context, call toolCaller, site string, alive func(co
 			tabs[name] = tab.TabID
 		}
 	}
+	pages := []struct{ name, path string }{
+		{"catalog", "/catalog.html"},
+		{"account", "/account.html"},
+		{"checkout", "/checkout.html"}, // a page of secrets, which viewers see masked
+	}
 	play := func(name string, steps ...map[string]any) error {
 		_, err := call(ctx, wire.ToolPlay, map[string]any{"tabId": tabs[name], "steps": steps})
+		if err != nil && strings.Contains(err.Error(), "unknown_tab") {
+			// The browser restarted (a broker crash) and the tab is gone: open it
+			// again, as the agent would, so that viewers see a page.
+			for _, p := range pages {
+				if p.name == name {
+					open(p.name, p.path)
+				}
+			}
+		}
 		return err
 	}
-	open("catalog", "/catalog.html")
-	open("account", "/account.html")
-	open("checkout", "/checkout.html") // a page of secrets, which viewers see masked
+	for _, p := range pages {
+		open(p.name, p.path)
+	}
 	script := []func() error{
 		func() error {
 			return play("checkout", map[string]any{"action": "type", "selector": "#cc-csc", "text": "1"})
