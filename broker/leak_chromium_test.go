@@ -5,6 +5,9 @@ import (
 	"net/http"
 	"slices"
 	"testing"
+	"time"
+
+	"github.com/go-rod/rod/lib/proto"
 )
 
 // The demo site's leak pages (testdata/site/leaks) paint a secret where no box of it
@@ -36,24 +39,7 @@ func TestMaskPaintedInk(t *testing.T) {
 			s := testSession(t, tab.TabID)
 			where, width := rects(t, s, []string{"control"})
 			p := tb.observePage(t)
-			img := decodeJPEG(t, p.Data)
-			k := float64(img.Bounds().Dx()) / width
-			c := where["control"]
-			control := image.Rect(int(c.X*k)-4, int(c.Y*k)-4, int((c.X+c.W)*k)+4, int((c.Y+c.H)*k)+4)
-			inControl, leaked := 0, 0
-			b := img.Bounds()
-			for y := b.Min.Y; y < b.Max.Y; y++ {
-				for x := b.Min.X; x < b.Max.X; x++ {
-					if !isLeakGreen(rgbOf(img.At(x, y))) {
-						continue
-					}
-					if image.Pt(x, y).In(control) {
-						inControl++
-					} else {
-						leaked++
-					}
-				}
-			}
+			inControl, leaked := greenPixels(t, p, where["control"], width)
 			if slices.Contains(wholePages, name) {
 				// Ink that cannot be placed: the frame is masked whole, the control too.
 				if inControl+leaked > 0 || p.Masked == 0 {
@@ -158,3 +144,31 @@ func TestMaskMotionElsewhere(t *testing.T) {
 		}
 	}
 }
+
+// TestPaintMasksDCTOnChromium: the frames Chromium encodes are ones the masks re-code
+// in the DCT domain (paintMasksDCT), not decoded and encoded again — at the sizes a
+// viewport takes, with boxes at its edges.
+func TestPaintMasksDCTOnChromium(t *testing.T) {
+	site := demoSite(t)
+	tb := newTestBroker(t, nil, func(c *Config) { c.MinCaptureInterval = 0 })
+	tab := tb.open(t, site.URL+"/checkout.html")
+	defer tb.closeTab(t, tab.TabID)
+	s, err := tb.session(t.Context(), proto.TargetTargetID(tab.TabID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := capture(t.Context(), s, proto.TargetTargetID(tab.TabID), time.Now(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := decodeJPEG(t, page.Data).Bounds()
+	out, err := paintMasksDCT(page.Data, []maskBox{{0, 0, 40, 40}, {b.Dx() - 33, b.Dy() - 21, b.Dx(), b.Dy()}, {300, 200, 700, 260}})
+	if err != nil {
+		t.Fatalf("Chromium's frame was not re-coded: %v", err)
+	}
+	if p := rgbOf(decodeJPEG(t, out).At(310, 210)); !isMaskGrey(p) {
+		t.Fatalf("inside a mask: %v", p)
+	}
+}
+
+func isMaskGrey(p [3]uint8) bool { _, grey := isMaskPixel(p); return grey }

@@ -25,10 +25,22 @@ func maskLuma(x, y int) uint8 {
 	return maskLight
 }
 
-// paintMasks decodes a JPEG, paints the mask pattern over every box and encodes it
-// again at the capture's quality. Every pixel of a box, and every chroma sample that
-// touches one, is replaced: nothing of what was under a mask survives in the result.
+// paintMasks paints the mask over every box of a JPEG: in the DCT domain when it can
+// (paintMasksDCT: every 8×8 block, and every chroma block, that touches a box becomes
+// a flat block of the mask; the rest of the frame is left as Chromium encoded it), else
+// by decoding, painting the pattern and encoding again at the capture's quality. Either
+// way every pixel of a box, and every chroma sample that touches one, is replaced:
+// nothing of what was under a mask survives in the result.
 func paintMasks(jpg []byte, boxes []maskBox) ([]byte, error) {
+	if out, err := paintMasksDCT(jpg, boxes); err == nil {
+		return out, nil
+	}
+	return paintMasksPixels(jpg, boxes)
+}
+
+// paintMasksPixels is paintMasks for a JPEG paintMasksDCT does not re-code: it decodes
+// the frame, paints the boxes pixel by pixel and encodes it again.
+func paintMasksPixels(jpg []byte, boxes []maskBox) ([]byte, error) {
 	img, err := jpeg.Decode(bytes.NewReader(jpg))
 	if err != nil {
 		return nil, err

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
@@ -75,22 +76,8 @@ func fault(t *testing.T, agent string, reasons []string, inject func(), recover 
 // unavailableByReason reads replica A's agentfy_view_unavailable_total by reason.
 func unavailableByReason(t *testing.T) map[string]float64 {
 	t.Helper()
-	req, err := http.NewRequestWithContext(client.Context(t), http.MethodGet, st.Replicas[0].URL+"/metrics", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("metrics: %v", err)
-	}
 	counts := map[string]float64{}
-	if f := families["agentfy_view_unavailable_total"]; f != nil {
+	if f := metricsOf(t, 0)["agentfy_view_unavailable_total"]; f != nil {
 		for _, m := range f.GetMetric() {
 			for _, l := range m.GetLabel() {
 				if l.GetName() == "reason" {
@@ -104,6 +91,20 @@ func unavailableByReason(t *testing.T) map[string]float64 {
 
 // metricValue reads the counter name of replica i (the sum over its labels).
 func metricValue(t *testing.T, name string, i int) float64 {
+	t.Helper()
+	f := metricsOf(t, i)[name]
+	if f == nil {
+		t.Fatalf("metrics: no %s", name)
+	}
+	sum := 0.0
+	for _, m := range f.GetMetric() {
+		sum += m.GetCounter().GetValue()
+	}
+	return sum
+}
+
+// metricsOf scrapes replica i's /metrics.
+func metricsOf(t *testing.T, i int) map[string]*dto.MetricFamily {
 	t.Helper()
 	req, err := http.NewRequestWithContext(client.Context(t), http.MethodGet, st.Replicas[i].URL+"/metrics", nil)
 	if err != nil {
@@ -119,15 +120,7 @@ func metricValue(t *testing.T, name string, i int) float64 {
 	if err != nil {
 		t.Fatalf("metrics: %v", err)
 	}
-	f := families[name]
-	if f == nil {
-		t.Fatalf("metrics: no %s", name)
-	}
-	sum := 0.0
-	for _, m := range f.GetMetric() {
-		sum += m.GetCounter().GetValue()
-	}
-	return sum
+	return families
 }
 
 // newReason is the one reason whose count grew by exactly one between two readings.

@@ -170,7 +170,7 @@ func runBench(ctx context.Context, root string, o benchOptions, res *Results, pr
 	if err := benchMainStack(ctx, o, res, progress); err != nil {
 		return err
 	}
-	progress("go test -bench %s (benchtime %s)", strings.Join(goBenchPackages, " "), o.goBenchTime)
+	progress("go test %s (benchtime %s)", goBenchCommands(), o.goBenchTime)
 	if res.GoBench, err = runGoBenchmarks(ctx, root, o.goBenchTime); err != nil {
 		return err
 	}

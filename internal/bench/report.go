@@ -225,7 +225,7 @@ func (r *Results) Markdown(full bool) string {
 	// 6. Go benchmarks.
 	p("%s\n\n", benchSections[5])
 	if full {
-		p("`go test -run '^$' -bench . -benchmem` in %s (real redis-server from internal/testenv). ", strings.Join(goBenchPackages, " and "))
+		p("`go test -run '^$' -benchmem` with %s (real redis-server from internal/testenv). ", goBenchCommands())
 		p("The capability and the gate are Redis round trips, so their floor is `BenchmarkRedisPing` on the same server, run in the same command.\n\n")
 	}
 	var ping float64
@@ -270,8 +270,8 @@ func renderMasks(b *strings.Builder, r *Results, full bool) {
 			warm, pairs = none.Warm, none.Pairs
 		}
 		p("The broker paints privacy masks over the secret regions of a frame before sealing it (on by default, `broker.DefaultConfig()`; `Config.NoMask` turns them off). ")
-		p("Its capture then reads `Page.getLayoutMetrics` and `DOMSnapshot.captureSnapshot` together before `Page.captureScreenshot` and again after it; ")
-		p("when neither snapshot holds a secret the screenshot is sent as Chromium made it, otherwise it is decoded, painted and re-encoded (JPEG q60), and the page says how many regions it shows masked (`masked`). ")
+		p("Its capture then reads `Page.getLayoutMetrics` and `DOMSnapshot.captureSnapshot` (with the computed styles that paint ink outside a box) together before `Page.captureScreenshot` and again after it, and what moves on the page (one function called in an isolated world of the broker's); with a secret on the page, also Chromium's work counters around the screenshot. ")
+		p("When neither snapshot holds a secret the screenshot is sent as Chromium made it; otherwise the masks are painted in the JPEG's DCT domain — each 8×8 block under a mask re-coded flat, every other block copied as Chromium coded it, no decode or encode of pixels — and the page says how many regions it shows masked (`masked`). ")
 		p("On the session of section 1, the tab the broker views is navigated with a `browser_play` navigate step to the demo site's home page `%s` (nothing to mask), then to `%s` (13 secrets, 11 of them in the first 1280×800 viewport, each beside a control that looks alike), then back. ", benchPage, maskedPage)
 		p("On each, %d pairs of one view and one bare capture of that tab alternate as in section 1 (idle gaps, the gate opened outside the timed part, the first %d pairs after the navigation not counted). ", pairs, warm)
 		p("**The cost of masking** is the broker's own capture inside each view (its `OnCapture` hook: the whole masked sequence) against the bare three-call sequence; the issue's bar is %.2f× on the page with nothing to mask. ", masksTarget)
@@ -297,7 +297,7 @@ func renderMasks(b *strings.Builder, r *Results, full bool) {
 	if e := r.E2E; e.InCap.N > 0 && e.Bare.P50 > 0 {
 		p("Section 1's views of the same page, masks on too, put it at %s over %d pairs. ", fx(ratio(e.InCap.P50, e.Bare.P50)), e.Pairs)
 	}
-	p("With %s regions masked, it is %s (%s ms against %s ms): the reads, and the decode, paint and re-encode of the frame. ",
+	p("With %s regions masked, it is %s (%s ms against %s ms): the reads, and the re-coding of the frame's blocks (`BenchmarkPaintMasks` in section 6 has it against a decode, paint and encode). ",
 		maskedCount(masked), fx(masked.CaptureRatio), ms(masked.InCap.P50), ms(masked.Bare.P50))
 	p("A whole view is %s the bare capture with nothing to mask and %s with masked fields.\n\n", fx(none.ViewRatio), fx(masked.ViewRatio))
 }
