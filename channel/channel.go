@@ -502,9 +502,12 @@ func (c *Conn) onView(msg *nats.Msg) {
 	}
 	c.hub.ViewsRelayed.Add(1)
 	go func() {
-		defer c.observing.Add(-1)
 		defer cancel()
 		res, err := c.call(ctx, jsonrpc.MethodBrowserView, jsonrpc.BrowserViewParams{RequestID: requestID})
+		// The worker answered (or will not): the waiter's place is free before the
+		// requester hears of it, so a requester that has its reply never finds the place
+		// still taken (a view right after it counted as two).
+		c.observing.Add(-1)
 		if err != nil {
 			code := viewReason(err)
 			c.log.Debug().Str("reason", code).Msg("view relay failed")
