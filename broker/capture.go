@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"image/jpeg"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/go-rod/rod"
@@ -103,6 +104,9 @@ type cdpSession struct {
 	// tab is what the broker keeps of this session (motion.go); a session of a
 	// test's own gets a fresh one.
 	tab *tabState
+	// target is the frame's target of a session on a frame of another process
+	// (frames.go).
+	target proto.TargetTargetID
 }
 
 // Call implements proto.Client.
@@ -274,8 +278,10 @@ func captureMasked(ctx context.Context, s cdpSession, target proto.TargetTargetI
 	if s.tab == nil {
 		s.tab = &tabState{}
 	}
+	frames := newFrameReader(s, rules)
+	defer frames.close(ctx)
 	for range maskAttempts {
-		m0, s1, err := readLayout(ctx, s, rules)
+		m0, s1, err := readLayout(ctx, s, frames, 0)
 		if err != nil {
 			return frame{}, err
 		}
@@ -293,17 +299,22 @@ func captureMasked(ctx context.Context, s cdpSession, target proto.TargetTargetI
 				return frame{}, err
 			}
 		}
+		// What moves in the frames of another process whose secrets were placed.
+		framesWhole := framesMotion(s1)
 		var before work
 		if len(s1.regions) > 0 {
 			if before, err = readWork(s); err != nil {
 				return frame{}, err
+			}
+			if before, err = addFramesWork(before, s1); err != nil {
+				continue // a frame went away
 			}
 		}
 		shot, err := screenshot(ctx, s, m0)
 		if err != nil {
 			return frame{}, err
 		}
-		m1, s2, err := readLayout(ctx, s, rules)
+		m1, s2, err := readLayout(ctx, s, frames, 0)
 		if err != nil {
 			return frame{}, err
 		}
@@ -322,11 +333,17 @@ func captureMasked(ctx context.Context, s cdpSession, target proto.TargetTargetI
 		if err != nil {
 			return frame{}, err
 		}
+		if after, err = addFramesWork(after, s1); err != nil {
+			continue
+		}
 		if !before.quiet(after) {
 			continue // a script or a layout ran while the screenshot was taken
 		}
 		if moving.whole() {
 			s1.whole = true
+		}
+		for _, i := range slices.Backward(framesWhole) {
+			s1.maskPlacedWhole(i)
 		}
 		clip, err := captureClip(m0.CSSVisualViewport, devicePixelRatio(m0))
 		if err != nil {
@@ -362,10 +379,24 @@ func maskWhole(shot frame, n int) (frame, error) {
 	return checkFrame(frame{data: data, masked: min(n, wire.MaxMasked)})
 }
 
+// addFramesWork adds to w the work counters of the frames of another process whose
+// secrets sec placed.
+func addFramesWork(w work, sec secrets) (work, error) {
+	fw, err := framesWork(sec)
+	if err != nil {
+		return work{}, err
+	}
+	return work{w.script + fw.script, w.layout + fw.layout, w.style + fw.style}, nil
+}
+
 // readLayout reads the layout metrics and a DOM snapshot at once (two commands in
 // flight on the session, answered in order by the page) and finds the snapshot's
-// secrets.
-func readLayout(ctx context.Context, s cdpSession, rules maskRules) (*proto.PageGetLayoutMetricsResult, secrets, error) {
+// secrets, reading into its frames of another process (frames.go) at depth (0: the
+// tab's document).
+func readLayout(ctx context.Context, s cdpSession, frames *frameReader, depth int) (*proto.PageGetLayoutMetricsResult, secrets, error) {
+	if depth == 0 {
+		frames.read = 0
+	}
 	type snap struct {
 		raw []byte
 		err error
@@ -383,9 +414,9 @@ func readLayout(ctx context.Context, s cdpSession, rules maskRules) (*proto.Page
 	if got.err != nil {
 		return nil, secrets{}, maskError("capture snapshot", got.err)
 	}
-	sec, err := findSecrets(got.raw, rules)
+	sec, err := parseSecrets(got.raw, frames.rules)
 	if err != nil {
 		return nil, secrets{}, maskError("read snapshot", err)
 	}
-	return metrics, sec, nil
+	return metrics, frames.see(ctx, s, sec, depth), nil
 }

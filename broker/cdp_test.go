@@ -16,6 +16,7 @@ import (
 // cdpCall is one command sent to Chromium.
 type cdpCall struct {
 	method      string
+	session     string
 	hasDeadline bool
 	params      any
 }
@@ -32,7 +33,7 @@ type recordingClient struct {
 func (c *recordingClient) Call(ctx context.Context, sessionID, method string, params any) ([]byte, error) {
 	_, ok := ctx.Deadline()
 	c.mu.Lock()
-	c.calls = append(c.calls, cdpCall{method, ok, params})
+	c.calls = append(c.calls, cdpCall{method, sessionID, ok, params})
 	c.mu.Unlock()
 	return c.Client.Call(ctx, sessionID, method, params)
 }
@@ -44,6 +45,13 @@ func (c *recordingClient) take() []cdpCall {
 	calls := c.calls
 	c.calls = nil
 	return calls
+}
+
+// put records calls again, ahead of any recorded since.
+func (c *recordingClient) put(calls []cdpCall) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls = append(calls, c.calls...)
 }
 
 // recordingBrowser opens a second, recorded connection to the shared
@@ -96,6 +104,9 @@ func TestObserveCDPCalls(t *testing.T) {
 		// motion.js called there, its objects released; the work counters.
 		"Page.createIsolatedWorld", "DOM.resolveNode", "Runtime.callFunctionOn", "Runtime.releaseObjectGroup",
 		"Performance.enable", "Performance.getMetrics",
+		// Frames of another process (frames.go): the frame element's frame and boxes,
+		// a session of the broker's own on the frame, detached when it is not needed.
+		"DOM.describeNode", "DOM.getBoxModel", "Target.detachFromTarget",
 	}
 	check := func(what string) (motionCalls int) {
 		t.Helper()
@@ -148,6 +159,27 @@ func TestObserveCDPCalls(t *testing.T) {
 		t.Error("the masked capture did not read what moves")
 	}
 	tb.closeTab(t, checkout.TabID)
+
+	// A page with secrets in frames of another process: the same reads in each frame,
+	// through a session of the broker's own on it.
+	framed := tb.open(t, demoSite(t).URL+"/leaks/cross-site-frame.html")
+	rec.take()
+	if p := tb.observePage(t); p == nil || p.Masked != 2 {
+		t.Fatalf("observed %s, want the cross-site frame's two secrets masked", describe(p))
+	}
+	calls := rec.take()
+	sessions := map[string]bool{}
+	for _, c := range calls {
+		if c.method == "DOMSnapshot.captureSnapshot" {
+			sessions[c.session] = true
+		}
+	}
+	if len(sessions) != 3 {
+		t.Errorf("snapshots read through %d sessions, want the page's and its two frames'", len(sessions))
+	}
+	rec.put(calls)
+	check("observing a page with secrets in frames of another process")
+	tb.closeTab(t, framed.TabID)
 
 	// A stuck tab: the capture fails under its deadline, still with nothing
 	// but the allowed calls.

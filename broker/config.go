@@ -103,10 +103,10 @@ type Config struct {
 	// ([MaskAttributes], [MaskClasses]); at most MaxMaskNames each.
 	MaskAttributes []string
 	MaskClasses    []string
-	// ShowOpaqueFrames leaves unmasked the frames the broker cannot read into (a
-	// cross-site or sandboxed iframe in a process of its own, an object or embed without
-	// a document it can read): by default each is masked whole, as it may hold a
-	// password or a card field.
+	// ShowOpaqueFrames leaves unmasked the frames the broker cannot read into (an
+	// object or embed, a frame of another process it has no session on; frames.go): by
+	// default each is masked whole, as it may hold a password or a card field. The
+	// secrets of the frames it reads into are masked either way.
 	ShowOpaqueFrames bool
 
 	// OnCapture, if set, is called after every capture attempt, on the

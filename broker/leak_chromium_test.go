@@ -1,9 +1,11 @@
 package broker
 
 import (
+	"fmt"
 	"image"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -172,3 +174,100 @@ func TestPaintMasksDCTOnChromium(t *testing.T) {
 }
 
 func isMaskGrey(p [3]uint8) bool { _, grey := isMaskPixel(p); return grey }
+
+// framePages are the demo site's pages whose secrets are in frames Chromium runs in a
+// process of their own, and how many regions each masks.
+var framePages = []struct {
+	page   string
+	frames []string // the URLs of its frames' targets
+	masked int
+}{
+	{"sandboxed-frame", []string{"about:srcdoc"}, 1},
+	{"cross-site-frame", []string{"/leaks/frame-login.html", "about:srcdoc"}, 2},
+}
+
+// TestMaskFramesOfAnotherProcess: the broker reads into the frames of another process
+// — a sandboxed frame, a cross-site frame scrolled, a sandboxed frame inside that — and
+// masks each secret where the frame draws it: no green outside the control, the
+// frames' blue blocks (no secret) shown. It does so whether or not the deployment
+// shows the frames it cannot read into. A secret that moves in such a frame masks the
+// frame whole.
+func TestMaskFramesOfAnotherProcess(t *testing.T) {
+	site := demoSite(t)
+	for _, shown := range []bool{false, true} {
+		tb := newTestBroker(t, nil, func(c *Config) {
+			c.MinCaptureInterval = 0
+			c.ShowOpaqueFrames = shown
+		})
+		for _, fp := range framePages {
+			t.Run(fmt.Sprintf("%s/frames shown %v", fp.page, shown), func(t *testing.T) {
+				tab := tb.open(t, site.URL+"/leaks/"+fp.page+".html")
+				defer tb.closeTab(t, tab.TabID)
+				// The frames are targets of their own: processes the page's snapshot
+				// does not see into.
+				targets, err := proto.TargetGetTargets{}.Call(testChromium.Browser.Context(t.Context()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, want := range fp.frames {
+					if !slices.ContainsFunc(targets.TargetInfos, func(ti *proto.TargetTargetInfo) bool {
+						return ti.Type == "iframe" && strings.HasSuffix(ti.URL, want)
+					}) {
+						t.Fatalf("no frame target %s: the page's frames are not of another process", want)
+					}
+				}
+				s := testSession(t, tab.TabID)
+				where, width := rects(t, s, []string{"control"})
+				for i := range 2 {
+					p := tb.observePage(t)
+					inControl, leaked := greenPixels(t, p, where["control"], width)
+					blue := bluePixels(t, p)
+					if leaked > 0 || inControl < 200 || p.Masked != fp.masked || blue < 10000 {
+						t.Fatalf("frame %d: %d green pixels in the control, %d outside, %d blue, masked %d; want the control and the blue shown, %d regions masked",
+							i, inControl, leaked, blue, p.Masked, fp.masked)
+					}
+				}
+			})
+		}
+	}
+	t.Run("frame-motion", func(t *testing.T) {
+		tb := newTestBroker(t, nil, func(c *Config) { c.MinCaptureInterval = 0 })
+		tab := tb.open(t, site.URL+"/leaks/frame-motion.html")
+		defer tb.closeTab(t, tab.TabID)
+		s := testSession(t, tab.TabID)
+		where, width := rects(t, s, []string{"control"})
+		delivered := 0
+		for range 5 {
+			status, body, id, key := tb.observe(t)
+			if status != http.StatusOK {
+				if status != http.StatusServiceUnavailable {
+					t.Fatalf("observe: %d %s", status, body)
+				}
+				continue
+			}
+			delivered++
+			p := openPage(t, key, id, body, envelopeOpen)
+			_, leaked := greenPixels(t, p, where["control"], width)
+			if blue := bluePixels(t, p); leaked > 0 || blue > 0 || p.Masked == 0 {
+				t.Fatalf("frame %d: %d green pixels outside the control, %d blue, masked %d; want the frame masked whole", delivered, leaked, blue, p.Masked)
+			}
+		}
+		t.Logf("%d of 5 frames delivered", delivered)
+	})
+}
+
+// bluePixels counts the pixels of a frame in the blue of the leak pages' blocks that
+// are no secret.
+func bluePixels(tb testing.TB, p *Page) int {
+	tb.Helper()
+	img := decodeJPEG(tb, p.Data)
+	b, n := img.Bounds(), 0
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			if c := rgbOf(img.At(x, y)); c[2] > 160 && c[0] < 80 && c[1] < 80 {
+				n++
+			}
+		}
+	}
+	return n
+}

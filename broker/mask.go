@@ -29,8 +29,10 @@ import (
 //     page, so this masks at least what each of those tools masks;
 //   - an iframe whose allow attribute grants payment (how shops embed card entry).
 //
-// A secret element's descendants are secret too, and a document inside an iframe that
-// holds a secret masks the whole iframe of the top document.
+// A secret element's descendants are secret too, and a document inside an iframe of
+// the page's process that holds a secret masks the whole iframe of the top document.
+// A frame of another process is read into and its secrets placed where it draws them
+// (frames.go).
 var (
 	// MaskAttributes are the attributes that mark an element private, whatever their
 	// value: rrweb/LogRocket, Hotjar, OpenReplay, Sentry, Smartlook, Heap and the
@@ -88,8 +90,8 @@ const (
 type maskRules struct {
 	attributes []string // lower case
 	classes    []string
-	// opaqueFrames masks every frame element whose document the snapshot does not
-	// hold (frameElements): one the broker cannot read into.
+	// opaqueFrames masks whole every frame element (frameElements) whose document
+	// neither the snapshot nor a read into it (frames.go) holds.
 	opaqueFrames bool
 }
 
@@ -221,6 +223,15 @@ type secrets struct {
 	// scroll and content size of the top document, which must not move between the
 	// read and the capture.
 	scrollX, scrollY, width, height float64
+	// svgFilter says the top document has a filter that may draw any element anywhere
+	// (inkOf): a secret placed later, in a frame, masks the frame whole too.
+	svgFilter bool
+	// frames are the frame elements of the top document whose document the snapshot
+	// does not hold (an out-of-process iframe, an embed), until placeFrames decides
+	// what each masks (frames.go).
+	frames []opaqueFrame
+	// placed are the frames whose secrets were placed from their own documents.
+	placed []placedFrame
 }
 
 // equal reports whether two reads found the same secrets at the same places.
@@ -230,9 +241,20 @@ func (s secrets) equal(o secrets) bool {
 }
 
 // findSecrets parses a DOMSnapshot.captureSnapshot result and returns its secret
-// regions. Anything it cannot make sense of fails (errSnapshot): a snapshot that might
-// hide a secret is never read as one without.
+// regions, each frame it cannot read into masked whole (rules.opaqueFrames) or shown.
+// Anything it cannot make sense of fails (errSnapshot): a snapshot that might hide a
+// secret is never read as one without.
 func findSecrets(raw []byte, rules maskRules) (secrets, error) {
+	sec, err := parseSecrets(raw, rules)
+	if err != nil {
+		return secrets{}, err
+	}
+	return placeFrames(sec, nil, rules), nil
+}
+
+// parseSecrets is findSecrets with the top document's opaque frames left in frames,
+// for the caller to read into (frames.go) before placeFrames.
+func parseSecrets(raw []byte, rules maskRules) (secrets, error) {
 	var s snapshot
 	if err := json.Unmarshal(raw, &s); err != nil || len(s.Documents) == 0 {
 		return secrets{}, errSnapshot
@@ -268,7 +290,8 @@ func findSecrets(raw []byte, rules maskRules) (secrets, error) {
 
 	// region[d][n] is the secret region node n of document d belongs to, or -1.
 	region := make([][]int, len(s.Documents))
-	var top []int // region of each secret root of the top document: its node
+	var top []int    // region of each secret root of the top document: its node
+	var opaque []int // the top document's frame elements it holds no document of
 	for d, doc := range s.Documents {
 		nodes := doc.Nodes
 		n := len(nodes.ParentIndex)
@@ -299,9 +322,18 @@ func findSecrets(raw []byte, rules maskRules) (secrets, error) {
 			if !ok {
 				return secrets{}, errSnapshot
 			}
-			if rules.opaqueFrames && !secret && !framed[i] {
+			if !secret && !framed[i] {
 				name, _ := str(nodes.NodeName[i])
-				secret = slices.ContainsFunc(frameElements, func(f string) bool { return strings.EqualFold(f, name) })
+				if slices.ContainsFunc(frameElements, func(f string) bool { return strings.EqualFold(f, name) }) {
+					if d == 0 {
+						// Read into it, or masked whole, by placeFrames.
+						opaque = append(opaque, i)
+					} else {
+						// Inside a frame of this process: its iframe of the top
+						// document is masked whole.
+						secret = rules.opaqueFrames
+					}
+				}
 			}
 			if secret {
 				if d == 0 {
@@ -356,9 +388,10 @@ func findSecrets(raw []byte, rules maskRules) (secrets, error) {
 		return secrets{}, errSnapshot
 	}
 	out := secrets{
-		whole:   anyURLFilter && len(top) > 0,
-		regions: make([][]rect, len(top)),
-		scrollX: doc.ScrollOffsetX, scrollY: doc.ScrollOffsetY,
+		whole:     anyURLFilter && len(top) > 0,
+		svgFilter: anyURLFilter,
+		regions:   make([][]rect, len(top)),
+		scrollX:   doc.ScrollOffsetX, scrollY: doc.ScrollOffsetY,
 		width: doc.ContentWidth, height: doc.ContentHeight,
 	}
 	if len(doc.Layout.NodeIndex) != len(doc.Layout.Bounds) {
@@ -402,6 +435,10 @@ func findSecrets(raw []byte, rules maskRules) (secrets, error) {
 	}
 	// A region that draws nothing shows nothing.
 	out.regions = slices.DeleteFunc(out.regions, func(r []rect) bool { return len(r) == 0 })
+	out.frames, ok = opaqueFrames(doc, opaque, inks, own)
+	if !ok {
+		return secrets{}, errSnapshot
+	}
 	return out, nil
 }
 

@@ -31,6 +31,9 @@ import (
 type tabState struct {
 	perf  bool
 	world proto.RuntimeExecutionContextID
+	// frames are the broker's sessions on the tab's frames of another process, by
+	// target (frames.go).
+	frames map[proto.TargetTargetID]cdpSession
 }
 
 // motionScript is a function that returns what runs on the page now (motion), given

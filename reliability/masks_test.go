@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentfy/agentfy/internal/stack"
 	"github.com/agentfy/agentfy/internal/stacktest"
+	"github.com/agentfy/agentfy/view"
 	"github.com/agentfy/agentfy/wire"
 )
 
@@ -45,29 +46,21 @@ func TestMasks(t *testing.T) {
 		const views = 12
 		frames, masked, refused := 0, 0, 0
 		for range views {
-			before := unavailableByReason(t)
-			r := client.Poll(t, agent)
-			if r.Status == http.StatusServiceUnavailable {
+			page := frameOrRefused(t, agent)
+			if page == nil {
 				refused++
-				if reason := newReason(t, before, unavailableByReason(t)); reason != wire.ReasonCapture {
-					t.Errorf("a 503 of reason %q, want capture", reason)
-				}
 				continue
 			}
-			res := r.Result(t)
-			if r.Status != http.StatusOK || res.Page == nil {
-				t.Fatalf("view: %s", r.Summary())
-			}
 			frames++
-			if res.Page.Masked > 0 {
+			if page.Masked > 0 {
 				masked++
 			}
-			img := stacktest.DecodeFrame(t, res.Page)
+			img := stacktest.DecodeFrame(t, page)
 			b := img.Bounds()
 			for y := b.Min.Y; y < b.Max.Y; y++ {
 				for x := b.Min.X; x < b.Max.X; x++ {
 					if cr, cg, cb, _ := img.At(x, y).RGBA(); cg>>8 > 160 && cr>>8 < 120 && cb>>8 < 120 {
-						t.Fatalf("a secret pixel at (%d, %d) of a frame that left (masked %d)", x, y, res.Page.Masked)
+						t.Fatalf("a secret pixel at (%d, %d) of a frame that left (masked %d)", x, y, page.Masked)
 					}
 				}
 			}
@@ -89,7 +82,9 @@ func TestMasks(t *testing.T) {
 			{"drop-shadow", "a password field's drop shadow 150 px away is masked"},
 			{"scaled-shadow", "an ancestor's drop shadow, scaled by its transform, is masked"},
 			{"svg-use", "an SVG <use> of a marked text is masked where it draws"},
-			{"sandboxed-frame", "a sandboxed frame with a card field (its own process) is masked whole"},
+			{"sandboxed-frame", "a card field in a sandboxed frame (a process of its own) is masked where the frame draws it, the rest of the frame shown"},
+			{"cross-site-frame", "a password field in a cross-site frame, scrolled, and a card code in a sandboxed frame inside it (three processes): each masked where drawn, the rest shown"},
+			{"frame-motion", "a card field moved by CSS steps() in a sandboxed frame: the frame masked whole or 503 (capture)"},
 			{"svg-filter", "an SVG filter on a page with a secret masks the frame whole"},
 			{"css-steps", "a marked element moved by CSS steps() every 20 ms: frames masked whole"},
 			{"css-layout", "a marked element moved by its ancestor's layout animation: frames masked whole or 503 (capture)"},
@@ -109,23 +104,26 @@ func TestMasks(t *testing.T) {
 				const views = 4
 				frames, whole, refused := 0, 0, 0
 				for range views {
-					before := unavailableByReason(t)
-					r := client.Poll(t, agent)
-					if r.Status == http.StatusServiceUnavailable {
+					page := frameOrRefused(t, agent)
+					if page == nil {
 						refused++
-						if reason := newReason(t, before, unavailableByReason(t)); reason != wire.ReasonCapture {
-							t.Errorf("a 503 of reason %q, want capture", reason)
-						}
 						continue
 					}
-					page := r.Result(t).Page
-					if r.Status != http.StatusOK || page == nil {
-						t.Fatalf("view: %s", r.Summary())
-					}
 					frames++
-					inControl, leaked := leakGreen(stacktest.DecodeFrame(t, page))
+					img := stacktest.DecodeFrame(t, page)
+					inControl, leaked := leakGreen(img)
 					if leaked > 0 {
 						t.Fatalf("%d green pixels outside the control (masked %d)", leaked, page.Masked)
+					}
+					switch blue := leakBlue(img); lp.page {
+					case "sandboxed-frame", "cross-site-frame":
+						if blue < 5000 {
+							t.Fatalf("%d blue pixels: the frame's document was not shown (masked %d)", blue, page.Masked)
+						}
+					case "frame-motion":
+						if blue > 0 {
+							t.Fatalf("%d blue pixels: the moving frame was not masked whole (masked %d)", blue, page.Masked)
+						}
 					}
 					if page.Masked == 0 {
 						t.Fatal("a frame says nothing masked")
@@ -136,7 +134,7 @@ func TestMasks(t *testing.T) {
 				}
 				observed = fmt.Sprintf("%d views: %d frames (%d masked whole), %d × 503 capture; no green outside the control", views, frames, whole, refused)
 				switch lp.page {
-				case "sandboxed-frame", "text-shadow", "box-reflect", "drop-shadow", "scaled-shadow", "svg-use", "motion-elsewhere":
+				case "sandboxed-frame", "cross-site-frame", "text-shadow", "box-reflect", "drop-shadow", "scaled-shadow", "svg-use", "motion-elsewhere":
 					if frames == 0 || whole > 0 {
 						t.Errorf("%s: want frames with the control shown", observed)
 					}
@@ -170,4 +168,37 @@ func leakGreen(img image.Image) (inControl, leaked int) {
 		}
 	}
 	return inControl, leaked
+}
+
+// leakBlue counts a frame's pixels of the blue the leak pages' frames show beside their
+// secrets (no secret): a frame that shows them was read into, not masked whole.
+func leakBlue(img image.Image) int {
+	b, n := img.Bounds(), 0
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			if r, g, bl, _ := img.At(x, y).RGBA(); bl>>8 > 160 && r>>8 < 80 && g>>8 < 80 {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// frameOrRefused views agent once: the page of a 200, or nil for a 503, which must be
+// of reason capture (a page that moved while it was captured).
+func frameOrRefused(t *testing.T, agent string) *view.Page {
+	t.Helper()
+	before := unavailableByReason(t)
+	r := client.Poll(t, agent)
+	if r.Status == http.StatusServiceUnavailable {
+		if reason := newReason(t, before, unavailableByReason(t)); reason != wire.ReasonCapture {
+			t.Errorf("a 503 of reason %q, want capture", reason)
+		}
+		return nil
+	}
+	page := r.Result(t).Page
+	if r.Status != http.StatusOK || page == nil {
+		t.Fatalf("view: %s", r.Summary())
+	}
+	return page
 }
