@@ -299,8 +299,8 @@ func captureMasked(ctx context.Context, s cdpSession, target proto.TargetTargetI
 				return frame{}, err
 			}
 		}
-		// What moves in the frames of another process whose secrets were placed.
-		framesWhole := framesMotion(s1)
+		// What moves in the page's other frames and in those of another process.
+		framesWhole, transition := framesMotion(s, s1)
 		var before work
 		if len(s1.regions) > 0 {
 			if before, err = readWork(s); err != nil {
@@ -318,7 +318,7 @@ func captureMasked(ctx context.Context, s cdpSession, target proto.TargetTargetI
 		if err != nil {
 			return frame{}, err
 		}
-		if moving.ViewTransition {
+		if moving.ViewTransition || transition {
 			// It paints images of the page as it was, which no snapshot holds: a
 			// secret the page no longer has may be in them.
 			return maskWhole(shot, max(len(s1.regions), 1))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/go-rod/rod/lib/proto"
@@ -69,9 +70,23 @@ type opaqueFrame struct {
 type placedFrame struct {
 	from, to int
 	frame    opaqueFrame
-	// sessions read it and the frames in it that hold secrets, for what moves in them
+	// watch are the sessions that read it and the frames in it, for what moves in them
 	// and their work counters.
-	sessions []cdpSession
+	watch []watched
+}
+
+// clearFrame is a frame of another process read into that holds no secret.
+type clearFrame struct {
+	frame opaqueFrame
+	watch []watched
+}
+
+// watched is a session on a frame of another process, with the frames of its process
+// whose view transitions are read around the screenshot: its own, first, and those of
+// its snapshot's other documents.
+type watched struct {
+	s      cdpSession
+	frames []proto.PageFrameID
 }
 
 // frameView is what was read of a frame's document.
@@ -86,7 +101,7 @@ type frameView struct {
 	upright         bool
 	// viewport is the frame's document's layout viewport.
 	viewport *proto.PageLayoutViewport
-	sessions []cdpSession
+	watch    []watched
 }
 
 // opaqueFrames returns the frame elements among nodes of the top document that draw
@@ -150,7 +165,8 @@ func placeFrames(sec secrets, views []frameView, rules maskRules) secrets {
 				sec.maskFrame(f)
 			}
 		case len(v.sec.regions) == 0 && !v.sec.whole:
-			// It holds no secret.
+			// It holds no secret; unless a view transition paints one it held.
+			sec.clear = append(sec.clear, clearFrame{frame: f, watch: v.watch})
 		default:
 			regions, ok := v.place(f)
 			if !ok || sec.svgFilter {
@@ -162,7 +178,7 @@ func placeFrames(sec secrets, views []frameView, rules maskRules) secrets {
 			if f.backend != 0 {
 				sec.roots = append(sec.roots, f.backend)
 			}
-			sec.placed = append(sec.placed, placedFrame{from: from, to: len(sec.regions), frame: f, sessions: v.sessions})
+			sec.placed = append(sec.placed, placedFrame{from: from, to: len(sec.regions), frame: f, watch: v.watch})
 		}
 	}
 	return sec
@@ -309,10 +325,14 @@ func (r *frameReader) view(ctx context.Context, s cdpSession, f opaqueFrame, dep
 	content, ok2 := uprightQuad(box.Model.Content)
 	v := frameView{
 		ok: true, sec: sec, border: border, content: content, upright: ok1 && ok2,
-		viewport: metrics.CSSLayoutViewport, sessions: []cdpSession{child},
+		viewport: metrics.CSSLayoutViewport,
+		watch:    []watched{{s: child, frames: append([]proto.PageFrameID{proto.PageFrameID(child.target)}, sec.docFrames...)}},
 	}
 	for _, p := range sec.placed {
-		v.sessions = append(v.sessions, p.sessions...)
+		v.watch = append(v.watch, p.watch...)
+	}
+	for _, c := range sec.clear {
+		v.watch = append(v.watch, c.watch...)
 	}
 	return v
 }
@@ -363,34 +383,71 @@ func (r *frameReader) detach(ctx context.Context, s cdpSession) {
 	_ = proto.TargetDetachFromTarget{SessionID: s.id}.Call(r.top.browser.Context(ctx))
 }
 
-// framesMotion reads what moves in each frame of sec whose secrets were placed from
-// its document, and returns the placed frames (indices into sec.placed) to mask
-// whole: one where an animation runs, a view transition, or that could not be read.
-func framesMotion(sec secrets) (whole []int) {
+// framesMotion reads what moves in the frames of sec, read through the tab's session
+// s: whether a view transition runs in any (the frames of the page's process, those of
+// another process read into, and theirs) — one that could not be read counts as one —
+// and the frames whose secrets were placed from their documents (indices into
+// sec.placed) to mask whole: one where an animation runs.
+func framesMotion(s cdpSession, sec secrets) (whole []int, transition bool) {
+	for _, f := range sec.docFrames {
+		if t, err := transitionIn(s, f); err != nil || t {
+			return nil, true
+		}
+	}
 	for i, p := range sec.placed {
-		for _, s := range p.sessions {
-			m, err := readMotion(s, s.target, nil)
-			if err != nil || m.Moving > 0 || m.Layout || m.ViewTransition {
+		for _, w := range p.watch {
+			// Its own frame first: what moves there, a view transition included.
+			m, err := readMotion(w.s, w.s.target, nil)
+			if err != nil || m.ViewTransition || watchTransition(w.frames[1:], w.s) {
+				return nil, true
+			}
+			if (m.Moving > 0 || m.Layout) && !slices.Contains(whole, i) {
 				whole = append(whole, i)
-				break
 			}
 		}
 	}
-	return whole
+	for _, c := range sec.clear {
+		for _, w := range c.watch {
+			if watchTransition(w.frames, w.s) {
+				return nil, true
+			}
+		}
+	}
+	return whole, false
+}
+
+// watchTransition reports whether a view transition runs in any of frames of session
+// s (or one could not be read).
+func watchTransition(frames []proto.PageFrameID, s cdpSession) bool {
+	for _, f := range frames {
+		var t bool
+		var err error
+		if proto.TargetTargetID(f) == s.target {
+			var m motion
+			m, err = readMotion(s, s.target, nil)
+			t = m.ViewTransition
+		} else {
+			t, err = transitionIn(s, f)
+		}
+		if err != nil || t {
+			return true
+		}
+	}
+	return false
 }
 
 // framesWork adds up the work counters of the frames of sec whose secrets were placed
 // from their documents.
 func framesWork(sec secrets) (work, error) {
-	var w work
+	var sum work
 	for _, p := range sec.placed {
-		for _, s := range p.sessions {
-			fw, err := readWork(s)
+		for _, w := range p.watch {
+			fw, err := readWork(w.s)
 			if err != nil {
 				return work{}, err
 			}
-			w = work{w.script + fw.script, w.layout + fw.layout, w.style + fw.style}
+			sum = work{sum.script + fw.script, sum.layout + fw.layout, sum.style + fw.style}
 		}
 	}
-	return w, nil
+	return sum, nil
 }

@@ -205,16 +205,8 @@ func TestMaskFramesOfAnotherProcess(t *testing.T) {
 				defer tb.closeTab(t, tab.TabID)
 				// The frames are targets of their own: processes the page's snapshot
 				// does not see into.
-				targets, err := proto.TargetGetTargets{}.Call(testChromium.Browser.Context(t.Context()))
-				if err != nil {
-					t.Fatal(err)
-				}
 				for _, want := range fp.frames {
-					if !slices.ContainsFunc(targets.TargetInfos, func(ti *proto.TargetTargetInfo) bool {
-						return ti.Type == "iframe" && strings.HasSuffix(ti.URL, want)
-					}) {
-						t.Fatalf("no frame target %s: the page's frames are not of another process", want)
-					}
+					frameSession(t, want)
 				}
 				s := testSession(t, tab.TabID)
 				where, width := rects(t, s, []string{"control"})
@@ -270,4 +262,64 @@ func bluePixels(tb testing.TB, p *Page) int {
 		}
 	}
 	return n
+}
+
+// TestMaskFrameTransitions: a frame that runs a view transition removing its secret —
+// in the page's process (same-origin) or in one of its own (cross-site) — paints the
+// old image with the secret, which no snapshot holds: every frame that leaves is masked
+// whole.
+func TestMaskFrameTransitions(t *testing.T) {
+	site := demoSite(t)
+	tb := newTestBroker(t, nil, func(c *Config) { c.MinCaptureInterval = 0 })
+	for _, name := range []string{"frame-view-transition", "cross-site-view-transition"} {
+		t.Run(name, func(t *testing.T) {
+			tab := tb.open(t, site.URL+"/leaks/"+name+".html")
+			defer tb.closeTab(t, tab.TabID)
+			s := testSession(t, tab.TabID)
+			// Until the transition's animations run (it starts on its own too), asked
+			// in the frame's own document.
+			if name == "frame-view-transition" {
+				evaluate(t, s, `document.getElementById("frame").contentWindow.go()`)
+			} else {
+				evaluate(t, frameSession(t, "/leaks/frame-transition-inner.html"), "window.go()")
+			}
+			where, width := rects(t, s, []string{"control"})
+			delivered := 0
+			for range 4 {
+				status, body, id, key := tb.observe(t)
+				if status != http.StatusOK {
+					if status != http.StatusServiceUnavailable {
+						t.Fatalf("observe: %d %s", status, body)
+					}
+					continue
+				}
+				delivered++
+				p := openPage(t, key, id, body, envelopeOpen)
+				inControl, leaked := greenPixels(t, p, where["control"], width)
+				if leaked > 0 || inControl > 0 || p.Masked == 0 {
+					t.Fatalf("frame %d: %d green pixels outside the control, %d in it, masked %d; want the frame masked whole", delivered, leaked, inControl, p.Masked)
+				}
+			}
+			if delivered == 0 {
+				t.Fatal("no frame delivered: nothing to judge")
+			}
+		})
+	}
+}
+
+// frameSession attaches the test's own session to the frame of another process whose
+// URL ends in suffix.
+func frameSession(tb testing.TB, suffix string) cdpSession {
+	tb.Helper()
+	targets, err := proto.TargetGetTargets{}.Call(testChromium.Browser.Context(tb.Context()))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, ti := range targets.TargetInfos {
+		if ti.Type == "iframe" && strings.HasSuffix(ti.URL, suffix) {
+			return testSession(tb, string(ti.TargetID))
+		}
+	}
+	tb.Fatalf("no frame target %s", suffix)
+	return cdpSession{}
 }

@@ -193,6 +193,7 @@ type snapshotDocument struct {
 		Bounds    [][]float64 `json:"bounds"`
 		Styles    [][]int     `json:"styles"`
 	} `json:"layout"`
+	FrameID       int     `json:"frameId"`
 	ScrollOffsetX float64 `json:"scrollOffsetX"`
 	ScrollOffsetY float64 `json:"scrollOffsetY"`
 	ContentWidth  float64 `json:"contentWidth"`
@@ -232,6 +233,12 @@ type secrets struct {
 	frames []opaqueFrame
 	// placed are the frames whose secrets were placed from their own documents.
 	placed []placedFrame
+	// clear are the frames of another process read into that hold no secret: one that
+	// runs a view transition may paint an image of one it held (frames.go).
+	clear []clearFrame
+	// docFrames are the frames of the snapshot's other documents (of the same process):
+	// the same holds for them.
+	docFrames []proto.PageFrameID
 }
 
 // equal reports whether two reads found the same secrets at the same places.
@@ -351,6 +358,14 @@ func parseSecrets(raw []byte, rules maskRules) (secrets, error) {
 			return secrets{}, errSnapshot // a document no iframe holds
 		}
 	}
+	var docFrames []proto.PageFrameID
+	for _, d := range s.Documents[1:] {
+		id, ok := str(d.FrameID)
+		if !ok || id == "" {
+			return secrets{}, errSnapshot
+		}
+		docFrames = append(docFrames, proto.PageFrameID(id))
+	}
 
 	// A child document with a secret that has a layout masks its iframe in the top
 	// document: its coordinates are its own, the iframe's box holds all it draws.
@@ -393,6 +408,7 @@ func parseSecrets(raw []byte, rules maskRules) (secrets, error) {
 		regions:   make([][]rect, len(top)),
 		scrollX:   doc.ScrollOffsetX, scrollY: doc.ScrollOffsetY,
 		width: doc.ContentWidth, height: doc.ContentHeight,
+		docFrames: docFrames,
 	}
 	if len(doc.Layout.NodeIndex) != len(doc.Layout.Bounds) {
 		return secrets{}, errSnapshot

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"image"
 	"image/color"
 	"image/jpeg"
@@ -91,6 +92,7 @@ func (s *snap) doc(nodes ...node) {
 		d["layout"].(map[string]any)["styles"] = styles
 	}
 	d["scrollOffsetX"], d["scrollOffsetY"], d["contentWidth"], d["contentHeight"] = 0, 100, 1265, 3000
+	d["frameId"] = s.str(fmt.Sprintf("FRAME%d", len(s.docs)))
 	s.docs = append(s.docs, d)
 }
 

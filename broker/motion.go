@@ -34,6 +34,9 @@ type tabState struct {
 	// frames are the broker's sessions on the tab's frames of another process, by
 	// target (frames.go).
 	frames map[proto.TargetTargetID]cdpSession
+	// worlds are the broker's isolated worlds in the frames of the tab's process but
+	// its main frame (transitionIn).
+	worlds map[proto.PageFrameID]proto.RuntimeExecutionContextID
 }
 
 // motionScript is a function that returns what runs on the page now (motion), given
@@ -68,7 +71,7 @@ func readMotion(s cdpSession, target proto.TargetTargetID, secretNodes []int) (m
 			}
 			s.tab.world = w.ExecutionContextID
 		}
-		m, err := callMotion(s, secretNodes)
+		m, err := callMotion(s, s.tab.world, secretNodes)
 		if errors.Is(err, errNoWorld) && attempt == 0 {
 			s.tab.world = 0 // the page navigated: a new document, a new world
 			continue
@@ -83,11 +86,44 @@ var errSecretGone = errors.New("a secret left the page while it was captured")
 // errNoWorld is the isolated world gone with its document.
 var errNoWorld = errors.New("the isolated world is gone")
 
-func callMotion(s cdpSession, secretNodes []int) (motion, error) {
+// transitionIn reports whether a view transition runs in frame, a frame of the page's
+// process other than its main frame (a document of the snapshot, a same-origin or
+// same-site iframe): motionScript in the broker's isolated world there (kept in
+// tabState.worlds), which reads only.
+func transitionIn(s cdpSession, frame proto.PageFrameID) (bool, error) {
+	for attempt := 0; ; attempt++ {
+		world, ok := s.tab.worlds[frame]
+		if !ok {
+			if len(s.tab.worlds) >= maxWorlds {
+				clear(s.tab.worlds) // frames gone since
+			}
+			w, err := proto.PageCreateIsolatedWorld{FrameID: frame, WorldName: worldName}.Call(s)
+			if err != nil {
+				return false, maskError("create isolated world", err)
+			}
+			if s.tab.worlds == nil {
+				s.tab.worlds = map[proto.PageFrameID]proto.RuntimeExecutionContextID{}
+			}
+			world = w.ExecutionContextID
+			s.tab.worlds[frame] = world
+		}
+		m, err := callMotion(s, world, nil)
+		if errors.Is(err, errNoWorld) && attempt == 0 {
+			delete(s.tab.worlds, frame) // the frame navigated
+			continue
+		}
+		return m.ViewTransition, err
+	}
+}
+
+// maxWorlds bounds the isolated worlds a tab's session keeps for its frames.
+const maxWorlds = 64
+
+func callMotion(s cdpSession, world proto.RuntimeExecutionContextID, secretNodes []int) (motion, error) {
 	defer func() { _ = proto.RuntimeReleaseObjectGroup{ObjectGroup: worldName}.Call(s) }()
 	args := make([]*proto.RuntimeCallArgument, 0, len(secretNodes))
 	for _, id := range secretNodes {
-		res, err := proto.DOMResolveNode{BackendNodeID: proto.DOMBackendNodeID(id), ExecutionContextID: s.tab.world, ObjectGroup: worldName}.Call(s)
+		res, err := proto.DOMResolveNode{BackendNodeID: proto.DOMBackendNodeID(id), ExecutionContextID: world, ObjectGroup: worldName}.Call(s)
 		switch {
 		case err != nil && strings.Contains(err.Error(), "context"):
 			return motion{}, maskError("resolve a secret", fmt.Errorf("%w (%w)", errNoWorld, err))
@@ -97,7 +133,7 @@ func callMotion(s cdpSession, secretNodes []int) (motion, error) {
 		args = append(args, &proto.RuntimeCallArgument{ObjectID: res.Object.ObjectID})
 	}
 	res, err := proto.RuntimeCallFunctionOn{
-		FunctionDeclaration: motionScript, ExecutionContextID: s.tab.world, Arguments: args,
+		FunctionDeclaration: motionScript, ExecutionContextID: world, Arguments: args,
 		ReturnByValue: true, Silent: true, ObjectGroup: worldName,
 	}.Call(s)
 	if err != nil {

@@ -90,6 +90,8 @@ func TestMasks(t *testing.T) {
 			{"css-layout", "a marked element moved by its ancestor's layout animation: frames masked whole or 503 (capture)"},
 			{"script-frames", "a password field moved by a script every frame and back: 503 (capture), never a frame with it"},
 			{"view-transition", "a view transition of a minute showing the removed secret: frames masked whole"},
+			{"frame-view-transition", "the same in a same-origin frame: frames masked whole"},
+			{"cross-site-view-transition", "the same in a cross-site frame (a process of its own): frames masked whole"},
 			{"motion-elsewhere", "a spinner, a colour animation and an ended fade beside a password field: the field alone masked, the control shown"},
 		} {
 			t.Run(lp.page, func(t *testing.T) {
@@ -138,7 +140,7 @@ func TestMasks(t *testing.T) {
 					if frames == 0 || whole > 0 {
 						t.Errorf("%s: want frames with the control shown", observed)
 					}
-				case "svg-filter", "css-steps", "view-transition":
+				case "svg-filter", "css-steps", "view-transition", "frame-view-transition", "cross-site-view-transition":
 					if frames == 0 || whole != frames {
 						t.Errorf("%s: want frames masked whole", observed)
 					}
