@@ -21,7 +21,7 @@ import (
 // and that the numbers are sane: the counts that are exact by design (NATS deliveries
 // per view, pending views, each answer's status) exactly, the others by relations that
 // must hold whatever the machine's speed. The results are checked after a round trip
-// through JSON, as `agentfy bench -json` writes them.
+// through JSON, as `agentfy-dev bench -json` writes them.
 func TestBenchQuick(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the whole stack and two Chromiums")
@@ -31,7 +31,7 @@ func TestBenchQuick(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := testenv.Context(t, 3*time.Minute)
-	const command = "go run ./cmd/agentfy bench -quick"
+	const command = "go run ./cmd/agentfy-dev bench -quick"
 	start := time.Now()
 	res, err := Run(ctx, Options{
 		Root: root, Quick: true, Chromium: os.Getenv("AGENTFY_CHROMIUM"), Command: command,

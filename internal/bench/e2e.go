@@ -108,10 +108,7 @@ func benchE2E(ctx context.Context, st *stack.Stack, bs *benchSession, v *viewer,
 	reqSpy := &natsSpy{nc: st.Bus, subject: subject}
 	replySpy := &natsSpy{nc: st.Bus, subject: st.NS.InboxPrefix(bus.RoleReplica) + ".>", minBytes: 1 << 10}
 
-	var views, spied, bares, inCaps, overheads []time.Duration
-	legs := make([][]time.Duration, 8)
-	var jpegs, sealed, bodies []int
-	width := 0
+	s := &e2eSamples{legs: make([][]time.Duration, 8)}
 
 	doView := func(count, instrument bool) error {
 		if err := v.openGate(ctx, agentID); err != nil {
@@ -144,34 +141,8 @@ func benchE2E(ctx context.Context, st *stack.Stack, bs *benchSession, v *viewer,
 		if err != nil {
 			return err
 		}
-		if !count {
-			return nil
-		}
-		total := t1.Sub(t0)
-		jpegs, sealed, bodies, width = append(jpegs, len(f.jpeg)), append(sealed, h.observeBody), append(bodies, f.bodyBytes), f.width
-		if !instrument {
-			views = append(views, total)
-			inCaps = append(inCaps, h.capture)
-			overheads = append(overheads, total-h.capture)
-			return nil
-		}
-		spied = append(spied, total)
-		if seen.IsZero() || replied.IsZero() || h.observeStart.IsZero() ||
-			seen.After(h.observeStart) || replied.Before(h.observeEnd) || f.headers.Before(replied) {
-			return nil // a hop the hooks missed: the total still counts
-		}
-		observe := h.observeEnd.Sub(h.observeStart)
-		for i, d := range []time.Duration{
-			seen.Sub(t0),                    // replica A up to the NATS request
-			h.observeStart.Sub(seen),        // NATS → replica B → worker → broker
-			h.consume,                       // the broker's consume call
-			h.capture,                       // the broker's CDP capture
-			observe - h.consume - h.capture, // the broker's seal and JSON
-			replied.Sub(h.observeEnd),       // broker → worker → B → NATS
-			f.headers.Sub(replied),          // replica A after the reply
-			t1.Sub(f.headers),               // the viewer reads and decodes
-		} {
-			legs[i] = append(legs[i], d)
+		if count {
+			s.addView(f, h, t0, t1, seen, replied, instrument)
 		}
 		return nil
 	}
@@ -181,7 +152,7 @@ func benchE2E(ctx context.Context, st *stack.Stack, bs *benchSession, v *viewer,
 			return err
 		}
 		if count {
-			bares = append(bares, d)
+			s.bares = append(s.bares, d)
 		}
 		return nil
 	}
@@ -192,9 +163,56 @@ func benchE2E(ctx context.Context, st *stack.Stack, bs *benchSession, v *viewer,
 		}
 	}
 
+	return s.result(pairs), nil
+}
+
+// e2eSamples is what benchE2E collects from the pairs it counts.
+type e2eSamples struct {
+	views, spied, bares, inCaps, overheads []time.Duration
+	legs                                   [][]time.Duration // per hop, of the views timed per hop
+	jpegs, sealed, bodies                  []int
+	width                                  int
+}
+
+// addView records a counted view, asked at t0 and decoded at t1, with what the hooks
+// saw of it (h) and, when it was timed per hop, when the spies saw its request (seen)
+// and its sealed reply (replied). Those views count on their own row, and their hops
+// only when every hook saw its part in order.
+func (s *e2eSamples) addView(f frame, h hopSample, t0, t1, seen, replied time.Time, instrument bool) {
+	total := t1.Sub(t0)
+	s.jpegs, s.sealed, s.bodies, s.width = append(s.jpegs, len(f.jpeg)), append(s.sealed, h.observeBody), append(s.bodies, f.bodyBytes), f.width
+	if !instrument {
+		s.views = append(s.views, total)
+		s.inCaps = append(s.inCaps, h.capture)
+		s.overheads = append(s.overheads, total-h.capture)
+		return
+	}
+	s.spied = append(s.spied, total)
+	if seen.IsZero() || replied.IsZero() || h.observeStart.IsZero() ||
+		seen.After(h.observeStart) || replied.Before(h.observeEnd) || f.headers.Before(replied) {
+		return // a hop the hooks missed: the total still counts
+	}
+	observe := h.observeEnd.Sub(h.observeStart)
+	for i, d := range []time.Duration{
+		seen.Sub(t0),                    // replica A up to the NATS request
+		h.observeStart.Sub(seen),        // NATS → replica B → worker → broker
+		h.consume,                       // the broker's consume call
+		h.capture,                       // the broker's CDP capture
+		observe - h.consume - h.capture, // the broker's seal and JSON
+		replied.Sub(h.observeEnd),       // broker → worker → B → NATS
+		f.headers.Sub(replied),          // replica A after the reply
+		t1.Sub(f.headers),               // the viewer reads and decodes
+	} {
+		s.legs[i] = append(s.legs[i], d)
+	}
+}
+
+// result summarises the samples of pairs counted pairs: the views against the bare
+// captures, and each hop's share of the p50 of the views timed per hop.
+func (s *e2eSamples) result(pairs int) e2eResult {
 	r := e2eResult{
-		Pairs: pairs, View: summarize(views), Spied: summarize(spied), Bare: summarize(bares), InCap: summarize(inCaps), Overhead: summarize(overheads),
-		JPEGBytes: medianInt(jpegs), SealedBytes: medianInt(sealed), BodyBytes: medianInt(bodies), Width: width,
+		Pairs: pairs, View: summarize(s.views), Spied: summarize(s.spied), Bare: summarize(s.bares), InCap: summarize(s.inCaps), Overhead: summarize(s.overheads),
+		JPEGBytes: medianInt(s.jpegs), SealedBytes: medianInt(s.sealed), BodyBytes: medianInt(s.bodies), Width: s.width,
 	}
 	r.RatioP50, r.RatioP95, r.RatioP99 = ratio(r.View.P50, r.Bare.P50), ratio(r.View.P95, r.Bare.P95), ratio(r.View.P99, r.Bare.P99)
 	names := []struct{ name, what string }{
@@ -208,10 +226,10 @@ func benchE2E(ctx context.Context, st *stack.Stack, bs *benchSession, v *viewer,
 		{"viewer: read + decode", "the rest of the HTTP body, JSON parse, base64 decode, JPEG header"},
 	}
 	for i, n := range names {
-		d := summarize(legs[i])
+		d := summarize(s.legs[i])
 		r.Hops = append(r.Hops, hop{Name: n.name, What: n.what, Dist: d, Share: ratio(d.P50, r.Spied.P50)})
 	}
-	return r, nil
+	return r
 }
 
 // alternate runs pair i of a view and a bare capture: the view first in even pairs, the

@@ -85,30 +85,14 @@ func toInt64(v uint64) int64 {
 // viewers are raw TCP connections with a request written and nothing read, so that the
 // client side adds no goroutine and almost no memory to the delta.
 func benchMemory(ctx context.Context, st *stack.Stack, token string, r *footprintResult) error {
-	var err error
-	if r.Before, err = measureMemory(); err != nil {
-		return err
-	}
-	idx := len(st.Replicas)
-	rep, err := st.StartReplica(ctx, idx, st.NATS.ClientURL())
+	rep, err := startIdleReplica(ctx, st, r)
 	if err != nil {
-		return err
-	}
-	if err := waitReady(ctx, rep.URL); err != nil {
-		return err
-	}
-	if r.Idle, err = measureMemory(); err != nil {
 		return err
 	}
 
 	n := view.MaxPending
-	if err := loadAgents(ctx, st, "agent-pv", n); err != nil {
+	if err := startPendingSessions(ctx, st, n); err != nil {
 		return err
-	}
-	for i := range n {
-		if _, _, err := st.Sess.Start(ctx, agentName("agent-pv", i)); err != nil {
-			return err
-		}
 	}
 	var mu sync.Mutex
 	var held []*nats.Msg
@@ -142,44 +126,18 @@ func benchMemory(ctx context.Context, st *stack.Stack, token string, r *footprin
 			_ = c.Close()
 		}
 	}()
-	var d net.Dialer
-	for i := range n {
-		c, err := d.DialContext(ctx, "tcp", host)
-		if err != nil {
-			return err
-		}
-		conns = append(conns, c)
-		req := "GET /v1/agents/" + agentName("agent-pv", i) + "/worker/view HTTP/1.1\r\nHost: " + host +
-			"\r\nAuthorization: Bearer " + token + "\r\nConnection: close\r\n\r\n"
-		if _, err := c.Write([]byte(req)); err != nil {
-			return err
-		}
+	if conns, err = dialPendingViews(ctx, host, token, n, conns); err != nil {
+		return err
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for rep.Views.Pending() < n {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("footprint: only %d of %d views pending", rep.Views.Pending(), n)
-		}
-		if err := sleepCtx(ctx, 5*time.Millisecond); err != nil { // polling the replica's own gauge
-			return err
-		}
+	if err := waitPending(ctx, rep, n); err != nil {
+		return err
 	}
 	r.PendingViews = rep.Views.Pending()
 	if r.Pending, err = measureMemory(); err != nil {
 		return err
 	}
 	release()
-	for _, c := range conns {
-		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			continue
-		}
-		_ = resp.Body.Close()
-		if resp.StatusCode == http.StatusServiceUnavailable {
-			r.PendingAnswered503++
-		}
-	}
+	r.PendingAnswered503 += count503(conns)
 	for _, c := range conns {
 		_ = c.Close()
 	}
@@ -190,6 +148,95 @@ func benchMemory(ctx context.Context, st *stack.Stack, token string, r *footprin
 	}
 	r.After, err = measureMemory()
 	return err
+}
+
+// startIdleReplica measures the process before, starts one more replica, waits until
+// it is ready and measures the process again with the replica idle.
+func startIdleReplica(ctx context.Context, st *stack.Stack, r *footprintResult) (*stack.Replica, error) {
+	var err error
+	if r.Before, err = measureMemory(); err != nil {
+		return nil, err
+	}
+	idx := len(st.Replicas)
+	rep, err := st.StartReplica(ctx, idx, st.NATS.ClientURL())
+	if err != nil {
+		return nil, err
+	}
+	if err := waitReady(ctx, rep.URL); err != nil {
+		return nil, err
+	}
+	if r.Idle, err = measureMemory(); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+// startPendingSessions loads n agents and starts a session for each, with no worker:
+// the agents of benchMemory's pending views.
+func startPendingSessions(ctx context.Context, st *stack.Stack, n int) error {
+	if err := loadAgents(ctx, st, "agent-pv", n); err != nil {
+		return err
+	}
+	for i := range n {
+		if _, _, err := st.Sess.Start(ctx, agentName("agent-pv", i)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dialPendingViews opens n raw TCP connections to host and writes a view request of
+// one of the agents of startPendingSessions on each, reading nothing. It appends the
+// connections to conns and returns them, those it opened before an error too, so that
+// the caller closes them all.
+func dialPendingViews(ctx context.Context, host, token string, n int, conns []net.Conn) ([]net.Conn, error) {
+	var d net.Dialer
+	for i := range n {
+		c, err := d.DialContext(ctx, "tcp", host)
+		if err != nil {
+			return conns, err
+		}
+		conns = append(conns, c)
+		req := "GET /v1/agents/" + agentName("agent-pv", i) + "/worker/view HTTP/1.1\r\nHost: " + host +
+			"\r\nAuthorization: Bearer " + token + "\r\nConnection: close\r\n\r\n"
+		if _, err := c.Write([]byte(req)); err != nil {
+			return conns, err
+		}
+	}
+	return conns, nil
+}
+
+// waitPending polls the replica's own gauge until n views are pending in it, for at
+// most 20 s.
+func waitPending(ctx context.Context, rep *stack.Replica, n int) error {
+	deadline := time.Now().Add(20 * time.Second)
+	for rep.Views.Pending() < n {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("footprint: only %d of %d views pending", rep.Views.Pending(), n)
+		}
+		if err := sleepCtx(ctx, 5*time.Millisecond); err != nil { // polling the replica's own gauge
+			return err
+		}
+	}
+	return nil
+}
+
+// count503 reads the answer on each connection, waiting at most 10 s for each, and
+// counts those that are 503 Service Unavailable.
+func count503(conns []net.Conn) int {
+	n := 0
+	for _, c := range conns {
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			continue
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode == http.StatusServiceUnavailable {
+			n++
+		}
+	}
+	return n
 }
 
 // cpuBlock is how many operations one CPU measurement window holds; the windows of the

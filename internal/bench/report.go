@@ -43,7 +43,26 @@ func f0(x float64) string { return strconv.FormatFloat(x, 'f', 0, 64) }
 // full adds the method notes (BENCHMARKS.md has them; the terminal does not).
 func (r *Results) Markdown(full bool) string {
 	var b strings.Builder
-	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	renderMachine(&b, r, full)
+	// 1. End to end.
+	renderE2E(&b, r, full)
+	// 2. Privacy masks.
+	renderMasks(&b, r, full)
+	// 3. Routing.
+	renderRouting(&b, r, full)
+	// 4. Fast paths.
+	renderFastPaths(&b, r, full)
+	// 5. Footprint.
+	renderFootprint(&b, r, full)
+	// 6. Go benchmarks.
+	renderGoBench(&b, r, full)
+	return b.String()
+}
+
+// renderMachine renders the report's title, what run it was (with the method in
+// general when full) and the table of the machine it ran on.
+func renderMachine(b *strings.Builder, r *Results, full bool) {
+	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
 	mode := "full run"
 	if r.Quick {
 		mode = "quick run (-quick: small samples, a smoke test; read the full run's numbers instead)"
@@ -58,7 +77,7 @@ func (r *Results) Markdown(full bool) string {
 		p("%s, %.0f s\n\n", mode, r.Elapsed.Seconds())
 	}
 	m := r.Machine
-	mdTable(&b, []string{"machine", ""}, [][]string{
+	mdTable(b, []string{"machine", ""}, [][]string{
 		{"CPU", fmt.Sprintf("%s, %d cores", m.CPU, m.Cores)},
 		{"memory", mib(float64(m.Memory))},
 		{"kernel", m.Kernel},
@@ -67,8 +86,13 @@ func (r *Results) Markdown(full bool) string {
 		{"commit", m.Commit},
 		{"command", "`" + r.Command + "`"},
 	})
+}
 
-	// 1. End to end.
+// renderE2E renders section 1: the views against the bare capture measured beside
+// them and the verdict against e2eTarget, then the time of a view per hop (and, when
+// full, where the time goes).
+func renderE2E(b *strings.Builder, r *Results, full bool) {
+	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
 	e := r.E2E
 	p("%s\n\n", benchSections[0])
 	if full {
@@ -80,7 +104,7 @@ func (r *Results) Markdown(full bool) string {
 		p("The broker's capture spacing is off for the benchmark broker (`MinCaptureInterval: 0`); the per-agent gate is opened between views by deleting its key (`agentfy:bench:gate:{a:%s}`) outside the timed part. ", benchAgent)
 		p("Every other two pairs the view is also timed per hop (below); those views are reported on their own row and left out of the headline, since the hop timing adds a NATS subscriber.\n\n")
 	}
-	mdTable(&b, []string{"", "n", "p50 ms", "p95 ms", "p99 ms", "mean ms"}, [][]string{
+	mdTable(b, []string{"", "n", "p50 ms", "p95 ms", "p99 ms", "mean ms"}, [][]string{
 		{"**view**: request at A → decoded frame (worker on B)", strconv.Itoa(e.View.N), ms(e.View.P50), ms(e.View.P95), ms(e.View.P99), ms(e.View.Mean)},
 		{"bare CDP capture, same tab (the physical limit)", strconv.Itoa(e.Bare.N), ms(e.Bare.P50), ms(e.Bare.P95), ms(e.Bare.P99), ms(e.Bare.Mean)},
 		{"**view / bare**", "", "**" + fx(e.RatioP50) + "**", fx(e.RatioP95), fx(e.RatioP99), fx(ratio(e.View.Mean, e.Bare.Mean))},
@@ -104,15 +128,17 @@ func (r *Results) Markdown(full bool) string {
 	for _, h := range e.Hops {
 		rows = append(rows, []string{h.Name, strconv.Itoa(h.Dist.N), ms(h.Dist.P50), ms(h.Dist.P95), f1(100*h.Share) + " %", h.What})
 	}
-	mdTable(&b, []string{"hop", "n", "p50 ms", "p95 ms", "share of view p50", "what it covers"}, rows)
+	mdTable(b, []string{"hop", "n", "p50 ms", "p95 ms", "share of view p50", "what it covers"}, rows)
 	if full {
-		renderWhereTimeGoes(&b, r)
+		renderWhereTimeGoes(b, r)
 	}
+}
 
-	// 2. Privacy masks.
-	renderMasks(&b, r, full)
-
-	// 3. Routing.
+// renderRouting renders section 3: real views and the routed and broadcast designs at
+// each replica count, and whether the messages or the latency of a view grow with the
+// replicas.
+func renderRouting(b *strings.Builder, r *Results, full bool) {
+	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
 	p("%s\n\n", benchSections[2])
 	if full {
 		p("One stack grows from 1 to 2, 4 and 8 replicas; the worker stays on the first. ")
@@ -123,7 +149,7 @@ func (r *Results) Markdown(full bool) string {
 		p("Broadcast: every replica's own connection subscribes to one subject and drops requests for sessions it does not hold; the owner answers — ")
 		p("what the original Redis pub/sub design does, where every replica receives every request. Deliveries are again the server's `OutMsgs` delta.\n\n")
 	}
-	rows = nil
+	var rows [][]string
 	for _, x := range r.Routing {
 		rows = append(rows, []string{
 			strconv.Itoa(x.Replicas),
@@ -132,7 +158,7 @@ func (r *Results) Markdown(full bool) string {
 			f1(x.BroadcastDelivered), ms(x.BroadcastLatency.P50), ms(x.BroadcastLatency.P99),
 		})
 	}
-	mdTable(&b, []string{
+	mdTable(b, []string{
 		"replicas", "real view p50 ms", "p99 ms", "view / bare p50", "msgs published / view", "**msgs delivered / view**", "bytes delivered / view",
 		"routed: delivered / req", "p50 ms", "p99 ms", "broadcast: delivered / req", "p50 ms", "p99 ms",
 	}, rows)
@@ -150,8 +176,12 @@ func (r *Results) Markdown(full bool) string {
 		}
 		p("With more replicas the number of messages per view %s, %s.\n\n", msgs, latency)
 	}
+}
 
-	// 4. Fast paths.
+// renderFastPaths renders section 4: each kind of answer under load against the no-op
+// route measured in the same rounds (and, when full, their price in machine time).
+func renderFastPaths(b *strings.Builder, r *Results, full bool) {
+	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
 	fp := r.FastPaths
 	p("%s\n\n", benchSections[3])
 	if full {
@@ -160,17 +190,21 @@ func (r *Results) Markdown(full bool) string {
 		p("429: the agent's gate key is held by the bench for the whole run. live:false: agents without a session, each asked once in the whole run, so that every request wins its gate. ")
 		p("Every answer is checked (status, and body or headers); an unexpected one counts as an error.\n\n")
 	}
-	rows = nil
+	var rows [][]string
 	for _, x := range fp.Paths {
 		rows = append(rows, []string{x.Name, strconv.Itoa(x.Requests), strconv.Itoa(x.Errors), f0(x.RPS), ms(x.Latency.P50), ms(x.Latency.P99), fx(x.RPSRatio), fx(x.P99Ratio), x.What})
 	}
-	mdTable(&b, []string{"answer", "requests", "errors", "req/s", "p50 ms", "p99 ms", "req/s vs no-op", "p99 vs no-op", "work per request"}, rows)
+	mdTable(b, []string{"answer", "requests", "errors", "req/s", "p50 ms", "p99 ms", "req/s vs no-op", "p99 vs no-op", "work per request"}, rows)
 	if full {
-		renderFastPathFloor(&b, r)
+		renderFastPathFloor(b, r)
 	}
+}
 
-	// 5. Footprint.
-	f := r.Footprint
+// renderFootprint renders section 5: the memory of a replica idle and with its views
+// pending, the CPU per capture, and the bytes of a frame on each leg.
+func renderFootprint(b *strings.Builder, r *Results, full bool) {
+	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
+	e, f := r.E2E, r.Footprint
 	p("%s\n\n", benchSections[4])
 	if full {
 		p("The replicas run inside the bench's process (internal/stack), so a replica's memory is the delta of this process around starting one more replica ")
@@ -188,7 +222,7 @@ func (r *Results) Markdown(full bool) string {
 		}
 		return []string{name, mib(float64(m.RSS)), d(m.RSS, base.RSS), mib(float64(m.Heap)), d(m.Heap, base.Heap), mib(float64(m.Stacks)), d(m.Stacks, base.Stacks), strconv.Itoa(m.Goroutines), note}
 	}
-	mdTable(&b, []string{"process", "RSS", "Δ RSS", "live heap", "Δ heap", "stacks", "Δ stacks", "goroutines", ""}, [][]string{
+	mdTable(b, []string{"process", "RSS", "Δ RSS", "live heap", "Δ heap", "stacks", "Δ stacks", "goroutines", ""}, [][]string{
 		mrow("before the replica", f.Before, f.Before, ""),
 		mrow("+ one idle replica", f.Idle, f.Before, "Δ: the idle replica"),
 		mrow(fmt.Sprintf("+ %d pending views in it", f.PendingViews), f.Pending, f.Idle, "Δ: the views and what the burst grew"),
@@ -204,7 +238,7 @@ func (r *Results) Markdown(full bool) string {
 		p("of the %d Chromium processes of the broker and of the bench's own Go process (which holds the replicas, the worker, the broker's Go side and the viewer), net of the idle rate. ", f.ChromiumProcesses)
 		p("Idle: Chromium %s ms/s, Go process %s ms/s.\n\n", ms(f.ChromiumIdle), ms(f.GoIdle))
 	}
-	mdTable(&b, []string{"CPU per capture", "Chromium ms", "Go process ms"}, [][]string{
+	mdTable(b, []string{"CPU per capture", "Chromium ms", "Go process ms"}, [][]string{
 		{"a view (whole path: replicas, worker, broker, viewer)", ms(f.ChromiumPerView), ms(f.GoPerView)},
 		{"a bare capture", ms(f.ChromiumPerBare), ms(f.GoPerBare)},
 	})
@@ -215,14 +249,18 @@ func (r *Results) Markdown(full bool) string {
 	if full {
 		p("Bytes: medians of the end-to-end views (the demo site's home page, %d px wide); a viewer polls every 5 s, so a viewer-minute is 12 frames.\n\n", e.Width)
 	}
-	mdTable(&b, []string{"bytes", "per frame", "per viewer-minute"}, [][]string{
+	mdTable(b, []string{"bytes", "per frame", "per viewer-minute"}, [][]string{
 		{"JPEG", kib(float64(e.JPEGBytes)), kib(12 * float64(e.JPEGBytes))},
 		{"sealed envelope (broker → worker → NATS)", kib(float64(e.SealedBytes)), kib(12 * float64(e.SealedBytes))},
 		{"NATS bytes delivered per view (request + reply, server OutBytes)", kib(natsPerView), kib(12 * natsPerView)},
 		{"HTTP body to the viewer (JSON, base64)", kib(float64(e.BodyBytes)), kib(12 * float64(e.BodyBytes))},
 	})
+}
 
-	// 6. Go benchmarks.
+// renderGoBench renders section 6: the Go benchmarks, those of the view package
+// against the Redis PING run in the same command.
+func renderGoBench(b *strings.Builder, r *Results, full bool) {
+	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
 	p("%s\n\n", benchSections[5])
 	if full {
 		p("`go test -run '^$' -benchmem` with %s (real redis-server from internal/testenv). ", goBenchCommands())
@@ -234,7 +272,7 @@ func (r *Results) Markdown(full bool) string {
 			ping = g.NsPerOp
 		}
 	}
-	rows = nil
+	var rows [][]string
 	for _, g := range r.GoBench {
 		vsPing, mbs := "", ""
 		if ping > 0 && g.Package == "view" && !strings.HasPrefix(g.Name, "BenchmarkOpenReply") {
@@ -245,8 +283,7 @@ func (r *Results) Markdown(full bool) string {
 		}
 		rows = append(rows, []string{g.Package, g.Name, strconv.Itoa(g.Iterations), f1(g.NsPerOp / 1000), mbs, strconv.Itoa(g.BytesPerOp), strconv.Itoa(g.AllocsPerOp), vsPing})
 	}
-	mdTable(&b, []string{"package", "benchmark", "iterations", "µs/op", "MB/s", "B/op", "allocs/op", "vs Redis PING"}, rows)
-	return b.String()
+	mdTable(b, []string{"package", "benchmark", "iterations", "µs/op", "MB/s", "B/op", "allocs/op", "vs Redis PING"}, rows)
 }
 
 // renderMasks renders section 2: the views of a page with nothing to mask and of a

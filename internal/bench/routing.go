@@ -96,37 +96,49 @@ func benchRouting(ctx context.Context, o benchOptions, progress func(string, ...
 	return out, replyBytes, nil
 }
 
+// benchRoutingAt measures n replicas: real views (benchRoutingViews), then the routed
+// and broadcast designs at the NATS layer alone (benchRoutingSims).
 func benchRoutingAt(ctx context.Context, st *stack.Stack, bs *benchSession, v *viewer, reply []byte, n int, o benchOptions) (routingResult, error) {
 	r := routingResult{Replicas: n, Views: o.routingViews, Sims: o.routingSims}
+	if err := benchRoutingViews(ctx, st, bs, v, n, o, &r); err != nil {
+		return r, err
+	}
+	if err := benchRoutingSims(ctx, st, bs, reply, n, o, &r); err != nil {
+		return r, err
+	}
+	return r, nil
+}
 
-	// Real views, requests spread round robin over the replicas as a balancer would,
-	// each followed by a bare capture.
+// benchRoutingViews measures real views, requests spread round robin over the n
+// replicas as a balancer would, each followed by a bare capture, and counts the NATS
+// server's messages around each view.
+func benchRoutingViews(ctx context.Context, st *stack.Stack, bs *benchSession, v *viewer, n int, o benchOptions, r *routingResult) error {
 	var lat, bare []time.Duration
 	var dIn, dOut, dBytes int64
 	for i := range o.routingViews {
 		if err := v.openGate(ctx, benchAgent); err != nil {
-			return r, err
+			return err
 		}
 		if err := idleGap(ctx); err != nil {
-			return r, err
+			return err
 		}
 		in0, out0, b0, err := natsCounts(st.NATS)
 		if err != nil {
-			return r, err
+			return err
 		}
 		t0 := time.Now()
 		if _, err := v.view(ctx, st.Replicas[i%n].URL, benchAgent); err != nil {
-			return r, err
+			return err
 		}
 		lat = append(lat, time.Since(t0))
 		in1, out1, b1, err := natsCounts(st.NATS)
 		if err != nil {
-			return r, err
+			return err
 		}
 		dIn, dOut, dBytes = dIn+in1-in0, dOut+out1-out0, dBytes+b1-b0
 
 		if err := idleGap(ctx); err != nil {
-			return r, err
+			return err
 		}
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		t0 = time.Now()
@@ -134,18 +146,23 @@ func benchRoutingAt(ctx context.Context, st *stack.Stack, bs *benchSession, v *v
 		bare = append(bare, time.Since(t0))
 		cancel()
 		if err != nil {
-			return r, fmt.Errorf("bare capture: %w", err)
+			return fmt.Errorf("bare capture: %w", err)
 		}
 	}
 	r.ViewLatency, r.BareLatency = summarize(lat), summarize(bare)
 	r.ViewRatio = ratio(r.ViewLatency.P50, r.BareLatency.P50)
 	views := float64(o.routingViews)
 	r.ViewPublished, r.ViewDeliveries, r.ViewOutBytes = float64(dIn)/views, float64(dOut)/views, float64(dBytes)/views
+	return nil
+}
 
-	// The NATS layer alone: the owner (replica 0) answers a request id with a reply the
-	// size of a real sealed frame. Routed: only the owner subscribes, to a subject of
-	// the session. Broadcast: every replica subscribes to one subject and drops what is
-	// not its own, as every replica would with a Redis pub/sub channel.
+// benchRoutingSims measures the NATS layer alone: the owner (replica 0) answers a
+// request id with reply, a reply the size of a real sealed frame, asked from the n
+// replicas round robin. Routed: only the owner subscribes, to a subject of the
+// session. Broadcast: every replica subscribes to one subject and drops what is not
+// its own, as every replica would with a Redis pub/sub channel. The two alternate in
+// blocks of 20.
+func benchRoutingSims(ctx context.Context, st *stack.Stack, bs *benchSession, reply []byte, n int, o benchOptions, r *routingResult) error {
 	prefix := st.NS.Prefix() + ".bench"
 	routedSubj, broadcastSubj := prefix+".routed."+bs.ss.ID, prefix+".broadcast"
 	var subs []*nats.Subscription
@@ -161,7 +178,7 @@ func benchRoutingAt(ctx context.Context, st *stack.Stack, bs *benchSession, v *v
 			held[bs.ss.ID] = true
 			s, err := bus.Subscribe(nc, routedSubj, func(m *nats.Msg) { _ = m.Respond(reply) })
 			if err != nil {
-				return r, err
+				return err
 			}
 			subs = append(subs, s)
 		}
@@ -172,11 +189,11 @@ func benchRoutingAt(ctx context.Context, st *stack.Stack, bs *benchSession, v *v
 			}
 		})
 		if err != nil {
-			return r, err
+			return err
 		}
 		subs = append(subs, s)
 		if err := nc.Flush(); err != nil {
-			return r, err
+			return err
 		}
 	}
 	const block = 20
@@ -191,7 +208,7 @@ func benchRoutingAt(ctx context.Context, st *stack.Stack, bs *benchSession, v *v
 		}{{routedSubj, &routedLat, &routedOut}, {broadcastSubj, &broadcastLat, &broadcastOut}} {
 			_, out0, _, err := natsCounts(st.NATS)
 			if err != nil {
-				return r, err
+				return err
 			}
 			for j := range min(block, o.routingSims-done) {
 				_, _ = rand.Read(id)
@@ -202,13 +219,13 @@ func benchRoutingAt(ctx context.Context, st *stack.Stack, bs *benchSession, v *v
 				d := time.Since(t0)
 				cancel()
 				if err != nil {
-					return r, fmt.Errorf("simulated request on %s: %w", mode.subject, err)
+					return fmt.Errorf("simulated request on %s: %w", mode.subject, err)
 				}
 				*mode.lat = append(*mode.lat, d)
 			}
 			_, out1, _, err := natsCounts(st.NATS)
 			if err != nil {
-				return r, err
+				return err
 			}
 			*mode.out += out1 - out0
 		}
@@ -216,5 +233,5 @@ func benchRoutingAt(ctx context.Context, st *stack.Stack, bs *benchSession, v *v
 	sims := float64(o.routingSims)
 	r.RoutedLatency, r.RoutedDeliveries = summarize(routedLat), float64(routedOut)/sims
 	r.BroadcastLatency, r.BroadcastDelivered = summarize(broadcastLat), float64(broadcastOut)/sims
-	return r, nil
+	return nil
 }
