@@ -225,15 +225,7 @@ func paintMasksDCT(jpg []byte, boxes []maskBox) ([]byte, error) {
 	if len(jpg) < 4 || jpg[0] != 0xFF || jpg[1] != 0xD8 {
 		return nil, errDCTUnsupported
 	}
-	var (
-		quant     [4][64]uint16
-		haveQuant [4]bool
-		dcTables  [4]*huffTable
-		acTables  [4]*huffTable
-		comps     []jpegComponent
-		width     int
-		height    int
-	)
+	var h jpegHeader
 	pos := 2
 	for {
 		if pos+4 > len(jpg) || jpg[pos] != 0xFF {
@@ -249,58 +241,14 @@ func paintMasksDCT(jpg []byte, boxes []maskBox) ([]byte, error) {
 			return nil, errDCTUnsupported
 		}
 		seg := jpg[pos+4 : pos+2+length]
+		var err error
 		switch {
 		case marker == 0xDB: // DQT
-			for len(seg) > 0 {
-				pq, tq := seg[0]>>4, seg[0]&15
-				if pq != 0 || tq > 3 || len(seg) < 65 {
-					return nil, errDCTUnsupported
-				}
-				for i := range 64 {
-					quant[tq][i] = uint16(seg[1+i])
-				}
-				haveQuant[tq] = true
-				seg = seg[65:]
-			}
+			err = h.readDQT(seg)
 		case marker == 0xC4: // DHT
-			for len(seg) > 0 {
-				if len(seg) < 17 {
-					return nil, errDCTUnsupported
-				}
-				tc, th := seg[0]>>4, seg[0]&15
-				var counts [16]byte
-				copy(counts[:], seg[1:17])
-				total := 0
-				for _, c := range counts {
-					total += int(c)
-				}
-				if tc > 1 || th > 3 || len(seg) < 17+total {
-					return nil, errDCTUnsupported
-				}
-				t, err := newHuffTable(counts, slices.Clone(seg[17:17+total]))
-				if err != nil {
-					return nil, errDCTUnsupported
-				}
-				if tc == 0 {
-					dcTables[th] = t
-				} else {
-					acTables[th] = t
-				}
-				seg = seg[17+total:]
-			}
+			err = h.readDHT(seg)
 		case marker == 0xC0: // SOF0, baseline
-			if len(seg) < 6 || seg[0] != 8 {
-				return nil, errDCTUnsupported
-			}
-			height, width = int(seg[1])<<8|int(seg[2]), int(seg[3])<<8|int(seg[4])
-			n := int(seg[5])
-			if n != 3 || len(seg) < 6+3*n || width == 0 || height == 0 {
-				return nil, errDCTUnsupported
-			}
-			for i := range n {
-				c := seg[6+3*i:]
-				comps = append(comps, jpegComponent{id: c[0], h: int(c[1] >> 4), v: int(c[1] & 15), tq: int(c[2])})
-			}
+			err = h.readSOF0(seg)
 		case marker >= 0xC1 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 && marker != 0xCC:
 			return nil, errDCTUnsupported // progressive, lossless, arithmetic
 		case marker == 0xDD: // DRI
@@ -308,35 +256,123 @@ func paintMasksDCT(jpg []byte, boxes []maskBox) ([]byte, error) {
 				return nil, errDCTUnsupported
 			}
 		case marker == 0xDA: // SOS
-			if len(comps) != 3 || len(seg) < 1 || int(seg[0]) != 3 || len(seg) < 1+2*3+3 {
-				return nil, errDCTUnsupported
-			}
-			for i := range 3 {
-				id, tables := seg[1+2*i], seg[2+2*i]
-				if comps[i].id != id {
-					return nil, errDCTUnsupported
-				}
-				comps[i].dc, comps[i].ac = dcTables[tables>>4&3], acTables[tables&3]
-				if comps[i].dc == nil || comps[i].ac == nil || comps[i].tq > 3 || !haveQuant[comps[i].tq] ||
-					comps[i].h < 1 || comps[i].h > 2 || comps[i].v < 1 || comps[i].v > 2 {
-					return nil, errDCTUnsupported
-				}
-			}
-			if ss, se, a := seg[7], seg[8], seg[9]; ss != 0 || se != 63 || a != 0 {
-				return nil, errDCTUnsupported
-			}
-			if comps[1].h != 1 || comps[1].v != 1 || comps[2].h != 1 || comps[2].v != 1 {
-				return nil, errDCTUnsupported
+			if err := h.readSOS(seg); err != nil {
+				return nil, err
 			}
 			start := pos + 2 + length
-			out, err := recodeScan(jpg[start:], comps, quant, width, height, boxes)
+			out, err := recodeScan(jpg[start:], h.comps, h.quant, h.width, h.height, boxes)
 			if err != nil {
 				return nil, err
 			}
 			return append(append(slices.Clip(jpg[:start:start]), out...), 0xFF, 0xD9), nil
 		}
+		if err != nil {
+			return nil, err
+		}
 		pos += 2 + length
 	}
+}
+
+// jpegHeader is what paintMasksDCT reads of a JPEG's header segments.
+type jpegHeader struct {
+	quant     [4][64]uint16
+	haveQuant [4]bool
+	dcTables  [4]*huffTable
+	acTables  [4]*huffTable
+	comps     []jpegComponent
+	width     int
+	height    int
+}
+
+// readDQT reads a DQT segment: 8-bit quantisation tables.
+func (h *jpegHeader) readDQT(seg []byte) error {
+	for len(seg) > 0 {
+		pq, tq := seg[0]>>4, seg[0]&15
+		if pq != 0 || tq > 3 || len(seg) < 65 {
+			return errDCTUnsupported
+		}
+		for i := range 64 {
+			h.quant[tq][i] = uint16(seg[1+i])
+		}
+		h.haveQuant[tq] = true
+		seg = seg[65:]
+	}
+	return nil
+}
+
+// readDHT reads a DHT segment: Huffman tables.
+func (h *jpegHeader) readDHT(seg []byte) error {
+	for len(seg) > 0 {
+		if len(seg) < 17 {
+			return errDCTUnsupported
+		}
+		tc, th := seg[0]>>4, seg[0]&15
+		var counts [16]byte
+		copy(counts[:], seg[1:17])
+		total := 0
+		for _, c := range counts {
+			total += int(c)
+		}
+		if tc > 1 || th > 3 || len(seg) < 17+total {
+			return errDCTUnsupported
+		}
+		t, err := newHuffTable(counts, slices.Clone(seg[17:17+total]))
+		if err != nil {
+			return errDCTUnsupported
+		}
+		if tc == 0 {
+			h.dcTables[th] = t
+		} else {
+			h.acTables[th] = t
+		}
+		seg = seg[17+total:]
+	}
+	return nil
+}
+
+// readSOF0 reads a baseline frame header: 8-bit samples, three components.
+func (h *jpegHeader) readSOF0(seg []byte) error {
+	if len(seg) < 6 || seg[0] != 8 {
+		return errDCTUnsupported
+	}
+	h.height, h.width = int(seg[1])<<8|int(seg[2]), int(seg[3])<<8|int(seg[4])
+	n := int(seg[5])
+	if n != 3 || len(seg) < 6+3*n || h.width == 0 || h.height == 0 {
+		return errDCTUnsupported
+	}
+	for i := range n {
+		c := seg[6+3*i:]
+		h.comps = append(h.comps, jpegComponent{id: c[0], h: int(c[1] >> 4), v: int(c[1] & 15), tq: int(c[2])})
+	}
+	return nil
+}
+
+// readSOS reads the header of the one scan: the three components in frame order, each
+// with its tables, sequential (the whole spectrum, no approximation), chroma not
+// subsampled beyond 2×2.
+func (h *jpegHeader) readSOS(seg []byte) error {
+	comps := h.comps
+	if len(comps) != 3 || len(seg) < 1 || int(seg[0]) != 3 || len(seg) < 1+2*3+3 {
+		return errDCTUnsupported
+	}
+	for i := range 3 {
+		id, tables := seg[1+2*i], seg[2+2*i]
+		if comps[i].id != id {
+			return errDCTUnsupported
+		}
+		comps[i].dc, comps[i].ac = h.dcTables[tables>>4&3], h.acTables[tables&3]
+		if comps[i].dc == nil || comps[i].ac == nil || comps[i].tq > 3 || !h.haveQuant[comps[i].tq] ||
+			comps[i].h < 1 || comps[i].h > 2 || comps[i].v < 1 || comps[i].v > 2 {
+			return errDCTUnsupported
+		}
+	}
+	if ss, se, a := seg[7], seg[8], seg[9]; ss != 0 || se != 63 || a != 0 {
+		return errDCTUnsupported
+	}
+	if comps[1].h != 1 || comps[1].v != 1 || comps[2].h != 1 || comps[2].v != 1 {
+		return errDCTUnsupported
+	}
+	return nil
 }
 
 // The mask's two greys as flat blocks: luma levels (maskDark, maskLight) and neutral
@@ -368,10 +404,11 @@ func recodeScan(data []byte, comps []jpegComponent, quant [4][64]uint16, width, 
 		}
 		return false
 	}
-	dark, light := flatDC(maskDark, quant[comps[0].tq][0]), flatDC(maskLight, quant[comps[0].tq][0])
-	r := &bitReader{data: data}
-	w := &bitWriter{out: make([]byte, 0, len(data)+len(data)/8)}
-	var prevIn, prevOut [3]int32
+	rc := scanRecoder{
+		r:    &bitReader{data: data},
+		w:    &bitWriter{out: make([]byte, 0, len(data)+len(data)/8)},
+		dark: flatDC(maskDark, quant[comps[0].tq][0]), light: flatDC(maskLight, quant[comps[0].tq][0]),
+	}
 	for my := range mcusY {
 		for mx := range mcusX {
 			for ci := range comps {
@@ -379,76 +416,15 @@ func recodeScan(data []byte, comps []jpegComponent, quant [4][64]uint16, width, 
 				for v := range c.v {
 					for h := range c.h {
 						bx, by := mx*c.h+h, my*c.v+v
-						mask := masked(c, bx, by)
-						// The DC: the difference from the component's previous one.
-						s, err := r.decode(c.dc)
-						if err != nil {
+						if err := rc.block(c, ci, masked(c, bx, by), (bx+by)/2%2 == 1); err != nil {
 							return nil, err
-						}
-						if s > 11 {
-							return nil, errDCTCorrupt
-						}
-						bits, err := r.bits(uint(s))
-						if err != nil {
-							return nil, err
-						}
-						dc := prevIn[ci] + extend(bits, uint(s))
-						out := dc
-						if mask {
-							out = 0 // neutral chroma
-							if ci == 0 {
-								out = dark
-								if (bx+by)/2%2 == 1 { // diagonal stripes two blocks wide
-									out = light
-								}
-							}
-						}
-						if out-prevOut[ci] == dc-prevIn[ci] {
-							// The same difference: the same symbol and bits.
-							if !w.symbol(c.dc, s) {
-								return nil, errDCTUnsupported
-							}
-							w.put(bits, uint(s))
-						} else if !writeDC(w, c.dc, out-prevOut[ci]) {
-							return nil, errDCTUnsupported // the tables cannot code it
-						}
-						prevIn[ci], prevOut[ci] = dc, out
-						// The AC: copied symbol for symbol, or dropped for a flat block.
-						for k := 1; k < 64; {
-							rs, err := r.decode(c.ac)
-							if err != nil {
-								return nil, err
-							}
-							run, size := int(rs>>4), uint(rs&15)
-							if size == 0 && run != 15 {
-								if !mask && !w.symbol(c.ac, rs) {
-									return nil, errDCTCorrupt
-								}
-								break // end of block
-							}
-							k += run + 1
-							if k > 64 {
-								return nil, errDCTCorrupt
-							}
-							bits, err := r.bits(size)
-							if err != nil {
-								return nil, err
-							}
-							if !mask {
-								if !w.symbol(c.ac, rs) {
-									return nil, errDCTCorrupt
-								}
-								w.put(bits, size)
-							}
-						}
-						if mask && !w.symbol(c.ac, 0x00) { // end of block: all AC zero
-							return nil, errDCTUnsupported
 						}
 					}
 				}
 			}
 		}
 	}
+	r, w := rc.r, rc.w
 	// The stream must end where the data does: at most the last byte's padding left,
 	// none of the padding read, and the end-of-image marker next.
 	if r.n < r.pad || r.n-r.pad >= 8 || r.pos+2 > len(data) || data[r.pos] != 0xFF || data[r.pos+1] != 0xD9 {
@@ -456,6 +432,87 @@ func recodeScan(data []byte, comps []jpegComponent, quant [4][64]uint16, width, 
 	}
 	w.flush()
 	return w.out, nil
+}
+
+// scanRecoder copies a scan block by block, re-coding the blocks under a mask flat.
+type scanRecoder struct {
+	r *bitReader
+	w *bitWriter
+	// prevIn and prevOut are each component's last DC as read and as written.
+	prevIn, prevOut [3]int32
+	// dark and light are the masks' two luma DCs.
+	dark, light int32
+}
+
+// block copies the next block, of component c (index ci): as it is, or, under a mask,
+// flat — the dark or (stripe) the light grey, neutral chroma, every AC zero.
+func (rc *scanRecoder) block(c *jpegComponent, ci int, mask, stripe bool) error {
+	r, w := rc.r, rc.w
+	// The DC: the difference from the component's previous one.
+	s, err := r.decode(c.dc)
+	if err != nil {
+		return err
+	}
+	if s > 11 {
+		return errDCTCorrupt
+	}
+	bits, err := r.bits(uint(s))
+	if err != nil {
+		return err
+	}
+	dc := rc.prevIn[ci] + extend(bits, uint(s))
+	out := dc
+	if mask {
+		out = 0 // neutral chroma
+		if ci == 0 {
+			out = rc.dark
+			if stripe { // diagonal stripes two blocks wide
+				out = rc.light
+			}
+		}
+	}
+	if out-rc.prevOut[ci] == dc-rc.prevIn[ci] {
+		// The same difference: the same symbol and bits.
+		if !w.symbol(c.dc, s) {
+			return errDCTUnsupported
+		}
+		w.put(bits, uint(s))
+	} else if !writeDC(w, c.dc, out-rc.prevOut[ci]) {
+		return errDCTUnsupported // the tables cannot code it
+	}
+	rc.prevIn[ci], rc.prevOut[ci] = dc, out
+	// The AC: copied symbol for symbol, or dropped for a flat block.
+	for k := 1; k < 64; {
+		rs, err := r.decode(c.ac)
+		if err != nil {
+			return err
+		}
+		run, size := int(rs>>4), uint(rs&15)
+		if size == 0 && run != 15 {
+			if !mask && !w.symbol(c.ac, rs) {
+				return errDCTCorrupt
+			}
+			break // end of block
+		}
+		k += run + 1
+		if k > 64 {
+			return errDCTCorrupt
+		}
+		bits, err := r.bits(size)
+		if err != nil {
+			return err
+		}
+		if !mask {
+			if !w.symbol(c.ac, rs) {
+				return errDCTCorrupt
+			}
+			w.put(bits, size)
+		}
+	}
+	if mask && !w.symbol(c.ac, 0x00) { // end of block: all AC zero
+		return errDCTUnsupported
+	}
+	return nil
 }
 
 // writeDC Huffman-codes a DC difference; false when its symbol has no code.

@@ -266,51 +266,109 @@ func parseSecrets(raw []byte, rules maskRules) (secrets, error) {
 	if err := json.Unmarshal(raw, &s); err != nil || len(s.Documents) == 0 {
 		return secrets{}, errSnapshot
 	}
-	str := func(i int) (string, bool) {
-		if i == -1 {
-			return "", true
-		}
-		if i < 0 || i >= len(s.Strings) {
-			return "", false
-		}
-		return s.Strings[i], true
+	owner, ok := s.owners()
+	if !ok {
+		return secrets{}, errSnapshot
 	}
+	region, top, opaque, ok := s.secretNodes(rules)
+	if !ok || !s.maskOwners(owner, region, &top) {
+		return secrets{}, errSnapshot
+	}
+	docFrames, ok := s.docFrames()
+	if !ok {
+		return secrets{}, errSnapshot
+	}
+	doc := s.Documents[0]
+	// An SVG <use> draws a copy of the element it names where the <use> is: when that
+	// element is secret, so is the <use>.
+	if err := secretUses(doc, s.str, region[0], &top); err != nil {
+		return secrets{}, err
+	}
+	inks, own, anyURLFilter, ok := inkOf(doc, s.str)
+	if !ok {
+		return secrets{}, errSnapshot
+	}
+	if len(doc.Nodes.BackendNodeID) != 0 && len(doc.Nodes.BackendNodeID) != len(doc.Nodes.ParentIndex) {
+		return secrets{}, errSnapshot
+	}
+	out := secrets{
+		whole:     anyURLFilter && len(top) > 0,
+		svgFilter: anyURLFilter,
+		scrollX:   doc.ScrollOffsetX, scrollY: doc.ScrollOffsetY,
+		width: doc.ContentWidth, height: doc.ContentHeight,
+		docFrames: docFrames,
+	}
+	if !out.place(doc, region[0], top, inks, own) {
+		return secrets{}, errSnapshot
+	}
+	if out.frames, ok = opaqueFrames(doc, opaque, inks, own); !ok {
+		return secrets{}, errSnapshot
+	}
+	return out, nil
+}
 
-	// owner[d] is the (document, node) of the iframe that holds document d.
-	type ref struct{ doc, node int }
-	owner := make([]ref, len(s.Documents))
+// str looks up a snapshot's string table: -1 is none (""); ok is false for an index
+// out of it.
+func (s *snapshot) str(i int) (string, bool) {
+	if i == -1 {
+		return "", true
+	}
+	if i < 0 || i >= len(s.Strings) {
+		return "", false
+	}
+	return s.Strings[i], true
+}
+
+// docRef is a node of one of a snapshot's documents.
+type docRef struct{ doc, node int }
+
+// owners returns, for each document but the top one, the frame element (document,
+// node) that holds it. ok is false for a document held twice, by itself, or by none.
+func (s *snapshot) owners() (owner []docRef, ok bool) {
+	owner = make([]docRef, len(s.Documents))
 	for i := range owner {
-		owner[i] = ref{-1, -1}
+		owner[i] = docRef{-1, -1}
 	}
 	for d, doc := range s.Documents {
 		cdi := doc.Nodes.ContentDocumentIndex
 		if len(cdi.Index) != len(cdi.Value) {
-			return secrets{}, errSnapshot
+			return nil, false
 		}
 		for k, child := range cdi.Value {
 			if child <= 0 || child >= len(s.Documents) || owner[child].doc >= 0 || child == d {
-				return secrets{}, errSnapshot
+				return nil, false
 			}
-			owner[child] = ref{d, cdi.Index[k]}
+			owner[child] = docRef{d, cdi.Index[k]}
 		}
 	}
+	for _, c := range owner[1:] {
+		if c.doc < 0 {
+			return nil, false // a document no frame element holds
+		}
+	}
+	return owner, true
+}
 
-	// region[d][n] is the secret region node n of document d belongs to, or -1.
-	region := make([][]int, len(s.Documents))
-	var top []int    // region of each secret root of the top document: its node
-	var opaque []int // the top document's frame elements it holds no document of
+// secretNodes finds the secret nodes of every document: region[d][n] is the secret
+// region node n of document d belongs to, or -1 (in a document but the top one, 0: its
+// frame element of the top document decides, maskOwners). top is the node of each
+// secret root of the top document, by region; opaque the top document's frame elements
+// whose document the snapshot does not hold (placeFrames decides). A frame element
+// without its document inside another document is secret when rules.opaqueFrames.
+func (s *snapshot) secretNodes(rules maskRules) (region [][]int, top, opaque []int, ok bool) {
+	region = make([][]int, len(s.Documents))
 	for d, doc := range s.Documents {
 		nodes := doc.Nodes
 		n := len(nodes.ParentIndex)
 		if len(nodes.NodeName) != n || len(nodes.Attributes) != n {
-			return secrets{}, errSnapshot
+			return nil, nil, nil, false
 		}
-		labelled, ok := labelledSecrets(doc, str)
+		labelled, ok := labelledSecrets(doc, s.str)
 		if !ok {
-			return secrets{}, errSnapshot
+			return nil, nil, nil, false
 		}
-		framed := make(map[int]bool, len(doc.Nodes.ContentDocumentIndex.Index)) // frame elements with a document here
-		for _, f := range doc.Nodes.ContentDocumentIndex.Index {
+		framed := make(map[int]bool, len(nodes.ContentDocumentIndex.Index)) // frame elements with a document here
+		for _, f := range nodes.ContentDocumentIndex.Index {
 			framed[f] = true
 		}
 		r := make([]int, n)
@@ -319,18 +377,18 @@ func parseSecrets(raw []byte, rules maskRules) (secrets, error) {
 			p := nodes.ParentIndex[i]
 			if p >= i || p < -1 || (p == -1 && i != 0) {
 				// Documents list their nodes parents first, from one root.
-				return secrets{}, errSnapshot
+				return nil, nil, nil, false
 			}
 			if p >= 0 && r[p] >= 0 {
 				r[i] = r[p]
 				continue
 			}
-			secret, ok := isSecret(nodes.NodeName[i], nodes.Attributes[i], str, rules, labelled[i])
+			secret, ok := isSecret(nodes.NodeName[i], nodes.Attributes[i], s.str, rules, labelled[i])
 			if !ok {
-				return secrets{}, errSnapshot
+				return nil, nil, nil, false
 			}
 			if !secret && !framed[i] {
-				name, _ := str(nodes.NodeName[i])
+				name, _ := s.str(nodes.NodeName[i])
 				if slices.ContainsFunc(frameElements, func(f string) bool { return strings.EqualFold(f, name) }) {
 					if d == 0 {
 						// Read into it, or masked whole, by placeFrames.
@@ -342,97 +400,81 @@ func parseSecrets(raw []byte, rules maskRules) (secrets, error) {
 					}
 				}
 			}
-			if secret {
-				if d == 0 {
-					r[i] = len(top)
-					top = append(top, i)
-				} else {
-					r[i] = 0 // the iframe of the top document decides below
-				}
+			switch {
+			case secret && d == 0:
+				r[i] = len(top)
+				top = append(top, i)
+			case secret:
+				r[i] = 0 // the iframe of the top document decides
 			}
 		}
 		region[d] = r
 	}
-	for _, c := range owner[1:] {
-		if c.doc < 0 {
-			return secrets{}, errSnapshot // a document no iframe holds
-		}
-	}
-	var docFrames []proto.PageFrameID
-	for _, d := range s.Documents[1:] {
-		id, ok := str(d.FrameID)
-		if !ok || id == "" {
-			return secrets{}, errSnapshot
-		}
-		docFrames = append(docFrames, proto.PageFrameID(id))
-	}
+	return region, top, opaque, true
+}
 
-	// A child document with a secret that has a layout masks its iframe in the top
-	// document: its coordinates are its own, the iframe's box holds all it draws.
+// maskOwners makes secret, for each document but the top one with a secret that has a
+// layout, the frame element of the top document that holds it (through frames in
+// frames): its coordinates are its own, the frame's box holds all it draws. ok is
+// false for a chain of owners that does not end in the top document.
+func (s *snapshot) maskOwners(owner []docRef, region [][]int, top *[]int) bool {
 	for d := len(s.Documents) - 1; d >= 1; d-- {
 		if !hasSecretLayout(s.Documents[d], region[d]) {
 			continue
 		}
-		at := ref{d, -1}
+		at := docRef{d, -1}
 		for steps := 0; at.doc != 0; steps++ {
 			if steps > len(s.Documents) {
-				return secrets{}, errSnapshot
+				return false
 			}
 			at = owner[at.doc]
 		}
 		if at.node < 0 || at.node >= len(region[0]) {
-			return secrets{}, errSnapshot
+			return false
 		}
 		if region[0][at.node] < 0 {
-			region[0][at.node] = len(top)
-			top = append(top, at.node)
+			region[0][at.node] = len(*top)
+			*top = append(*top, at.node)
 		}
 	}
+	return true
+}
 
-	doc := s.Documents[0]
-	// An SVG <use> draws a copy of the element it names where the <use> is: when that
-	// element is secret, so is the <use>.
-	if err := secretUses(doc, str, region[0], &top); err != nil {
-		return secrets{}, err
-	}
-	inks, own, anyURLFilter, ok := inkOf(doc, str)
-	if !ok {
-		return secrets{}, errSnapshot
-	}
-	if len(doc.Nodes.BackendNodeID) != 0 && len(doc.Nodes.BackendNodeID) != len(doc.Nodes.ParentIndex) {
-		return secrets{}, errSnapshot
-	}
-	out := secrets{
-		whole:     anyURLFilter && len(top) > 0,
-		svgFilter: anyURLFilter,
-		regions:   make([][]rect, len(top)),
-		scrollX:   doc.ScrollOffsetX, scrollY: doc.ScrollOffsetY,
-		width: doc.ContentWidth, height: doc.ContentHeight,
-		docFrames: docFrames,
-	}
-	if len(doc.Layout.NodeIndex) != len(doc.Layout.Bounds) {
-		return secrets{}, errSnapshot
-	}
-	for j, n := range doc.Layout.NodeIndex {
-		if n < 0 || n >= len(region[0]) {
-			return secrets{}, errSnapshot
+// docFrames returns the frame ids of the snapshot's documents but the top one.
+func (s *snapshot) docFrames() (ids []proto.PageFrameID, ok bool) {
+	for _, d := range s.Documents[1:] {
+		id, ok := s.str(d.FrameID)
+		if !ok || id == "" {
+			return nil, false
 		}
-		k := region[0][n]
+		ids = append(ids, proto.PageFrameID(id))
+	}
+	return ids, true
+}
+
+// place sets the regions of the top document doc's secrets (region, by node; top, the
+// node of each region's root) from its layout: each box that draws something, grown
+// by what its shadows and its ancestors' filters paint beyond it (inks, own), and each
+// reflection that copies it; and the roots' backend node ids. A region that draws
+// nothing is left out. ok is false for a layout it cannot read.
+func (out *secrets) place(doc snapshotDocument, region, top []int, inks []ink, own []outset) (ok bool) {
+	if len(doc.Layout.NodeIndex) != len(doc.Layout.Bounds) {
+		return false
+	}
+	out.regions = make([][]rect, len(top))
+	for j, n := range doc.Layout.NodeIndex {
+		if n < 0 || n >= len(region) {
+			return false
+		}
+		k := region[n]
 		if k < 0 {
 			continue
 		}
 		b := doc.Layout.Bounds[j]
-		if len(b) != 4 {
-			return secrets{}, errSnapshot
-		}
-		for _, v := range b {
-			if math.IsNaN(v) || math.IsInf(v, 0) {
-				return secrets{}, errSnapshot
-			}
+		if len(b) != 4 || slices.ContainsFunc(b, func(v float64) bool { return math.IsNaN(v) || math.IsInf(v, 0) }) {
+			return false
 		}
 		if b[2] > 0 && b[3] > 0 {
-			// The box, grown by what its shadows and its ancestors' filters paint
-			// beyond it, and each reflection that copies it.
 			in := inks[n]
 			r := rect{b[0], b[1], b[2], b[3]}.grow(in.reach.add(own[n]))
 			out.regions[k] = append(out.regions[k], r)
@@ -449,13 +491,8 @@ func parseSecrets(raw []byte, rules maskRules) (secrets, error) {
 			}
 		}
 	}
-	// A region that draws nothing shows nothing.
 	out.regions = slices.DeleteFunc(out.regions, func(r []rect) bool { return len(r) == 0 })
-	out.frames, ok = opaqueFrames(doc, opaque, inks, own)
-	if !ok {
-		return secrets{}, errSnapshot
-	}
-	return out, nil
+	return true
 }
 
 // secretUses makes secret every SVG <use> of doc (the top document) that draws a copy
