@@ -38,7 +38,7 @@ func (h *Hub) check(ctx context.Context) {
 	}
 	h.mu.Unlock()
 	for _, c := range conns {
-		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		cctx, cancel := context.WithTimeout(ctx, storeTimeout)
 		sess, err := h.cfg.Sessions.Get(cctx, c.session.ID)
 		cancel()
 		if err != nil {
@@ -56,7 +56,7 @@ func (h *Hub) check(ctx context.Context) {
 // stop records the stop (if not yet recorded), tells every replica and ends the socket.
 func (h *Hub) stop(ctx context.Context, c *Conn, sess session.Session, reason string) {
 	if !sess.Stopped {
-		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		sctx, cancel := context.WithTimeout(ctx, storeTimeout)
 		_, err := h.cfg.Sessions.Stop(sctx, sess.ID, reason)
 		cancel()
 		if err != nil {
@@ -79,7 +79,7 @@ func (h *Hub) StopSession(ctx context.Context, sessionID string) {
 	if c == nil {
 		return
 	}
-	sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	sctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	sess, err := h.cfg.Sessions.Get(sctx, sessionID)
 	cancel()
 	if err == nil {

@@ -111,3 +111,54 @@ func openToolRequest(key *ecdh.PrivateKey, data []byte) (req toolRequest, p json
 	}
 	return req, p, reply, nil
 }
+
+// onTool handles a sealed tool call routed over NATS: the one path that moves the
+// session clock and appends to the activity log.
+func (c *Conn) onTool(msg *nats.Msg) {
+	req, p, replyKey, err := openToolRequest(c.hub.key, msg.Data)
+	if err != nil {
+		_ = bus.RespondError(msg, "bad_request", err.Error())
+		return
+	}
+	if c.tooling.Add(1) > MaxToolWaiters {
+		c.tooling.Add(-1)
+		_ = bus.RespondError(msg, "busy", "too many tool calls on this connection")
+		return
+	}
+	go func() {
+		defer c.tooling.Add(-1)
+		ctx, cancel := context.WithTimeout(c.ctx, ToolTimeout)
+		defer cancel()
+		res, err := c.call(ctx, jsonrpc.MethodToolsCall, p)
+		now := c.hub.cfg.Now()
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+		if rerr := c.hub.cfg.Sessions.RecordTool(rctx, c.session.ID, session.Activity{At: now, Tool: p.Name, OK: err == nil}); rerr != nil {
+			c.log.Warn().Err(rerr).Msg("record tool activity")
+		}
+		rcancel()
+		c.publish(ctx, session.Running)
+		var rpcErr *jsonrpc.Error
+		switch {
+		case err == nil:
+			// Sealed from this replica's key, whose public half the requester read from
+			// the session store: a result from anyone else on the bus does not open.
+			env, serr := envelope.SealFrom(rand.Reader, c.hub.key, replyKey, req.RequestID, res)
+			if serr != nil {
+				_ = bus.RespondError(msg, "unavailable", "cannot seal the result")
+				return
+			}
+			b, _ := json.Marshal(envelope.Sealed{Envelope: env})
+			if err := bus.Respond(msg, b); err != nil {
+				c.log.Warn().Err(err).Int("bytes", len(b)).Msg("tool result not sent")
+				_ = bus.RespondError(msg, "unavailable", "result not sent")
+			}
+		case errors.As(err, &rpcErr):
+			// Broker error messages are plain and carry no URL or page text.
+			_ = bus.RespondError(msg, "tool_failed", rpcErr.Message)
+		case errors.Is(err, context.DeadlineExceeded):
+			_ = bus.RespondError(msg, "timeout", "tool call timed out")
+		default:
+			_ = bus.RespondError(msg, "unavailable", "worker unavailable")
+		}
+	}()
+}

@@ -1,0 +1,41 @@
+package channel
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/coder/websocket"
+
+	"github.com/agentfy/agentfy/jsonrpc"
+	"github.com/agentfy/agentfy/session"
+)
+
+// readHello waits for the worker's first message, which must be an agentfy/hello request
+// stating bootstrap revision 2.
+func (c *Conn) readHello(ctx context.Context) (session.Hello, uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, HelloTimeout)
+	defer cancel()
+	_, data, err := c.ws.Read(ctx)
+	if err != nil {
+		if websocket.CloseStatus(err) == websocket.StatusMessageTooBig {
+			return session.Hello{}, 0, fmt.Errorf("hello larger than %d bytes", jsonrpc.MaxHelloBytes)
+		}
+		return session.Hello{}, 0, errors.New("no hello")
+	}
+	m, err := jsonrpc.Parse(data)
+	if err != nil || !m.IsRequest() || m.Method != jsonrpc.MethodHello {
+		return session.Hello{}, 0, errors.New("first message is not a hello")
+	}
+	var p jsonrpc.HelloParams
+	why := "hello params are not an object"
+	if err := json.Unmarshal(m.Params, &p); err == nil {
+		why = jsonrpc.ValidHello(p)
+	}
+	if why != "" {
+		_ = c.write(ctx, encoded(jsonrpc.NewError(*m.ID, jsonrpc.CodeInvalidParams, "hello: "+why)))
+		return session.Hello{}, 0, errors.New(why)
+	}
+	return session.Hello{ImageTag: p.ImageTag, BootstrapRevision: p.BootstrapRevision, Capabilities: p.Capabilities}, *m.ID, nil
+}
