@@ -233,95 +233,18 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if s.NS, err = bus.NewNamespace(o.Deployment, o.RedisDB); err != nil {
 		return nil, err
 	}
-	secret := make([]byte, 32)
-	if _, err := rand.Read(secret); err != nil {
+	if err := s.makeSecrets(); err != nil {
 		return nil, err
 	}
-	s.Secret = []byte(base64.RawURLEncoding.EncodeToString(secret))
-	capKey := make([]byte, view.CapabilityKeyBytes)
-	if _, err := rand.Read(capKey); err != nil {
+	if err := s.startServers(ctx); err != nil {
 		return nil, err
 	}
-	s.CapabilityKeys = view.CapabilityKeys{capKey}
-
-	if o.Secrets != nil {
-		s.Secrets = *o.Secrets
-	} else if s.Secrets, err = deploy.GenerateSecrets(); err != nil {
+	if err := s.connect(); err != nil {
 		return nil, err
 	}
-	acl, err := deploy.RedisACL(s.NS, s.Secrets)
-	if err != nil {
+	if err := s.seed(ctx); err != nil {
 		return nil, err
 	}
-	if o.Redis == nil {
-		// The harness's own administrator, beside the deployment's users: OpenGate.
-		pw := make([]byte, 32)
-		if _, err := rand.Read(pw); err != nil {
-			return nil, err
-		}
-		s.admin = &redisserver.Admin{User: "agentfy-harness", Password: base64.RawURLEncoding.EncodeToString(pw)}
-		acl += s.admin.ACLLine() + "\n"
-	} else {
-		s.admin = o.Redis.Admin
-	}
-	if o.Redis == nil {
-		if s.Redis, err = redisserver.Start(ctx, redisserver.Options{Persist: o.PersistRedis, ACL: acl}); err != nil {
-			return nil, err
-		}
-		s.closers = append(s.closers, func() { s.Redis.Stop() })
-	} else if o.Redis.Cluster && o.RedisDB != 0 {
-		return nil, errors.New("stack: Redis Cluster has only database 0")
-	}
-	s.natsURLs = o.NATSServers
-	if len(s.natsURLs) == 0 {
-		cfg, err := deploy.NATSConfig(s.NS, s.Secrets)
-		if err != nil {
-			return nil, err
-		}
-		if s.NATS, err = natsserver.Run(natsserver.Options{Name: "agentfy-dev", Port: -1, MonitorPort: -1, Config: cfg}); err != nil {
-			return nil, err
-		}
-		s.closers = append(s.closers, func() { s.NATS.Shutdown(); s.NATS.WaitForShutdown() })
-		s.natsPort = s.NATS.Addr().(*net.TCPAddr).Port
-		s.natsURLs = []string{s.NATS.ClientURL()}
-	}
-	s.Client = redisclient.New(s.RedisOptions(deploy.RedisOperator))
-	s.closers = append(s.closers, func() { _ = s.Client.Close() })
-	if s.admin != nil {
-		ao := s.RedisOptions(deploy.RedisOperator)
-		ao.Username, ao.Password = s.admin.User, s.admin.Password
-		ao.SentinelUsername, ao.SentinelPassword = s.admin.User, s.admin.Password
-		s.adminClient = redisclient.New(ao)
-		s.closers = append(s.closers, func() { _ = s.adminClient.Close() })
-	}
-	if s.Bus, err = s.ConnectNATS(bus.RoleReplica, "agentfy-harness"); err != nil {
-		return nil, err
-	}
-	s.closers = append(s.closers, s.Bus.Close)
-	if s.Operator, err = s.ConnectNATS(bus.RoleOperator, "agentfy-operator"); err != nil {
-		return nil, err
-	}
-	s.closers = append(s.closers, s.Operator.Close)
-
-	s.Creds = auth.NewStore(s.Client, o.Deployment, nil)
-	s.Dir = directory.NewStore(s.Client, o.Deployment)
-	s.Sess = session.NewStore(s.Client, s.Creds, o.Deployment, o.Policy, nil)
-	f, err := os.Open(filepath.Join(s.Root, "testdata", "directory.json"))
-	if err != nil {
-		return nil, err
-	}
-	s.Seed, err = directory.ParseSeed(f)
-	_ = f.Close()
-	if err != nil {
-		return nil, err
-	}
-	if err := s.Dir.Load(ctx, s.Seed); err != nil {
-		return nil, err
-	}
-	if s.AdminKey, _, err = s.Creds.CreateAdminKey(ctx, "the stack"); err != nil {
-		return nil, err
-	}
-
 	if err := s.startSite(ctx); err != nil {
 		return nil, err
 	}
@@ -334,6 +257,117 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		}
 	}
 	return s, nil
+}
+
+// makeSecrets makes the stack's development JWT secret, its replicas' capability key
+// and, unless the options bring them, the role credentials of its servers.
+func (s *Stack) makeSecrets() (err error) {
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		return err
+	}
+	s.Secret = []byte(base64.RawURLEncoding.EncodeToString(secret))
+	capKey := make([]byte, view.CapabilityKeyBytes)
+	if _, err := rand.Read(capKey); err != nil {
+		return err
+	}
+	s.CapabilityKeys = view.CapabilityKeys{capKey}
+	if s.opts.Secrets != nil {
+		s.Secrets = *s.opts.Secrets
+	} else if s.Secrets, err = deploy.GenerateSecrets(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// startServers starts the stack's own redis-server, with the deployment's users and the
+// harness's administrator, and its embedded NATS server, unless the options name
+// servers of their own.
+func (s *Stack) startServers(ctx context.Context) (err error) {
+	o := s.opts
+	acl, err := deploy.RedisACL(s.NS, s.Secrets)
+	if err != nil {
+		return err
+	}
+	if o.Redis == nil {
+		// The harness's own administrator, beside the deployment's users: OpenGate.
+		pw := make([]byte, 32)
+		if _, err := rand.Read(pw); err != nil {
+			return err
+		}
+		s.admin = &redisserver.Admin{User: "agentfy-harness", Password: base64.RawURLEncoding.EncodeToString(pw)}
+		acl += s.admin.ACLLine() + "\n"
+	} else {
+		s.admin = o.Redis.Admin
+	}
+	if o.Redis == nil {
+		if s.Redis, err = redisserver.Start(ctx, redisserver.Options{Persist: o.PersistRedis, ACL: acl}); err != nil {
+			return err
+		}
+		s.closers = append(s.closers, func() { s.Redis.Stop() })
+	} else if o.Redis.Cluster && o.RedisDB != 0 {
+		return errors.New("stack: Redis Cluster has only database 0")
+	}
+	s.natsURLs = o.NATSServers
+	if len(s.natsURLs) == 0 {
+		cfg, err := deploy.NATSConfig(s.NS, s.Secrets)
+		if err != nil {
+			return err
+		}
+		if s.NATS, err = natsserver.Run(natsserver.Options{Name: "agentfy-dev", Port: -1, MonitorPort: -1, Config: cfg}); err != nil {
+			return err
+		}
+		s.closers = append(s.closers, func() { s.NATS.Shutdown(); s.NATS.WaitForShutdown() })
+		s.natsPort = s.NATS.Addr().(*net.TCPAddr).Port
+		s.natsURLs = []string{s.NATS.ClientURL()}
+	}
+	return nil
+}
+
+// connect opens the harness's clients: Redis as the operator (and as its
+// administrator, when it has one), NATS as a replica and as the operator.
+func (s *Stack) connect() (err error) {
+	s.Client = redisclient.New(s.RedisOptions(deploy.RedisOperator))
+	s.closers = append(s.closers, func() { _ = s.Client.Close() })
+	if s.admin != nil {
+		ao := s.RedisOptions(deploy.RedisOperator)
+		ao.Username, ao.Password = s.admin.User, s.admin.Password
+		ao.SentinelUsername, ao.SentinelPassword = s.admin.User, s.admin.Password
+		s.adminClient = redisclient.New(ao)
+		s.closers = append(s.closers, func() { _ = s.adminClient.Close() })
+	}
+	if s.Bus, err = s.ConnectNATS(bus.RoleReplica, "agentfy-harness"); err != nil {
+		return err
+	}
+	s.closers = append(s.closers, s.Bus.Close)
+	if s.Operator, err = s.ConnectNATS(bus.RoleOperator, "agentfy-operator"); err != nil {
+		return err
+	}
+	s.closers = append(s.closers, s.Operator.Close)
+	return nil
+}
+
+// seed opens the stores, loads testdata/directory.json into the directory and creates
+// the stack's admin key.
+func (s *Stack) seed(ctx context.Context) (err error) {
+	o := s.opts
+	s.Creds = auth.NewStore(s.Client, o.Deployment, nil)
+	s.Dir = directory.NewStore(s.Client, o.Deployment)
+	s.Sess = session.NewStore(s.Client, s.Creds, o.Deployment, o.Policy, nil)
+	f, err := os.Open(filepath.Join(s.Root, "testdata", "directory.json"))
+	if err != nil {
+		return err
+	}
+	s.Seed, err = directory.ParseSeed(f)
+	_ = f.Close()
+	if err != nil {
+		return err
+	}
+	if err := s.Dir.Load(ctx, s.Seed); err != nil {
+		return err
+	}
+	s.AdminKey, _, err = s.Creds.CreateAdminKey(ctx, "the stack")
+	return err
 }
 
 // RedisOptions are client options for the stack's Redis, logged in as user
