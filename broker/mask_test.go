@@ -512,7 +512,7 @@ func TestPaintMasksDCT(t *testing.T) {
 	}
 }
 
-// TestParseMaskSwitch: on and off only, as AGENTFY_MASK and agentfy dev -mask take it.
+// TestParseMaskSwitch: on and off only, as AGENTFY_MASK and agentfy-dev dev -mask take it.
 func TestParseMaskSwitch(t *testing.T) {
 	for _, tt := range []struct {
 		v       string

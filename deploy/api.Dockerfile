@@ -1,5 +1,5 @@
-# The API replica and the operator CLI (also the compose stack's jobs, demo agent and
-# demo site).
+# The API replica and the operator CLI (also the compose stack's jobs). Nothing of
+# development: the demo agent and site are deploy/dev.Dockerfile's.
 FROM golang:1.26-bookworm AS build
 LABEL agentfy.stage=build
 WORKDIR /src
@@ -7,8 +7,8 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 # The same stage, word for word, in every image of the stack: the layer cache then builds
-# the binaries once for all three images.
-RUN CGO_ENABLED=0 go build -trimpath -o /out/ ./cmd/agentfy-api ./cmd/agentfy ./cmd/agentfy-worker ./cmd/agentfy-broker \
+# the binaries once for all four images.
+RUN CGO_ENABLED=0 go build -trimpath -o /out/ ./cmd/agentfy-api ./cmd/agentfy ./cmd/agentfy-worker ./cmd/agentfy-broker ./cmd/agentfy-dev \
  && mkdir -p /out/run/agentfy/worker-pass /out/run/agentfy/broker-pass /out/run/agentfy/ipc /out/run/agentfy/secrets \
       /out/run/agentfy/jwt /out/run/agentfy/out/nats /out/run/agentfy/out/redis /out/run/agentfy/out/replica \
       /out/run/agentfy/out/operator /out/run/agentfy/out/debug /out/run/agentfy/out/system /out/run/agentfy/out/jwt
@@ -16,7 +16,6 @@ RUN CGO_ENABLED=0 go build -trimpath -o /out/ ./cmd/agentfy-api ./cmd/agentfy ./
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/agentfy-api /out/agentfy /usr/local/bin/
 COPY testdata/directory.json /testdata/directory.json
-COPY testdata/site /testdata/site
 # Mount points owned by the runtime user: new volumes take their ownership, so the jobs
 # can write the secrets and the passes as nonroot.
 COPY --from=build --chown=65532:65532 /out/run /run

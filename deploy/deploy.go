@@ -179,3 +179,13 @@ func quoteAll(subjects []string) string {
 	}
 	return strings.Join(q, ", ")
 }
+
+// The files of the role passwords below a secrets directory: what `agentfy secrets`
+// writes and `agentfy-dev dev -secrets` reads.
+var (
+	NATSSecretFiles = map[bus.Role]string{
+		bus.RoleReplica: "replica/nats", bus.RoleOperator: "operator/nats",
+		bus.RoleDebug: "debug/nats", bus.RoleSystem: "system/nats",
+	}
+	RedisSecretFiles = map[string]string{RedisReplica: "replica/redis", RedisOperator: "operator/redis"}
+)

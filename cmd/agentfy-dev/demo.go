@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentfy/agentfy/channel"
 	"github.com/agentfy/agentfy/cmd/internal/conf"
+	"github.com/agentfy/agentfy/cmd/internal/operator"
 	"github.com/agentfy/agentfy/session"
 	"github.com/agentfy/agentfy/wire"
 )
@@ -29,7 +30,7 @@ const demoStep = 3 * time.Second
 
 // browseDemo plays the demo agent's script on site — three tabs (one of them a checkout page of secrets), typing, scrolling,
 // navigating, so that frames change — one tool call every demoStep, until ctx ends or
-// alive says the session is over. The development stack and `agentfy demo` (the
+// alive says the session is over. The development stack and `agentfy-dev demo` (the
 // compose stack) run the same script.
 func browseDemo(ctx context.Context, call toolCaller, site string, alive func(context.Context) bool, log zerolog.Logger) {
 	tabs := map[string]string{}
@@ -110,7 +111,7 @@ func browseDemo(ctx context.Context, call toolCaller, site string, alive func(co
 
 // cmdDemo is the demo agent of the compose stack: it waits for the agent's session and
 // browses the demo site in it through tool calls over NATS, with the operator's
-// credentials, as `agentfy dev`'s demo agent does; when the session ends it waits for
+// credentials, as `agentfy-dev dev`'s demo agent does; when the session ends it waits for
 // the next one.
 func cmdDemo(ctx context.Context, args []string, _ io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
@@ -120,12 +121,12 @@ func cmdDemo(ctx context.Context, args []string, _ io.Writer) error {
 		return err
 	}
 	log := conf.Logger("demo")
-	st, err := openStores(ctx)
+	st, err := operator.OpenStores(ctx)
 	if err != nil {
 		return err
 	}
-	defer closeRedis(st.rdb)
-	nc, ns, err := operatorBus("agentfy-demo", log)
+	defer operator.CloseRedis(st.RDB)
+	nc, ns, err := operator.Bus("agentfy-demo", log)
 	if err != nil {
 		return err
 	}
@@ -133,13 +134,13 @@ func cmdDemo(ctx context.Context, args []string, _ io.Writer) error {
 	wait := time.NewTicker(2 * time.Second) // how often to look for a session
 	defer wait.Stop()
 	for {
-		sess, err := st.sessions.Current(ctx, *agent)
+		sess, err := st.Sessions.Current(ctx, *agent)
 		switch {
 		case err == nil && sess.Owner != "":
 			log.Info().Str("session", sess.ID).Msg("demo: browsing")
 			call := func(ctx context.Context, name string, args any) (json.RawMessage, error) {
 				// The owner may change (the worker moves to another replica): ask anew.
-				cur, err := st.sessions.Get(ctx, sess.ID)
+				cur, err := st.Sessions.Get(ctx, sess.ID)
 				if err != nil {
 					return nil, err
 				}
@@ -148,8 +149,8 @@ func cmdDemo(ctx context.Context, args []string, _ io.Writer) error {
 				return channel.CallTool(cctx, nc, ns, cur, name, args)
 			}
 			alive := func(ctx context.Context) bool {
-				cur, err := st.sessions.Get(ctx, sess.ID)
-				return err != nil || st.sessions.Status(cur) != session.Stopped
+				cur, err := st.Sessions.Get(ctx, sess.ID)
+				return err != nil || st.Sessions.Status(cur) != session.Stopped
 			}
 			browseDemo(ctx, call, *site, alive, log)
 		case err != nil && !errors.Is(err, session.ErrNoSession):
@@ -188,30 +189,6 @@ func cmdSite(ctx context.Context, args []string, _ io.Writer) error {
 	}()
 	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 		return err
-	}
-	return nil
-}
-
-// cmdHealth is a container health check for images without a shell: it succeeds when
-// GET url answers 200 within 5 s.
-func cmdHealth(ctx context.Context, args []string, _ io.Writer) error {
-	if len(args) != 1 {
-		return errors.New("health: one URL")
-	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	// The URL is the operator's own argument (a container's health check).
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, args[0], nil) //nolint:gosec // see above
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req) //nolint:gosec // see above
-	if err != nil {
-		return err
-	}
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("health: %s answered %d", args[0], resp.StatusCode)
 	}
 	return nil
 }

@@ -122,31 +122,9 @@ func cmdDev(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	log := zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: "15:04:05"}).Level(level).With().Timestamp().Logger()
 
-	ext, err := externalServers(*secretsDir)
+	opts, uses, err := devStackOptions(*secretsDir, *chromium, log, progress)
 	if err != nil {
 		return err
-	}
-	opts := stack.Options{Chromium: *chromium, WebApp: web.Files(), Log: log}
-	// A company's identity provider (AGENTFY_JWT_JWKS_URL or AGENTFY_JWT_DISCOVERY=1, with
-	// its issuer and audience) is accepted besides the stack's own development tokens.
-	provider, err := apiconf.ExternalJWT(func(msg string) { log.Warn().Msg(msg) })
-	if err != nil {
-		return err
-	}
-	if provider != nil {
-		opts.ExtraJWT = []auth.JWTConfig{*provider}
-		progress("accepting tokens of %s besides the development ones", provider.Issuer)
-	}
-	uses := readyUses{Redis: "its own redis-server", NATS: "embedded"}
-	if ext != nil {
-		opts.Secrets, opts.NATSServers = ext.secrets, ext.nats
-		if ext.redis != nil {
-			opts.Redis, opts.RedisDB = ext.redis, ext.redisDB
-			uses.Redis = "external " + ext.redis.Kind + " " + strings.Join(ext.redis.Addrs, ",")
-		}
-		if ext.nats != nil {
-			uses.NATS = "external " + strings.Join(ext.nats, ",")
-		}
 	}
 	progress("starting two API replicas (Redis: %s; NATS: %s)", uses.Redis, uses.NATS)
 	st, err := stack.Start(ctx, opts)
@@ -159,24 +137,9 @@ func cmdDev(ctx context.Context, args []string, stdout io.Writer) error {
 	}()
 	progress("replicas %s and %s", st.Replicas[0].URL, st.Replicas[1].URL)
 
-	tokens := map[string]string{}
-	for name, user := range map[string]string{"member": memberUser, "outsider": outsiderUser} {
-		if tokens[name], err = st.Token(user, 12*time.Hour); err != nil {
-			return err
-		}
-	}
-	keys := map[string]string{}
-	for name, k := range map[string]struct {
-		org    string
-		scopes []string
-	}{
-		"reader":   {demoOrg, []string{auth.ScopeWorkerLogsRead}},
-		"noScope":  {demoOrg, []string{"agents:read"}},
-		"otherOrg": {otherOrg, []string{auth.ScopeWorkerLogsRead}},
-	} {
-		if keys[name], _, err = st.Creds.CreateOrgKey(ctx, k.org, "production", k.scopes); err != nil {
-			return err
-		}
+	tokens, keys, err := devCredentials(ctx, st)
+	if err != nil {
+		return err
 	}
 
 	progress("starting a browser broker with Chromium and a worker for %s (attached to replica-b)", demoAgent)
@@ -191,22 +154,7 @@ func cmdDev(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 
-	rf := readyFile{
-		Replicas: []string{st.Replicas[0].URL, st.Replicas[1].URL}, App: st.Replicas[0].URL + "/",
-		NATS: strings.Join(st.NATSURLs(), ","), Redis: st.RedisURL(deploy.RedisOperator), Deployment: "dev",
-		RedisEnv: st.RedisEnv(deploy.RedisOperator), Uses: uses,
-		NATSDebug:    natsCred(st, bus.RoleDebug),
-		NATSSystem:   natsCred(st, bus.RoleSystem),
-		NATSOperator: natsCred(st, bus.RoleOperator),
-		Agent:        demoAgent, IdleAgent: idleAgent, EmptyAgent: emptyAgent, ForeignAgent: foreignAgent, Tokens: tokens,
-		OrgID: demoOrg, OrgKeys: keys, Site: st.Site, SessionID: demo.sessionID(),
-		Metrics:   []string{st.Replicas[0].URL + "/metrics", st.Replicas[1].URL + "/metrics"},
-		JWTSecret: string(st.Secret),
-		Admin:     readyAdmin{URL: st.Replicas[0].AdminURL, Key: st.AdminKey},
-	}
-	if st.NATS != nil {
-		rf.NATSMonitor = "http://" + st.NATS.MonitorAddr().String()
-	}
+	rf := newReadyFile(st, uses, tokens, keys, demo.sessionID())
 	// Ready means a frame can be had: wait for the first tab before saying so.
 	if err := demo.waitFirstTab(ctx); err != nil {
 		return err
@@ -223,25 +171,107 @@ func cmdDev(ctx context.Context, args []string, stdout io.Writer) error {
 
 	var wg sync.WaitGroup
 	wg.Go(func() { demo.run(ctx, *restartAfter) })
-	// The tab-less agent lists its tabs now and then, as a working agent would, so its
-	// session does not reach the idle timeout.
-	wg.Go(func() {
-		t := time.NewTicker(time.Minute)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				if _, err := empty.Tool(ctx, wire.ToolTabs, struct{}{}); err != nil {
-					log.Warn().Err(err).Msg("demo: empty agent")
-				}
-			}
-		}
-	})
+	wg.Go(func() { keepBusy(ctx, empty, log) })
 	<-ctx.Done()
 	wg.Wait()
 	return nil
+}
+
+// devStackOptions are the local stack's options: its own servers, or those of the
+// environment with the secrets in secretsDir (externalServers), and a company's identity
+// provider (AGENTFY_JWT_JWKS_URL or AGENTFY_JWT_DISCOVERY=1, with its issuer and
+// audience), accepted besides the stack's own development tokens. uses says which
+// servers, for the ready file.
+func devStackOptions(secretsDir, chromium string, log zerolog.Logger, progress func(string, ...any)) (stack.Options, readyUses, error) {
+	uses := readyUses{Redis: "its own redis-server", NATS: "embedded"}
+	ext, err := externalServers(secretsDir)
+	if err != nil {
+		return stack.Options{}, uses, err
+	}
+	opts := stack.Options{Chromium: chromium, WebApp: web.Files(), Log: log}
+	provider, err := apiconf.ExternalJWT(func(msg string) { log.Warn().Msg(msg) })
+	if err != nil {
+		return stack.Options{}, uses, err
+	}
+	if provider != nil {
+		opts.ExtraJWT = []auth.JWTConfig{*provider}
+		progress("accepting tokens of %s besides the development ones", provider.Issuer)
+	}
+	if ext != nil {
+		opts.Secrets, opts.NATSServers = ext.secrets, ext.nats
+		if ext.redis != nil {
+			opts.Redis, opts.RedisDB = ext.redis, ext.redisDB
+			uses.Redis = "external " + ext.redis.Kind + " " + strings.Join(ext.redis.Addrs, ",")
+		}
+		if ext.nats != nil {
+			uses.NATS = "external " + strings.Join(ext.nats, ",")
+		}
+	}
+	return opts, uses, nil
+}
+
+// devCredentials mints the ready file's development tokens (a member of the demo
+// agent's team, an outsider) and organisation keys (one that may read, one without the
+// scope, one of another organisation).
+func devCredentials(ctx context.Context, st *stack.Stack) (tokens, keys map[string]string, err error) {
+	tokens = map[string]string{}
+	for name, user := range map[string]string{"member": memberUser, "outsider": outsiderUser} {
+		if tokens[name], err = st.Token(user, 12*time.Hour); err != nil {
+			return nil, nil, err
+		}
+	}
+	keys = map[string]string{}
+	for name, k := range map[string]struct {
+		org    string
+		scopes []string
+	}{
+		"reader":   {demoOrg, []string{auth.ScopeWorkerLogsRead}},
+		"noScope":  {demoOrg, []string{"agents:read"}},
+		"otherOrg": {otherOrg, []string{auth.ScopeWorkerLogsRead}},
+	} {
+		if keys[name], _, err = st.Creds.CreateOrgKey(ctx, k.org, "production", k.scopes); err != nil {
+			return nil, nil, err
+		}
+	}
+	return tokens, keys, nil
+}
+
+// newReadyFile is what the ready file says of the running stack.
+func newReadyFile(st *stack.Stack, uses readyUses, tokens, keys map[string]string, sessionID string) readyFile {
+	rf := readyFile{
+		Replicas: []string{st.Replicas[0].URL, st.Replicas[1].URL}, App: st.Replicas[0].URL + "/",
+		NATS: strings.Join(st.NATSURLs(), ","), Redis: st.RedisURL(deploy.RedisOperator), Deployment: "dev",
+		RedisEnv: st.RedisEnv(deploy.RedisOperator), Uses: uses,
+		NATSDebug:    natsCred(st, bus.RoleDebug),
+		NATSSystem:   natsCred(st, bus.RoleSystem),
+		NATSOperator: natsCred(st, bus.RoleOperator),
+		Agent:        demoAgent, IdleAgent: idleAgent, EmptyAgent: emptyAgent, ForeignAgent: foreignAgent, Tokens: tokens,
+		OrgID: demoOrg, OrgKeys: keys, Site: st.Site, SessionID: sessionID,
+		Metrics:   []string{st.Replicas[0].URL + "/metrics", st.Replicas[1].URL + "/metrics"},
+		JWTSecret: string(st.Secret),
+		Admin:     readyAdmin{URL: st.Replicas[0].AdminURL, Key: st.AdminKey},
+	}
+	if st.NATS != nil {
+		rf.NATSMonitor = "http://" + st.NATS.MonitorAddr().String()
+	}
+	return rf
+}
+
+// keepBusy has the tab-less agent list its tabs now and then, as a working agent would,
+// so its session does not reach the idle timeout.
+func keepBusy(ctx context.Context, empty *stack.Session, log zerolog.Logger) {
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, err := empty.Tool(ctx, wire.ToolTabs, struct{}{}); err != nil {
+				log.Warn().Err(err).Msg("demo: empty agent")
+			}
+		}
+	}
 }
 
 // ensureInstalled runs the idempotent setup when redis-server or Chromium is missing.
@@ -289,9 +319,11 @@ func natsCred(st *stack.Stack, r bus.Role) natsCredential {
 	return natsCredential{User: r.User(), Password: st.Secrets.NATS[r]}
 }
 
+// writeFileAtomic writes b to path (mode 0600) through a temporary file beside it, so
+// a reader never sees half of it. The path is the developer's own flag.
 func writeFileAtomic(path string, b []byte) error {
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+	if err := os.WriteFile(tmp, b, 0o600); err != nil { //nolint:gosec // see above
 		return err
 	}
 	return os.Rename(tmp, path)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -25,15 +24,15 @@ import (
 	"github.com/agentfy/agentfy/internal/testenv"
 )
 
-// TestDevStackStartsAndStopsCleanly runs `agentfy dev` as a user would: it becomes ready
+// TestDevStackStartsAndStopsCleanly runs `agentfy-dev dev` as a user would: it becomes ready
 // well within a minute, the first replica serves a live JPEG of the demo agent, and
 // Ctrl-C (SIGINT) ends it with no process left behind.
 func TestDevStackStartsAndStopsCleanly(t *testing.T) {
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "agentfy")
+	bin, operator := filepath.Join(dir, "agentfy-dev"), filepath.Join(dir, "agentfy")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
+	build := exec.CommandContext(ctx, "go", "build", "-o", dir+"/", ".", "../agentfy")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
@@ -173,12 +172,12 @@ func TestDevStackStartsAndStopsCleanly(t *testing.T) {
 		t.Fatalf("the banner's admin call: %d", aresp.StatusCode)
 	}
 
-	// The banner's stop line, with the ready file's Redis URL (the operator's user).
-	t.Setenv("AGENTFY_REDIS_URL", rf.Redis)
-	t.Setenv("AGENTFY_DEPLOYMENT", "dev")
-	var stopped bytes.Buffer
-	if err := run(ctx, []string{"session", "stop", "-agent", rf.Agent}, &stopped); err != nil || !strings.Contains(stopped.String(), `"stopped"`) {
-		t.Fatalf("agentfy session stop as printed: %v %s", err, stopped.String())
+	// The banner's stop line, by the operator CLI, with the ready file's Redis URL (the
+	// operator's user).
+	stop := exec.CommandContext(ctx, operator, "session", "stop", "-agent", rf.Agent)
+	stop.Env = append(os.Environ(), "AGENTFY_REDIS_URL="+rf.Redis, "AGENTFY_DEPLOYMENT=dev")
+	if stopped, err := stop.Output(); err != nil || !strings.Contains(string(stopped), `"stopped"`) {
+		t.Fatalf("agentfy session stop as printed: %v %s", err, stopped)
 	}
 
 	children := testenv.Descendants(cmd.Process.Pid)

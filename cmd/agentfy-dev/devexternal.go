@@ -13,7 +13,7 @@ import (
 	"github.com/agentfy/agentfy/internal/stack"
 )
 
-// external is what `agentfy dev` uses instead of its own servers: a Redis (server,
+// external is what `agentfy-dev dev` uses instead of its own servers: a Redis (server,
 // Cluster or Sentinel set) named by AGENTFY_REDIS_URL or AGENTFY_REDIS_ADDRS (and
 // AGENTFY_REDIS_MASTER, AGENTFY_REDIS_CLUSTER, AGENTFY_REDIS_DB), and NATS servers named
 // by AGENTFY_NATS_URL. Both must run the configurations `agentfy secrets -out DIR`
@@ -67,19 +67,19 @@ func readSecrets(dir string) (*deploy.Secrets, error) {
 	read := func(name string) (string, error) {
 		b, err := os.ReadFile(filepath.Join(dir, name)) //nolint:gosec // the developer's own directory
 		if err != nil {
-			return "", fmt.Errorf("dev: -secrets: %w (write it with `agentfy secrets -out %s`)", err, dir)
+			return "", fmt.Errorf("dev: -secrets: %w (write it with `go run ./cmd/agentfy secrets -out %s`)", err, dir)
 		}
 		return strings.TrimRight(string(b), "\r\n"), nil
 	}
 	s := &deploy.Secrets{NATS: map[bus.Role]string{}, Redis: map[string]string{}}
-	for role, name := range natsSecretFiles {
+	for role, name := range deploy.NATSSecretFiles {
 		v, err := read(name)
 		if err != nil {
 			return nil, err
 		}
 		s.NATS[role] = v
 	}
-	for user, name := range redisSecretFiles {
+	for user, name := range deploy.RedisSecretFiles {
 		v, err := read(name)
 		if err != nil {
 			return nil, err

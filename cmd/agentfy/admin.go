@@ -10,42 +10,15 @@ import (
 	"os"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/cmd/internal/apiconf"
-	"github.com/agentfy/agentfy/cmd/internal/conf"
+	"github.com/agentfy/agentfy/cmd/internal/operator"
 	"github.com/agentfy/agentfy/directory"
-	"github.com/agentfy/agentfy/internal/redisclient"
-	"github.com/agentfy/agentfy/session"
 )
 
-// stores are what the admin commands work on.
-type stores struct {
-	rdb      redis.UniversalClient
-	dir      *directory.Store
-	creds    *auth.Store
-	sessions *session.Store
-}
-
-func openStores(ctx context.Context) (*stores, error) {
-	ro, err := apiconf.Redis(nil)
-	if err != nil {
-		return nil, err
-	}
-	rdb := redisclient.New(ro)
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if err := rdb.Ping(pctx).Err(); err != nil {
-		closeRedis(rdb)
-		return nil, fmt.Errorf("redis: %w", err)
-	}
-	dep := conf.Deployment()
-	creds := auth.NewStore(rdb, dep, nil)
-	return &stores{
-		rdb: rdb, dir: directory.NewStore(rdb, dep), creds: creds,
-		sessions: session.NewStore(rdb, creds, dep, session.Policy{}, nil),
-	}, nil
+// cmdHealth is a container health check (operator.Health).
+func cmdHealth(ctx context.Context, args []string, _ io.Writer) error {
+	return operator.Health(ctx, args)
 }
 
 func cmdSeed(ctx context.Context, args []string, stdout io.Writer) error {
@@ -63,12 +36,12 @@ func cmdSeed(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	st, err := openStores(ctx)
+	st, err := operator.OpenStores(ctx)
 	if err != nil {
 		return err
 	}
-	defer closeRedis(st.rdb)
-	if err := st.dir.Load(ctx, seed); err != nil {
+	defer operator.CloseRedis(st.RDB)
+	if err := st.Dir.Load(ctx, seed); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "seeded %d teams, %d users, %d organisations, %d agents\n", len(seed.Teams), len(seed.Users), len(seed.Orgs), len(seed.Agents))
@@ -112,19 +85,19 @@ func cmdSession(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
-	st, err := openStores(ctx)
+	st, err := operator.OpenStores(ctx)
 	if err != nil {
 		return err
 	}
-	defer closeRedis(st.rdb)
+	defer operator.CloseRedis(st.RDB)
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	switch args[0] {
 	case "start":
-		if _, err := st.dir.Agent(ctx, *agent); err != nil {
+		if _, err := st.Dir.Agent(ctx, *agent); err != nil {
 			return fmt.Errorf("session start: agent %q: %w", *agent, err)
 		}
-		sess, passes, err := st.sessions.Start(ctx, *agent)
+		sess, passes, err := st.Sessions.Start(ctx, *agent)
 		if err != nil {
 			return err
 		}
@@ -147,13 +120,13 @@ func cmdSession(ctx context.Context, args []string, stdout io.Writer) error {
 	default:
 		sid := *id
 		if sid == "" {
-			cur, err := st.sessions.Current(ctx, *agent)
+			cur, err := st.Sessions.Current(ctx, *agent)
 			if err != nil {
 				return fmt.Errorf("session stop: agent %q: %w", *agent, err)
 			}
 			sid = cur.ID
 		}
-		sess, err := st.sessions.Stop(ctx, sid, "operator")
+		sess, err := st.Sessions.Stop(ctx, sid, "operator")
 		if err != nil {
 			return err
 		}

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/agentfy/agentfy/auth"
+	"github.com/agentfy/agentfy/cmd/internal/operator"
 	"github.com/agentfy/agentfy/directory"
 )
 
@@ -38,18 +39,18 @@ func subcommands(ctx context.Context, name string, args []string, stdout io.Writ
 func sortedKeys(m map[string]command) []string { return slices.Sorted(maps.Keys(m)) }
 
 // withStores parses fs from args, opens the stores and runs f.
-func withStores(ctx context.Context, fs *flag.FlagSet, args []string, f func(*stores) error) error {
+func withStores(ctx context.Context, fs *flag.FlagSet, args []string, f func(*operator.Stores) error) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%s: unexpected arguments %q", fs.Name(), fs.Args())
 	}
-	st, err := openStores(ctx)
+	st, err := operator.OpenStores(ctx)
 	if err != nil {
 		return err
 	}
-	defer closeRedis(st.rdb)
+	defer operator.CloseRedis(st.RDB)
 	return f(st)
 }
 
@@ -65,9 +66,9 @@ func cmdUser(ctx context.Context, args []string, stdout io.Writer) error {
 			fs := flag.NewFlagSet("user put", flag.ContinueOnError)
 			id := fs.String("id", "", "user `id` (the JWT's subject)")
 			name := fs.String("name", "", "display `name`")
-			return withStores(ctx, fs, args, func(st *stores) error {
+			return withStores(ctx, fs, args, func(st *operator.Stores) error {
 				u := directory.User{ID: *id, Name: *name}
-				if err := st.dir.PutUser(ctx, u); err != nil {
+				if err := st.Dir.PutUser(ctx, u); err != nil {
 					return err
 				}
 				return printJSON(stdout, map[string]string{"id": u.ID, "name": u.Name})
@@ -82,9 +83,9 @@ func cmdTeam(ctx context.Context, args []string, stdout io.Writer) error {
 			fs := flag.NewFlagSet("team put", flag.ContinueOnError)
 			id := fs.String("id", "", "team `id`")
 			name := fs.String("name", "", "display `name`")
-			return withStores(ctx, fs, args, func(st *stores) error {
+			return withStores(ctx, fs, args, func(st *operator.Stores) error {
 				t := directory.Team{ID: *id, Name: *name}
-				if err := st.dir.PutTeam(ctx, t); err != nil {
+				if err := st.Dir.PutTeam(ctx, t); err != nil {
 					return err
 				}
 				return printJSON(stdout, t)
@@ -100,9 +101,9 @@ func cmdOrg(ctx context.Context, args []string, stdout io.Writer) error {
 			id := fs.String("id", "", "organisation `id`")
 			name := fs.String("name", "", "display `name`")
 			envs := fs.String("env", "", "comma-separated `environments`")
-			return withStores(ctx, fs, args, func(st *stores) error {
+			return withStores(ctx, fs, args, func(st *operator.Stores) error {
 				o := directory.Org{ID: *id, Name: *name, Environments: splitList(*envs)}
-				if err := st.dir.PutOrg(ctx, o); err != nil {
+				if err := st.Dir.PutOrg(ctx, o); err != nil {
 					return err
 				}
 				return printJSON(stdout, o)
@@ -118,12 +119,12 @@ func cmdMember(ctx context.Context, args []string, stdout io.Writer) error {
 			fs := flag.NewFlagSet("member "+verb, flag.ContinueOnError)
 			team := fs.String("team", "", "team `id`")
 			user := fs.String("user", "", "user `id`")
-			return withStores(ctx, fs, args, func(st *stores) error {
+			return withStores(ctx, fs, args, func(st *operator.Stores) error {
 				var err error
 				if add {
-					err = st.dir.AddMember(ctx, *team, *user)
+					err = st.Dir.AddMember(ctx, *team, *user)
 				} else {
-					err = st.dir.RemoveMember(ctx, *team, *user)
+					err = st.Dir.RemoveMember(ctx, *team, *user)
 				}
 				if err != nil {
 					return err
@@ -145,8 +146,8 @@ func cmdAgent(ctx context.Context, args []string, stdout io.Writer) error {
 			fs.StringVar(&a.TeamID, "team", "", "team `id` (moves the agent if it is in another)")
 			fs.StringVar(&a.OrgID, "org", "", "organisation `id`")
 			fs.StringVar(&a.Environment, "env", "", "environment `name` of the organisation")
-			return withStores(ctx, fs, args, func(st *stores) error {
-				before, err := st.dir.PutAgent(ctx, a)
+			return withStores(ctx, fs, args, func(st *operator.Stores) error {
+				before, err := st.Dir.PutAgent(ctx, a)
 				if err != nil {
 					return err
 				}
@@ -159,8 +160,8 @@ func cmdAgent(ctx context.Context, args []string, stdout io.Writer) error {
 		"delete": func(ctx context.Context, args []string, stdout io.Writer) error {
 			fs := flag.NewFlagSet("agent delete", flag.ContinueOnError)
 			id := fs.String("id", "", "agent `id`")
-			return withStores(ctx, fs, args, func(st *stores) error {
-				if err := st.dir.DeleteAgent(ctx, *id); err != nil {
+			return withStores(ctx, fs, args, func(st *operator.Stores) error {
+				if err := st.Dir.DeleteAgent(ctx, *id); err != nil {
 					return err
 				}
 				return printJSON(stdout, map[string]string{"id": *id, "deleted": "yes"})
@@ -190,11 +191,11 @@ func cmdOrgKey(ctx context.Context, args []string, stdout io.Writer) error {
 		"list": func(ctx context.Context, args []string, stdout io.Writer) error {
 			fs := flag.NewFlagSet("orgkey list", flag.ContinueOnError)
 			org := fs.String("org", "", "organisation `id`")
-			return withStores(ctx, fs, args, func(st *stores) error {
-				if _, err := st.dir.Org(ctx, *org); err != nil {
+			return withStores(ctx, fs, args, func(st *operator.Stores) error {
+				if _, err := st.Dir.Org(ctx, *org); err != nil {
 					return fmt.Errorf("orgkey list: organisation %q: %w", *org, err)
 				}
-				keys, err := st.creds.ListOrgKeys(ctx, *org)
+				keys, err := st.Creds.ListOrgKeys(ctx, *org)
 				if err != nil {
 					return err
 				}
@@ -215,11 +216,11 @@ func cmdOrgKey(ctx context.Context, args []string, stdout io.Writer) error {
 			fs := flag.NewFlagSet("orgkey revoke", flag.ContinueOnError)
 			org := fs.String("org", "", "organisation `id`")
 			id := fs.String("id", "", "key `id` (orgkey list shows them)")
-			return withStores(ctx, fs, args, func(st *stores) error {
+			return withStores(ctx, fs, args, func(st *operator.Stores) error {
 				if !auth.ValidKeyID(*id) {
 					return errors.New("orgkey revoke: -id must be a key's id (16 hex digits)")
 				}
-				deleted, err := st.creds.RevokeOrgKey(ctx, *org, *id)
+				deleted, err := st.Creds.RevokeOrgKey(ctx, *org, *id)
 				if err != nil {
 					return err
 				}
@@ -237,11 +238,11 @@ func orgKeyCreate(ctx context.Context, args []string, stdout io.Writer) error {
 	org := fs.String("org", "", "organisation `id`")
 	env := fs.String("env", "", "environment `name`")
 	scopes := fs.String("scope", auth.ScopeWorkerLogsRead, "comma-separated scopes")
-	return withStores(ctx, fs, args, func(st *stores) error {
-		if err := st.dir.CheckEnvironment(ctx, *org, *env, "-org", "-env"); err != nil {
+	return withStores(ctx, fs, args, func(st *operator.Stores) error {
+		if err := st.Dir.CheckEnvironment(ctx, *org, *env, "-org", "-env"); err != nil {
 			return fmt.Errorf("orgkey: %w", err)
 		}
-		tok, _, err := st.creds.CreateOrgKey(ctx, *org, *env, splitList(*scopes))
+		tok, _, err := st.Creds.CreateOrgKey(ctx, *org, *env, splitList(*scopes))
 		if err != nil {
 			return err
 		}
@@ -255,8 +256,8 @@ func cmdAdminKey(ctx context.Context, args []string, stdout io.Writer) error {
 		"create": func(ctx context.Context, args []string, stdout io.Writer) error {
 			fs := flag.NewFlagSet("adminkey create", flag.ContinueOnError)
 			name := fs.String("name", "", "a `label` for the key (who or what holds it)")
-			return withStores(ctx, fs, args, func(st *stores) error {
-				tok, key, err := st.creds.CreateAdminKey(ctx, *name)
+			return withStores(ctx, fs, args, func(st *operator.Stores) error {
+				tok, key, err := st.Creds.CreateAdminKey(ctx, *name)
 				if err != nil {
 					return err
 				}
@@ -266,8 +267,8 @@ func cmdAdminKey(ctx context.Context, args []string, stdout io.Writer) error {
 		"revoke": func(ctx context.Context, args []string, stdout io.Writer) error {
 			fs := flag.NewFlagSet("adminkey revoke", flag.ContinueOnError)
 			id := fs.String("id", "", "admin key `id`")
-			return withStores(ctx, fs, args, func(st *stores) error {
-				deleted, err := st.creds.RevokeAdminKey(ctx, *id)
+			return withStores(ctx, fs, args, func(st *operator.Stores) error {
+				deleted, err := st.Creds.RevokeAdminKey(ctx, *id)
 				if err != nil {
 					return err
 				}

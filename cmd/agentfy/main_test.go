@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentfy/agentfy/auth"
+	"github.com/agentfy/agentfy/cmd/internal/operator"
 	"github.com/agentfy/agentfy/deploy"
 	"github.com/agentfy/agentfy/directory"
 	"github.com/agentfy/agentfy/internal/stack"
@@ -68,16 +69,16 @@ func TestOperatorCommands(t *testing.T) {
 	}
 
 	key := strings.TrimSpace(exec("orgkey", "-org", "org-acme", "-env", "production"))
-	st, err := openStores(ctx)
+	st, err := operator.OpenStores(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer closeRedis(st.rdb)
-	if k, err := st.creds.VerifyOrgKey(ctx, key); err != nil || !k.HasScope(auth.ScopeWorkerLogsRead) || k.OrgID != "org-acme" {
+	defer operator.CloseRedis(st.RDB)
+	if k, err := st.Creds.VerifyOrgKey(ctx, key); err != nil || !k.HasScope(auth.ScopeWorkerLogsRead) || k.OrgID != "org-acme" {
 		t.Fatalf("org key: %+v, %v", k, err)
 	}
 	noScope := strings.TrimSpace(exec("orgkey", "-org", "org-acme", "-env", "production", "-scope", ""))
-	if k, err := st.creds.VerifyOrgKey(ctx, noScope); err != nil || len(k.Scopes) != 0 {
+	if k, err := st.Creds.VerifyOrgKey(ctx, noScope); err != nil || len(k.Scopes) != 0 {
 		t.Fatalf("no-scope key: %+v, %v", k, err)
 	}
 
@@ -85,14 +86,14 @@ func TestOperatorCommands(t *testing.T) {
 	if err := json.Unmarshal([]byte(exec("session", "start", "-agent", "agent-scout")), &started); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.creds.VerifyPass(ctx, started.BrokerPass, auth.RoleBroker); err != nil {
+	if _, err := st.Creds.VerifyPass(ctx, started.BrokerPass, auth.RoleBroker); err != nil {
 		t.Fatalf("broker pass: %v", err)
 	}
-	if _, err := st.creds.VerifyPass(ctx, started.WorkerPass, auth.RoleWorker); err != nil {
+	if _, err := st.Creds.VerifyPass(ctx, started.WorkerPass, auth.RoleWorker); err != nil {
 		t.Fatalf("worker pass: %v", err)
 	}
 	exec("session", "stop", "-agent", "agent-scout")
-	if _, err := st.creds.VerifyPass(ctx, started.BrokerPass, auth.RoleBroker); !errors.Is(err, auth.ErrUnauthenticated) {
+	if _, err := st.Creds.VerifyPass(ctx, started.BrokerPass, auth.RoleBroker); !errors.Is(err, auth.ErrUnauthenticated) {
 		t.Fatalf("broker pass after stop: %v", err)
 	}
 
@@ -101,42 +102,42 @@ func TestOperatorCommands(t *testing.T) {
 	exec("team", "put", "-id", "team-cedar", "-name", "Cedar")
 	exec("org", "put", "-id", "org-initech", "-name", "Initech", "-env", "production,staging")
 	exec("member", "add", "-team", "team-cedar", "-user", "u-erin")
-	if ok, err := st.dir.IsMember(ctx, "team-cedar", "u-erin"); err != nil || !ok {
+	if ok, err := st.Dir.IsMember(ctx, "team-cedar", "u-erin"); err != nil || !ok {
 		t.Fatalf("member add: %v %v", ok, err)
 	}
 	exec("agent", "put", "-id", "agent-cedar", "-name", "Cedar", "-team", "team-cedar", "-org", "org-initech", "-env", "staging")
 	if out := exec("agent", "put", "-id", "agent-cedar", "-name", "Cedar", "-team", "team-atlas", "-org", "org-initech", "-env", "production"); !strings.Contains(out, `"previousTeam": "team-cedar"`) {
 		t.Errorf("agent move: %s", out)
 	}
-	if a, err := st.dir.Agent(ctx, "agent-cedar"); err != nil || a.TeamID != "team-atlas" || a.Environment != "production" {
+	if a, err := st.Dir.Agent(ctx, "agent-cedar"); err != nil || a.TeamID != "team-atlas" || a.Environment != "production" {
 		t.Fatalf("agent put: %+v %v", a, err)
 	}
 	exec("member", "remove", "-team", "team-cedar", "-user", "u-erin")
-	if ok, _ := st.dir.IsMember(ctx, "team-cedar", "u-erin"); ok {
+	if ok, _ := st.Dir.IsMember(ctx, "team-cedar", "u-erin"); ok {
 		t.Fatal("member remove: still a member")
 	}
 	exec("agent", "delete", "-id", "agent-cedar")
-	if _, err := st.dir.Agent(ctx, "agent-cedar"); !errors.Is(err, directory.ErrNotFound) {
+	if _, err := st.Dir.Agent(ctx, "agent-cedar"); !errors.Is(err, directory.ErrNotFound) {
 		t.Fatalf("agent delete: %v", err)
 	}
-	k, _ := st.creds.VerifyOrgKey(ctx, key)
+	k, _ := st.Creds.VerifyOrgKey(ctx, key)
 	list := exec("orgkey", "list", "-org", "org-acme")
 	if !strings.Contains(list, k.ID) || strings.Contains(list, key) || strings.Contains(list, strings.Split(key, "_")[2][:16]) {
 		t.Errorf("orgkey list: %s", list)
 	}
 	exec("orgkey", "revoke", "-org", "org-acme", "-id", k.ID)
-	if _, err := st.creds.VerifyOrgKey(ctx, key); !errors.Is(err, auth.ErrUnauthenticated) {
+	if _, err := st.Creds.VerifyOrgKey(ctx, key); !errors.Is(err, auth.ErrUnauthenticated) {
 		t.Fatalf("revoked org key: %v", err)
 	}
 	var admin struct{ ID, Key string }
 	if err := json.Unmarshal([]byte(exec("adminkey", "create", "-name", "sync job")), &admin); err != nil {
 		t.Fatal(err)
 	}
-	if a, err := st.creds.VerifyAdminKey(ctx, admin.Key); err != nil || a.ID != admin.ID || a.Name != "sync job" {
+	if a, err := st.Creds.VerifyAdminKey(ctx, admin.Key); err != nil || a.ID != admin.ID || a.Name != "sync job" {
 		t.Fatalf("admin key: %+v %v", a, err)
 	}
 	exec("adminkey", "revoke", "-id", admin.ID)
-	if _, err := st.creds.VerifyAdminKey(ctx, admin.Key); !errors.Is(err, auth.ErrUnauthenticated) {
+	if _, err := st.Creds.VerifyAdminKey(ctx, admin.Key); !errors.Is(err, auth.ErrUnauthenticated) {
 		t.Fatalf("revoked admin key: %v", err)
 	}
 
@@ -161,7 +162,18 @@ func TestOperatorCommands(t *testing.T) {
 			t.Errorf("agentfy %s succeeded", strings.Join(args, " "))
 		}
 	}
-	if a, err := st.dir.Agent(ctx, "agent-scout"); err != nil || a.TeamID != "team-atlas" || a.Environment != "production" {
+	if a, err := st.Dir.Agent(ctx, "agent-scout"); err != nil || a.TeamID != "team-atlas" || a.Environment != "production" {
 		t.Errorf("a refused agent put changed agent-scout: %+v %v", a, err)
+	}
+}
+
+// TestDevCommandsAreElsewhere: the operator CLI links nothing of development, and a
+// development command says which binary has it.
+func TestDevCommandsAreElsewhere(t *testing.T) {
+	for _, c := range devCommands {
+		err := run(t.Context(), []string{c}, &bytes.Buffer{})
+		if err == nil || !strings.Contains(err.Error(), "go run ./cmd/agentfy-dev "+c) {
+			t.Errorf("agentfy %s: %v, want it to name agentfy-dev", c, err)
+		}
 	}
 }

@@ -51,12 +51,12 @@ func cmdSecrets(_ context.Context, args []string, stdout io.Writer) error {
 		return generate()
 	}
 	s := deploy.Secrets{NATS: map[bus.Role]string{}, Redis: map[string]string{}}
-	for role, name := range natsSecretFiles {
+	for role, name := range deploy.NATSSecretFiles {
 		if s.NATS[role], err = secret(name, randomSecret); err != nil {
 			return err
 		}
 	}
-	for user, name := range redisSecretFiles {
+	for user, name := range deploy.RedisSecretFiles {
 		if s.Redis[user], err = secret(name, randomSecret); err != nil {
 			return err
 		}
@@ -90,10 +90,10 @@ func cmdSecrets(_ context.Context, args []string, stdout io.Writer) error {
 		{jwtSecretFile, jwt + "\n", 0o600},        // the development HS256 secret of the replicas and the CLI
 		{capabilityKeyFile, capKey + "\n", 0o600}, // the replicas' capability key (AGENTFY_CAPABILITY_KEY_FILE)
 	}
-	for role, name := range natsSecretFiles {
+	for role, name := range deploy.NATSSecretFiles {
 		files = append(files, secretFile{name, s.NATS[role] + "\n", 0o600})
 	}
-	for user, name := range redisSecretFiles {
+	for user, name := range deploy.RedisSecretFiles {
 		files = append(files, secretFile{name, s.Redis[user] + "\n", 0o600})
 	}
 	for _, f := range files {
@@ -109,16 +109,6 @@ func cmdSecrets(_ context.Context, args []string, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "wrote the credentials of namespace %s to %s: %d secrets kept, %d made, the NATS and Redis configurations rendered\n", ns.Prefix(), *out, kept, made)
 	return nil
 }
-
-// The files of the role passwords, below the -out directory: what `agentfy secrets`
-// writes and `agentfy dev -secrets` reads.
-var (
-	natsSecretFiles = map[bus.Role]string{
-		bus.RoleReplica: "replica/nats", bus.RoleOperator: "operator/nats",
-		bus.RoleDebug: "debug/nats", bus.RoleSystem: "system/nats",
-	}
-	redisSecretFiles = map[string]string{deploy.RedisReplica: "replica/redis", deploy.RedisOperator: "operator/redis"}
-)
 
 // The files of the development JWT secret and of the replicas' capability key.
 const (

@@ -9,13 +9,10 @@ import (
 	"io"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/rs/zerolog"
-
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/channel"
-	"github.com/agentfy/agentfy/cmd/internal/apiconf"
 	"github.com/agentfy/agentfy/cmd/internal/conf"
+	"github.com/agentfy/agentfy/cmd/internal/operator"
 	"github.com/agentfy/agentfy/session"
 )
 
@@ -38,19 +35,19 @@ func cmdTool(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := json.Unmarshal([]byte(*rawArgs), &argv); err != nil {
 		return fmt.Errorf("tool: -args must be a JSON object: %w", err)
 	}
-	st, err := openStores(ctx)
+	st, err := operator.OpenStores(ctx)
 	if err != nil {
 		return err
 	}
-	defer closeRedis(st.rdb)
-	sess, err := st.sessions.Current(ctx, *agent)
+	defer operator.CloseRedis(st.RDB)
+	sess, err := st.Sessions.Current(ctx, *agent)
 	if errors.Is(err, session.ErrNoSession) {
 		return fmt.Errorf("tool: agent %q has no live session", *agent)
 	}
 	if err != nil {
 		return err
 	}
-	nc, ns, err := operatorBus("agentfy-cli", conf.Logger("cli"))
+	nc, ns, err := operator.Bus("agentfy-cli", conf.Logger("cli"))
 	if err != nil {
 		return err
 	}
@@ -66,26 +63,4 @@ func cmdTool(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	_, err = fmt.Fprintln(stdout, string(res))
 	return err
-}
-
-// operatorBus connects to NATS as the operator (the CLI's tool calls, the demo agent),
-// in the namespace of the configured deployment and Redis database.
-func operatorBus(name string, log zerolog.Logger) (*nats.Conn, bus.Namespace, error) {
-	ro, err := apiconf.Redis(nil)
-	if err != nil {
-		return nil, bus.Namespace{}, err
-	}
-	ns, err := apiconf.Namespace(ro)
-	if err != nil {
-		return nil, bus.Namespace{}, err
-	}
-	ncfg, err := apiconf.NATS(name, ns, bus.RoleOperator, nil)
-	if err != nil {
-		return nil, bus.Namespace{}, err
-	}
-	nc, err := bus.Connect(ncfg, log)
-	if err != nil {
-		return nil, bus.Namespace{}, err
-	}
-	return nc, ns, nil
 }

@@ -40,7 +40,7 @@ func TestToolCommandGoesThroughTheOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The operator's credentials, as `agentfy dev` prints them.
+	// The operator's credentials, as `agentfy-dev dev` prints them.
 	for _, kv := range st.RedisEnv(deploy.RedisOperator) {
 		k, v, _ := strings.Cut(kv, "=")
 		t.Setenv(k, v)

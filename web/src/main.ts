@@ -114,7 +114,7 @@ function showSignIn(expired: boolean): void {
     { class: 'card', 'aria-labelledby': 'signin-heading' },
     el('label', { for: 'token' }, 'Токен доступа'),
     input,
-    el('p', { id: 'token-help', class: 'hint' }, 'Токен показывает команда agentfy dev; он хранится только в этой вкладке.'),
+    el('p', { id: 'token-help', class: 'hint' }, 'Токен показывает команда agentfy-dev dev; он хранится только в этой вкладке.'),
     el('button', { type: 'submit' }, 'Войти'),
   );
   form.addEventListener('submit', (event) => {

@@ -438,7 +438,7 @@ describe('the window on the worker screen of a browsing agent', () => {
       new MutationObserver(() => window.__said.push(text.textContent)).observe(text, { childList: true, characterData: true, subtree: true });
     });
     const restartFrom = await page.evaluate(() => Date.now());
-    // agentfy dev starts a new session 3 s later; the status feed reports it.
+    // agentfy-dev dev starts a new session 3 s later; the status feed reports it.
     await w.placeholder.filter({ hasText: 'Ждём снимок экрана…' }).waitFor({ timeout: eventTimeoutMs });
     await page.screenshot({ path: join(artifacts, 'worker-screen-waiting.png'), fullPage: true });
     await visibleImage(page);

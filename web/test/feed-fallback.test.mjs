@@ -179,7 +179,7 @@ ptest('the feed silent and the session stopped: «Браузер закрыт» 
   assert.equal(await page.locator('.bw-session').textContent(), 'Сессия агента: остановлена');
   await page.screenshot({ path: join(artifacts, 'worker-screen-closed-feed-silent.png'), fullPage: true });
 
-  // agentfy dev starts a new session 12 s after the stop; the window asks again 20 s ± 2 s
+  // agentfy-dev dev starts a new session 12 s after the stop; the window asks again 20 s ± 2 s
   // after each live:false and finds it.
   await frameShown(closedRecheckMs + closedRecheckJitterMs + eventTimeoutMs);
   assert.equal(await page.evaluate(() => window.__sameDocument), true, 'no reload');

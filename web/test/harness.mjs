@@ -1,4 +1,4 @@
-// Test harness: the real local stack (`agentfy dev`) and a Chromium driven by
+// Test harness: the real local stack (`agentfy-dev dev`) and a Chromium driven by
 // playwright-core. Everything started here is stopped by the returned close functions,
 // which the tests call in `after` hooks, also when a test fails.
 
@@ -23,20 +23,21 @@ const chromiumStartTimeoutMs = 30_000;
 const run = promisify(execFile);
 
 /**
- * agentfyBinary returns $AGENTFY_BIN, or builds ./cmd/agentfy into dir (scripts/test-web.sh
- * builds it once for every test file).
+ * agentfyBinary returns $AGENTFY_BIN, or builds ./cmd/agentfy-dev (the development CLI,
+ * whose `dev` runs the stack) into dir (scripts/test-web.sh builds it once for every test
+ * file).
  */
 async function agentfyBinary(dir) {
   if (process.env.AGENTFY_BIN) {
     return process.env.AGENTFY_BIN;
   }
-  const bin = join(dir, 'agentfy');
-  await run('go', ['build', '-o', bin, './cmd/agentfy'], { cwd: repoRoot, timeout: 300_000 });
+  const bin = join(dir, 'agentfy-dev');
+  await run('go', ['build', '-o', bin, './cmd/agentfy-dev'], { cwd: repoRoot, timeout: 300_000 });
   return bin;
 }
 
 /**
- * startStack runs `agentfy dev` in its own process group and resolves with the parsed
+ * startStack runs `agentfy-dev dev` in its own process group and resolves with the parsed
  * ready file once the stack answers. `close()` stops the whole group (redis, NATS,
  * Chromium of the demo agent).
  */
@@ -72,7 +73,7 @@ export async function startStack({ restartAfter = '3s' } = {}) {
   } catch (err) {
     const tail = existsSync(logPath) ? readFileSync(logPath, 'utf8').slice(-4000) : '';
     await close();
-    throw new Error(`agentfy dev did not become ready: ${err.message}\n${tail}`);
+    throw new Error(`agentfy-dev dev did not become ready: ${err.message}\n${tail}`);
   }
   const ready = JSON.parse(await readFile(readyPath, 'utf8'));
 
@@ -126,7 +127,7 @@ async function waitForFile(path, exited, timeoutMs) {
       }
     })();
     const died = exited.then(([code, signal]) => {
-      throw new Error(`agentfy dev exited (${code ?? signal})`);
+      throw new Error(`agentfy-dev dev exited (${code ?? signal})`);
     });
     await Promise.race([appeared, died]);
   } catch (err) {

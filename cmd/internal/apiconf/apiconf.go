@@ -207,7 +207,7 @@ func JWT(warn func(string)) (auth.JWTConfig, error) {
 }
 
 // ExternalJWT builds the configuration of an identity provider's JWK set, or returns
-// nil when neither AGENTFY_JWT_JWKS_URL nor AGENTFY_JWT_DISCOVERY is set. `agentfy dev`
+// nil when neither AGENTFY_JWT_JWKS_URL nor AGENTFY_JWT_DISCOVERY is set. `agentfy-dev dev`
 // uses it to accept a company's tokens besides its own development ones.
 //
 //   - AGENTFY_JWT_JWKS_URL: the JWK set's URL;

@@ -67,7 +67,7 @@ func TestJWT(t *testing.T) {
 	}
 }
 
-// TestExternalJWTIsNilWithoutAProvider: `agentfy dev` adds a provider only when one is
+// TestExternalJWTIsNilWithoutAProvider: `agentfy-dev dev` adds a provider only when one is
 // configured, and warns when its keys would travel over plain http.
 func TestExternalJWTIsNilWithoutAProvider(t *testing.T) {
 	t.Setenv("AGENTFY_JWT_JWKS_URL", "")

@@ -94,7 +94,7 @@ function showSignIn(expired) {
     });
     // The field has no name, so even a form submitted without JavaScript could not put the
     // token into a URL.
-    const form = el('form', { class: 'card', 'aria-labelledby': 'signin-heading' }, el('label', { for: 'token' }, 'Токен доступа'), input, el('p', { id: 'token-help', class: 'hint' }, 'Токен показывает команда agentfy dev; он хранится только в этой вкладке.'), el('button', { type: 'submit' }, 'Войти'));
+    const form = el('form', { class: 'card', 'aria-labelledby': 'signin-heading' }, el('label', { for: 'token' }, 'Токен доступа'), input, el('p', { id: 'token-help', class: 'hint' }, 'Токен показывает команда agentfy-dev dev; он хранится только в этой вкладке.'), el('button', { type: 'submit' }, 'Войти'));
     form.addEventListener('submit', (event) => {
         event.preventDefault();
         const token = input.value.trim();

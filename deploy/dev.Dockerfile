@@ -1,0 +1,21 @@
+# The compose stack's development parts — the demo agent and the demo site — with
+# agentfy-dev, which links the whole local stack. Never deployed: no production image
+# ships agentfy-dev.
+FROM golang:1.26-bookworm AS build
+LABEL agentfy.stage=build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+# The same stage, word for word, in every image of the stack: the layer cache then builds
+# the binaries once for all four images.
+RUN CGO_ENABLED=0 go build -trimpath -o /out/ ./cmd/agentfy-api ./cmd/agentfy ./cmd/agentfy-worker ./cmd/agentfy-broker ./cmd/agentfy-dev \
+ && mkdir -p /out/run/agentfy/worker-pass /out/run/agentfy/broker-pass /out/run/agentfy/ipc /out/run/agentfy/secrets \
+      /out/run/agentfy/jwt /out/run/agentfy/out/nats /out/run/agentfy/out/redis /out/run/agentfy/out/replica \
+      /out/run/agentfy/out/operator /out/run/agentfy/out/debug /out/run/agentfy/out/system /out/run/agentfy/out/jwt
+
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /out/agentfy-dev /usr/local/bin/
+COPY testdata/site /testdata/site
+USER nonroot
+ENTRYPOINT ["/usr/local/bin/agentfy-dev"]

@@ -1,0 +1,84 @@
+package deploy_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// development is what no binary of a production image may link: the embedded NATS
+// server, the local stack and its test servers, the benchmark, and the development
+// CLI's commands.
+var development = []string{
+	"github.com/nats-io/nats-server/v2/server",
+	"github.com/agentfy/agentfy/internal/stack",
+	"github.com/agentfy/agentfy/internal/testenv",
+	"github.com/agentfy/agentfy/internal/natsserver",
+	"github.com/agentfy/agentfy/internal/redisserver",
+	"github.com/agentfy/agentfy/internal/bench",
+}
+
+// own are the packages only the binary of their part may link: Chromium's driver and
+// the broker are the broker's, the worker the worker's.
+var own = map[string][]string{
+	"github.com/go-rod/rod":                       {"agentfy-broker"},
+	"github.com/agentfy/agentfy/broker":           {"agentfy-broker"},
+	"github.com/agentfy/agentfy/worker":           {"agentfy-worker"},
+	"github.com/agentfy/agentfy/channel":          {"agentfy-api", "agentfy"},
+	"github.com/agentfy/agentfy/api":              {"agentfy-api"},
+	"github.com/agentfy/agentfy/internal/replica": {"agentfy-api"},
+}
+
+// TestProductionImagesLinkNoDevelopment reads the binaries each production Dockerfile
+// ships (every one but dev.Dockerfile) and lists what each links: nothing of
+// development, and no other part's code.
+func TestProductionImagesLinkNoDevelopment(t *testing.T) {
+	files, err := filepath.Glob("*.Dockerfile")
+	if err != nil || len(files) < 3 {
+		t.Fatalf("Dockerfiles: %v %v", files, err)
+	}
+	copied := regexp.MustCompile(`(?m)^COPY --from=build ((?:/out/[\w-]+ )+)`)
+	shipped := 0
+	for _, f := range files {
+		if f == "dev.Dockerfile" {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range copied.FindAllStringSubmatch(string(b), -1) {
+			for _, bin := range strings.Fields(m[1]) {
+				bin = strings.TrimPrefix(bin, "/out/")
+				if bin == "run" {
+					continue
+				}
+				shipped++
+				t.Run(f+"/"+bin, func(t *testing.T) {
+					out, err := exec.CommandContext(t.Context(), "go", "list", "-deps", "../cmd/"+bin).Output()
+					if err != nil {
+						t.Fatalf("go list -deps ./cmd/%s: %v", bin, err)
+					}
+					deps := strings.Fields(string(out))
+					for _, p := range development {
+						if slices.Contains(deps, p) {
+							t.Errorf("%s links %s", bin, p)
+						}
+					}
+					for p, owners := range own {
+						if slices.Contains(deps, p) && !slices.Contains(owners, bin) {
+							t.Errorf("%s links %s, which is %v's", bin, p, owners)
+						}
+					}
+				})
+			}
+		}
+	}
+	if shipped < 4 {
+		t.Fatalf("found %d binaries in the production images, want agentfy-api, agentfy, agentfy-worker, agentfy-broker", shipped)
+	}
+}
