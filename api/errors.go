@@ -34,7 +34,7 @@ var (
 	errUnauthenticated = httpError{http.StatusUnauthorized, "unauthenticated", "a valid bearer credential is required"}
 	errForbidden       = httpError{http.StatusForbidden, "forbidden", "this credential may not do that"}
 	errNotFound        = httpError{http.StatusNotFound, "not_found", "agent not found"}
-	errRateLimited     = httpError{http.StatusTooManyRequests, "rate_limited", "one view per agent every 2 seconds; retry later"}
+	errRateLimited     = httpError{http.StatusTooManyRequests, "rate_limited", "one view per agent every " + strconv.Itoa(int(view.GateWindow/time.Second)) + " seconds; retry later"}
 	errUnavailable     = httpError{http.StatusServiceUnavailable, "unavailable", "the browser view is temporarily unavailable; retry later"}
 	errBadRequest      = httpError{http.StatusBadRequest, "bad_request", "the request body is not valid"}
 	errCapability      = httpError{http.StatusNotFound, "not_found", "capability not found"}

@@ -3,8 +3,12 @@ package api
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/agentfy/agentfy/channel"
+	"github.com/agentfy/agentfy/view"
+	"github.com/agentfy/agentfy/wire"
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -34,17 +38,17 @@ func NewMetrics(pending, waiters, workers, listeners func() int) *Metrics {
 		}, []string{"route", "status", "outcome"}),
 		reasons: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentfy_view_unavailable_total",
-			Help: "View requests answered 503, by route and reason: the wire reasons (no_channel, unsupported, busy, refused, capture, broker_down, broker_error, bad_request, timeout, invalid, failed), pending_limit, not_durable or internal.",
+			Help: "View requests answered 503, by route and reason: the wire reasons (" + strings.Join(wire.Reasons(), ", ") + "), pending_limit, not_durable or internal.",
 		}, []string{"route", "reason"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "agentfy_view_duration_seconds",
 			Help:    "View request latency by route and HTTP status.",
-			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .075, .1, .15, .25, .5, 1, 2.5, 5, 9},
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .075, .1, .15, .25, .5, 1, 2.5, 5, wire.ViewTimeout.Seconds()},
 		}, []string{"route", "status"}),
 	}
 	m.gate = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "agentfy_gate_refusals_total",
-		Help: "View requests refused by the per-agent 2 s gate (429).",
+		Help: "View requests refused by the per-agent gate of " + view.GateWindow.String() + " (429).",
 	})
 	m.forged = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "agentfy_capability_forged_total",
@@ -54,8 +58,8 @@ func NewMetrics(pending, waiters, workers, listeners func() int) *Metrics {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return float64(f()) })
 	}
 	reg.MustRegister(m.outcomes, m.reasons, m.latency, m.gate, m.forged,
-		gauge("agentfy_view_pending", "View requests this replica waits for (bound 128).", pending),
-		gauge("agentfy_observation_waiters", "View requests relayed to workers held by this replica (bound 8 per connection).", waiters),
+		gauge("agentfy_view_pending", "View requests this replica waits for (bound "+strconv.Itoa(view.MaxPending)+").", pending),
+		gauge("agentfy_observation_waiters", "View requests relayed to workers held by this replica (bound "+strconv.Itoa(channel.MaxObservationWaiters)+" per connection).", waiters),
 		gauge("agentfy_worker_connections", "Worker sockets held by this replica.", workers),
 		gauge("agentfy_status_listeners", "Open status-feed streams.", listeners),
 	)

@@ -33,9 +33,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/agentfy/agentfy/broker"
+	"github.com/agentfy/agentfy/cmd/internal/conf"
 )
 
 // Server limits. Every tool call answers within ToolTimeout and every
@@ -68,7 +67,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, environ
 	// The pass lives in cfg from here on; children get a cleaned
 	// environment (see childEnv), and this process's copy is dropped.
 	_ = os.Unsetenv(envPass)
-	logger := zerolog.New(stderr).Level(cfg.logLevel).With().Timestamp().Str("service", "agentfy-broker").Logger()
+	logger := conf.NewLogger(stderr, cfg.logLevel, getenv("AGENTFY_LOG_FORMAT"), "broker")
 	if cfg.inlinePass {
 		// Unsetenv does not reach the copy the kernel keeps: the pass stays readable in
 		// /proc/<pid>/environ for the process's life.

@@ -1,6 +1,7 @@
 package conf
 
 import (
+	"io"
 	"os"
 	"time"
 
@@ -14,12 +15,20 @@ func Logger(component string) zerolog.Logger {
 	if err != nil {
 		level = zerolog.InfoLevel
 	}
+	return NewLogger(os.Stderr, level, os.Getenv("AGENTFY_LOG_FORMAT"), component)
+}
+
+// NewLogger is the logger every process writes: JSON lines on w (or, for format
+// "console", lines for people) at level, each with a timestamp and the process's
+// component name. Logger reads its level and format from the environment; a process
+// that reads its configuration otherwise (the broker) passes them in.
+func NewLogger(w io.Writer, level zerolog.Level, format, component string) zerolog.Logger {
 	zerolog.TimeFieldFormat = time.RFC3339Nano
 	var l zerolog.Logger
-	if os.Getenv("AGENTFY_LOG_FORMAT") == "console" {
-		l = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: "15:04:05.000"})
+	if format == "console" {
+		l = zerolog.New(zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000"})
 	} else {
-		l = zerolog.New(os.Stderr)
+		l = zerolog.New(w)
 	}
 	return l.Level(level).With().Timestamp().Str("component", component).Logger()
 }
