@@ -134,7 +134,7 @@ func TestMasks(t *testing.T) {
 						whole++
 					}
 				}
-				observed = fmt.Sprintf("%d views: %d frames (%d masked whole), %d × 503 capture; no green outside the control", views, frames, whole, refused)
+				observed = fmt.Sprintf("%d views: %d frames (%d with the whole page masked), %d × 503 capture; no green outside the control", views, frames, whole, refused)
 				switch lp.page {
 				case "sandboxed-frame", "cross-site-frame", "text-shadow", "box-reflect", "drop-shadow", "scaled-shadow", "svg-use", "motion-elsewhere":
 					if frames == 0 || whole > 0 {
