@@ -10,9 +10,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentfy/agentfy/auth"
-	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/directory"
 	"github.com/agentfy/agentfy/internal/testenv"
+	"github.com/agentfy/agentfy/keyspace"
 )
 
 // The first access check reads the agent's record beside the member set of the team its
@@ -22,7 +22,7 @@ import (
 func TestViewAccessWithAStaleHint(t *testing.T) {
 	ctx := testenv.Context(t, 60*time.Second)
 	s := startStack(t, ctx)
-	keys := bus.KeysFor(s.dep)
+	keys := keyspace.For(s.dep)
 	openGate := func() {
 		t.Helper()
 		if err := s.r.Redis.Del(ctx, keys.Gate("idle"), keys.Pace("idle", "user:u1"), keys.Pace("idle", "user:u2")).Err(); err != nil {
@@ -124,7 +124,7 @@ func TestRepeatedRefusalReadsOnlyTheGeneration(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.token = u2
-	keys := bus.KeysFor(s.dep)
+	keys := keyspace.For(s.dep)
 	if err := s.r.Redis.Del(ctx, keys.Gate("elsewhere")).Err(); err != nil { // the window the stranger's view took
 		t.Fatal(err)
 	}

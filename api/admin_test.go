@@ -17,10 +17,10 @@ import (
 
 	"github.com/agentfy/agentfy/api"
 	"github.com/agentfy/agentfy/auth"
-	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/directory"
 	"github.com/agentfy/agentfy/internal/oas"
 	"github.com/agentfy/agentfy/internal/testenv"
+	"github.com/agentfy/agentfy/keyspace"
 	"github.com/agentfy/agentfy/openapi"
 )
 
@@ -118,7 +118,7 @@ func (e *adminEnv) undocumented(method, path string) bool {
 func (e *adminEnv) snapshot(t *testing.T, ctx context.Context) map[string]string {
 	t.Helper()
 	out := map[string]string{}
-	iter := e.rdb.Scan(ctx, 0, bus.KeysFor(e.dep).Pattern(), 1000).Iterator()
+	iter := e.rdb.Scan(ctx, 0, keyspace.For(e.dep).Pattern(), 1000).Iterator()
 	for iter.Next(ctx) {
 		k := iter.Val()
 		var v any

@@ -9,9 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentfy/agentfy/keyspace"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/agentfy/agentfy/bus"
 )
 
 // Store keeps organisation keys and session passes in Redis, as hashes only. Every key is
@@ -19,7 +18,7 @@ import (
 // in one slot of a Redis Cluster.
 type Store struct {
 	rdb  redis.UniversalClient
-	keys bus.Keys
+	keys keyspace.Keys
 	now  func() time.Time
 }
 
@@ -28,7 +27,7 @@ func NewStore(rdb redis.UniversalClient, deployment string, now func() time.Time
 	if now == nil {
 		now = time.Now
 	}
-	return &Store{rdb: rdb, keys: bus.KeysFor(deployment), now: now}
+	return &Store{rdb: rdb, keys: keyspace.For(deployment), now: now}
 }
 
 // Token prefixes. They help people and secret scanners recognise a leaked credential;

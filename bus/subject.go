@@ -10,10 +10,16 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+
+	"github.com/agentfy/agentfy/keyspace"
 )
 
-// Root is the first token of every subject this system uses.
-const Root = "agentfy"
+// Root is the first token of every subject this system uses (and of every Redis key).
+const Root = keyspace.Root
+
+// Keys is the key builder of the namespace's deployment. The Redis database is chosen by
+// the connection, not by the key.
+func (n Namespace) Keys() keyspace.Keys { return keyspace.For(n.deployment) }
 
 // Verb is the kind of traffic a subject carries.
 type Verb string

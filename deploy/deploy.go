@@ -42,7 +42,7 @@ const (
 // (RedisACL adds select|<db>). The replica serves views, passes and sessions; the
 // operator seeds the directory, mints keys, starts and stops sessions, and may inspect
 // the deployment's keys (SCAN, TYPE and the reads) — except a view's: its keys are
-// bus.Keys.OperatorPatterns, which leave out capabilities, gates and paces.
+// keyspace.Keys.OperatorPatterns, which leave out capabilities, gates and paces.
 var (
 	ReplicaCommands = []string{
 		"ping", "hello", "cluster|slots", "command",
@@ -136,7 +136,7 @@ type redisUser struct {
 
 // RedisACL renders the Redis ACL file for namespace ns: the default user off, and the
 // replica and operator users confined to the deployment's keys (the operator to
-// bus.Keys.OperatorPatterns), their commands and the namespace's database.
+// keyspace.Keys.OperatorPatterns), their commands and the namespace's database.
 func RedisACL(ns bus.Namespace, s Secrets) (string, error) {
 	if _, err := bus.NewNamespace(ns.Deployment(), ns.DB()); err != nil {
 		return "", fmt.Errorf("deploy: %w", err)

@@ -82,3 +82,20 @@ func TestProductionImagesLinkNoDevelopment(t *testing.T) {
 		t.Fatalf("found %d binaries in the production images, want agentfy-api, agentfy, agentfy-worker, agentfy-broker", shipped)
 	}
 }
+
+// TestStoresLinkNoBus: the stores spell their keys with keyspace and link no NATS
+// client: a process that only reads the directory, credentials or sessions does not
+// carry the bus.
+func TestStoresLinkNoBus(t *testing.T) {
+	for _, p := range []string{"auth", "directory", "session", "keyspace"} {
+		out, err := exec.CommandContext(t.Context(), "go", "list", "-deps", "../"+p).Output()
+		if err != nil {
+			t.Fatalf("go list -deps ./%s: %v", p, err)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			if strings.HasPrefix(dep, "github.com/nats-io/") || dep == "github.com/agentfy/agentfy/bus" {
+				t.Errorf("%s links %s", p, dep)
+			}
+		}
+	}
+}

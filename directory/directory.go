@@ -12,9 +12,8 @@ import (
 	"regexp"
 	"slices"
 
+	"github.com/agentfy/agentfy/keyspace"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/agentfy/agentfy/bus"
 )
 
 // ErrNotFound is returned for an unknown user, team, organisation or agent.
@@ -126,13 +125,13 @@ func ParseSeed(r io.Reader) (Seed, error) {
 // Store reads and writes the directory.
 type Store struct {
 	rdb   redis.UniversalClient
-	keys  bus.Keys
+	keys  keyspace.Keys
 	hints hints
 }
 
 // NewStore returns a Store for one deployment.
 func NewStore(rdb redis.UniversalClient, deployment string) *Store {
-	return &Store{rdb: rdb, keys: bus.KeysFor(deployment)}
+	return &Store{rdb: rdb, keys: keyspace.For(deployment)}
 }
 
 func (s *Store) agentKey(id string) string   { return s.keys.Agent(id) }

@@ -10,9 +10,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/directory"
 	"github.com/agentfy/agentfy/internal/testenv"
+	"github.com/agentfy/agentfy/keyspace"
 )
 
 const hintSeed = `{
@@ -176,7 +176,7 @@ func TestAgentHint(t *testing.T) {
 
 	// The agents are deleted: each hint lasts until a read finds nothing, through
 	// QueueAgent for one and Agent for the other.
-	keys := bus.KeysFor(e.dep)
+	keys := keyspace.For(e.dep)
 	if err := e.rdb.Del(ctx, keys.Agent(a.ID), keys.Agent(b.ID)).Err(); err != nil {
 		t.Fatal(err)
 	}

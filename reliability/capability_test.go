@@ -12,10 +12,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/internal/stack"
 	"github.com/agentfy/agentfy/internal/stacktest"
 	"github.com/agentfy/agentfy/internal/testenv"
+	"github.com/agentfy/agentfy/keyspace"
 	"github.com/agentfy/agentfy/view"
 	"github.com/agentfy/agentfy/view/envelope"
 )
@@ -74,7 +74,7 @@ func TestCapabilities(t *testing.T) {
 		if err := view.NewCapabilities(st.Replicas[0].Redis, "dev", st.CapabilityKeys, 50*time.Millisecond).Put(c, id, sess.ID, key); err != nil {
 			t.Fatal(err)
 		}
-		keyName := bus.KeysFor(st.NS.Deployment()).Capability(id)
+		keyName := keyspace.For(st.NS.Deployment()).Capability(id)
 		testenv.WaitFor(t, 5*time.Second, "expiry", func() bool { n, _ := st.AdminClient().Exists(c, keyName).Result(); return n == 0 })
 		a := client.Consume(t, passes.Broker, stacktest.ConsumeRequest(id))
 		observed = fmt.Sprint(a.Status)
@@ -117,7 +117,7 @@ func TestCapabilities(t *testing.T) {
 		record(t, "Capabilities", "a capability rewritten in Redis by someone who is not a replica (SET XX KEEPTTL with the attacker's public key, the MAC kept) between the request and the consume: 404 with the unknown body, never the attacker's key; a warning with reason forged_capability and agentfy_capability_forged_total +1", &observed)
 		before := metricValue(t, "agentfy_capability_forged_total", 0)
 		id := newCap()
-		k := bus.KeysFor("dev").Capability(id)
+		k := keyspace.For("dev").Capability(id)
 		var stored map[string]string
 		if err := json.Unmarshal([]byte(st.AdminClient().Get(c, k).Val()), &stored); err != nil {
 			t.Fatal(err)
@@ -157,7 +157,7 @@ func TestCapabilityRedirectedInTheRace(t *testing.T) {
 	rewrote := make(chan error, 1)
 	owner := st.Replicas[1].Hub
 	owner.SetRelayHook(func(requestID string) {
-		k := bus.KeysFor("dev").Capability(requestID)
+		k := keyspace.For("dev").Capability(requestID)
 		var stored map[string]string
 		err := json.Unmarshal([]byte(st.AdminClient().Get(c, k).Val()), &stored)
 		if err == nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/agentfy/agentfy/internal/stack"
 	"github.com/agentfy/agentfy/internal/stacktest"
 	"github.com/agentfy/agentfy/internal/testenv"
+	"github.com/agentfy/agentfy/keyspace"
 	"github.com/agentfy/agentfy/session"
 	"github.com/agentfy/agentfy/view"
 	"github.com/agentfy/agentfy/view/envelope"
@@ -200,7 +201,7 @@ func TestRedisRefusesStrangersAndConfinesUsers(t *testing.T) {
 	c := client.Context(t)
 	anon := redis.NewClient(&redis.Options{Addr: st.Redis.Addr(), MaxRetries: -1, DisableIdentity: true})
 	t.Cleanup(func() { _ = anon.Close() })
-	err := anon.Get(c, bus.KeysFor("dev").Session("x")).Err()
+	err := anon.Get(c, keyspace.For("dev").Session("x")).Err()
 	if err == nil || !strings.Contains(err.Error(), "NOAUTH") {
 		t.Fatalf("GET without a credential: %v, want NOAUTH", err)
 	}
@@ -212,8 +213,8 @@ func TestRedisRefusesStrangersAndConfinesUsers(t *testing.T) {
 			t.Fatalf("%s: ping: %v", user, err)
 		}
 		cmds := [][]any{
-			{"get", bus.KeysFor("other").Session("x")},
-			{"set", bus.KeysFor("other").Gate("x"), "1"},
+			{"get", keyspace.For("other").Session("x")},
+			{"set", keyspace.For("other").Gate("x"), "1"},
 			{"hgetall", "cap:{r:x}"},
 			{"keys", "*"},
 			{"flushall"},
@@ -225,7 +226,7 @@ func TestRedisRefusesStrangersAndConfinesUsers(t *testing.T) {
 		if user == deploy.RedisOperator {
 			// A view's keys are the replicas' alone: the operator cannot redirect a
 			// capability to a key of its own, nor open a gate or a pace early.
-			k := bus.KeysFor("dev")
+			k := keyspace.For("dev")
 			cmds = append(cmds,
 				[]any{"set", k.Capability(strings.Repeat("ab", 32)), `{"sessionId":"s","publicKey":"x"}`, "xx", "keepttl"},
 				[]any{"get", k.Capability(strings.Repeat("ab", 32))},
@@ -508,7 +509,7 @@ func TestViewFloodOnTheBusIsPacedAtTheOwner(t *testing.T) {
 	end := time.Now()
 	var first time.Duration
 	testenv.WaitFor(t, 10*time.Second, "a frame after the flood", func() bool {
-		_ = st.AdminClient().Del(client.Context(t), bus.KeysFor(st.NS.Deployment()).Gate(agent)).Err()
+		_ = st.AdminClient().Del(client.Context(t), keyspace.For(st.NS.Deployment()).Gate(agent)).Err()
 		r := client.Do(t, http.MethodGet, client.ViewURL(0, agent), client.Token(t, "u-alice"), nil)
 		if r.Summary() != "200 frame" {
 			return false

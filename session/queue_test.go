@@ -14,9 +14,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentfy/agentfy/auth"
-	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/internal/redisserver"
 	"github.com/agentfy/agentfy/internal/testenv"
+	"github.com/agentfy/agentfy/keyspace"
 	"github.com/agentfy/agentfy/session"
 	"github.com/agentfy/agentfy/wire"
 )
@@ -288,7 +288,7 @@ func TestQueueStillCurrentRecordGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The pointer names a session whose record is gone: no live session.
-	if err := e.rdb.Del(ctx, bus.KeysFor(e.dep).Session(sess.ID)).Err(); err != nil {
+	if err := e.rdb.Del(ctx, keyspace.For(e.dep).Session(sess.ID)).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := agreeWithCurrent(t, ctx, e, "agent-1", sess.ID); !errors.Is(err, session.ErrNoSession) {

@@ -19,7 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentfy/agentfy/auth"
-	"github.com/agentfy/agentfy/bus"
+	"github.com/agentfy/agentfy/keyspace"
 )
 
 // Errors callers branch on.
@@ -103,7 +103,7 @@ type Passes struct {
 type Store struct {
 	rdb    redis.UniversalClient
 	creds  *auth.Store
-	keys   bus.Keys
+	keys   keyspace.Keys
 	policy Policy
 	now    func() time.Time
 }
@@ -116,7 +116,7 @@ func NewStore(rdb redis.UniversalClient, creds *auth.Store, deployment string, p
 	if now == nil {
 		now = time.Now
 	}
-	return &Store{rdb: rdb, creds: creds, keys: bus.KeysFor(deployment), policy: policy, now: now}
+	return &Store{rdb: rdb, creds: creds, keys: keyspace.For(deployment), policy: policy, now: now}
 }
 
 // Policy is the store's idle policy.

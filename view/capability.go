@@ -17,7 +17,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/agentfy/agentfy/bus"
+	"github.com/agentfy/agentfy/keyspace"
 	"github.com/agentfy/agentfy/view/envelope"
 )
 
@@ -42,7 +42,7 @@ var ErrCapabilityForged = errors.New("view: capability not written by a replica"
 // refuse a view but never redirect its frame.
 type Capabilities struct {
 	rdb        redis.UniversalClient
-	keys       bus.Keys
+	keys       keyspace.Keys
 	deployment string
 	ttl        time.Duration
 	acks       Acks
@@ -128,7 +128,7 @@ func NewCapabilities(rdb redis.UniversalClient, deployment string, keys Capabili
 	if ttl == 0 {
 		ttl = CapabilityTTL
 	}
-	return &Capabilities{rdb: rdb, keys: bus.KeysFor(deployment), deployment: deployment, ttl: ttl, mac: keys}
+	return &Capabilities{rdb: rdb, keys: keyspace.For(deployment), deployment: deployment, ttl: ttl, mac: keys}
 }
 
 // errNoCapabilityKey is a store without a key.

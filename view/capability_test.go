@@ -15,8 +15,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/internal/testenv"
+	"github.com/agentfy/agentfy/keyspace"
 	"github.com/agentfy/agentfy/view"
 )
 
@@ -116,7 +116,7 @@ func TestCapabilityForged(t *testing.T) {
 	ctx := testenv.Context(t, 30*time.Second)
 	dep := testenv.Deployment(t)
 	caps := view.NewCapabilities(rdb, dep, testKeys, 0)
-	keys := bus.KeysFor(dep)
+	keys := keyspace.For(dep)
 	const attacker = "04ffff"
 	stored := func(id string) map[string]string {
 		var m map[string]string
@@ -293,7 +293,7 @@ func TestGateOneWinnerOf64AcrossTwoClients(t *testing.T) {
 		t.Fatalf("other agent: %v, %v", ok, err)
 	}
 	// The window is 2 s, kept by Redis.
-	ttl, err := clients[0].PTTL(ctx, bus.KeysFor(dep).Gate("agent-1")).Result()
+	ttl, err := clients[0].PTTL(ctx, keyspace.For(dep).Gate("agent-1")).Result()
 	if err != nil || ttl <= 1500*time.Millisecond || ttl > view.GateWindow {
 		t.Fatalf("gate ttl = %v, %v", ttl, err)
 	}

@@ -5,9 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agentfy/agentfy/keyspace"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/agentfy/agentfy/bus"
 )
 
 // GateWindow is the spacing of view requests per agent across all replicas.
@@ -25,7 +24,7 @@ const CallerPace = 3 * time.Second
 // keys of the agent's slot.
 type Gate struct {
 	rdb    redis.UniversalClient
-	keys   bus.Keys
+	keys   keyspace.Keys
 	window time.Duration
 	pace   time.Duration
 	acks   Acks
@@ -46,7 +45,7 @@ func NewGate(rdb redis.UniversalClient, deployment string, window, pace time.Dur
 	if pace == 0 {
 		pace = CallerPace
 	}
-	return &Gate{rdb: rdb, keys: bus.KeysFor(deployment), window: window, pace: pace}
+	return &Gate{rdb: rdb, keys: keyspace.For(deployment), window: window, pace: pace}
 }
 
 // Window is the gate's window.

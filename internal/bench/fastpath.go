@@ -10,9 +10,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/directory"
 	"github.com/agentfy/agentfy/internal/stack"
+	"github.com/agentfy/agentfy/keyspace"
 )
 
 // maxFastBody bounds a fast-path response the load generator reads.
@@ -71,7 +71,7 @@ func benchFastPaths(ctx context.Context, st *stack.Stack, a *stack.Replica, toke
 	if _, _, err := st.Sess.Start(ctx, held); err != nil {
 		return fastPathResult{}, err
 	}
-	if err := st.AdminClient().Set(ctx, bus.KeysFor(benchDeployment).Gate(held), "1", 10*time.Minute).Err(); err != nil {
+	if err := st.AdminClient().Set(ctx, keyspace.For(benchDeployment).Gate(held), "1", 10*time.Minute).Err(); err != nil {
 		return fastPathResult{}, err
 	}
 	var lfNext atomic.Int64

@@ -12,6 +12,7 @@ import (
 	"github.com/agentfy/agentfy/deploy"
 	"github.com/agentfy/agentfy/internal/redisclient"
 	"github.com/agentfy/agentfy/internal/redisserver"
+	"github.com/agentfy/agentfy/keyspace"
 )
 
 func ctxT(t *testing.T, d time.Duration) context.Context {
@@ -86,7 +87,7 @@ func TestClusterFailsOver(t *testing.T) {
 	if _, ok := rdb.(*redis.ClusterClient); !ok {
 		t.Fatalf("client is %T", rdb)
 	}
-	key := bus.KeysFor("dev").Gate("agent-1")
+	key := keyspace.For("dev").Gate("agent-1")
 	if err := rdb.Set(ctx, key, "1", time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +124,7 @@ func TestSentinelFailsOver(t *testing.T) {
 	t.Cleanup(s.Stop)
 	rdb := redisclient.New(roleOptions(secrets, deploy.RedisReplica, s.SentinelAddrs(), s.MasterName()))
 	t.Cleanup(func() { _ = rdb.Close() })
-	key := bus.KeysFor("dev").Gate("agent-1")
+	key := keyspace.For("dev").Gate("agent-1")
 	if err := rdb.Set(ctx, key, "1", time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -35,6 +35,7 @@ import (
 	"github.com/agentfy/agentfy/internal/redisclient"
 	"github.com/agentfy/agentfy/internal/redisserver"
 	"github.com/agentfy/agentfy/internal/replica"
+	"github.com/agentfy/agentfy/keyspace"
 	"github.com/agentfy/agentfy/openapi"
 	"github.com/agentfy/agentfy/session"
 	"github.com/agentfy/agentfy/view"
@@ -471,7 +472,7 @@ func (s *Stack) OpenGateFor(ctx context.Context, agentID, caller string) error {
 		return errNoAdmin
 	}
 	s.refillRelayPaces()
-	k := bus.KeysFor(s.opts.Deployment)
+	k := keyspace.For(s.opts.Deployment)
 	return s.adminClient.Del(ctx, k.Gate(agentID), k.Pace(agentID, caller)).Err()
 }
 
@@ -493,10 +494,10 @@ func (s *Stack) OpenGate(ctx context.Context, agentID string) error {
 		return errNoAdmin
 	}
 	s.refillRelayPaces()
-	keys := []string{bus.KeysFor(s.opts.Deployment).Gate(agentID)}
+	keys := []string{keyspace.For(s.opts.Deployment).Gate(agentID)}
 	// The gate and the paces share the agent's hash tag: one slot, one master.
 	scan := func(ctx context.Context, c redis.Cmdable) error {
-		iter := c.Scan(ctx, 0, bus.KeysFor(s.opts.Deployment).PacePattern(agentID), 100).Iterator()
+		iter := c.Scan(ctx, 0, keyspace.For(s.opts.Deployment).PacePattern(agentID), 100).Iterator()
 		for iter.Next(ctx) {
 			keys = append(keys, iter.Val())
 		}

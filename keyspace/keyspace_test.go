@@ -1,4 +1,4 @@
-package bus_test
+package keyspace_test
 
 import (
 	"path"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/agentfy/agentfy/bus"
+	"github.com/agentfy/agentfy/keyspace"
 )
 
 // hashTag is the part of a key Redis Cluster hashes: the first {…} with something in it.
@@ -53,15 +54,15 @@ func TestKeys(t *testing.T) {
 			t.Errorf("key %q, want %q", tt.got, tt.want)
 		}
 	}
-	if bus.KeysFor("prod-eu") != k {
-		t.Error("KeysFor and Namespace.Keys differ")
+	if keyspace.For("prod-eu") != k {
+		t.Error("For and Namespace.Keys differ")
 	}
 }
 
 // The keys a script or transaction touches together share a slot, and the ACL pattern
 // covers every key.
 func TestKeysShareSlots(t *testing.T) {
-	k := bus.KeysFor("dev")
+	k := keyspace.For("dev")
 	pace := k.Pace("a1", "user:alice")
 	groups := [][]string{
 		{k.Agent("a1"), k.CurrentSession("a1"), k.Gate("a1"), pace},
@@ -91,7 +92,7 @@ func TestKeysShareSlots(t *testing.T) {
 // TestOperatorPatterns: the operator's Redis user reaches every key of the directory,
 // the credentials and the sessions, and no key of a view (capability, gate, pace).
 func TestOperatorPatterns(t *testing.T) {
-	k := bus.KeysFor("prod-eu")
+	k := keyspace.For("prod-eu")
 	matches := func(key string) bool {
 		for _, p := range k.OperatorPatterns() {
 			if ok, err := path.Match(p, key); err != nil {
@@ -116,7 +117,7 @@ func TestOperatorPatterns(t *testing.T) {
 			t.Errorf("the operator reaches %s", key)
 		}
 	}
-	if matches(bus.KeysFor("other").Agent("a")) {
+	if matches(keyspace.For("other").Agent("a")) {
 		t.Error("the operator reaches another deployment's agent")
 	}
 }

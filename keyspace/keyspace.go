@@ -1,11 +1,17 @@
-package bus
+// Package keyspace spells the Redis keys of a deployment: the only place a key's name is
+// written. It is a leaf: the stores (auth, directory, session, view) use it without
+// linking the bus.
+package keyspace
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
 )
 
-// Keys builds the Redis keys of one deployment, the way Namespace builds its NATS
+// Root is the first token of every key (and of every NATS subject, bus.Root).
+const Root = "agentfy"
+
+// Keys builds the Redis keys of one deployment, the way bus.Namespace builds its NATS
 // subjects: every key is agentfy:<deployment>:<kind>:{<tag>:<id>}[:<part>]. The braces
 // are a Redis Cluster hash tag, so the keys of one record share a slot (an agent's gate,
 // paces and current-session pointer; a session and its activity log; a team and its
@@ -19,12 +25,8 @@ type Keys struct {
 	prefix string
 }
 
-// KeysFor returns the key builder of deployment.
-func KeysFor(deployment string) Keys { return Keys{prefix: Root + ":" + deployment + ":"} }
-
-// Keys is the key builder of the namespace's deployment. The Redis database is chosen by
-// the connection, not by the key.
-func (n Namespace) Keys() Keys { return KeysFor(n.deployment) }
+// For returns the key builder of deployment.
+func For(deployment string) Keys { return Keys{prefix: Root + ":" + deployment + ":"} }
 
 // Prefix is agentfy:<deployment>:, the start of every key of the deployment.
 func (k Keys) Prefix() string { return k.prefix }
