@@ -43,7 +43,9 @@ var (
 	errMethod          = httpError{http.StatusMethodNotAllowed, "method_not_allowed", "this route does not take that method"}
 )
 
-func classify(err error) httpError {
+// httpErrorOf is the answer to err: the one place an error becomes an HTTP status,
+// code and message.
+func httpErrorOf(err error) httpError {
 	switch {
 	case errors.Is(err, auth.ErrUnauthenticated):
 		return errUnauthenticated
@@ -73,7 +75,7 @@ func (e httpError) body() errorBody {
 
 // abort renders err through the table, logging what the client does not see.
 func (s *Server) abort(c *gin.Context, err error) {
-	e := classify(err)
+	e := httpErrorOf(err)
 	if e.status == http.StatusTooManyRequests {
 		c.Header("Retry-After", retryAfter(err))
 	}

@@ -22,7 +22,7 @@ import (
 
 // Every error callers branch on has its status, code and plain message; anything else
 // is 503 unavailable.
-func TestClassify(t *testing.T) {
+func TestHTTPErrorOf(t *testing.T) {
 	internal := errors.New("dial tcp 10.0.0.7:6379: connect: connection refused")
 	tests := []struct {
 		name string
@@ -50,8 +50,8 @@ func TestClassify(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := classify(tt.err); got != tt.want {
-				t.Fatalf("classify(%v) = %+v, want %+v", tt.err, got, tt.want)
+			if got := httpErrorOf(tt.err); got != tt.want {
+				t.Fatalf("httpErrorOf(%v) = %+v, want %+v", tt.err, got, tt.want)
 			}
 		})
 	}

@@ -97,13 +97,13 @@ func (h *Hub) serve(parent context.Context, ws *websocket.Conn, sess session.Ses
 	}
 	close(c.helloed)
 	c.log.Info().Str("image", hello.ImageTag).Strs("capabilities", hello.Capabilities).Msg("worker attached")
-	c.publish(ctx, h.cfg.Sessions.Status(c.mustGet(ctx)))
+	c.publish(ctx, h.cfg.Sessions.Status(c.current(ctx)))
 
 	go c.pinger(ctx)
 	if err := c.readLoop(ctx); websocket.CloseStatus(err) == StatusSessionEnded {
 		// The worker's own end-of-session close: the one way a worker stops its session.
 		sctx := context.WithoutCancel(ctx)
-		h.stop(sctx, c, c.mustGet(sctx), "worker ended")
+		h.stop(sctx, c, c.current(sctx), "worker ended")
 	}
 }
 

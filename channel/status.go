@@ -6,7 +6,9 @@ import (
 	"github.com/agentfy/agentfy/session"
 )
 
-func (c *Conn) mustGet(ctx context.Context) session.Session {
+// current is the connection's session as the store has it now, or as the connection
+// last saw it when the store cannot be read within storeTimeout.
+func (c *Conn) current(ctx context.Context) session.Session {
 	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
 	s, err := c.hub.cfg.Sessions.Get(ctx, c.session.ID)

@@ -243,7 +243,7 @@ func (s *Service) Observe(ctx context.Context, sess session.Session) (*Page, err
 		dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		_ = s.caps.Delete(dctx, requestID)
 		dcancel()
-		return nil, classify(err)
+		return nil, reasonOf(err)
 	}
 	if hooks != nil && hooks.OnReply != nil {
 		reply = hooks.OnReply(reply)
@@ -255,9 +255,9 @@ func (s *Service) Observe(ctx context.Context, sess session.Session) (*Page, err
 	return page, nil
 }
 
-// classify turns a failed NATS request into the view's reason: the owner's code, as it
+// reasonOf turns a failed NATS request into the view's reason: the owner's code, as it
 // came, when it is one of the wire reasons.
-func classify(err error) error {
+func reasonOf(err error) error {
 	var re *bus.RemoteError
 	switch {
 	case errors.Is(err, bus.ErrNoResponders):
