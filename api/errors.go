@@ -11,15 +11,8 @@ import (
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/feed"
 	"github.com/agentfy/agentfy/view"
+	"github.com/agentfy/agentfy/wire"
 )
-
-// errorBody is every error response: {"error":{"code","message"}}.
-type errorBody struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
 
 // httpError is one row of the table below.
 type httpError struct {
@@ -67,8 +60,8 @@ func httpErrorOf(err error) httpError {
 	}
 }
 
-func (e httpError) body() errorBody {
-	var b errorBody
+func (e httpError) body() wire.ErrorBody {
+	var b wire.ErrorBody
 	b.Error.Code, b.Error.Message = e.code, e.message
 	return b
 }

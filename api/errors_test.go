@@ -273,7 +273,7 @@ func TestDecodeStrict(t *testing.T) {
 			if ok || !c.IsAborted() || w.Code != tt.wantStatus {
 				t.Fatalf("decodeStrict = %v, status %d; want refused with %d", ok, w.Code, tt.wantStatus)
 			}
-			var body errorBody
+			var body wire.ErrorBody
 			if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil || body.Error.Code == "" || strings.Contains(w.Body.String(), "json:") {
 				t.Fatalf("body %s: want a plain error body", w.Body.String())
 			}

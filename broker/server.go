@@ -181,13 +181,7 @@ func (b *Broker) reply(w http.ResponseWriter, r *http.Request, v any, err error)
 
 // writeError writes {"error":{"code","message"}}.
 func writeError(w http.ResponseWriter, e apiError) {
-	type body struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	}
-	writeJSON(w, e.status, struct {
-		Error body `json:"error"`
-	}{body{e.code, e.message}})
+	writeJSON(w, e.status, wire.ErrorBody{Error: wire.ErrorDetail{Code: e.code, Message: e.message}})
 }
 
 // writeJSON writes v as JSON with status.

@@ -54,3 +54,16 @@ func Tools() []string { return slices.Clone(tools) }
 
 // IsTool reports whether name is one of the broker's tools.
 func IsTool(name string) bool { return slices.Contains(tools, name) }
+
+// ErrorBody is every error answer over HTTP — the API's to its clients and the broker's
+// to its worker: {"error":{"code","message"}}.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail is an error answer's code (a view's reason, for the broker's) and plain
+// message.
+type ErrorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}

@@ -334,11 +334,7 @@ func (w *Worker) observe(ctx context.Context, id uint64, params json.RawMessage)
 // brokerReason is the reason of the broker's error body {"error":{"code","message"}}:
 // its code when that is one of the wire reasons, ReasonBrokerError for anything else.
 func brokerReason(body []byte) string {
-	var out struct {
-		Error struct {
-			Code string `json:"code"`
-		} `json:"error"`
-	}
+	var out wire.ErrorBody
 	if err := json.Unmarshal(body, &out); err != nil || !wire.IsReason(out.Error.Code) {
 		return wire.ReasonBrokerError
 	}
@@ -366,10 +362,7 @@ func (w *Worker) tool(ctx context.Context, id uint64, params json.RawMessage) ([
 	}
 	var out struct {
 		Result json.RawMessage `json:"result"`
-		Error  *struct {
-			Code    string `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
+		Error  *wire.ErrorDetail `json:"error"`
 	}
 	if err := json.Unmarshal(resp, &out); err != nil {
 		return jsonrpc.NewError(id, jsonrpc.CodeUnavailable, "broker answered badly")
