@@ -68,7 +68,7 @@ const (
 // unreachable or stalled one can hold up the caller.
 const (
 	// storeTimeout bounds one session-store call the hub makes on its own time: reading
-	// a held session (each session check, StopSession, the status after the hello or at
+	// a held session (each session check, the status after the hello or at
 	// the worker's end-of-session close) and recording its stop. 2 s is far beyond a
 	// healthy round trip, and short enough that an unreachable Redis costs a session
 	// check or a stop no more than a moment; a read that fails is retried next tick.

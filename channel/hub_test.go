@@ -657,11 +657,11 @@ func TestHubSessionEnd(t *testing.T) {
 	})
 	for _, tt := range []struct {
 		name       string
-		stop       func(e *hubEnv, ctx context.Context, sessionID string)
+		stop       func(t *testing.T, e *hubEnv, ctx context.Context, sessionID string)
 		wantReason string
 	}{
-		{"operator stops it", func(e *hubEnv, ctx context.Context, id string) { e.hub.StopSession(ctx, id) }, "operator"},
-		{"idle timeout on a held socket", func(e *hubEnv, ctx context.Context, _ string) {
+		{"operator stops it", func(t *testing.T, e *hubEnv, ctx context.Context, id string) { e.operatorStop(t, ctx, id) }, "operator"},
+		{"idle timeout on a held socket", func(_ *testing.T, e *hubEnv, ctx context.Context, _ string) {
 			e.clock.advance(session.DefaultPolicy.StopAfter + time.Second)
 			e.hub.check(ctx)
 		}, "idle timeout"},
@@ -673,7 +673,7 @@ func TestHubSessionEnd(t *testing.T) {
 			sess, passes := e.start(t, ctx)
 			ws := e.attach(t, ctx, sess, passes.Worker, nil)
 			c := watchClose(ctx, ws)
-			tt.stop(e, ctx, sess.ID)
+			tt.stop(t, e, ctx, sess.ID)
 			closed(t, ctx, c)
 			if got, err := e.sessions.Get(ctx, sess.ID); err != nil || !got.Stopped || got.StopReason != tt.wantReason {
 				t.Fatalf("session %+v %v, want stopped: %s", got, err, tt.wantReason)
@@ -725,11 +725,22 @@ func TestHubClosesWithItsCode(t *testing.T) {
 		sess, passes := e.start(t, ctx)
 		ws := e.attach(t, ctx, sess, passes.Worker, nil)
 		c := watchClose(ctx, ws)
-		e.hub.StopSession(ctx, sess.ID)
+		e.operatorStop(t, ctx, sess.ID)
 		if got := closed(t, ctx, c); got != StatusSessionEnded {
 			t.Fatalf("stop %d: the worker saw close status %d, want %d", i+1, got, StatusSessionEnded)
 		}
 	}
+}
+
+// operatorStop stops a session as `agentfy session stop` does — in the store, which
+// revokes its passes — and runs the hub's session check, which finds it stopped and
+// ends its socket.
+func (e *hubEnv) operatorStop(t *testing.T, ctx context.Context, sessionID string) {
+	t.Helper()
+	if _, err := e.sessions.Stop(ctx, sessionID, "operator"); err != nil {
+		t.Fatal(err)
+	}
+	e.hub.check(ctx)
 }
 
 // sawStatus reports whether events holds status for sessionID.

@@ -15,8 +15,9 @@ import (
 const StatusSessionEnded websocket.StatusCode = wire.CloseSessionEnded
 
 // Run checks the sessions this replica holds every Tick until ctx ends: it publishes
-// running → idle changes and stops a session past the idle timeout (closing its socket
-// for good). Views never move the clock, so polling cannot keep a session alive.
+// running → idle changes and stops a session past the idle timeout, or stopped by the
+// operator (`agentfy session stop`, in the store), closing its socket for good. Views
+// never move the clock, so polling cannot keep a session alive.
 func (h *Hub) Run(ctx context.Context) {
 	t := time.NewTicker(h.cfg.Tick)
 	defer t.Stop()
@@ -69,22 +70,6 @@ func (h *Hub) stop(ctx context.Context, c *Conn, sess session.Session, reason st
 	// The close handshake may wait on a dead worker (bounded by the WebSocket library):
 	// not on the session checks' time.
 	go c.close(StatusSessionEnded, "session stopped")
-}
-
-// StopSession ends a session this replica holds (operator stop relayed over NATS).
-func (h *Hub) StopSession(ctx context.Context, sessionID string) {
-	h.mu.Lock()
-	c := h.conns[sessionID]
-	h.mu.Unlock()
-	if c == nil {
-		return
-	}
-	sctx, cancel := context.WithTimeout(ctx, storeTimeout)
-	sess, err := h.cfg.Sessions.Get(sctx, sessionID)
-	cancel()
-	if err == nil {
-		h.stop(ctx, c, sess, "operator")
-	}
 }
 
 // Close ends every worker socket with "going away", so that workers reconnect to another
