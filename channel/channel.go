@@ -137,9 +137,7 @@ type Hub struct {
 
 	wg sync.WaitGroup
 
-	envelopeHook atomic.Pointer[func([]byte) []byte]    // test hook; nil in production
-	relayHook    atomic.Pointer[func(requestID string)] // runs once a capability checked out; tests only
-	helloHook    atomic.Pointer[func(*Conn)]            // runs before the hello's answer; tests only
+	hooks atomic.Pointer[Hooks] // the testing seam; nil in production
 
 	// Counts of the view requests that arrived on the bus: relayed to a worker, refused
 	// because no replica stored their capability, or answered busy by the pace.

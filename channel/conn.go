@@ -88,8 +88,8 @@ func (h *Hub) serve(parent context.Context, ws *websocket.Conn, sess session.Ses
 		c.log.Error().Err(err).Msg("subscribe session subjects")
 		return
 	}
-	if f := h.helloHook.Load(); f != nil {
-		(*f)(c)
+	if k := h.hooks.Load(); k != nil && k.OnHello != nil {
+		k.OnHello(c)
 	}
 	res, _ := json.Marshal(jsonrpc.HelloResult{SessionID: sess.ID})
 	if err := c.write(ctx, encoded(jsonrpc.NewResult(helloID, res))); err != nil {

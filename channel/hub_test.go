@@ -811,7 +811,7 @@ func TestHubAnswersHelloBeforeAnyCall(t *testing.T) {
 			return len(c.toolWaiters) == 1
 		})
 	}
-	e.hub.helloHook.Store(&hook)
+	e.hub.SetHooks(&Hooks{OnHello: hook})
 	ws := e.attach(t, ctx, sess, passes.Worker, []string{wire.CapabilityBrowserView}) // fails unless the answer comes first
 	m := receive(t, ctx, ws)
 	if m.Method != jsonrpc.MethodToolsCall {

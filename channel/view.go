@@ -13,32 +13,27 @@ import (
 	"github.com/agentfy/agentfy/wire"
 )
 
-// SetEnvelopeHook installs a function that may replace a worker's sealed answer before
-// it is relayed (the reliability suite tampers with envelopes through it); nil removes
-// it. Production never sets it.
-func (h *Hub) SetEnvelopeHook(f func([]byte) []byte) {
-	if f == nil {
-		h.envelopeHook.Store(nil)
-		return
-	}
-	h.envelopeHook.Store(&f)
+// Hooks are the hub's one testing seam: the reliability suite and the package's tests
+// set them (SetHooks); production never does. Each may be nil.
+type Hooks struct {
+	// OnEnvelope may replace a worker's sealed answer before it is relayed (the
+	// reliability suite tampers with envelopes through it).
+	OnEnvelope func([]byte) []byte
+	// OnRelay runs once a view request's capability checked out, before the request is
+	// relayed to the worker (the reliability suite rewrites the capability in Redis
+	// there, as a Redis writer racing the broker would).
+	OnRelay func(requestID string)
+	// OnHello runs before a hello is answered.
+	OnHello func(*Conn)
 }
 
-// SetRelayHook installs a function that runs once a view request's capability checked
-// out, before the request is relayed to the worker (the reliability suite rewrites the
-// capability in Redis there, as a Redis writer racing the broker would); nil removes
-// it. Production never sets it.
-func (h *Hub) SetRelayHook(f func(requestID string)) {
-	if f == nil {
-		h.relayHook.Store(nil)
-		return
-	}
-	h.relayHook.Store(&f)
-}
+// SetHooks installs the testing seam's hooks; nil removes them.
+func (h *Hub) SetHooks(k *Hooks) { h.hooks.Store(k) }
 
 // RefillPace fills the relay pace of every connection, as if each had been quiet for a
-// while. Tests that poll faster than the HTTP gate allows — standing in for the 5 s
-// between two polls by clearing the gate — call it with the gate; production never does.
+// while: part of the testing seam, for the harness's OpenGate (which stands in for the
+// 5 s between two polls by clearing the gate) and the package's tests; production never
+// calls it.
 func (h *Hub) RefillPace() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -86,8 +81,8 @@ func (c *Conn) onView(msg *nats.Msg) {
 		_ = bus.RespondError(msg, wire.ReasonRefused, "no such capability")
 		return
 	}
-	if f := c.hub.relayHook.Load(); f != nil {
-		(*f)(requestID)
+	if k := c.hub.hooks.Load(); k != nil && k.OnRelay != nil {
+		k.OnRelay(requestID)
 	}
 	if c.observing.Add(1) > MaxObservationWaiters {
 		cancel()
@@ -117,8 +112,8 @@ func (c *Conn) onView(msg *nats.Msg) {
 			return
 		}
 		// The envelope passes through as raw bytes: this replica cannot read it anyway.
-		if h := c.hub.envelopeHook.Load(); h != nil {
-			res = (*h)(res)
+		if k := c.hub.hooks.Load(); k != nil && k.OnEnvelope != nil {
+			res = k.OnEnvelope(res)
 		}
 		if err := bus.Respond(msg, res); err != nil {
 			// Too large for NATS, or the connection is down: say so at once rather than

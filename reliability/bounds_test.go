@@ -191,8 +191,8 @@ func TestOversizedReplyFailsAtOnce(t *testing.T) {
 	agent := "agent-oversized"
 	liveSession(t, agent, stack.SessionOptions{})
 	owner := st.Replicas[1].Hub
-	owner.SetEnvelopeHook(func([]byte) []byte { return make([]byte, bus.MaxPayload+1) })
-	t.Cleanup(func() { owner.SetEnvelopeHook(nil) })
+	owner.SetHooks(&channel.Hooks{OnEnvelope: func([]byte) []byte { return make([]byte, bus.MaxPayload+1) }})
+	t.Cleanup(func() { owner.SetHooks(nil) })
 	start := time.Now()
 	a := client.Poll(t, agent)
 	took := time.Since(start)
@@ -200,7 +200,7 @@ func TestOversizedReplyFailsAtOnce(t *testing.T) {
 	if a.Status != http.StatusServiceUnavailable || took > 3*time.Second {
 		t.Fatalf("oversized reply: %s", observed)
 	}
-	owner.SetEnvelopeHook(nil)
+	owner.SetHooks(nil)
 	if a := client.Poll(t, agent); a.Summary() != "200 frame" {
 		t.Fatalf("after: %s", a.Summary())
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentfy/agentfy/channel"
 	"github.com/agentfy/agentfy/internal/stack"
 	"github.com/agentfy/agentfy/internal/stacktest"
 	"github.com/agentfy/agentfy/internal/testenv"
@@ -156,7 +157,7 @@ func TestCapabilityRedirectedInTheRace(t *testing.T) {
 	before := forgedCount()
 	rewrote := make(chan error, 1)
 	owner := st.Replicas[1].Hub
-	owner.SetRelayHook(func(requestID string) {
+	owner.SetHooks(&channel.Hooks{OnRelay: func(requestID string) {
 		k := keyspace.For("dev").Capability(requestID)
 		var stored map[string]string
 		err := json.Unmarshal([]byte(st.AdminClient().Get(c, k).Val()), &stored)
@@ -169,11 +170,11 @@ func TestCapabilityRedirectedInTheRace(t *testing.T) {
 		case rewrote <- err:
 		default:
 		}
-	})
-	t.Cleanup(func() { owner.SetRelayHook(nil) })
+	}})
+	t.Cleanup(func() { owner.SetHooks(nil) })
 	logged := len(logs.String())
 	during := client.Poll(t, agent)
-	owner.SetRelayHook(nil)
+	owner.SetHooks(nil)
 	select {
 	case err := <-rewrote:
 		if err != nil {

@@ -18,6 +18,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentfy/agentfy/channel"
 	"github.com/agentfy/agentfy/internal/stack"
 	"github.com/agentfy/agentfy/internal/stacktest"
 	"github.com/agentfy/agentfy/internal/testenv"
@@ -60,11 +61,11 @@ func TestTampering(t *testing.T) {
 	agent := "agent-tamper"
 	liveSession(t, agent, stack.SessionOptions{})
 	owner := st.Replicas[1].Hub
-	t.Cleanup(func() { owner.SetEnvelopeHook(nil) })
+	t.Cleanup(func() { owner.SetHooks(nil) })
 
 	// A real envelope of an earlier request, to replay against a later one.
 	var earlier atomic.Pointer[[]byte]
-	owner.SetEnvelopeHook(func(b []byte) []byte { c := append([]byte(nil), b...); earlier.Store(&c); return b })
+	owner.SetHooks(&channel.Hooks{OnEnvelope: func(b []byte) []byte { c := append([]byte(nil), b...); earlier.Store(&c); return b }})
 	if a := client.Poll(t, agent); a.Summary() != "200 frame" {
 		t.Fatalf("control: %s", a.Summary())
 	}
@@ -98,9 +99,9 @@ func TestTampering(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			observed := ""
 			record(t, "Tampering (envelope altered at the owning replica)", "503; never a frame, never live:false", &observed)
-			owner.SetEnvelopeHook(tc.tamper)
+			owner.SetHooks(&channel.Hooks{OnEnvelope: tc.tamper})
 			a := client.Poll(t, agent)
-			owner.SetEnvelopeHook(nil)
+			owner.SetHooks(nil)
 			observed = a.Summary()
 			if a.Status != http.StatusServiceUnavailable {
 				t.Errorf("got %s", observed)

@@ -361,7 +361,7 @@ func (w *Worker) tool(ctx context.Context, id uint64, params json.RawMessage) ([
 		return jsonrpc.NewError(id, jsonrpc.CodeUnavailable, "broker unavailable")
 	}
 	var out struct {
-		Result json.RawMessage `json:"result"`
+		Result json.RawMessage   `json:"result"`
 		Error  *wire.ErrorDetail `json:"error"`
 	}
 	if err := json.Unmarshal(resp, &out); err != nil {
