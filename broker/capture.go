@@ -15,6 +15,7 @@ import (
 	"github.com/go-rod/rod"
 	"github.com/go-rod/rod/lib/proto"
 
+	"github.com/agentfy/agentfy/internal/jsonscan"
 	"github.com/agentfy/agentfy/wire"
 )
 
@@ -64,12 +65,12 @@ func pageJSON(p *Page) ([]byte, error) {
 // pass: the JPEG, and its base64 text when that is canonical standard base64 (text is
 // nil otherwise, and the JPEG comes from the strict decoder).
 func screenshotData(raw []byte) (data, text []byte, err error) {
-	i := wire.SkipSpace(raw, 0)
+	i := jsonscan.SkipSpace(raw, 0)
 	if i < len(raw) && raw[i] == '{' {
-		if key, j, ok := wire.PlainString(raw, wire.SkipSpace(raw, i+1)); ok && string(key) == "data" {
-			if j = wire.SkipSpace(raw, j); j < len(raw) && raw[j] == ':' {
-				if val, k, ok := wire.PlainString(raw, wire.SkipSpace(raw, j+1)); ok {
-					if k = wire.SkipSpace(raw, k); k < len(raw) && raw[k] == '}' && wire.SkipSpace(raw, k+1) == len(raw) {
+		if key, j, ok := jsonscan.PlainString(raw, jsonscan.SkipSpace(raw, i+1)); ok && string(key) == "data" {
+			if j = jsonscan.SkipSpace(raw, j); j < len(raw) && raw[j] == ':' {
+				if val, k, ok := jsonscan.PlainString(raw, jsonscan.SkipSpace(raw, j+1)); ok {
+					if k = jsonscan.SkipSpace(raw, k); k < len(raw) && raw[k] == '}' && jsonscan.SkipSpace(raw, k+1) == len(raw) {
 						data = make([]byte, base64.StdEncoding.DecodedLen(len(val)))
 						if n, err := base64.StdEncoding.Strict().Decode(data, val); err == nil && n > 0 {
 							return data[:n], val, nil

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"strconv"
 
-	"github.com/agentfy/agentfy/wire"
+	"github.com/agentfy/agentfy/internal/jsonscan"
 )
 
 // parseResponseFast reads a success response the way a worker writes one —
@@ -15,7 +15,7 @@ import (
 // included, and Parse then decodes strictly: this is a faster way to the same answer,
 // never a second rule (the differential tests prove it).
 func parseResponseFast(b []byte) (m *Message, ok bool) {
-	i := wire.SkipSpace(b, 0)
+	i := jsonscan.SkipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return nil, false
 	}
@@ -23,26 +23,26 @@ func parseResponseFast(b []byte) (m *Message, ok bool) {
 	var version, id, result []byte
 	for n := range 3 {
 		if n > 0 {
-			if i = wire.SkipSpace(b, i); i >= len(b) || b[i] != ',' {
+			if i = jsonscan.SkipSpace(b, i); i >= len(b) || b[i] != ',' {
 				return nil, false
 			}
 			i++
 		}
-		i = wire.SkipSpace(b, i)
-		key, end, ok := wire.PlainString(b, i)
+		i = jsonscan.SkipSpace(b, i)
+		key, end, ok := jsonscan.PlainString(b, i)
 		if !ok {
 			return nil, false
 		}
-		if i = wire.SkipSpace(b, end); i >= len(b) || b[i] != ':' {
+		if i = jsonscan.SkipSpace(b, end); i >= len(b) || b[i] != ':' {
 			return nil, false
 		}
-		i = wire.SkipSpace(b, i+1)
+		i = jsonscan.SkipSpace(b, i+1)
 		switch string(key) {
 		case "jsonrpc":
 			if version != nil {
 				return nil, false
 			}
-			if version, i, ok = wire.PlainString(b, i); !ok {
+			if version, i, ok = jsonscan.PlainString(b, i); !ok {
 				return nil, false
 			}
 		case "id":
@@ -70,7 +70,7 @@ func parseResponseFast(b []byte) (m *Message, ok bool) {
 			return nil, false
 		}
 	}
-	if i = wire.SkipSpace(b, i); i >= len(b) || b[i] != '}' || wire.SkipSpace(b, i+1) != len(b) {
+	if i = jsonscan.SkipSpace(b, i); i >= len(b) || b[i] != '}' || jsonscan.SkipSpace(b, i+1) != len(b) {
 		return nil, false
 	}
 	if string(version) != Version || string(result) == "null" {
@@ -102,7 +102,7 @@ func validValue(b []byte, i, depth int) (int, bool) {
 		if c == '[' {
 			end = ']'
 		}
-		i = wire.SkipSpace(b, i+1)
+		i = jsonscan.SkipSpace(b, i+1)
 		if i < len(b) && b[i] == end {
 			return i + 1, true
 		}
@@ -112,20 +112,20 @@ func validValue(b []byte, i, depth int) (int, bool) {
 				if i, ok = validString(b, i); !ok {
 					return 0, false
 				}
-				if i = wire.SkipSpace(b, i); i >= len(b) || b[i] != ':' {
+				if i = jsonscan.SkipSpace(b, i); i >= len(b) || b[i] != ':' {
 					return 0, false
 				}
-				i = wire.SkipSpace(b, i+1)
+				i = jsonscan.SkipSpace(b, i+1)
 			}
 			if i, ok = validValue(b, i, depth+1); !ok {
 				return 0, false
 			}
-			if i = wire.SkipSpace(b, i); i >= len(b) {
+			if i = jsonscan.SkipSpace(b, i); i >= len(b) {
 				return 0, false
 			}
 			switch b[i] {
 			case ',':
-				i = wire.SkipSpace(b, i+1)
+				i = jsonscan.SkipSpace(b, i+1)
 			case end:
 				return i + 1, true
 			default:

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentfy/agentfy/wire"
+	"github.com/agentfy/agentfy/internal/jsonscan"
 )
 
 var responseSeeds = []string{
@@ -64,11 +64,11 @@ func FuzzFastPath(f *testing.F) {
 
 func checkFastPath(t *testing.T, b []byte) {
 	// validValue accepts exactly what encoding/json accepts (within its depth).
-	if end, ok := validValue(b, wire.SkipSpace(b, 0), 0); ok && wire.SkipSpace(b, end) == len(b) && !json.Valid(b) {
+	if end, ok := validValue(b, jsonscan.SkipSpace(b, 0), 0); ok && jsonscan.SkipSpace(b, end) == len(b) && !json.Valid(b) {
 		t.Fatalf("validValue accepted %q, json.Valid refuses it", b)
 	}
 	if json.Valid(b) && bytes.Count(b, []byte("["))+bytes.Count(b, []byte("{")) < maxDepth {
-		if end, ok := validValue(b, wire.SkipSpace(b, 0), 0); !ok || wire.SkipSpace(b, end) != len(b) {
+		if end, ok := validValue(b, jsonscan.SkipSpace(b, 0), 0); !ok || jsonscan.SkipSpace(b, end) != len(b) {
 			t.Fatalf("validValue refused %q, json.Valid accepts it", b)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/agentfy/agentfy/internal/jsonscan"
 	"github.com/agentfy/agentfy/wire"
 )
 
@@ -144,7 +145,7 @@ func parseStrict(b []byte) (*Message, error) {
 	if err := dec.Decode(&m); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	if wire.SkipSpace(b, int(dec.InputOffset())) != len(b) {
+	if jsonscan.SkipSpace(b, int(dec.InputOffset())) != len(b) {
 		return nil, fmt.Errorf("%w: trailing data", ErrInvalid)
 	}
 	if m.JSONRPC != Version {

@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentfy/agentfy/bus"
+	"github.com/agentfy/agentfy/internal/jsonscan"
 	"github.com/agentfy/agentfy/session"
 	"github.com/agentfy/agentfy/view/envelope"
 	"github.com/agentfy/agentfy/wire"
@@ -295,25 +296,25 @@ func openReply(priv *ecdh.PrivateKey, requestID string, reply []byte) (*Page, er
 var envelopeFields = []string{"publicKey", "iv", "tag", "ciphertext"}
 
 // decodeSealedFast reads {"envelope":{…}} the way the broker writes it, in one pass
-// (wire.FlatStrings); ok is false when the strict decoder must decide.
+// (jsonscan.FlatStrings); ok is false when the strict decoder must decide.
 func decodeSealedFast(b []byte) (envelope.Sealed, bool) {
-	i := wire.SkipSpace(b, 0)
+	i := jsonscan.SkipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return envelope.Sealed{}, false
 	}
-	key, i, ok := wire.PlainString(b, wire.SkipSpace(b, i+1))
+	key, i, ok := jsonscan.PlainString(b, jsonscan.SkipSpace(b, i+1))
 	if !ok || string(key) != "envelope" {
 		return envelope.Sealed{}, false
 	}
-	if i = wire.SkipSpace(b, i); i >= len(b) || b[i] != ':' {
+	if i = jsonscan.SkipSpace(b, i); i >= len(b) || b[i] != ':' {
 		return envelope.Sealed{}, false
 	}
 	var v [4][]byte
-	end, ok := wire.FlatStrings(b, i+1, envelopeFields, v[:])
+	end, ok := jsonscan.FlatStrings(b, i+1, envelopeFields, v[:])
 	if !ok {
 		return envelope.Sealed{}, false
 	}
-	if end = wire.SkipSpace(b, end); end >= len(b) || b[end] != '}' || !wire.OnlySpace(b, end+1) {
+	if end = jsonscan.SkipSpace(b, end); end >= len(b) || b[end] != '}' || !jsonscan.OnlySpace(b, end+1) {
 		return envelope.Sealed{}, false
 	}
 	return envelope.Sealed{Envelope: envelope.Envelope{
@@ -327,7 +328,7 @@ func decodeSealedStrict(b []byte) (envelope.Sealed, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	var sealed envelope.Sealed
-	if err := dec.Decode(&sealed); err != nil || !wire.OnlySpace(b, int(dec.InputOffset())) {
+	if err := dec.Decode(&sealed); err != nil || !jsonscan.OnlySpace(b, int(dec.InputOffset())) {
 		return envelope.Sealed{}, wire.ErrInvalidPage
 	}
 	return sealed, nil

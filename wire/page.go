@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/agentfy/agentfy/internal/jsonscan"
 )
 
 // Limits and layout of a page, the plaintext the broker seals for the requesting
@@ -121,8 +123,8 @@ func decodePageFast(b []byte) (p Page, ok bool) {
 		return decodeMaskedFast(b)
 	}
 	var v [5][]byte
-	end, ok := FlatStrings(b, 0, pageFields, v[:])
-	if !ok || !OnlySpace(b, end) {
+	end, ok := jsonscan.FlatStrings(b, 0, pageFields, v[:])
+	if !ok || !jsonscan.OnlySpace(b, end) {
 		return Page{}, false
 	}
 	return pageOf(v), true
@@ -145,7 +147,7 @@ func decodeMaskedFast(b []byte) (Page, bool) {
 		if i, ok = memberValue(b, i, sep, name); !ok {
 			return Page{}, false
 		}
-		if v[n], i, ok = PlainString(b, i); !ok {
+		if v[n], i, ok = jsonscan.PlainString(b, i); !ok {
 			return Page{}, false
 		}
 		sep = ','
@@ -160,7 +162,7 @@ func decodeMaskedFast(b []byte) (Page, bool) {
 		}
 		masked = 10*masked + int(b[i]-'0')
 	}
-	if i = SkipSpace(b, i); i >= len(b) || b[i] != '}' || !OnlySpace(b, i+1) {
+	if i = jsonscan.SkipSpace(b, i); i >= len(b) || b[i] != '}' || !jsonscan.OnlySpace(b, i+1) {
 		return Page{}, false
 	}
 	p := pageOf(v)
@@ -171,17 +173,17 @@ func decodeMaskedFast(b []byte) (Page, bool) {
 // memberValue reads `sep "name" :` at b[i:], JSON space around each token and the name
 // a plain string, and returns the offset of the member's value.
 func memberValue(b []byte, i int, sep byte, name string) (int, bool) {
-	if i = SkipSpace(b, i); i >= len(b) || b[i] != sep {
+	if i = jsonscan.SkipSpace(b, i); i >= len(b) || b[i] != sep {
 		return 0, false
 	}
-	key, i, ok := PlainString(b, SkipSpace(b, i+1))
+	key, i, ok := jsonscan.PlainString(b, jsonscan.SkipSpace(b, i+1))
 	if !ok || string(key) != name {
 		return 0, false
 	}
-	if i = SkipSpace(b, i); i >= len(b) || b[i] != ':' {
+	if i = jsonscan.SkipSpace(b, i); i >= len(b) || b[i] != ':' {
 		return 0, false
 	}
-	return SkipSpace(b, i+1), true
+	return jsonscan.SkipSpace(b, i+1), true
 }
 
 // endsInNumber reports whether b ends in a digit, then `}`, with JSON space around: the
@@ -211,7 +213,7 @@ func decodePageStrict(b []byte) (Page, error) {
 		Page
 		Masked maskedCount `json:"masked"` // shadows Page.Masked
 	}
-	if err := dec.Decode(&s); err != nil || !OnlySpace(b, int(dec.InputOffset())) {
+	if err := dec.Decode(&s); err != nil || !jsonscan.OnlySpace(b, int(dec.InputOffset())) {
 		return Page{}, ErrInvalidPage
 	}
 	s.Page.Masked = s.Masked.n

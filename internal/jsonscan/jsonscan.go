@@ -1,4 +1,8 @@
-package wire
+// Package jsonscan reads the few JSON shapes the view's wire bodies take in one pass,
+// without allocation: the fast paths of strict decoders, which fall back to
+// encoding/json for anything else. It is internal: the protocol is wire's, not these
+// scanners'.
+package jsonscan
 
 import (
 	"bytes"
