@@ -56,9 +56,9 @@ var errorTable = []struct {
 	err error
 	apiError
 }{
-	{ErrBadBody, apiError{http.StatusBadRequest, wire.ReasonBadRequest, "the request body is not valid JSON of the expected shape"}},
+	{ErrBadBody, reasonError(wire.ReasonBadRequest, "the request body is not valid JSON of the expected shape")},
 	{ErrBodyTooLarge, apiError{http.StatusRequestEntityTooLarge, "body_too_large", "the request body is too large"}},
-	{ErrBadRequestID, apiError{http.StatusBadRequest, wire.ReasonBadRequest, "requestId must be 64 lowercase hex digits"}},
+	{ErrBadRequestID, reasonError(wire.ReasonBadRequest, "requestId must be 64 lowercase hex digits")},
 	{ErrBadURL, apiError{http.StatusBadRequest, "bad_url", "the url must be an http or https URL, or about:blank"}},
 	{ErrBadStep, apiError{http.StatusBadRequest, "bad_step", "a step is unknown or malformed"}},
 	{ErrUnknownTab, apiError{http.StatusNotFound, "unknown_tab", "no open tab has this id"}},
@@ -66,14 +66,20 @@ var errorTable = []struct {
 	{ErrQueueFull, apiError{http.StatusTooManyRequests, "queue_full", "too many browser tool calls are waiting"}},
 	{ErrToolTimeout, apiError{http.StatusGatewayTimeout, "tool_timeout", "the browser tool call did not finish in time"}},
 	{ErrStepFailed, apiError{http.StatusUnprocessableEntity, "step_failed", "the browser could not perform a step"}},
-	{ErrBusy, apiError{http.StatusConflict, wire.ReasonBusy, "another observation is in progress"}},
-	{ErrCapabilityRefused, apiError{http.StatusBadGateway, wire.ReasonRefused, "the observation capability was refused"}},
-	{ErrCaptureFailed, apiError{http.StatusServiceUnavailable, wire.ReasonCapture, "the browser could not be captured in time"}},
-	{ErrClosed, apiError{http.StatusServiceUnavailable, wire.ReasonBrokerDown, "the broker is shutting down"}},
+	{ErrBusy, reasonError(wire.ReasonBusy, "another observation is in progress")},
+	{ErrCapabilityRefused, reasonError(wire.ReasonRefused, "the observation capability was refused")},
+	{ErrCaptureFailed, reasonError(wire.ReasonCapture, "the browser could not be captured in time")},
+	{ErrClosed, reasonError(wire.ReasonBrokerDown, "the broker is shutting down")},
 }
 
 // internalError is what a client sees of any error not in errorTable.
-var internalError = apiError{http.StatusInternalServerError, wire.ReasonBrokerError, "internal error"}
+var internalError = reasonError(wire.ReasonBrokerError, "internal error")
+
+// reasonError is the answer for a view's failure reason: its status from the reasons'
+// table (wire.BrokerStatus), the reason as its code.
+func reasonError(reason, message string) apiError {
+	return apiError{wire.BrokerStatus(reason), reason, message}
+}
 
 // statusOf maps an error to what the client sees.
 func statusOf(err error) apiError {

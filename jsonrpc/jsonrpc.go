@@ -36,17 +36,17 @@ const (
 const (
 	CodeParseError     = -32700
 	CodeInvalidRequest = -32600
-	CodeMethodNotFound = -32601
-	CodeInvalidParams  = -32602
+	CodeMethodNotFound = wire.RPCMethodNotFound
+	CodeInvalidParams  = wire.RPCInvalidParams
 	CodeInternal       = -32603
 	// CodeBusy: a bound was reached (too many observations in flight).
-	CodeBusy = -32001
+	CodeBusy = wire.RPCBusy
 	// CodeUnavailable: the broker or browser could not serve the request.
-	CodeUnavailable = -32002
+	CodeUnavailable = wire.RPCUnavailable
 	// CodeToolFailed: the tool ran and failed.
 	CodeToolFailed = -32003
 	// CodeRefused: the broker could not redeem the view capability.
-	CodeRefused = -32004
+	CodeRefused = wire.RPCRefused
 )
 
 // Error is a JSON-RPC error object.
@@ -64,42 +64,18 @@ type ErrorData struct {
 }
 
 // ReasonOf is the wire reason of a view's error answer: the one its data names, or, from
-// a worker that names none (an older image), the one its code stands for. It is always
-// one of wire.Reasons.
+// a worker that names none (an older image), the one its code stands for (the reasons'
+// table, wire.ReasonOfRPCCode). It is always one of wire.Reasons.
 func ReasonOf(e *Error) string {
 	if e.Data != nil && wire.IsReason(e.Data.Reason) {
 		return e.Data.Reason
 	}
-	switch e.Code {
-	case CodeMethodNotFound:
-		return wire.ReasonUnsupported
-	case CodeBusy:
-		return wire.ReasonBusy
-	case CodeRefused:
-		return wire.ReasonRefused
-	case CodeUnavailable:
-		return wire.ReasonCapture
-	case CodeInvalidParams:
-		return wire.ReasonBadRequest
-	}
-	return wire.ReasonFailed
+	return wire.ReasonOfRPCCode(e.Code)
 }
 
 // CodeOf is the error code that stands for a view's wire reason, for replicas that read
-// the code alone.
-func CodeOf(reason string) int {
-	switch reason {
-	case wire.ReasonUnsupported:
-		return CodeMethodNotFound
-	case wire.ReasonBusy:
-		return CodeBusy
-	case wire.ReasonRefused:
-		return CodeRefused
-	case wire.ReasonBadRequest:
-		return CodeInvalidParams
-	}
-	return CodeUnavailable
-}
+// the code alone (the reasons' table, wire.RPCCodeOf).
+func CodeOf(reason string) int { return wire.RPCCodeOf(reason) }
 
 func (e *Error) Error() string { return fmt.Sprintf("jsonrpc error %d: %s", e.Code, e.Message) }
 

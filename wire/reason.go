@@ -1,6 +1,9 @@
 package wire
 
-import "slices"
+import (
+	"net/http"
+	"slices"
+)
 
 // Reasons a view is unavailable (503). The hop that knows what went wrong names it once
 // — the broker in its error body, the worker in its JSON-RPC error's data, the owner
@@ -39,11 +42,84 @@ const (
 	ReasonFailed = "failed"
 )
 
-// reasons is the closed set.
-var reasons = []string{
-	ReasonNoChannel, ReasonUnsupported, ReasonBusy, ReasonRefused, ReasonCapture,
-	ReasonBrokerDown, ReasonBrokerError, ReasonBadRequest, ReasonTimeout, ReasonInvalid,
-	ReasonFailed,
+// The JSON-RPC error codes of a view's error answer (package jsonrpc names them too).
+const (
+	RPCMethodNotFound = -32601
+	RPCInvalidParams  = -32602
+	RPCBusy           = -32001
+	RPCUnavailable    = -32002
+	RPCRefused        = -32004
+)
+
+// reasonRow is one reason of the table: the JSON-RPC code a worker's error answer
+// carries it under (its data names the reason itself; the code is for a replica that
+// reads codes alone), whether that code alone stands for it (an older worker's answer
+// without data), and the HTTP status the broker answers it with (0: the broker never
+// names it). Every reason is answered 503 by the API, labels
+// agentfy_view_unavailable_total and the log line as it is, and travels between the
+// replicas in the NATS reply's error header unchanged.
+type reasonRow struct {
+	reason   string
+	rpc      int
+	fromCode bool
+	broker   int
+}
+
+// reasonTable is the one table of a view's failure reasons.
+var reasonTable = []reasonRow{
+	{ReasonNoChannel, RPCUnavailable, false, 0},
+	{ReasonUnsupported, RPCMethodNotFound, true, 0},
+	{ReasonBusy, RPCBusy, true, http.StatusConflict},
+	{ReasonRefused, RPCRefused, true, http.StatusBadGateway},
+	{ReasonCapture, RPCUnavailable, true, http.StatusServiceUnavailable},
+	{ReasonBrokerDown, RPCUnavailable, false, http.StatusServiceUnavailable},
+	{ReasonBrokerError, RPCUnavailable, false, http.StatusInternalServerError},
+	{ReasonBadRequest, RPCInvalidParams, true, http.StatusBadRequest},
+	{ReasonTimeout, RPCUnavailable, false, 0},
+	{ReasonInvalid, RPCUnavailable, false, 0},
+	{ReasonFailed, RPCUnavailable, false, 0},
+}
+
+// reasons is the closed set, in the table's order.
+var reasons = func() []string {
+	r := make([]string, len(reasonTable))
+	for i, row := range reasonTable {
+		r[i] = row.reason
+	}
+	return r
+}()
+
+// row returns reason's row, or ReasonFailed's.
+func row(reason string) reasonRow {
+	for _, r := range reasonTable {
+		if r.reason == reason {
+			return r
+		}
+	}
+	return reasonTable[len(reasonTable)-1]
+}
+
+// RPCCodeOf is the JSON-RPC error code a worker's answer carries reason under.
+func RPCCodeOf(reason string) int { return row(reason).rpc }
+
+// ReasonOfRPCCode is the reason a JSON-RPC error code alone stands for (an answer that
+// names none), ReasonFailed for a code that stands for none.
+func ReasonOfRPCCode(code int) string {
+	for _, r := range reasonTable {
+		if r.rpc == code && r.fromCode {
+			return r.reason
+		}
+	}
+	return ReasonFailed
+}
+
+// BrokerStatus is the HTTP status the broker answers reason with;
+// http.StatusInternalServerError for one the broker never names.
+func BrokerStatus(reason string) int {
+	if s := row(reason).broker; s != 0 {
+		return s
+	}
+	return http.StatusInternalServerError
 }
 
 // Reasons returns every reason.

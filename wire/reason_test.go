@@ -55,3 +55,36 @@ func TestTools(t *testing.T) {
 		t.Errorf("%d tools, want 4", len(wire.Tools()))
 	}
 }
+
+// The reasons' table: a code alone stands for exactly one reason, which travels under
+// that code; every other reason travels under the code of "unavailable"; the broker
+// answers each of its reasons with its own status.
+func TestReasonTable(t *testing.T) {
+	byCode := map[int]string{}
+	for _, r := range wire.Reasons() {
+		code := wire.RPCCodeOf(r)
+		if back := wire.ReasonOfRPCCode(code); wire.RPCCodeOf(back) != code {
+			t.Errorf("%s travels under %d, which stands for %s of code %d", r, code, back, wire.RPCCodeOf(back))
+		}
+		if prev, ok := byCode[code]; ok && code != wire.RPCUnavailable {
+			t.Errorf("%s and %s share code %d", prev, r, code)
+		}
+		byCode[code] = r
+	}
+	for code, want := range map[int]string{
+		wire.RPCMethodNotFound: wire.ReasonUnsupported, wire.RPCBusy: wire.ReasonBusy, wire.RPCRefused: wire.ReasonRefused,
+		wire.RPCUnavailable: wire.ReasonCapture, wire.RPCInvalidParams: wire.ReasonBadRequest, -32603: wire.ReasonFailed,
+	} {
+		if got := wire.ReasonOfRPCCode(code); got != want {
+			t.Errorf("code %d alone stands for %s, want %s", code, got, want)
+		}
+	}
+	for reason, want := range map[string]int{
+		wire.ReasonBadRequest: 400, wire.ReasonBusy: 409, wire.ReasonRefused: 502, wire.ReasonCapture: 503,
+		wire.ReasonBrokerDown: 503, wire.ReasonBrokerError: 500, wire.ReasonTimeout: 500,
+	} {
+		if got := wire.BrokerStatus(reason); got != want {
+			t.Errorf("the broker answers %s with %d, want %d", reason, got, want)
+		}
+	}
+}
