@@ -364,7 +364,7 @@ func TestAdminChanges(t *testing.T) {
 }
 
 // TestAdminChangesBumpTheGeneration: every change increments the directory's
-// generation, which the refusal memory reads (refusals.go).
+// generation, which the refusal memory reads (access/refusals.go).
 func TestAdminChangesBumpTheGeneration(t *testing.T) {
 	ctx := testenv.Context(t, 30*time.Second)
 	e := startAdmin(t, ctx)

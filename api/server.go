@@ -27,6 +27,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/rs/zerolog"
 
+	"github.com/agentfy/agentfy/access"
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/channel"
 	"github.com/agentfy/agentfy/directory"
@@ -63,7 +64,7 @@ type Server struct {
 	done chan struct{} // closed when the replica shuts down: ends status streams
 	once sync.Once
 
-	refused refusals // views refused lately (refusals.go)
+	access *access.Rules // who may see an agent
 }
 
 // Shutdown ends the long-lived status streams, so a graceful shutdown need not wait an
@@ -97,7 +98,7 @@ func New(cfg Config) *Server {
 	// no-store like every /v1 answer, never a cacheable 301.
 	eng.RedirectTrailingSlash = false
 	eng.RedirectFixedPath = false
-	s := &Server{cfg: cfg, eng: eng, done: make(chan struct{})}
+	s := &Server{cfg: cfg, eng: eng, done: make(chan struct{}), access: access.New(cfg.Dir, cfg.Creds)}
 	eng.Use(s.requestLog, gin.CustomRecovery(func(c *gin.Context, _ any) {
 		c.AbortWithStatusJSON(http.StatusInternalServerError, httpError{http.StatusInternalServerError, "internal", "internal error"}.body())
 	}))

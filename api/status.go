@@ -32,7 +32,7 @@ func (s *Server) status(c *gin.Context) {
 		return
 	}
 	agentID := c.Param("id")
-	if err := s.isMember(ctx, user, agentID); err != nil {
+	if err := s.access.IsMember(ctx, user, agentID); err != nil {
 		s.abort(c, err)
 		return
 	}
@@ -83,7 +83,7 @@ func (s *Server) status(c *gin.Context) {
 			w.Flush()
 		case ev := <-l.C:
 			// Access may have been revoked since the stream opened.
-			if err := s.isMember(ctx, user, agentID); err != nil {
+			if err := s.access.IsMember(ctx, user, agentID); err != nil {
 				return
 			}
 			if !writeEvent(w, statusEvent{AgentID: ev.AgentID, SessionID: ev.SessionID, Status: ev.Status, Live: ev.Status != session.Stopped}) {

@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"time"
 
 	"github.com/gin-gonic/gin"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/agentfy/agentfy/auth"
-	"github.com/agentfy/agentfy/directory"
 	"github.com/agentfy/agentfy/view"
 )
 
@@ -22,7 +19,7 @@ func (s *Server) agentView(c *gin.Context) {
 		return
 	}
 	agentID := c.Param("id")
-	s.renderView(c, agentID, UserCaller(user), s.memberAccess(user, agentID))
+	s.renderView(c, agentID, UserCaller(user), s.access.Member(user, agentID))
 }
 
 // partnerView serves GET /v1/orgs/:orgId/agents/:id/worker/view for an organisation key
@@ -35,7 +32,7 @@ func (s *Server) partnerView(c *gin.Context) {
 		return
 	}
 	agentID := c.Param("id")
-	s.renderView(c, agentID, KeyCaller(key.ID), s.partnerAccess(token, key, c.Param("orgId"), agentID, auth.ScopeWorkerLogsRead))
+	s.renderView(c, agentID, KeyCaller(key.ID), s.access.Partner(token, key, c.Param("orgId"), agentID, auth.ScopeWorkerLogsRead))
 }
 
 // UserCaller and KeyCaller name who asks for a view, for the per-caller pace: a member
@@ -66,133 +63,6 @@ func (s *Server) renderView(c *gin.Context, agentID, caller string, authorize vi
 		return
 	}
 	c.Data(http.StatusOK, "application/json; charset=utf-8", append(b, '\n'))
-}
-
-// memberAccess: the agent exists and the user is a member of its team. Unknown agent and
-// foreign team are the same ErrNotFound. A first check after a refusal reads only the
-// directory's generation while it is the one the refusal was based on (refusals.go).
-// Every other check reads the truth, the agent's record and its team's member set, in
-// one round trip when the team is known beforehand: the team the last check saw, or the
-// directory's hint of the agent's record, names the set to read beside the record; if
-// the record says another team, that team's set is read after it. A hint never decides
-// an answer.
-func (s *Server) memberAccess(userID, agentID string) view.Authorize {
-	var team string // the agent's team as the last check saw it
-	key := refusal{agentID, userID}
-	return func(p redis.Pipeliner, recheck bool) func(context.Context) error {
-		if !recheck {
-			if r, ok := s.refused.get(key, time.Now()); ok {
-				return s.rememberedRefusal(p, key, r)
-			}
-		}
-		agent := s.cfg.Dir.QueueAgent(p, agentID)
-		guess := team
-		if guess == "" {
-			if a, ok := s.cfg.Dir.AgentHint(agentID); ok {
-				guess = a.TeamID
-			}
-		}
-		var member func() (bool, error)
-		if guess != "" {
-			member = s.cfg.Dir.QueueIsMember(p, guess, userID)
-		}
-		return func(ctx context.Context) error {
-			a, err := agent()
-			if errors.Is(err, directory.ErrNotFound) {
-				s.refused.add(key, refused{}, time.Now())
-				return auth.ErrNotFound
-			}
-			if err != nil {
-				return err
-			}
-			team = a.TeamID
-			var ok bool
-			if member != nil && a.TeamID == guess {
-				ok, err = member()
-			} else {
-				ok, err = s.cfg.Dir.IsMember(ctx, a.TeamID, userID)
-			}
-			if err != nil {
-				return err
-			}
-			if !ok {
-				s.refused.add(key, refused{}, time.Now())
-				return auth.ErrNotFound
-			}
-			return nil
-		}
-	}
-}
-
-// rememberedRefusal checks a remembered refusal against the directory's generation: the
-// same generation refuses again; another (or one not known yet) reads the truth after
-// the generation, and a refusal then is remembered with that generation.
-func (s *Server) rememberedRefusal(p redis.Pipeliner, key refusal, r refused) func(context.Context) error {
-	generation := s.cfg.Dir.QueueGeneration(p)
-	return func(ctx context.Context) error {
-		g, err := generation()
-		if err != nil {
-			return err
-		}
-		if r.known && r.generation == g {
-			return auth.ErrNotFound
-		}
-		err = s.isMember(ctx, key.user, key.agent)
-		if errors.Is(err, auth.ErrNotFound) {
-			s.refused.add(key, refused{generation: g, known: true}, time.Now())
-		} else if err == nil {
-			s.refused.Delete(key)
-		}
-		return err
-	}
-}
-
-// isMember is memberAccess's truth, read at once: the agent's record, then the member
-// set of its team.
-func (s *Server) isMember(ctx context.Context, userID, agentID string) error {
-	agent, err := s.cfg.Dir.Agent(ctx, agentID)
-	if errors.Is(err, directory.ErrNotFound) {
-		return auth.ErrNotFound
-	}
-	if err != nil {
-		return err
-	}
-	ok, err := s.cfg.Dir.IsMember(ctx, agent.TeamID, userID)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return auth.ErrNotFound
-	}
-	return nil
-}
-
-// partnerAccess applies the check every partner route that reads a worker shares. The
-// first check trusts the key the route has just verified and reads the agent; the
-// re-check verifies the key again (it may have been revoked meanwhile) beside the
-// agent's record, in one round trip.
-func (s *Server) partnerAccess(token string, key auth.OrgKey, orgID, agentID, scope string) view.Authorize {
-	return func(p redis.Pipeliner, recheck bool) func(context.Context) error {
-		verified := func() (auth.OrgKey, error) { return key, nil }
-		if recheck {
-			verified = s.cfg.Creds.QueueVerifyOrgKey(p, token)
-		}
-		agent := s.cfg.Dir.QueueAgent(p, agentID)
-		return func(context.Context) error {
-			k, err := verified()
-			if err != nil {
-				return err
-			}
-			a, err := agent()
-			if errors.Is(err, directory.ErrNotFound) {
-				return auth.ErrNotFound
-			}
-			if err != nil {
-				return err
-			}
-			return auth.AuthorizeOrgAgent(k, orgID, a.OrgID, a.Environment, scope)
-		}
-	}
 }
 
 // consume serves POST /v1/internal/worker-observations/consume: a broker redeems a view

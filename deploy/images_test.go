@@ -99,3 +99,17 @@ func TestStoresLinkNoBus(t *testing.T) {
 		}
 	}
 }
+
+// TestAPIImportsNoRedisClient: the HTTP edge parses, calls and renders; the rules of who
+// may see an agent are access's, and every Redis read a store's.
+func TestAPIImportsNoRedisClient(t *testing.T) {
+	out, err := exec.CommandContext(t.Context(), "go", "list", "-f", "{{join .Imports \" \"}}", "../api").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, imp := range strings.Fields(string(out)) {
+		if strings.HasPrefix(imp, "github.com/redis/") {
+			t.Errorf("api imports %s", imp)
+		}
+	}
+}

@@ -13,7 +13,7 @@ import (
 
 // Agent records as this replica last read them. A hint never answers an access check:
 // it only names, before the agent's record is read, the team whose member set to read
-// in the same round trip (api's memberAccess), and the record read beside it decides. A
+// in the same round trip (access.Rules.Member), and the record read beside it decides. A
 // wrong hint (the agent changed team) costs one more round trip, never a wrong answer.
 const (
 	HintTTL  = time.Minute
