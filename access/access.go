@@ -153,7 +153,21 @@ func (r *Rules) Partner(token string, key auth.OrgKey, orgID, agentID, scope str
 			if err != nil {
 				return err
 			}
-			return auth.AuthorizeOrgAgent(k, orgID, a.OrgID, a.Environment, scope)
+			return orgAgent(k, orgID, a.OrgID, a.Environment, scope)
 		}
 	}
+}
+
+// orgAgent is the partner rule: the key must belong to orgID, and the agent must be of
+// the same organisation and environment; otherwise auth.ErrNotFound (one answer for "no
+// such agent" and "not yours"). A key that passes that but lacks scope gets
+// auth.ErrForbidden.
+func orgAgent(key auth.OrgKey, orgID, agentOrgID, agentEnvironment, scope string) error {
+	if key.OrgID != orgID || agentOrgID != orgID || key.Environment != agentEnvironment {
+		return auth.ErrNotFound
+	}
+	if !key.HasScope(scope) {
+		return auth.ErrForbidden
+	}
+	return nil
 }

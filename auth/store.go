@@ -262,17 +262,3 @@ func IsOrgKeyToken(token string) bool { _, ok := parseSecret(token, prefixOrgKey
 
 // IsPassToken: see IsOrgKeyToken.
 func IsPassToken(token string) bool { _, ok := parseSecret(token, prefixPass); return ok }
-
-// AuthorizeOrgAgent is the one check shared by every partner route that reads an agent's
-// worker (view, logs): the key must belong to orgID, and the agent must be of the same
-// organisation and environment; otherwise ErrNotFound (one answer for "no such agent" and
-// "not yours"). A key that passes that but lacks scope gets ErrForbidden.
-func AuthorizeOrgAgent(key OrgKey, orgID, agentOrgID, agentEnvironment, scope string) error {
-	if key.OrgID != orgID || agentOrgID != orgID || key.Environment != agentEnvironment {
-		return ErrNotFound
-	}
-	if !key.HasScope(scope) {
-		return ErrForbidden
-	}
-	return nil
-}
