@@ -47,8 +47,8 @@ echo "== web: committed build matches src (tsc --strict)" >&2
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-echo "== go build ./cmd/agentfy-dev" >&2
-go build -o "$tmp/agentfy-dev" ./cmd/agentfy-dev
+echo "== go build ./cmd/agentfy-dev ./cmd/agentfy" >&2
+go build -o "$tmp/" ./cmd/agentfy-dev ./cmd/agentfy
 
 export AGENTFY_WEB_ARTIFACTS="${AGENTFY_WEB_ARTIFACTS:-$PWD/.artifacts/web}"
 rm -rf "$AGENTFY_WEB_ARTIFACTS/failures"
@@ -58,7 +58,7 @@ status=0
   cd web
   # Each test file has 5 minutes; the whole run 15. On a timeout the test processes get
   # SIGTERM and stop the stacks and browsers they started.
-  AGENTFY_BIN="$tmp/agentfy-dev" timeout --kill-after=30s 15m \
+  AGENTFY_BIN="$tmp/agentfy-dev" AGENTFY_CLI="$tmp/agentfy" timeout --kill-after=30s 15m \
     node --test --test-concurrency=1 --test-timeout=300000 \
     --test-reporter=spec --test-reporter-destination=stdout \
     --test-reporter=tap --test-reporter-destination="$tmp/web.tap" \

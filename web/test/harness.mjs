@@ -23,17 +23,17 @@ const chromiumStartTimeoutMs = 30_000;
 const run = promisify(execFile);
 
 /**
- * agentfyBinary returns $AGENTFY_BIN, or builds ./cmd/agentfy-dev (the development CLI,
- * whose `dev` runs the stack) into dir (scripts/test-web.sh builds it once for every test
- * file).
+ * agentfyBinaries returns the development CLI, whose `dev` runs the stack, and the
+ * operator CLI, which stops a session as a person would: $AGENTFY_BIN and $AGENTFY_CLI,
+ * or ./cmd/agentfy-dev and ./cmd/agentfy built into dir (scripts/test-web.sh builds them
+ * once for every test file).
  */
-async function agentfyBinary(dir) {
-  if (process.env.AGENTFY_BIN) {
-    return process.env.AGENTFY_BIN;
+async function agentfyBinaries(dir) {
+  if (process.env.AGENTFY_BIN && process.env.AGENTFY_CLI) {
+    return { dev: process.env.AGENTFY_BIN, cli: process.env.AGENTFY_CLI };
   }
-  const bin = join(dir, 'agentfy-dev');
-  await run('go', ['build', '-o', bin, './cmd/agentfy-dev'], { cwd: repoRoot, timeout: 300_000 });
-  return bin;
+  await run('go', ['build', '-o', dir + '/', './cmd/agentfy-dev', './cmd/agentfy'], { cwd: repoRoot, timeout: 300_000 });
+  return { dev: join(dir, 'agentfy-dev'), cli: join(dir, 'agentfy') };
 }
 
 /**
@@ -43,7 +43,7 @@ async function agentfyBinary(dir) {
  */
 export async function startStack({ restartAfter = '3s' } = {}) {
   const dir = await mkdtemp(join(tmpdir(), 'agentfy-web-test-'));
-  const bin = await agentfyBinary(dir);
+  const { dev: bin, cli } = await agentfyBinaries(dir);
   const readyPath = join(dir, 'ready.json');
   const logPath = join(dir, 'dev.log');
   const log = openSync(logPath, 'a');
@@ -79,7 +79,7 @@ export async function startStack({ restartAfter = '3s' } = {}) {
 
   /** stopSession stops the demo session with the operator CLI, as a person would. */
   const stopSession = async (agent = ready.agent) => {
-    await run(bin, ['session', 'stop', '-agent', agent], {
+    await run(cli, ['session', 'stop', '-agent', agent], {
       cwd: repoRoot,
       env: { ...process.env, AGENTFY_REDIS_URL: ready.redis },
       timeout: 30_000,
