@@ -380,16 +380,6 @@ func maskWhole(shot frame, n int) (frame, error) {
 	return checkFrame(frame{data: data, masked: min(n, wire.MaxMasked)})
 }
 
-// addFramesWork adds to w the work counters of the frames of another process whose
-// secrets sec placed.
-func addFramesWork(w work, sec secrets) (work, error) {
-	fw, err := framesWork(sec)
-	if err != nil {
-		return work{}, err
-	}
-	return work{w.script + fw.script, w.layout + fw.layout, w.style + fw.style}, nil
-}
-
 // readLayout reads the layout metrics and a DOM snapshot at once (two commands in
 // flight on the session, answered in order by the page) and finds the snapshot's
 // secrets, reading into its frames of another process (frames.go) at depth (0: the

@@ -436,18 +436,17 @@ func watchTransition(frames []proto.PageFrameID, s cdpSession) bool {
 	return false
 }
 
-// framesWork adds up the work counters of the frames of sec whose secrets were placed
-// from their documents.
-func framesWork(sec secrets) (work, error) {
-	var sum work
+// addFramesWork adds to w the work counters of the frames of another process whose
+// secrets sec placed (and of the frames read into inside them).
+func addFramesWork(w work, sec secrets) (work, error) {
 	for _, p := range sec.placed {
-		for _, w := range p.watch {
-			fw, err := readWork(w.s)
+		for _, f := range p.watch {
+			fw, err := readWork(f.s)
 			if err != nil {
 				return work{}, err
 			}
-			sum = work{sum.script + fw.script, sum.layout + fw.layout, sum.style + fw.style}
+			w = work{w.script + fw.script, w.layout + fw.layout, w.style + fw.style}
 		}
 	}
-	return sum, nil
+	return w, nil
 }

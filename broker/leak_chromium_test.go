@@ -82,25 +82,16 @@ func TestMaskMotion(t *testing.T) {
 				}
 			}
 			where, width := rects(t, s, []string{"control"})
-			delivered, whole := 0, 0
-			for range 7 {
-				status, body, id, key := tb.observe(t)
-				if status != http.StatusOK {
-					if status != http.StatusServiceUnavailable {
-						t.Fatalf("observe: %d %s", status, body)
-					}
-					continue
-				}
-				delivered++
-				p := openPage(t, key, id, body, envelopeOpen)
+			whole := 0
+			delivered := observeFrames(t, tb, 7, func(i int, p *Page) {
 				inControl, leaked := greenPixels(t, p, where["control"], width)
 				if leaked > 0 {
-					t.Fatalf("frame %d: %d green pixels outside the control (masked %d)", delivered, leaked, p.Masked)
+					t.Fatalf("frame %d: %d green pixels outside the control (masked %d)", i, leaked, p.Masked)
 				}
 				if inControl == 0 {
 					whole++
 				}
-			}
+			})
 			t.Logf("%d of 7 frames delivered, %d of them masked whole", delivered, whole)
 		})
 	}
@@ -228,22 +219,12 @@ func TestMaskFramesOfAnotherProcess(t *testing.T) {
 		defer tb.closeTab(t, tab.TabID)
 		s := testSession(t, tab.TabID)
 		where, width := rects(t, s, []string{"control"})
-		delivered := 0
-		for range 5 {
-			status, body, id, key := tb.observe(t)
-			if status != http.StatusOK {
-				if status != http.StatusServiceUnavailable {
-					t.Fatalf("observe: %d %s", status, body)
-				}
-				continue
-			}
-			delivered++
-			p := openPage(t, key, id, body, envelopeOpen)
+		delivered := observeFrames(t, tb, 5, func(i int, p *Page) {
 			_, leaked := greenPixels(t, p, where["control"], width)
 			if blue := bluePixels(t, p); leaked > 0 || blue > 0 || p.Masked == 0 {
-				t.Fatalf("frame %d: %d green pixels outside the control, %d blue, masked %d; want the frame masked whole", delivered, leaked, blue, p.Masked)
+				t.Fatalf("frame %d: %d green pixels outside the control, %d blue, masked %d; want the frame masked whole", i, leaked, blue, p.Masked)
 			}
-		}
+		})
 		t.Logf("%d of 5 frames delivered", delivered)
 	})
 }
@@ -284,22 +265,12 @@ func TestMaskFrameTransitions(t *testing.T) {
 				evaluate(t, frameSession(t, "/leaks/frame-transition-inner.html"), "window.go()")
 			}
 			where, width := rects(t, s, []string{"control"})
-			delivered := 0
-			for range 4 {
-				status, body, id, key := tb.observe(t)
-				if status != http.StatusOK {
-					if status != http.StatusServiceUnavailable {
-						t.Fatalf("observe: %d %s", status, body)
-					}
-					continue
-				}
-				delivered++
-				p := openPage(t, key, id, body, envelopeOpen)
+			delivered := observeFrames(t, tb, 4, func(i int, p *Page) {
 				inControl, leaked := greenPixels(t, p, where["control"], width)
 				if leaked > 0 || inControl > 0 || p.Masked == 0 {
-					t.Fatalf("frame %d: %d green pixels outside the control, %d in it, masked %d; want the frame masked whole", delivered, leaked, inControl, p.Masked)
+					t.Fatalf("frame %d: %d green pixels outside the control, %d in it, masked %d; want the frame masked whole", i, leaked, inControl, p.Masked)
 				}
-			}
+			})
 			if delivered == 0 {
 				t.Fatal("no frame delivered: nothing to judge")
 			}
@@ -322,4 +293,23 @@ func frameSession(tb testing.TB, suffix string) cdpSession {
 	}
 	tb.Fatalf("no frame target %s", suffix)
 	return cdpSession{}
+}
+
+// observeFrames observes the tab n times and hands each frame that leaves, numbered
+// from 1, to check: a 503 (a page that moved while it was captured) is skipped, any
+// other answer fails the test. It returns how many frames left.
+func observeFrames(t *testing.T, tb *testBroker, n int, check func(i int, p *Page)) (delivered int) {
+	t.Helper()
+	for range n {
+		status, body, id, key := tb.observe(t)
+		if status != http.StatusOK {
+			if status != http.StatusServiceUnavailable {
+				t.Fatalf("observe: %d %s", status, body)
+			}
+			continue
+		}
+		delivered++
+		check(delivered, openPage(t, key, id, body, envelopeOpen))
+	}
+	return delivered
 }
