@@ -11,8 +11,8 @@ import (
 
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/directory"
+	"github.com/agentfy/agentfy/internal/stacktest"
 	"github.com/agentfy/agentfy/internal/testenv"
-	"github.com/agentfy/agentfy/keyspace"
 )
 
 // The first access check reads the agent's record beside the member set of the team its
@@ -22,17 +22,8 @@ import (
 func TestViewAccessWithAStaleHint(t *testing.T) {
 	ctx := testenv.Context(t, 60*time.Second)
 	s := startStack(t, ctx)
-	keys := keyspace.For(s.dep)
-	openGate := func() {
-		t.Helper()
-		if err := s.r.Redis.Del(ctx, keys.Gate("idle"), keys.Pace("idle", "user:u1"), keys.Pace("idle", "user:u2")).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	u2, err := auth.MintHS256([]byte("0123456789abcdef0123456789abcdef"), "agentfy-test", "agentfy-api", "u2", time.Now(), time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	openGate := func() { s.c.OpenGate(t, "idle") }
+	u2 := s.c.Token(t, "u2")
 	view := func(token string) (int, string) {
 		t.Helper()
 		saved := s.token
@@ -50,7 +41,7 @@ func TestViewAccessWithAStaleHint(t *testing.T) {
 		t.Fatalf("hint %+v %v, want idle in t1", a, ok)
 	}
 	// idle moves to t2, whose only member is u2.
-	err = s.r.Dir.Load(ctx, directory.Seed{
+	err := s.c.St.Dir.Load(ctx, directory.Seed{
 		Teams:  []directory.Team{{ID: "t1", Name: "Team"}, {ID: "t2", Name: "Other team"}},
 		Users:  []directory.User{{ID: "u1", Name: "User", Teams: []string{"t1"}}, {ID: "u2", Name: "Other", Teams: []string{"t2"}}},
 		Orgs:   []directory.Org{{ID: "o1", Name: "Org", Environments: []string{"prod"}}},
@@ -70,7 +61,7 @@ func TestViewAccessWithAStaleHint(t *testing.T) {
 		t.Fatalf("hint %+v %v after the record was read, want idle in t2", a, ok)
 	}
 	// A membership removed is seen by the very next check, hint or not.
-	if err := s.r.Dir.RemoveMember(ctx, "t2", "u2"); err != nil {
+	if err := s.c.St.Dir.RemoveMember(ctx, "t2", "u2"); err != nil {
 		t.Fatal(err)
 	}
 	openGate()
@@ -85,7 +76,7 @@ func TestViewAccessWithAStaleHint(t *testing.T) {
 func TestRepeatedRefusalReadsOnlyTheGeneration(t *testing.T) {
 	ctx := testenv.Context(t, 60*time.Second)
 	s := startStack(t, ctx)
-	err := s.r.Dir.Load(ctx, directory.Seed{
+	err := s.c.St.Dir.Load(ctx, directory.Seed{
 		Teams:  []directory.Team{{ID: "t1", Name: "Team"}, {ID: "t2", Name: "Other team"}},
 		Users:  []directory.User{{ID: "u1", Name: "User", Teams: []string{"t1"}}, {ID: "u2", Name: "Other", Teams: []string{"t2"}}},
 		Orgs:   []directory.Org{{ID: "o1", Name: "Org", Environments: []string{"prod"}}},
@@ -113,21 +104,14 @@ func TestRepeatedRefusalReadsOnlyTheGeneration(t *testing.T) {
 	}
 	// A grant ends the refusal at the very next request: the stranger made a member of
 	// the agent's team is let in by the replica that remembers refusing them.
-	if err := s.r.Dir.AddMember(ctx, "t2", "u1"); err != nil {
+	if err := s.c.St.Dir.AddMember(ctx, "t2", "u1"); err != nil {
 		t.Fatal(err)
 	}
 	if status, _, body := s.get(t, ctx, "/v1/agents/elsewhere/worker/view"); status != http.StatusOK || body != "{\"live\":false}\n" {
 		t.Fatalf("the stranger made a member, at the next request: %d %s, want live:false", status, body)
 	}
-	u2, err := auth.MintHS256([]byte("0123456789abcdef0123456789abcdef"), "agentfy-test", "agentfy-api", "u2", time.Now(), time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.token = u2
-	keys := keyspace.For(s.dep)
-	if err := s.r.Redis.Del(ctx, keys.Gate("elsewhere")).Err(); err != nil { // the window the stranger's view took
-		t.Fatal(err)
-	}
+	s.token = s.c.Token(t, "u2")
+	s.c.OpenGate(t, "elsewhere") // the window the stranger's view took
 	if status, _, body := s.get(t, ctx, "/v1/agents/elsewhere/worker/view"); status != http.StatusOK || body != "{\"live\":false}\n" {
 		t.Fatalf("a member of the agent's team: %d %s", status, body)
 	}
@@ -142,4 +126,96 @@ func (h countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 }
 func (h countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error { h.n.Add(int64(len(cmds))); return next(ctx, cmds) }
+}
+
+// The members' and partners' view routes' table of refusals, on the stack's shipped
+// directory: every one answered before anything is read of a session, every 404 with
+// one body, and none of them burns the agent's gate.
+func TestViewRoutesRefuse(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, testenv.Context(t, 60*time.Second))
+	c := s.c
+	agent := c.NewAgent(t, "")
+	stagingAgent := c.NewAgentIn(t, "", "staging")
+	ctx := c.Context(t)
+	reader, _, _ := c.St.Creds.CreateOrgKey(ctx, "org-acme", "production", []string{auth.ScopeWorkerLogsRead})
+	noScope, _, _ := c.St.Creds.CreateOrgKey(ctx, "org-acme", "production", []string{"agents:read"})
+	otherOrg, _, _ := c.St.Creds.CreateOrgKey(ctx, "org-globex", "production", []string{auth.ScopeWorkerLogsRead})
+	stagingKey, _, _ := c.St.Creds.CreateOrgKey(ctx, "org-acme", "staging", []string{auth.ScopeWorkerLogsRead})
+	member, outsider := c.Token(t, "u-alice"), c.Token(t, "u-carol")
+
+	tests := []struct {
+		name, path, bearer string
+		want               int
+	}{
+		{"no token", stacktest.ViewPath(agent), "", http.StatusUnauthorized},
+		{"garbage token", stacktest.ViewPath(agent), "nope", http.StatusUnauthorized},
+		{"org key on the human route", stacktest.ViewPath(agent), reader, http.StatusUnauthorized},
+		{"unknown agent", stacktest.ViewPath("agent-nobody"), member, http.StatusNotFound},
+		{"agent of another team", stacktest.ViewPath("agent-nova"), member, http.StatusNotFound},
+		{"outsider on our agent", stacktest.ViewPath(agent), outsider, http.StatusNotFound},
+		{"partner without scope", stacktest.PartnerViewPath("org-acme", agent), noScope, http.StatusForbidden},
+		{"partner key of another org", stacktest.PartnerViewPath("org-globex", agent), otherOrg, http.StatusNotFound},
+		{"partner key for another org's path", stacktest.PartnerViewPath("org-acme", agent), otherOrg, http.StatusNotFound},
+		{"partner key of another environment", stacktest.PartnerViewPath("org-acme", agent), stagingKey, http.StatusNotFound},
+		{"partner key of staging on a production agent", stacktest.PartnerViewPath("org-acme", agent), stagingKey, http.StatusNotFound},
+		{"partner unknown agent", stacktest.PartnerViewPath("org-acme", "agent-nobody"), reader, http.StatusNotFound},
+		{"partner JWT", stacktest.PartnerViewPath("org-acme", agent), member, http.StatusUnauthorized},
+		{"partner no credential", stacktest.PartnerViewPath("org-acme", agent), "", http.StatusUnauthorized},
+	}
+	var notFound []string
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := c.Get(t, s.base, tt.path, tt.bearer)
+			if r.Status != tt.want {
+				t.Fatalf("status %d, want %d: %s", r.Status, tt.want, r.Body)
+			}
+			if r.Status == http.StatusNotFound {
+				notFound = append(notFound, r.Body)
+			}
+		})
+	}
+	for _, b := range notFound {
+		if b != notFound[0] {
+			t.Fatalf("404 bodies differ: %q vs %q", b, notFound[0])
+		}
+	}
+	// None of those burned the agent's gate: the staging key is right for its agent.
+	if r := c.Get(t, s.base, stacktest.PartnerViewPath("org-acme", stagingAgent), stagingKey); r.Status != http.StatusOK || r.Body != "{\"live\":false}\n" {
+		t.Fatalf("staging key on staging agent: %d %s", r.Status, r.Body)
+	}
+	if r := c.Get(t, s.base, stacktest.ViewPath(agent), member); r.Status != http.StatusOK {
+		t.Fatalf("after refusals the member's first view: %d %s", r.Status, r.Body)
+	}
+}
+
+// The status route's refusals: no token, and an agent the member may not see or that
+// does not exist, each no-store.
+func TestStatusRouteRefuses(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, testenv.Context(t, 60*time.Second))
+	c := s.c
+	for name, tc := range map[string]struct {
+		agent, bearer string
+		want          int
+	}{
+		"no token":      {"agent-scout", "", http.StatusUnauthorized},
+		"foreign agent": {"agent-nova", c.Token(t, "u-alice"), http.StatusNotFound},
+		"unknown agent": {"agent-nobody", c.Token(t, "u-alice"), http.StatusNotFound},
+	} {
+		t.Run(name, func(t *testing.T) {
+			req, _ := http.NewRequestWithContext(c.Context(t), http.MethodGet, s.base+stacktest.StatusPath(tc.agent), nil)
+			if tc.bearer != "" {
+				req.Header.Set("Authorization", "Bearer "+tc.bearer)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = resp.Body.Close()
+			if resp.StatusCode != tc.want || resp.Header.Get("Cache-Control") != "no-store" {
+				t.Fatalf("%d (Cache-Control %q), want %d", resp.StatusCode, resp.Header.Get("Cache-Control"), tc.want)
+			}
+		})
+	}
 }

@@ -30,7 +30,7 @@ var (
 	errRateLimited     = httpError{http.StatusTooManyRequests, "rate_limited", "one view per agent every " + strconv.Itoa(int(view.GateWindow/time.Second)) + " seconds; retry later"}
 	errUnavailable     = httpError{http.StatusServiceUnavailable, "unavailable", "the browser view is temporarily unavailable; retry later"}
 	errBadRequest      = httpError{http.StatusBadRequest, "bad_request", "the request body is not valid"}
-	errCapability      = httpError{http.StatusNotFound, "not_found", "capability not found"}
+	errGrant           = httpError{http.StatusNotFound, "not_found", "capability not found"}
 	errStreams         = httpError{http.StatusTooManyRequests, "too_many_streams", "this user holds too many status streams; close one"}
 	errNoRoute         = httpError{http.StatusNotFound, "not_found", "no such route"}
 	errMethod          = httpError{http.StatusMethodNotAllowed, "method_not_allowed", "this route does not take that method"}
@@ -48,8 +48,8 @@ func httpErrorOf(err error) httpError {
 		return errNotFound
 	case errors.Is(err, view.ErrRateLimited):
 		return errRateLimited
-	case errors.Is(err, view.ErrCapabilityNotFound), errors.Is(err, view.ErrCapabilityForged):
-		return errCapability
+	case errors.Is(err, view.ErrGrantNotFound), errors.Is(err, view.ErrGrantForged):
+		return errGrant
 	case errors.Is(err, feed.ErrTooManyForCaller):
 		return errStreams
 	default:
@@ -73,7 +73,7 @@ func (s *Server) abort(c *gin.Context, err error) {
 		c.Header("Retry-After", retryAfter(err))
 	}
 	if e.status >= http.StatusInternalServerError {
-		reason := reasonOf(err)
+		reason := reasonLabel(err)
 		c.Set(ctxReason, reason)
 		s.log(c).Warn().Err(err).Str("reason", reason).Msg("request failed")
 	}
@@ -106,10 +106,10 @@ func closeIfBody(c *gin.Context) {
 	}
 }
 
-// reasonOf is why a request failed with 503, from a bounded set: a view's wire reason
+// reasonLabel is why a request failed with 503, from a bounded set: a view's wire reason
 // (wire.Reasons), pending_limit, not_durable (too few Redis replicas acknowledged a
 // write), or internal (Redis or NATS on this replica).
-func reasonOf(err error) string {
+func reasonLabel(err error) string {
 	var u *view.UnavailableError
 	if errors.As(err, &u) {
 		return u.Reason

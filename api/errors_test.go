@@ -33,13 +33,13 @@ func TestHTTPErrorOf(t *testing.T) {
 		{"forbidden", auth.ErrForbidden, httpError{403, "forbidden", "this credential may not do that"}},
 		{"not found", auth.ErrNotFound, httpError{404, "not_found", "agent not found"}},
 		{"rate limited", view.ErrRateLimited, httpError{429, "rate_limited", "one view per agent every 2 seconds; retry later"}},
-		{"capability not found", view.ErrCapabilityNotFound, httpError{404, "not_found", "capability not found"}},
+		{"capability not found", view.ErrGrantNotFound, httpError{404, "not_found", "capability not found"}},
 		{"too many streams", feed.ErrTooManyForCaller, httpError{429, "too_many_streams", "this user holds too many status streams; close one"}},
 		{"wrapped unauthenticated", fmt.Errorf("verify: %w", auth.ErrUnauthenticated), errUnauthenticated},
 		{"wrapped forbidden", fmt.Errorf("authorize: %w", auth.ErrForbidden), errForbidden},
 		{"wrapped not found", fmt.Errorf("agent: %w", auth.ErrNotFound), errNotFound},
 		{"wrapped rate limited", fmt.Errorf("gate: %w", view.ErrRateLimited), errRateLimited},
-		{"wrapped capability", fmt.Errorf("consume: %w", view.ErrCapabilityNotFound), errCapability},
+		{"wrapped capability", fmt.Errorf("consume: %w", view.ErrGrantNotFound), errGrant},
 		{"joined with a sentinel", errors.Join(internal, auth.ErrForbidden), errForbidden},
 		{"pending limit", view.ErrBusy, errUnavailable},
 		{"view unavailable", &view.UnavailableError{Reason: wire.ReasonCapture}, errUnavailable},
@@ -60,8 +60,8 @@ func TestHTTPErrorOf(t *testing.T) {
 	}
 }
 
-// reasonOf is one of a closed set of labels.
-func TestReasonOf(t *testing.T) {
+// reasonLabel is one of a closed set of labels.
+func TestReasonLabel(t *testing.T) {
 	tests := []struct {
 		name string
 		err  error
@@ -86,16 +86,16 @@ func TestReasonOf(t *testing.T) {
 	labels := append(wire.Reasons(), "pending_limit", "not_durable", "internal")
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := reasonOf(tt.err)
+			got := reasonLabel(tt.err)
 			if got != tt.want {
-				t.Fatalf("reasonOf(%v) = %q, want %q", tt.err, got, tt.want)
+				t.Fatalf("reasonLabel(%v) = %q, want %q", tt.err, got, tt.want)
 			}
 			found := false
 			for _, l := range labels {
 				found = found || l == got
 			}
 			if !found {
-				t.Fatalf("reasonOf(%v) = %q, not a metric label", tt.err, got)
+				t.Fatalf("reasonLabel(%v) = %q, not a metric label", tt.err, got)
 			}
 		})
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -12,66 +11,31 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/agentfy/agentfy/auth"
-	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/directory"
-	"github.com/agentfy/agentfy/internal/replica"
+	"github.com/agentfy/agentfy/internal/stack"
+	"github.com/agentfy/agentfy/internal/stacktest"
 	"github.com/agentfy/agentfy/internal/testenv"
 	"github.com/agentfy/agentfy/jsonrpc"
 	"github.com/agentfy/agentfy/view"
 	"github.com/agentfy/agentfy/wire"
 )
 
-// stack is one real replica (replica.New) on real Redis and NATS, serving on a loopback
-// port.
-type stack struct {
-	r     *replica.Replica
-	dep   string
+// one is replica A of a stack of the test's own (stacktest.Start, one replica), with the
+// directory these tests read: team t1 whose member is u1, and its agents idle (no
+// session), orphan (a session without a worker) and camera (a worker whose broker fails).
+type one struct {
+	c     *stacktest.Client
+	r     *stack.Replica
 	base  string
-	token string // a member of team t1
+	token string // u1's
 }
 
-// testCapabilityKeys is the replica's capability key in these tests.
-var testCapabilityKeys = view.CapabilityKeys{[]byte("0123456789abcdef0123456789abcdef")}
-
-func startStack(t *testing.T, ctx context.Context) *stack {
+func startStack(t *testing.T, ctx context.Context) *one {
 	t.Helper()
-	rs := testenv.Redis(t)
-	ns := testenv.NATS(t)
-	dep := testenv.Deployment(t)
-	secret := []byte("0123456789abcdef0123456789abcdef")
-	jwtCfg := auth.JWTConfig{Issuer: "agentfy-test", Audience: "agentfy-api", HS256Secret: secret}
-	r, err := replica.New(ctx, replica.Options{
-		ReplicaID: "r1", Deployment: dep,
-		Redis: &redis.UniversalOptions{Addrs: []string{rs.Addr()}, MaxRetries: -1},
-		NATS:  bus.Config{Servers: []string{ns.ClientURL()}}, JWT: []auth.JWTConfig{jwtCfg}, OpenAPI: []byte("openapi: 3.1.0"),
-		CapabilityKeys: testCapabilityKeys,
-		Log:            testenv.Logger(t), DrainTimeout: 5 * time.Second,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Serve(sctx, ln) }()
-	t.Cleanup(func() {
-		stop()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("serve: %v", err)
-			}
-		case <-time.After(15 * time.Second):
-			t.Errorf("the replica did not shut down")
-		}
-	})
-	err = r.Dir.Load(ctx, directory.Seed{
+	c := stacktest.Start(t, stack.Options{Replicas: 1})
+	err := c.St.Dir.Load(ctx, directory.Seed{
 		Teams: []directory.Team{{ID: "t1", Name: "Team"}},
 		Users: []directory.User{{ID: "u1", Name: "User", Teams: []string{"t1"}}},
 		Orgs:  []directory.Org{{ID: "o1", Name: "Org", Environments: []string{"prod"}}},
@@ -84,15 +48,12 @@ func startStack(t *testing.T, ctx context.Context) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	token, err := auth.MintHS256(secret, jwtCfg.Issuer, jwtCfg.Audience, "u1", time.Now(), time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &stack{r: r, dep: dep, base: "http://" + ln.Addr().String(), token: token}
+	r := c.St.Replicas[0]
+	return &one{c: c, r: r, base: r.URL, token: c.Token(t, "u1")}
 }
 
 // get fetches path with the member's token.
-func (s *stack) get(t *testing.T, ctx context.Context, path string) (int, http.Header, string) {
+func (s *one) get(t *testing.T, ctx context.Context, path string) (int, http.Header, string) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.base+path, nil)
 	if err != nil {
@@ -113,7 +74,7 @@ func (s *stack) get(t *testing.T, ctx context.Context, path string) (int, http.H
 
 // unavailable reads agentfy_view_unavailable_total{route,reason} of the agent view
 // route from /metrics, by reason.
-func (s *stack) unavailable(t *testing.T, ctx context.Context) map[string]float64 {
+func (s *one) unavailable(t *testing.T, ctx context.Context) map[string]float64 {
 	t.Helper()
 	status, _, body := s.get(t, ctx, "/metrics")
 	if status != http.StatusOK {
@@ -141,9 +102,9 @@ func (s *stack) unavailable(t *testing.T, ctx context.Context) map[string]float6
 
 // attachWorker connects a worker for the agent's new session that answers every view
 // request with the wire reason given, as a worker relaying its broker's failure would.
-func (s *stack) attachWorker(t *testing.T, ctx context.Context, agentID, reason string) {
+func (s *one) attachWorker(t *testing.T, ctx context.Context, agentID, reason string) {
 	t.Helper()
-	_, passes, err := s.r.Sessions.Start(ctx, agentID)
+	_, passes, err := s.c.St.Sess.Start(ctx, agentID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,14 +147,14 @@ func (s *stack) attachWorker(t *testing.T, ctx context.Context, agentID, reason 
 }
 
 // A view's failure reason reaches the API's metric through every hop on real servers
-// (worker answer → owner replica's NATS header → view service → reasonOf), while the
+// (worker answer → owner replica's NATS header → view service → reasonLabel), while the
 // client sees the plain 503 body only; an answer that is not a 503 counts no reason.
 func TestViewUnavailableReasonEndToEnd(t *testing.T) {
 	t.Parallel()
 	ctx := testenv.Context(t, 60*time.Second)
 	s := startStack(t, ctx)
 	s.attachWorker(t, ctx, "camera", wire.ReasonCapture)
-	if _, _, err := s.r.Sessions.Start(ctx, "orphan"); err != nil {
+	if _, _, err := s.c.St.Sess.Start(ctx, "orphan"); err != nil {
 		t.Fatal(err)
 	}
 
@@ -239,23 +200,34 @@ func TestViewUnavailableReasonEndToEnd(t *testing.T) {
 	}
 }
 
-// The consume route on a real replica: the credential is checked before the body is
-// read, the body is decoded strictly, and an error answer to a request with a body
-// closes the connection.
+// The consume route's table on a real replica: the credential is checked before the
+// body is read, the body is decoded strictly, every 404 has one body (no oracle), an
+// error answer to a request with a body closes the connection, no refusal destroys the
+// capability, and a stopped session's broker pass is revoked. Attacks on it (replay,
+// expiry, a Redis writer redirecting it) are in reliability/.
 func TestConsumeRoute(t *testing.T) {
 	t.Parallel()
 	ctx := testenv.Context(t, 60*time.Second)
 	s := startStack(t, ctx)
-	sess, passes, err := s.r.Sessions.Start(ctx, "orphan")
+	sess, passes, err := s.c.St.Sess.Start(ctx, "orphan")
 	if err != nil {
 		t.Fatal(err)
 	}
-	caps := view.NewCapabilities(s.r.Redis, s.dep, testCapabilityKeys, 0)
-	stored := strings.Repeat("cd", 32)
-	if err := caps.Put(ctx, stored, sess.ID, "04"+strings.Repeat("ab", 64)); err != nil {
+	_, otherPasses, err := s.c.St.Sess.Start(ctx, "camera")
+	if err != nil {
 		t.Fatal(err)
 	}
-	body := func(id string) string { return `{"requestId":"` + id + `"}` }
+	orgKey, _, err := s.c.St.Creds.CreateOrgKey(ctx, "o1", "prod", []string{auth.ScopeWorkerLogsRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	publicKey := "04" + strings.Repeat("ab", 64)
+	caps := view.NewGrants(s.r.Redis, s.c.St.NS.Deployment(), s.c.St.GrantKeys, 0)
+	stored := strings.Repeat("cd", 32)
+	if err := caps.Put(ctx, stored, sess.ID, publicKey); err != nil {
+		t.Fatal(err)
+	}
+	body := stacktest.ConsumeRequest
 	tests := []struct {
 		name       string
 		token      string
@@ -265,15 +237,22 @@ func TestConsumeRoute(t *testing.T) {
 		wantClose  bool
 	}{
 		{"no credential", "", body(stored), http.StatusUnauthorized, "unauthenticated", true},
+		{"garbage", "not-a-pass", body(stored), http.StatusUnauthorized, "unauthenticated", true},
+		{"forged pass", "afp_0123456789abcdef_" + strings.Repeat("cd", 32), body(stored), http.StatusUnauthorized, "unauthenticated", true},
 		{"worker pass", passes.Worker, body(stored), http.StatusForbidden, "forbidden", true},
 		{"human token", s.token, body(stored), http.StatusForbidden, "forbidden", true},
+		{"organisation key", orgKey, body(stored), http.StatusForbidden, "forbidden", true},
+		{"another session's broker pass", otherPasses.Broker, body(stored), http.StatusNotFound, "not_found", true},
+		{"malformed body", passes.Broker, `{"requestId":`, http.StatusBadRequest, "bad_request", false},
 		{"unknown field", passes.Broker, `{"requestId":"` + stored + `","publicKey":"04"}`, http.StatusBadRequest, "bad_request", false},
 		{"trailing data", passes.Broker, body(stored) + `{}`, http.StatusBadRequest, "bad_request", false},
 		{"over the bound", passes.Broker, body(stored) + strings.Repeat(" ", 2<<10), http.StatusBadRequest, "bad_request", false},
 		{"unknown request id", passes.Broker, body(strings.Repeat("ef", 32)), http.StatusNotFound, "not_found", true},
+		{"malformed request id", passes.Broker, body("xyz"), http.StatusNotFound, "not_found", true},
 		{"stored", passes.Broker, body(stored), http.StatusOK, "", false},
 		{"already consumed", passes.Broker, body(stored), http.StatusNotFound, "not_found", true},
 	}
+	notFound := map[string]bool{}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.base+wire.ConsumePath, strings.NewReader(tt.body))
@@ -289,20 +268,27 @@ func TestConsumeRoute(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer func() { _ = resp.Body.Close() }()
+			raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+			if err != nil {
+				t.Fatal(err)
+			}
 			var out struct {
 				PublicKey string `json:"publicKey"`
 				Error     struct {
 					Code string `json:"code"`
 				} `json:"error"`
 			}
-			if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&out); err != nil {
-				t.Fatalf("body: %v", err)
+			if err := json.Unmarshal(raw, &out); err != nil {
+				t.Fatalf("body %q: %v", raw, err)
 			}
 			if resp.StatusCode != tt.wantStatus || out.Error.Code != tt.wantCode {
 				t.Fatalf("answer %d %q, want %d %q", resp.StatusCode, out.Error.Code, tt.wantStatus, tt.wantCode)
 			}
-			if tt.wantStatus == http.StatusOK && out.PublicKey != "04"+strings.Repeat("ab", 64) {
+			if tt.wantStatus == http.StatusOK && out.PublicKey != publicKey {
 				t.Fatalf("public key %q", out.PublicKey)
+			}
+			if tt.wantStatus == http.StatusNotFound {
+				notFound[string(raw)] = true
 			}
 			if tt.wantClose && !resp.Close {
 				t.Errorf("an error answer to a request with a body kept the connection open")
@@ -311,5 +297,19 @@ func TestConsumeRoute(t *testing.T) {
 				t.Errorf("Cache-Control %q, want no-store", resp.Header.Get("Cache-Control"))
 			}
 		})
+	}
+	if len(notFound) != 1 {
+		t.Errorf("the 404 bodies differ (an oracle): %v", notFound)
+	}
+	// A stopped session's broker pass is revoked.
+	id := strings.Repeat("0a", 32)
+	if err := caps.Put(ctx, id, sess.ID, publicKey); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.c.St.Sess.Stop(ctx, sess.ID, "operator"); err != nil {
+		t.Fatal(err)
+	}
+	if r := s.c.Consume(t, passes.Broker, body(id)); r.Status != http.StatusUnauthorized {
+		t.Fatalf("stopped session's broker pass: %d %s", r.Status, r.Body)
 	}
 }

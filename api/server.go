@@ -45,7 +45,7 @@ type Config struct {
 	Dir      *directory.Store
 	Sessions *session.Store
 	Views    *view.Service
-	Caps     *view.Capabilities
+	Caps     *view.Grants
 	Hub      *channel.Hub
 	Feed     *feed.Feed
 	Metrics  *Metrics
@@ -84,7 +84,7 @@ const (
 const (
 	ctxLogger  = "agentfy.log"
 	ctxOutcome = "agentfy.outcome"
-	// ctxReason is why a request was answered 503 (reasonOf).
+	// ctxReason is why a request was answered 503 (reasonLabel).
 	ctxReason = "agentfy.reason"
 )
 

@@ -89,7 +89,7 @@ func (s *Server) consume(c *gin.Context) {
 		return
 	}
 	pk, err := s.cfg.Caps.Consume(ctx, req.RequestID, pass.SessionID)
-	if errors.Is(err, view.ErrCapabilityForged) {
+	if errors.Is(err, view.ErrGrantForged) {
 		// Someone who is not a replica wrote it to Redis: the broker hears the one
 		// answer of a capability it cannot have, the operator the reason.
 		s.log(c).Warn().Str("reason", "forged_capability").Msg("capability refused: its MAC is no replica's")

@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/agentfy/agentfy/view/envelope"
+	"github.com/agentfy/agentfy/envelope"
 	"github.com/agentfy/agentfy/wire"
 )
 
@@ -87,7 +87,7 @@ var errNextReplica = errors.New("replica unavailable")
 // with the replica that answered last and moves on to the next after a
 // transport error or a 5xx answer; each attempt gets an equal share of what is
 // left of ctx's deadline, so a replica that never answers leaves time for the
-// others. Every failure wraps ErrCapabilityRefused: every replica unavailable,
+// others. Every failure wraps ErrGrantRefused: every replica unavailable,
 // a status other than 200 and 5xx (final: the id is not tried elsewhere), a
 // body that is not {"publicKey":"<130 hex>"}, or a key off the curve.
 func (c *ConsumeClient) Consume(ctx context.Context, requestID string) (*ecdh.PublicKey, error) {
@@ -95,7 +95,7 @@ func (c *ConsumeClient) Consume(ctx context.Context, requestID string) (*ecdh.Pu
 		RequestID string `json:"requestId"`
 	}{requestID})
 	if err != nil {
-		return nil, fmt.Errorf("consume capability: %w: %w", ErrCapabilityRefused, err)
+		return nil, fmt.Errorf("consume capability: %w: %w", ErrGrantRefused, err)
 	}
 	n := len(c.endpoints)
 	first := int(c.first.Load()) % n
@@ -111,13 +111,13 @@ func (c *ConsumeClient) Consume(ctx context.Context, requestID string) (*ecdh.Pu
 		if !errors.Is(err, errNextReplica) {
 			c.first.Store(uint32(at)) //nolint:gosec // at < MaxConsumeURLs
 			if err != nil {
-				return nil, fmt.Errorf("consume capability: %w: %w", ErrCapabilityRefused, err)
+				return nil, fmt.Errorf("consume capability: %w: %w", ErrGrantRefused, err)
 			}
 			return key, nil
 		}
 		last = fmt.Errorf("API URL %d of %d: %w", at+1, n, err)
 	}
-	return nil, fmt.Errorf("consume capability: %w: no replica redeemed it: %w", ErrCapabilityRefused, last)
+	return nil, fmt.Errorf("consume capability: %w: no replica redeemed it: %w", ErrGrantRefused, last)
 }
 
 // attemptContext bounds one of left remaining attempts to an equal share of

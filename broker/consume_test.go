@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentfy/agentfy/view/envelope"
+	"github.com/agentfy/agentfy/envelope"
 )
 
 func TestConsumeClient(t *testing.T) {
@@ -68,8 +68,8 @@ func TestConsumeClient(t *testing.T) {
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("Consume() error = %v, wantErr %v", err, tt.wantErr)
 			}
-			if err != nil && !errors.Is(err, ErrCapabilityRefused) {
-				t.Errorf("error %v is not ErrCapabilityRefused", err)
+			if err != nil && !errors.Is(err, ErrGrantRefused) {
+				t.Errorf("error %v is not ErrGrantRefused", err)
 			}
 			if err == nil && !k.Equal(key.PublicKey()) {
 				t.Error("Consume() returned another key")
@@ -100,8 +100,8 @@ func TestConsumeClientRefusesTransportErrorsAndRedirects(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.Consume(t.Context(), id); !errors.Is(err, ErrCapabilityRefused) {
-			t.Errorf("Consume(%s) = %v, want ErrCapabilityRefused", base, err)
+		if _, err := c.Consume(t.Context(), id); !errors.Is(err, ErrGrantRefused) {
+			t.Errorf("Consume(%s) = %v, want ErrGrantRefused", base, err)
 		}
 	}
 	if followed.Load() {
@@ -111,8 +111,8 @@ func TestConsumeClientRefusesTransportErrorsAndRedirects(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	c, _ := NewConsumeClient(nil, target.URL, "the-pass")
-	if _, err := c.Consume(ctx, id); !errors.Is(err, ErrCapabilityRefused) {
-		t.Errorf("Consume(cancelled) = %v, want ErrCapabilityRefused", err)
+	if _, err := c.Consume(ctx, id); !errors.Is(err, ErrGrantRefused) {
+		t.Errorf("Consume(cancelled) = %v, want ErrGrantRefused", err)
 	}
 }
 
@@ -248,8 +248,8 @@ func TestConsumeClientFailover(t *testing.T) {
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("Consume() error = %v, wantErr %v", err, tt.wantErr)
 			}
-			if err != nil && !errors.Is(err, ErrCapabilityRefused) {
-				t.Errorf("error %v is not ErrCapabilityRefused", err)
+			if err != nil && !errors.Is(err, ErrGrantRefused) {
+				t.Errorf("error %v is not ErrGrantRefused", err)
 			}
 			if err == nil && !k.Equal(key.PublicKey()) {
 				t.Error("Consume() returned another key")
@@ -313,8 +313,8 @@ func TestConsumeClientFailoverOrder(t *testing.T) {
 			t.Fatalf("%s: Consume() error = %v, wantErr %v", s.name, err, s.wantErr)
 		}
 		if err != nil {
-			if !errors.Is(err, ErrCapabilityRefused) || strings.Contains(err.Error(), "127.0.0.1") {
-				t.Errorf("%s: error %q, want ErrCapabilityRefused naming no URL", s.name, err)
+			if !errors.Is(err, ErrGrantRefused) || strings.Contains(err.Error(), "127.0.0.1") {
+				t.Errorf("%s: error %q, want ErrGrantRefused naming no URL", s.name, err)
 			}
 		}
 		if got := calls(); got != s.want {
@@ -352,8 +352,8 @@ func TestConsumeClientFailoverWithinDeadline(t *testing.T) {
 	second.set(0, "", true)
 	ctx, cancel = context.WithTimeout(t.Context(), 500*time.Millisecond)
 	defer cancel()
-	if _, err := c.Consume(ctx, id); !errors.Is(err, ErrCapabilityRefused) {
-		t.Fatalf("Consume() = %v, want ErrCapabilityRefused", err)
+	if _, err := c.Consume(ctx, id); !errors.Is(err, ErrGrantRefused) {
+		t.Fatalf("Consume() = %v, want ErrGrantRefused", err)
 	}
 	if ctx.Err() == nil {
 		t.Error("every replica hung, yet Consume returned before its deadline")

@@ -32,9 +32,9 @@ var (
 	ErrStepFailed = errors.New("step failed")
 	// ErrBusy is an observation refused because another one is running.
 	ErrBusy = errors.New("observation in progress")
-	// ErrCapabilityRefused is a request id the API did not redeem, for any
+	// ErrGrantRefused is a request id the API did not redeem, for any
 	// reason, including an unreachable API or a malformed public key.
-	ErrCapabilityRefused = errors.New("capability refused")
+	ErrGrantRefused = errors.New("capability refused")
 	// ErrCaptureFailed is a capture that failed or missed its deadline.
 	ErrCaptureFailed = errors.New("capture failed")
 	// ErrClosed is an operation on a broker that is shutting down.
@@ -67,7 +67,7 @@ var errorTable = []struct {
 	{ErrToolTimeout, apiError{http.StatusGatewayTimeout, "tool_timeout", "the browser tool call did not finish in time"}},
 	{ErrStepFailed, apiError{http.StatusUnprocessableEntity, "step_failed", "the browser could not perform a step"}},
 	{ErrBusy, reasonError(wire.ReasonBusy, "another observation is in progress")},
-	{ErrCapabilityRefused, reasonError(wire.ReasonRefused, "the observation capability was refused")},
+	{ErrGrantRefused, reasonError(wire.ReasonRefused, "the observation capability was refused")},
 	{ErrCaptureFailed, reasonError(wire.ReasonCapture, "the browser could not be captured in time")},
 	{ErrClosed, reasonError(wire.ReasonBrokerDown, "the broker is shutting down")},
 }

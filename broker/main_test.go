@@ -21,8 +21,8 @@ import (
 	"github.com/go-rod/rod/lib/proto"
 	"github.com/rs/zerolog"
 
-	"github.com/agentfy/agentfy/internal/stacktest/testkit"
-	"github.com/agentfy/agentfy/view/envelope"
+	"github.com/agentfy/agentfy/envelope"
+	"github.com/agentfy/agentfy/internal/testenv"
 )
 
 // testChromium is the one Chromium the package's tests share: the machine
@@ -61,10 +61,10 @@ func testLogger(tb testing.TB) zerolog.Logger {
 	return zerolog.New(zerolog.NewTestWriter(tb)).Level(zerolog.DebugLevel).With().Timestamp().Logger()
 }
 
-// fakeAPI serves the shared fake consume route (testkit.API) and adds what this
+// fakeAPI serves the shared fake consume route (testenv.ConsumeAPI) and adds what this
 // package's tests watch: how many calls it got, and a way to keep one in flight.
 type fakeAPI struct {
-	consume *testkit.API
+	consume *testenv.ConsumeAPI
 	srv     *httptest.Server
 
 	calls atomic.Int64
@@ -76,7 +76,7 @@ type fakeAPI struct {
 
 func newFakeAPI(tb testing.TB) *fakeAPI {
 	tb.Helper()
-	a := &fakeAPI{consume: testkit.NewAPI(testPass)}
+	a := &fakeAPI{consume: testenv.NewConsumeAPI(testPass)}
 	a.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a.calls.Add(1)
 		if a.hold != nil {
@@ -89,7 +89,7 @@ func newFakeAPI(tb testing.TB) *fakeAPI {
 	return a
 }
 
-// issue, refuse and answer are testkit.API's Issue, Refuse and Answer under the names
+// issue, refuse and answer are testenv.ConsumeAPI's Issue, Refuse and Answer under the names
 // this package's tests call.
 func (a *fakeAPI) issue(tb testing.TB) (string, *ecdh.PrivateKey) {
 	tb.Helper()

@@ -9,7 +9,7 @@ import (
 
 	"github.com/go-rod/rod/lib/proto"
 
-	"github.com/agentfy/agentfy/view/envelope"
+	"github.com/agentfy/agentfy/envelope"
 )
 
 // nullPage is the plaintext of an observation when no tab is open.
@@ -26,7 +26,7 @@ var nullPage = []byte("null")
 // activation, no script, no DOM, no emulation, no tab order.
 //
 // It returns ErrBadRequestID, ErrBusy while another observation runs,
-// ErrCapabilityRefused (and then captures nothing) and ErrCaptureFailed,
+// ErrGrantRefused (and then captures nothing) and ErrCaptureFailed,
 // which includes running out of time.
 func (b *Broker) Observe(ctx context.Context, requestID string) ([]byte, error) {
 	if !envelope.ValidRequestID(requestID) {

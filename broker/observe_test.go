@@ -16,7 +16,7 @@ import (
 
 	"github.com/go-rod/rod/lib/proto"
 
-	"github.com/agentfy/agentfy/view/envelope/envelopetest"
+	"github.com/agentfy/agentfy/internal/testenv"
 	"github.com/agentfy/agentfy/wire"
 )
 
@@ -252,7 +252,7 @@ func TestObserveNoTabs(t *testing.T) {
 	if status != http.StatusOK {
 		t.Fatalf("observe: %d %s", status, body)
 	}
-	plaintext, err := envelopetest.NodeOpen(t, key, id, body)
+	plaintext, err := testenv.NodeOpen(t, key, id, body)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -500,7 +500,7 @@ func TestObserveNodeOpensPage(t *testing.T) {
 	if status != http.StatusOK {
 		t.Fatalf("observe: %d %s", status, body)
 	}
-	node := openPage(t, key, id, body, envelopetest.NodeOpen)
+	node := openPage(t, key, id, body, testenv.NodeOpen)
 	goPage := openPage(t, key, id, body, envelopeOpen)
 	// (The title is not compared with the tab's: Chromium's target info
 	// learns a new title from the renderer a moment after the load.)
@@ -512,7 +512,7 @@ func TestObserveNodeOpensPage(t *testing.T) {
 	}
 	// The envelope is bound to its request id.
 	other, _ := tb.api.issue(t)
-	if _, err := envelopetest.NodeOpen(t, key, other, body); err == nil {
+	if _, err := testenv.NodeOpen(t, key, other, body); err == nil {
 		t.Error("node opened the envelope under another request id")
 	}
 	if _, err := envelopeOpen(t, key, other, body); err == nil {

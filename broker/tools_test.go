@@ -87,7 +87,7 @@ func TestStatusOf(t *testing.T) {
 	}{
 		{"bad request id", ErrBadRequestID, 400, "bad_request"},
 		{"busy", ErrBusy, 409, "busy"},
-		{"wrapped refusal", errors.Join(errors.New("x"), ErrCapabilityRefused), 502, "refused"},
+		{"wrapped refusal", errors.Join(errors.New("x"), ErrGrantRefused), 502, "refused"},
 		{"capture", ErrCaptureFailed, 503, "capture"},
 		{"queue", ErrQueueFull, 429, "queue_full"},
 		{"unknown tab", ErrUnknownTab, 404, "unknown_tab"},

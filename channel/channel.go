@@ -24,8 +24,8 @@ import (
 
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/bus"
+	"github.com/agentfy/agentfy/envelope"
 	"github.com/agentfy/agentfy/session"
-	"github.com/agentfy/agentfy/view/envelope"
 	"github.com/agentfy/agentfy/wire"
 )
 
@@ -58,9 +58,9 @@ const (
 	// worker or the consume route.
 	ObservationBurst = 3
 	ObservationRate  = rate.Limit(1) // per second
-	// CapabilityCheckTimeout bounds the Redis lookup that proves a view request was
+	// GrantCheckTimeout bounds the Redis lookup that proves a view request was
 	// made by a replica that stored its capability.
-	CapabilityCheckTimeout = wire.OwnerCheckTimeout
+	GrantCheckTimeout = wire.OwnerCheckTimeout
 )
 
 // Deadlines of the hub's own calls to the session store (Redis), the event publisher
@@ -97,8 +97,8 @@ const (
 	subscribeTimeout = 5 * time.Second
 )
 
-// Capabilities is what the hub needs of the view capabilities (view.Capabilities).
-type Capabilities interface {
+// Grants is what the hub needs of the view capabilities (view.Grants).
+type Grants interface {
 	// Pending reports whether requestID names a capability of sessionID still to be
 	// redeemed; an error means it cannot tell (Redis unreachable).
 	Pending(ctx context.Context, requestID, sessionID string) (bool, error)
@@ -114,13 +114,13 @@ type Config struct {
 	ReplicaID string
 	Creds     *auth.Store
 	Sessions  *session.Store
-	// Capabilities proves that a view request on the bus comes from a replica that
+	// Grants proves that a view request on the bus comes from a replica that
 	// stored its capability: any other request is refused before it reaches the worker.
-	Capabilities Capabilities
-	NATS         *nats.Conn
-	Namespace    bus.Namespace
-	Events       EventPublisher
-	Log          zerolog.Logger
+	Grants    Grants
+	NATS      *nats.Conn
+	Namespace bus.Namespace
+	Events    EventPublisher
+	Log       zerolog.Logger
 	// Tick is how often held sessions are checked for idle and stop; 0 means 1 s.
 	Tick time.Duration
 	// Now is the clock; nil means time.Now.

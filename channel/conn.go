@@ -12,9 +12,9 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/time/rate"
 
+	"github.com/agentfy/agentfy/envelope"
 	"github.com/agentfy/agentfy/jsonrpc"
 	"github.com/agentfy/agentfy/session"
-	"github.com/agentfy/agentfy/view/envelope"
 )
 
 // Conn is one worker connection.

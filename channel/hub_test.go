@@ -19,12 +19,12 @@ import (
 
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/bus"
+	"github.com/agentfy/agentfy/envelope"
 	"github.com/agentfy/agentfy/internal/redisserver"
 	"github.com/agentfy/agentfy/internal/testenv"
 	"github.com/agentfy/agentfy/jsonrpc"
 	"github.com/agentfy/agentfy/session"
 	"github.com/agentfy/agentfy/view"
-	"github.com/agentfy/agentfy/view/envelope"
 	"github.com/agentfy/agentfy/wire"
 )
 
@@ -64,7 +64,7 @@ type hubEnv struct {
 	rdb      redis.UniversalClient
 	creds    *auth.Store
 	sessions *session.Store
-	caps     *view.Capabilities
+	caps     *view.Grants
 	ns       bus.Namespace
 	other    *nats.Conn
 	hub      *Hub
@@ -82,7 +82,7 @@ func newHubEnv(t *testing.T, s *servers, hubSessions func(*hubEnv) *session.Stor
 	e := &hubEnv{rdb: testenv.RedisClient(t, s.redis, 0), events: make(eventLog, 16), clock: newClock(), other: s.other}
 	e.creds = auth.NewStore(e.rdb, dep, nil)
 	e.sessions = session.NewStore(e.rdb, e.creds, dep, session.Policy{}, e.clock.now)
-	e.caps = view.NewCapabilities(e.rdb, dep, view.CapabilityKeys{make([]byte, view.CapabilityKeyBytes)}, 0)
+	e.caps = view.NewGrants(e.rdb, dep, view.GrantKeys{make([]byte, view.GrantKeyBytes)}, 0)
 	ns, err := bus.NewNamespace(dep, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +93,7 @@ func newHubEnv(t *testing.T, s *servers, hubSessions func(*hubEnv) *session.Stor
 		sessions = hubSessions(e)
 	}
 	e.hub = NewHub(Config{
-		ReplicaID: "r1", Creds: e.creds, Sessions: sessions, Capabilities: e.caps, NATS: s.owner,
+		ReplicaID: "r1", Creds: e.creds, Sessions: sessions, Grants: e.caps, NATS: s.owner,
 		Namespace: ns, Events: e.events, Log: testenv.Logger(t), Now: e.clock.now,
 	})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

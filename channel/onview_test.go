@@ -88,7 +88,7 @@ func TestOnViewRefusals(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			h := NewHub(Config{ReplicaID: "r1", Capabilities: caps, NATS: owner, Namespace: ns, Log: testenv.Logger(t)})
+			h := NewHub(Config{ReplicaID: "r1", Grants: caps, NATS: owner, Namespace: ns, Log: testenv.Logger(t)})
 			hello := session.Hello{ImageTag: "w:1", BootstrapRevision: wire.BootstrapRevision, Capabilities: []string{wire.CapabilityBrowserView}}
 			if tt.noBrowser {
 				hello.Capabilities = []string{"somethingElse"}
@@ -141,16 +141,16 @@ func TestOnViewRefusals(t *testing.T) {
 				if got.requestID != tt.data || got.sessionID != "s1" {
 					t.Errorf("capability check of %q for %q, want %q for s1", got.requestID, got.sessionID, tt.data)
 				}
-				if !got.hasDeadline || got.budget > CapabilityCheckTimeout {
-					t.Errorf("capability check had %v (deadline %v), want at most %v", got.budget, got.hasDeadline, CapabilityCheckTimeout)
+				if !got.hasDeadline || got.budget > GrantCheckTimeout {
+					t.Errorf("capability check had %v (deadline %v), want at most %v", got.budget, got.hasDeadline, GrantCheckTimeout)
 				}
 			default:
 				if tt.wantCheck {
 					t.Fatal("capability not looked up")
 				}
 			}
-			if tt.caps != nil && tt.caps.block && took > CapabilityCheckTimeout+wire.HopMargin {
-				t.Errorf("a hanging check was answered after %v, want within %v", took, CapabilityCheckTimeout+wire.HopMargin)
+			if tt.caps != nil && tt.caps.block && took > GrantCheckTimeout+wire.HopMargin {
+				t.Errorf("a hanging check was answered after %v, want within %v", took, GrantCheckTimeout+wire.HopMargin)
 			}
 			if got := c.observing.Load(); got != observing {
 				t.Errorf("%d observation waiters after a refusal, want %d", got, observing)

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentfy/agentfy/envelope"
 	"github.com/agentfy/agentfy/jsonrpc"
-	"github.com/agentfy/agentfy/view/envelope"
 	"github.com/agentfy/agentfy/wire"
 )
 

@@ -12,9 +12,9 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/agentfy/agentfy/bus"
+	"github.com/agentfy/agentfy/envelope"
 	"github.com/agentfy/agentfy/jsonrpc"
 	"github.com/agentfy/agentfy/session"
-	"github.com/agentfy/agentfy/view/envelope"
 )
 
 // A tool call carries the agent's URLs and typed text, and its result carries titles, so

@@ -8,8 +8,8 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/agentfy/agentfy/bus"
+	"github.com/agentfy/agentfy/envelope"
 	"github.com/agentfy/agentfy/jsonrpc"
-	"github.com/agentfy/agentfy/view/envelope"
 	"github.com/agentfy/agentfy/wire"
 )
 
@@ -67,8 +67,8 @@ func (c *Conn) onView(msg *nats.Msg) {
 	// One deadline from the request's arrival: the check and the relay together fit
 	// the owner's hop of the budget.
 	ctx, cancel := context.WithTimeout(c.ctx, ObservationTimeout)
-	cctx, ccancel := context.WithTimeout(ctx, CapabilityCheckTimeout)
-	ok, err := c.hub.cfg.Capabilities.Pending(cctx, requestID, c.session.ID)
+	cctx, ccancel := context.WithTimeout(ctx, GrantCheckTimeout)
+	ok, err := c.hub.cfg.Grants.Pending(cctx, requestID, c.session.ID)
 	ccancel()
 	switch {
 	case err != nil:

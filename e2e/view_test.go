@@ -213,61 +213,6 @@ func TestRechecksAfterCapture(t *testing.T) {
 	}
 }
 
-func TestAccessAnswers(t *testing.T) {
-	agent := client.NewAgent(t, "")
-	stagingAgent := client.NewAgentIn(t, "", "staging")
-	ctx := client.Context(t)
-	reader, _, _ := st.Creds.CreateOrgKey(ctx, "org-acme", "production", []string{auth.ScopeWorkerLogsRead})
-	noScope, _, _ := st.Creds.CreateOrgKey(ctx, "org-acme", "production", []string{"agents:read"})
-	otherOrg, _, _ := st.Creds.CreateOrgKey(ctx, "org-globex", "production", []string{auth.ScopeWorkerLogsRead})
-	stagingKey, _, _ := st.Creds.CreateOrgKey(ctx, "org-acme", "staging", []string{auth.ScopeWorkerLogsRead})
-	member, outsider := client.Token(t, "u-alice"), client.Token(t, "u-carol")
-
-	tests := []struct {
-		name, path, bearer string
-		want               int
-	}{
-		{"no token", stacktest.ViewPath(agent), "", http.StatusUnauthorized},
-		{"garbage token", stacktest.ViewPath(agent), "nope", http.StatusUnauthorized},
-		{"org key on the human route", stacktest.ViewPath(agent), reader, http.StatusUnauthorized},
-		{"unknown agent", stacktest.ViewPath("agent-nobody"), member, http.StatusNotFound},
-		{"agent of another team", stacktest.ViewPath("agent-nova"), member, http.StatusNotFound},
-		{"outsider on our agent", stacktest.ViewPath(agent), outsider, http.StatusNotFound},
-		{"partner without scope", stacktest.PartnerViewPath("org-acme", agent), noScope, http.StatusForbidden},
-		{"partner key of another org", stacktest.PartnerViewPath("org-globex", agent), otherOrg, http.StatusNotFound},
-		{"partner key for another org's path", stacktest.PartnerViewPath("org-acme", agent), otherOrg, http.StatusNotFound},
-		{"partner key of another environment", stacktest.PartnerViewPath("org-acme", agent), stagingKey, http.StatusNotFound},
-		{"partner key of staging on a production agent", stacktest.PartnerViewPath("org-acme", agent), stagingKey, http.StatusNotFound},
-		{"partner unknown agent", stacktest.PartnerViewPath("org-acme", "agent-nobody"), reader, http.StatusNotFound},
-		{"partner JWT", stacktest.PartnerViewPath("org-acme", agent), member, http.StatusUnauthorized},
-		{"partner no credential", stacktest.PartnerViewPath("org-acme", agent), "", http.StatusUnauthorized},
-	}
-	var notFound []string
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := client.Get(t, replicaA(), tt.path, tt.bearer)
-			if r.Status != tt.want {
-				t.Fatalf("status %d, want %d: %s", r.Status, tt.want, r.Body)
-			}
-			if r.Status == http.StatusNotFound {
-				notFound = append(notFound, r.Body)
-			}
-		})
-	}
-	for _, b := range notFound {
-		if b != notFound[0] {
-			t.Fatalf("404 bodies differ: %q vs %q", b, notFound[0])
-		}
-	}
-	// None of those burned the agent's gate: the staging key is right for its agent.
-	if r := client.Get(t, replicaA(), stacktest.PartnerViewPath("org-acme", stagingAgent), stagingKey); r.Status != http.StatusOK || r.Body != "{\"live\":false}\n" {
-		t.Fatalf("staging key on staging agent: %d %s", r.Status, r.Body)
-	}
-	if r := client.Get(t, replicaA(), stacktest.ViewPath(agent), member); r.Status != http.StatusOK {
-		t.Fatalf("after refusals the member's first view: %d %s", r.Status, r.Body)
-	}
-}
-
 func TestGateAcrossReplicas(t *testing.T) {
 	agent := client.NewAgent(t, "")
 	startSession(t, agent, stack.SessionOptions{}) // only a request that finds a session meets the gate

@@ -109,8 +109,8 @@ func (k Keys) CurrentSession(agentID string) string { return k.Agent(agentID) + 
 
 // Views (package view).
 
-// Capability is a view capability, by its request id.
-func (k Keys) Capability(requestID string) string { return k.tagged("cap", "r", requestID) }
+// Grant is a view capability, by its request id.
+func (k Keys) Grant(requestID string) string { return k.tagged("cap", "r", requestID) }
 
 // Gate is an agent's view window, in the agent's slot.
 func (k Keys) Gate(agentID string) string { return k.tagged("gate", "a", agentID) }

@@ -44,7 +44,7 @@ func TestKeys(t *testing.T) {
 		{k.Pass("p1"), "agentfy:prod-eu:pass:{p:p1}"},
 		{k.Session("s1"), "agentfy:prod-eu:session:{s:s1}"},
 		{k.SessionActivity("s1"), "agentfy:prod-eu:session:{s:s1}:activity"},
-		{k.Capability("ab"), "agentfy:prod-eu:cap:{r:ab}"},
+		{k.Grant("ab"), "agentfy:prod-eu:cap:{r:ab}"},
 		{k.Gate("a1"), "agentfy:prod-eu:gate:{a:a1}"},
 		{k.PacePattern("a1"), "agentfy:prod-eu:pace:{a:a1}:*"},
 		{k.Pattern(), "agentfy:prod-eu:*"},
@@ -112,7 +112,7 @@ func TestOperatorPatterns(t *testing.T) {
 			t.Errorf("the operator cannot reach %s", key)
 		}
 	}
-	for _, key := range []string{k.Capability(strings.Repeat("ab", 32)), k.Gate("a"), k.Pace("a", "u"), k.PacePattern("a")} {
+	for _, key := range []string{k.Grant(strings.Repeat("ab", 32)), k.Gate("a"), k.Pace("a", "u"), k.PacePattern("a")} {
 		if matches(key) {
 			t.Errorf("the operator reaches %s", key)
 		}

@@ -19,11 +19,11 @@ import (
 	"github.com/agentfy/agentfy/channel"
 	"github.com/agentfy/agentfy/deploy"
 	"github.com/agentfy/agentfy/directory"
+	"github.com/agentfy/agentfy/envelope"
 	"github.com/agentfy/agentfy/internal/natsserver"
 	"github.com/agentfy/agentfy/internal/replica"
 	"github.com/agentfy/agentfy/internal/stack"
 	"github.com/agentfy/agentfy/view"
-	"github.com/agentfy/agentfy/view/envelope"
 	"github.com/agentfy/agentfy/wire"
 )
 
@@ -124,7 +124,7 @@ func TestObservationWaitersPerConnection(t *testing.T) {
 	// would). The owner relays at most ObservationBurst at once and then about one a
 	// second, so the eight fill up over a few seconds: a request the pace turns away
 	// is sent again.
-	caps := view.NewCapabilities(st.Replicas[0].Redis, "dev", st.CapabilityKeys, 0)
+	caps := view.NewGrants(st.Replicas[0].Redis, "dev", st.GrantKeys, 0)
 	requester := envelope.PublicKeyHex(attackerKey(t))
 	request := func(c context.Context) error {
 		b := make([]byte, 32)

@@ -22,14 +22,14 @@ import (
 	"github.com/agentfy/agentfy/internal/oas"
 	"github.com/agentfy/agentfy/internal/stack"
 	"github.com/agentfy/agentfy/internal/stacktest"
-	"github.com/agentfy/agentfy/internal/stacktest/testkit"
+	"github.com/agentfy/agentfy/internal/testenv"
 )
 
 var (
 	idp    *provider // the platform's identity provider, as a JWK set the suite controls
 	st     *stack.Stack
 	client *stacktest.Client   // on st
-	logs   = &testkit.Buffer{} // every log line of every in-process component
+	logs   = &testenv.Buffer{} // every log line of every in-process component
 	report = &recorder{}
 )
 

@@ -21,13 +21,13 @@ import (
 
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/deploy"
+	"github.com/agentfy/agentfy/envelope"
 	"github.com/agentfy/agentfy/internal/stack"
 	"github.com/agentfy/agentfy/internal/stacktest"
 	"github.com/agentfy/agentfy/internal/testenv"
 	"github.com/agentfy/agentfy/keyspace"
 	"github.com/agentfy/agentfy/session"
 	"github.com/agentfy/agentfy/view"
-	"github.com/agentfy/agentfy/view/envelope"
 	"github.com/agentfy/agentfy/wire"
 )
 
@@ -228,8 +228,8 @@ func TestRedisRefusesStrangersAndConfinesUsers(t *testing.T) {
 			// capability to a key of its own, nor open a gate or a pace early.
 			k := keyspace.For("dev")
 			cmds = append(cmds,
-				[]any{"set", k.Capability(strings.Repeat("ab", 32)), `{"sessionId":"s","publicKey":"x"}`, "xx", "keepttl"},
-				[]any{"get", k.Capability(strings.Repeat("ab", 32))},
+				[]any{"set", k.Grant(strings.Repeat("ab", 32)), `{"sessionId":"s","publicKey":"x"}`, "xx", "keepttl"},
+				[]any{"get", k.Grant(strings.Repeat("ab", 32))},
 				[]any{"del", k.Gate("agent-x")},
 				[]any{"set", k.Gate("agent-x"), "1"},
 				[]any{"del", k.Pace("agent-x", "someone")},
@@ -482,7 +482,7 @@ func TestViewFloodOnTheBusIsPacedAtTheOwner(t *testing.T) {
 
 	// Ids with stored capabilities (a compromised replica could store them): paced.
 	const valid = 40
-	caps := view.NewCapabilities(st.Replicas[0].Redis, "dev", st.CapabilityKeys, 0)
+	caps := view.NewGrants(st.Replicas[0].Redis, "dev", st.GrantKeys, 0)
 	ids = make([]string, valid)
 	for i := range ids {
 		ids[i] = randomID(t)

@@ -19,10 +19,10 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentfy/agentfy/channel"
+	"github.com/agentfy/agentfy/envelope"
 	"github.com/agentfy/agentfy/internal/stack"
 	"github.com/agentfy/agentfy/internal/stacktest"
 	"github.com/agentfy/agentfy/internal/testenv"
-	"github.com/agentfy/agentfy/view/envelope"
 	"github.com/agentfy/agentfy/wire"
 )
 

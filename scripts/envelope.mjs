@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Node reference for the browser view envelope (SPEC.md section 7), the
-// counterpart of the Go package view/envelope. It uses node:crypto the way the
+// counterpart of the Go package envelope. It uses node:crypto the way the
 // browser broker does, and is strict where Node's own decoders are lenient
 // (Buffer.from ignores bad hex and base64 characters, GCM accepts any IV and
 // short tags, computeSecret accepts compressed points), so that it rejects

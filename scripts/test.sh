@@ -24,15 +24,16 @@ echo "== go test -race" >&2
 go test -race -count=1 -timeout 20m $(go list ./... | grep -v /reliability)
 echo "== reliability suite (faults, tampering, capabilities, load, leaks, access)" >&2
 go test -count=1 -timeout 15m ./reliability
-echo "== Redis Cluster and Sentinel: end-to-end, capability and CLI tests on each" >&2
+echo "== Redis Cluster and Sentinel: end-to-end, route-table, capability and CLI tests on each" >&2
 # Three masters with a replica each, and a master, a replica and three sentinels, all
 # with the deployment's ACL users (internal/redisserver). The failover under load runs
 # in the reliability suite above, on both.
-e2e_on_topology='^(TestAgentList|TestConsumeRoute|TestStatusFeedAccess|TestPollingDoesNotKeepASessionAlive|TestWorkerEndsItsSession|TestFrameOfTheOpenedPage|TestNoTabIsPageNull|TestNoSessionIsNotLive|TestRechecksAfterCapture|TestAccessAnswers|TestGateAcrossReplicas|TestUnavailable|TestServiceRoutes|TestAdminRoutes)$'
+e2e_on_topology='^(TestAgentList|TestConsumeRoute|TestPollingDoesNotKeepASessionAlive|TestWorkerEndsItsSession|TestFrameOfTheOpenedPage|TestNoTabIsPageNull|TestNoSessionIsNotLive|TestRechecksAfterCapture|TestGateAcrossReplicas|TestUnavailable|TestServiceRoutes|TestAdminRoutes)$'
 for topology in cluster sentinel; do
   echo "-- on a Redis $topology" >&2
   AGENTFY_TEST_REDIS=$topology go test -count=1 -timeout 10m -run "$e2e_on_topology" ./e2e
-  AGENTFY_TEST_REDIS=$topology go test -count=1 -timeout 10m -run '^(TestCapabilities|TestAccess|TestAccessChanges|TestAdminListener)$' ./reliability
+  AGENTFY_TEST_REDIS=$topology go test -count=1 -timeout 10m -run '^(TestViewRoutesRefuse|TestStatusRouteRefuses|TestConsumeRoute)$' ./api
+  AGENTFY_TEST_REDIS=$topology go test -count=1 -timeout 10m -run '^(TestGrants|TestAccess|TestAccessChanges|TestAdminListener)$' ./reliability
   AGENTFY_TEST_REDIS=$topology go test -count=1 -timeout 10m -run '^(TestOperatorCommands|TestToolCommandGoesThroughTheOwner)$' ./cmd/agentfy
 done
 # Budgets are execution counts (about 10 s each on a 2-core machine), not durations: a
@@ -40,7 +41,7 @@ done
 # with "context deadline exceeded" on a loaded machine (go.dev/issue/75804, fixed in
 # Go 1.27; CI saw it on FuzzSealedFastPath). A count has no deadline to race.
 echo "== fuzzing, about 10 s per target, from the committed corpora" >&2
-for target in "FuzzOpen ./view/envelope 300000" "FuzzParse ./jsonrpc 100000" "FuzzConsumeBody ./api 20000" "FuzzParsePage ./wire 150000" "FuzzPageFastPath ./wire 40000" "FuzzSealedFastPath ./view 80000" "FuzzFastPath ./jsonrpc 80000"; do
+for target in "FuzzOpen ./envelope 300000" "FuzzParse ./jsonrpc 100000" "FuzzConsumeBody ./api 20000" "FuzzParsePage ./wire 150000" "FuzzPageFastPath ./wire 40000" "FuzzSealedFastPath ./view 80000" "FuzzFastPath ./jsonrpc 80000"; do
   set -- $target
   go test -run='^$' -fuzz="^$1\$" -fuzztime="$3x" -timeout 5m "$2"
 done

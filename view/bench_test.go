@@ -52,12 +52,12 @@ func BenchmarkRedisPing(b *testing.B) {
 	}
 }
 
-// BenchmarkCapabilityPutConsume stores a capability (SET NX PX) and redeems it with the
+// BenchmarkGrantPutConsume stores a capability (SET NX PX) and redeems it with the
 // consume script (EVALSHA), as one view does: two round trips.
-func BenchmarkCapabilityPutConsume(b *testing.B) {
+func BenchmarkGrantPutConsume(b *testing.B) {
 	rdb := benchRedis(b)
 	ctx := b.Context()
-	caps := view.NewCapabilities(rdb, testenv.Deployment(b), testKeys, 0)
+	caps := view.NewGrants(rdb, testenv.Deployment(b), testKeys, 0)
 	next := benchRequestIDs(b)
 	const pk = "04" + "ab" // opaque to the store
 	b.ReportAllocs()
@@ -73,19 +73,19 @@ func BenchmarkCapabilityPutConsume(b *testing.B) {
 	}
 }
 
-// BenchmarkCapabilityConsumeRefused redeems a capability for another session: the
+// BenchmarkGrantConsumeRefused redeems a capability for another session: the
 // script reads it, refuses, and leaves it (one round trip).
-func BenchmarkCapabilityConsumeRefused(b *testing.B) {
+func BenchmarkGrantConsumeRefused(b *testing.B) {
 	rdb := benchRedis(b)
 	ctx := b.Context()
-	caps := view.NewCapabilities(rdb, testenv.Deployment(b), testKeys, time.Minute)
+	caps := view.NewGrants(rdb, testenv.Deployment(b), testKeys, time.Minute)
 	id := benchRequestIDs(b)()
 	if err := caps.Put(ctx, id, "sess-owner", "04ab"); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := caps.Consume(ctx, id, "sess-other"); !errors.Is(err, view.ErrCapabilityNotFound) {
+		if _, err := caps.Consume(ctx, id, "sess-other"); !errors.Is(err, view.ErrGrantNotFound) {
 			b.Fatalf("consume by another session: %v", err)
 		}
 	}

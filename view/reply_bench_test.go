@@ -11,7 +11,7 @@ import (
 	"image/jpeg"
 	"testing"
 
-	"github.com/agentfy/agentfy/view/envelope"
+	"github.com/agentfy/agentfy/envelope"
 	"github.com/agentfy/agentfy/wire"
 )
 

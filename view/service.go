@@ -17,9 +17,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentfy/agentfy/bus"
+	"github.com/agentfy/agentfy/envelope"
 	"github.com/agentfy/agentfy/internal/jsonscan"
 	"github.com/agentfy/agentfy/session"
-	"github.com/agentfy/agentfy/view/envelope"
 	"github.com/agentfy/agentfy/wire"
 )
 
@@ -88,7 +88,7 @@ func (e *RateLimitedError) Is(target error) bool { return target == ErrRateLimit
 type Service struct {
 	rdb      redis.UniversalClient // for the pipelines that batch the checks' reads
 	gate     *Gate
-	caps     *Capabilities
+	caps     *Grants
 	sessions Sessions
 	nc       *nats.Conn
 	ns       bus.Namespace
@@ -112,7 +112,7 @@ type Hooks struct {
 func (s *Service) SetHooks(h *Hooks) { s.hooks.Store(h) }
 
 // NewService wires the view service of one replica.
-func NewService(rdb redis.UniversalClient, gate *Gate, caps *Capabilities, sessions Sessions, nc *nats.Conn, ns bus.Namespace, log zerolog.Logger) *Service {
+func NewService(rdb redis.UniversalClient, gate *Gate, caps *Grants, sessions Sessions, nc *nats.Conn, ns bus.Namespace, log zerolog.Logger) *Service {
 	return &Service{rdb: rdb, gate: gate, caps: caps, sessions: sessions, nc: nc, ns: ns, log: log, pending: make(chan struct{}, MaxPending)}
 }
 
@@ -244,7 +244,7 @@ func (s *Service) Observe(ctx context.Context, sess session.Session) (*Page, err
 		dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		_ = s.caps.Delete(dctx, requestID)
 		dcancel()
-		return nil, reasonOf(err)
+		return nil, unavailableFrom(err)
 	}
 	if hooks != nil && hooks.OnReply != nil {
 		reply = hooks.OnReply(reply)
@@ -256,9 +256,9 @@ func (s *Service) Observe(ctx context.Context, sess session.Session) (*Page, err
 	return page, nil
 }
 
-// reasonOf turns a failed NATS request into the view's reason: the owner's code, as it
+// unavailableFrom turns a failed NATS request into the view's reason: the owner's code, as it
 // came, when it is one of the wire reasons.
-func reasonOf(err error) error {
+func unavailableFrom(err error) error {
 	var re *bus.RemoteError
 	switch {
 	case errors.Is(err, bus.ErrNoResponders):

@@ -10,9 +10,9 @@ import (
 	"testing"
 
 	"github.com/agentfy/agentfy/bus"
+	"github.com/agentfy/agentfy/envelope"
 	"github.com/agentfy/agentfy/jsonrpc"
 	"github.com/agentfy/agentfy/view"
-	"github.com/agentfy/agentfy/view/envelope"
 	"github.com/agentfy/agentfy/wire"
 )
 

@@ -283,7 +283,7 @@ func TestBrokerReason(t *testing.T) {
 // capabilities lists browserView for every worker configured with an IPC directory,
 // whatever is (or is not yet) in it: the broker may start after the hello. Only a
 // worker without one (the shell image) lists nothing.
-func TestCapabilities(t *testing.T) {
+func TestHelloCapabilities(t *testing.T) {
 	t.Parallel()
 	browser := []string{wire.CapabilityBrowserView}
 	tests := []struct {

@@ -22,9 +22,8 @@ import (
 	"time"
 
 	"github.com/agentfy/agentfy/broker"
-	"github.com/agentfy/agentfy/internal/stacktest/testkit"
+	"github.com/agentfy/agentfy/envelope"
 	"github.com/agentfy/agentfy/internal/testenv"
-	"github.com/agentfy/agentfy/view/envelope"
 )
 
 const e2ePass = "e2e-broker-pass-4f1c9a"
@@ -50,7 +49,7 @@ func TestBrokerProcess(t *testing.T) {
 
 	// The API's consumption route, holding one capability, behind a replica that is
 	// down: the broker moves on to the next URL.
-	consume := testkit.NewAPI(e2ePass)
+	consume := testenv.NewConsumeAPI(e2ePass)
 	api := httptest.NewServer(consume)
 	t.Cleanup(api.Close)
 	down := httptest.NewServer(http.NotFoundHandler())
@@ -98,7 +97,7 @@ func TestBrokerProcess(t *testing.T) {
 	// exited receives the exit once; waitDone is closed after it.
 	exited := make(chan error, 1)
 	waitDone := make(chan struct{})
-	var logs testkit.Buffer
+	var logs testenv.Buffer
 	listening := make(chan struct{})
 	scanned := make(chan struct{})
 	go func() {

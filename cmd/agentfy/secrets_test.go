@@ -47,7 +47,7 @@ func TestSecretsCommand(t *testing.T) {
 	if len(read("jwt/secret")) < 32 {
 		t.Fatal("no JWT secret")
 	}
-	if _, err := view.ParseCapabilityKeys(read("replica/capability-key")); err != nil {
+	if _, err := view.ParseGrantKeys(read("replica/capability-key")); err != nil {
 		t.Fatalf("the capability key: %v", err)
 	}
 	// A second run keeps what exists: the servers and clients already use it. A volume
@@ -63,7 +63,7 @@ func TestSecretsCommand(t *testing.T) {
 	if !strings.Contains(out.String(), "7 secrets kept, 1 made") {
 		t.Fatalf("second run said %q", out.String())
 	}
-	if _, err := view.ParseCapabilityKeys(read("replica/capability-key")); err != nil {
+	if _, err := view.ParseGrantKeys(read("replica/capability-key")); err != nil {
 		t.Fatalf("the capability key made on the second run: %v", err)
 	}
 

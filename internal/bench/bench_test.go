@@ -188,8 +188,8 @@ func TestBenchQuick(t *testing.T) {
 			got[g.Package+" "+g.Name] = g
 		}
 		for _, name := range []string{
-			"view BenchmarkRedisPing", "view BenchmarkCapabilityPutConsume", "view BenchmarkGateAllow/won",
-			"view BenchmarkGateAllow/lost", "view/envelope BenchmarkSeal", "view/envelope BenchmarkOpen",
+			"view BenchmarkRedisPing", "view BenchmarkGrantPutConsume", "view BenchmarkGateAllow/won",
+			"view BenchmarkGateAllow/lost", "envelope BenchmarkSeal", "envelope BenchmarkOpen",
 		} {
 			g, ok := got[name]
 			if !ok {

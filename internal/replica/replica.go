@@ -46,11 +46,11 @@ type Options struct {
 	Log     zerolog.Logger
 	// DrainTimeout bounds graceful shutdown; 0 means 12 s (longer than a view's 9 s).
 	DrainTimeout time.Duration
-	// CapabilityKeys sign and check the view capabilities (view.CapabilityKeys); every
+	// GrantKeys sign and check the view capabilities (view.GrantKeys); every
 	// replica of a deployment must hold the same. Empty means derived from the Redis
-	// password (view.DeriveCapabilityKey), which every replica shares and no other
+	// password (view.DeriveGrantKey), which every replica shares and no other
 	// role holds; a replica with neither does not start.
-	CapabilityKeys view.CapabilityKeys
+	GrantKeys view.GrantKeys
 	// RedisAcks, when set, is how many replicas must acknowledge the gate's windows and
 	// the capabilities' consumption (view.Acks). Nil means view.DefaultAcks for a
 	// Cluster or Sentinel set and none for one server.
@@ -135,21 +135,21 @@ func New(ctx context.Context, o Options) (*Replica, error) {
 	} else if replicated(o.Redis) {
 		acks = view.DefaultAcks
 	}
-	capKeys := o.CapabilityKeys
+	capKeys := o.GrantKeys
 	if len(capKeys) == 0 {
-		if capKeys, err = view.DeriveCapabilityKey(o.Redis.Password); err != nil {
+		if capKeys, err = view.DeriveGrantKey(o.Redis.Password); err != nil {
 			r.close()
 			return nil, errors.New("replica: no capability key: set AGENTFY_CAPABILITY_KEY(_FILE), or a Redis password to derive it from")
 		}
 	}
-	caps := view.NewCapabilities(rdb, o.Deployment, capKeys, 0).WithAcks(acks)
+	caps := view.NewGrants(rdb, o.Deployment, capKeys, 0).WithAcks(acks)
 	r.Views = view.NewService(rdb, view.NewGate(rdb, o.Deployment, 0, 0).WithAcks(acks), caps, r.Sessions, nc, ns, o.Log)
 	if r.Feed, err = feed.New(nc, ns, r.Sessions, o.Log); err != nil {
 		r.close()
 		return nil, err
 	}
 	r.Hub = channel.NewHub(channel.Config{
-		ReplicaID: o.ReplicaID, Creds: r.Creds, Sessions: r.Sessions, Capabilities: caps, NATS: nc, Namespace: ns,
+		ReplicaID: o.ReplicaID, Creds: r.Creds, Sessions: r.Sessions, Grants: caps, NATS: nc, Namespace: ns,
 		Events: r.Feed, Log: o.Log, Tick: o.Tick,
 	})
 	metrics := api.NewMetrics(r.Views.Pending, r.Hub.ObservationWaiters, r.Hub.Conns, r.Feed.Listeners)

@@ -108,8 +108,8 @@ type Stack struct {
 	Replicas []*Replica
 	// Secrets are every role's passwords: the servers know only their hashes.
 	Secrets deploy.Secrets
-	// CapabilityKeys are the replicas' capability keys (view.CapabilityKeys), random.
-	CapabilityKeys view.CapabilityKeys
+	// GrantKeys are the replicas' capability keys (view.GrantKeys), random.
+	GrantKeys view.GrantKeys
 	// Client is the harness's Redis client, logged in as the operator (it seeds, starts
 	// and stops sessions, and inspects keys as the operator CLI may). Bus is a NATS
 	// connection with the replica role (tests play a replica, or an attacker holding a
@@ -268,11 +268,11 @@ func (s *Stack) makeSecrets() (err error) {
 		return err
 	}
 	s.Secret = []byte(base64.RawURLEncoding.EncodeToString(secret))
-	capKey := make([]byte, view.CapabilityKeyBytes)
+	capKey := make([]byte, view.GrantKeyBytes)
 	if _, err := rand.Read(capKey); err != nil {
 		return err
 	}
-	s.CapabilityKeys = view.CapabilityKeys{capKey}
+	s.GrantKeys = view.GrantKeys{capKey}
 	if s.opts.Secrets != nil {
 		s.Secrets = *s.opts.Secrets
 	} else if s.Secrets, err = deploy.GenerateSecrets(); err != nil {
@@ -544,7 +544,7 @@ func (s *Stack) StartReplica(ctx context.Context, i int, natsURL string) (*Repli
 	r, err := replica.New(ctx, replica.Options{
 		ReplicaID: id, Deployment: s.opts.Deployment, Redis: s.RedisOptions(deploy.RedisReplica),
 		NATS: natsCfg, JWT: append([]auth.JWTConfig{s.JWTConfig()}, s.opts.ExtraJWT...),
-		Policy: s.opts.Policy, Tick: s.opts.Tick, CapabilityKeys: s.CapabilityKeys,
+		Policy: s.opts.Policy, Tick: s.opts.Tick, GrantKeys: s.GrantKeys,
 		OpenAPI: openapi.Document, WebApp: s.opts.WebApp, Log: log, DrainTimeout: 10 * time.Second,
 	})
 	if err != nil {

@@ -1,8 +1,9 @@
-// Package stacktest is the harness the integration suites (e2e/, reliability/) share
-// over a running stack (internal/stack): test contexts, tokens, agents, the gate, and
-// requests to the view, status and consume routes whose every answer is checked against
-// the OpenAPI document. What needs no stack — a log buffer and a fake consume route for
-// a broker tested alone — is in the leaf package testkit.
+// Package stacktest is the upper layer of the project's one test harness (the lower is
+// internal/testenv): it drives a running stack (internal/stack) for the api, e2e and
+// reliability suites — test contexts, tokens, agents, the gate, and requests to the
+// view, status and consume routes whose every answer is checked against the OpenAPI
+// document. Start gives a test a stack of its own; a suite that shares one starts it in
+// TestMain and wraps it in a Client.
 package stacktest
 
 import (
@@ -18,6 +19,7 @@ import (
 	"github.com/agentfy/agentfy/directory"
 	"github.com/agentfy/agentfy/internal/oas"
 	"github.com/agentfy/agentfy/internal/stack"
+	"github.com/agentfy/agentfy/internal/testenv"
 	"github.com/agentfy/agentfy/wire"
 )
 
@@ -160,4 +162,20 @@ func send(ctx context.Context, tb testing.TB, method, url, bearer string, body i
 	tb.Helper()
 	_, status, header, b := oas.Send(ctx, tb, method, url, bearer, body)
 	return Response{Status: status, Header: header, Body: string(b)}
+}
+
+// Start starts a stack of the test's own, logging to the test, on the Redis topology
+// AGENTFY_TEST_REDIS names (stack.StartOnTopology: a redis-server when unset), and stops
+// it when the test ends. Suites that share one stack start it in TestMain instead.
+func Start(tb testing.TB, o stack.Options) *Client {
+	tb.Helper()
+	o.Log = testenv.Logger(tb)
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultTimeout)
+	defer cancel()
+	st, _, err := stack.StartOnTopology(ctx, o)
+	if err != nil {
+		tb.Fatalf("start stack: %v", err)
+	}
+	tb.Cleanup(st.Close)
+	return &Client{St: st}
 }

@@ -1,5 +1,15 @@
-// Package testenv starts the real servers integration tests need — redis-server and an
-// embedded NATS server — on free loopback ports, and stops them when the test ends.
+// Package testenv is the lower layer of the project's one test harness: what a test
+// needs that is not a running stack. It starts the real servers — redis-server, an
+// embedded NATS server, Ory Hydra as an identity provider — on free loopback ports and
+// stops them when the test ends; it gives tests a logger, contexts and WaitFor, a Buffer
+// for what a process logs, ConsumeAPI (the replicas' consume route as a broker meets
+// it, for a broker tested alone), and the Node reference of the envelope (NodeOpen,
+// NodeSeal). It imports only leaf packages (bus, wire, envelope), so any package's own
+// tests may use it — internal/stack imports the broker, which tests itself with this.
+//
+// The upper layer, internal/stacktest, drives a whole stack (internal/stack) for the
+// api, e2e and reliability suites. Where a case lives: a route's table of answers in
+// api/, one happy path per route in e2e/, faults and attacks in reliability/.
 package testenv
 
 import (

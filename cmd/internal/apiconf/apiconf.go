@@ -263,16 +263,16 @@ func ExternalJWT(warn func(string)) (*auth.JWTConfig, error) {
 	return cfg, nil
 }
 
-// CapabilityKeys reads AGENTFY_CAPABILITY_KEY(_FILE): the replicas' keys of the view
-// capabilities' MAC (view.ParseCapabilityKeys), every replica of a deployment the same.
+// GrantKeys reads AGENTFY_CAPABILITY_KEY(_FILE): the replicas' keys of the view
+// capabilities' MAC (view.ParseGrantKeys), every replica of a deployment the same.
 // Nil when unset: the replica then derives its key from its Redis password
-// (replica.Options.CapabilityKeys).
-func CapabilityKeys(warn func(string)) (view.CapabilityKeys, error) {
+// (replica.Options.GrantKeys).
+func GrantKeys(warn func(string)) (view.GrantKeys, error) {
 	v, err := conf.Secret("AGENTFY_CAPABILITY_KEY", warn)
 	if err != nil || v == "" {
 		return nil, err
 	}
-	keys, err := view.ParseCapabilityKeys(v)
+	keys, err := view.ParseGrantKeys(v)
 	if err != nil {
 		return nil, fmt.Errorf("AGENTFY_CAPABILITY_KEY: %w", err)
 	}

@@ -88,9 +88,9 @@ func TestExternalJWTIsNilWithoutAProvider(t *testing.T) {
 	}
 }
 
-// TestCapabilityKeys: unset is nil (the replica derives its key), a key or a list of
+// TestGrantKeys: unset is nil (the replica derives its key), a key or a list of
 // keys from the variable or its file, and anything else a clear error.
-func TestCapabilityKeys(t *testing.T) {
+func TestGrantKeys(t *testing.T) {
 	k := strings.Repeat("A", 43)
 	file := t.TempDir() + "/capability-key"
 	if err := os.WriteFile(file, []byte(k+"\n"), 0o600); err != nil {
@@ -115,7 +115,7 @@ func TestCapabilityKeys(t *testing.T) {
 			for name, v := range tt.env {
 				t.Setenv(name, v)
 			}
-			keys, err := CapabilityKeys(func(string) {})
+			keys, err := GrantKeys(func(string) {})
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("error %v, want %q", err, tt.wantErr)

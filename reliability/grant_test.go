@@ -13,15 +13,15 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentfy/agentfy/channel"
+	"github.com/agentfy/agentfy/envelope"
 	"github.com/agentfy/agentfy/internal/stack"
 	"github.com/agentfy/agentfy/internal/stacktest"
 	"github.com/agentfy/agentfy/internal/testenv"
 	"github.com/agentfy/agentfy/keyspace"
 	"github.com/agentfy/agentfy/view"
-	"github.com/agentfy/agentfy/view/envelope"
 )
 
-func TestCapabilities(t *testing.T) {
+func TestGrants(t *testing.T) {
 	c := client.Context(t)
 	agent, other := client.NewAgent(t, "agent-cap"), client.NewAgent(t, "agent-cap-other")
 	sess, passes, err := st.Sess.Start(c, agent)
@@ -32,7 +32,7 @@ func TestCapabilities(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	caps := view.NewCapabilities(st.Replicas[0].Redis, "dev", st.CapabilityKeys, 0)
+	caps := view.NewGrants(st.Replicas[0].Redis, "dev", st.GrantKeys, 0)
 	const key = "04" + "11223344556677889900aabbccddeeff11223344556677889900aabbccddeeff" + "11223344556677889900aabbccddeeff11223344556677889900aabbccddeeff"
 	newCap := func() string {
 		b := make([]byte, 32)
@@ -72,10 +72,10 @@ func TestCapabilities(t *testing.T) {
 		b := make([]byte, 32)
 		_, _ = rand.Read(b)
 		id := hex.EncodeToString(b)
-		if err := view.NewCapabilities(st.Replicas[0].Redis, "dev", st.CapabilityKeys, 50*time.Millisecond).Put(c, id, sess.ID, key); err != nil {
+		if err := view.NewGrants(st.Replicas[0].Redis, "dev", st.GrantKeys, 50*time.Millisecond).Put(c, id, sess.ID, key); err != nil {
 			t.Fatal(err)
 		}
-		keyName := keyspace.For(st.NS.Deployment()).Capability(id)
+		keyName := keyspace.For(st.NS.Deployment()).Grant(id)
 		testenv.WaitFor(t, 5*time.Second, "expiry", func() bool { n, _ := st.AdminClient().Exists(c, keyName).Result(); return n == 0 })
 		a := client.Consume(t, passes.Broker, stacktest.ConsumeRequest(id))
 		observed = fmt.Sprint(a.Status)
@@ -118,7 +118,7 @@ func TestCapabilities(t *testing.T) {
 		record(t, "Capabilities", "a capability rewritten in Redis by someone who is not a replica (SET XX KEEPTTL with the attacker's public key, the MAC kept) between the request and the consume: 404 with the unknown body, never the attacker's key; a warning with reason forged_capability and agentfy_capability_forged_total +1", &observed)
 		before := metricValue(t, "agentfy_capability_forged_total", 0)
 		id := newCap()
-		k := keyspace.For("dev").Capability(id)
+		k := keyspace.For("dev").Grant(id)
 		var stored map[string]string
 		if err := json.Unmarshal([]byte(st.AdminClient().Get(c, k).Val()), &stored); err != nil {
 			t.Fatal(err)
@@ -139,12 +139,12 @@ func TestCapabilities(t *testing.T) {
 	})
 }
 
-// TestCapabilityRedirectedInTheRace is the race a Redis writer ran against a live view:
+// TestGrantRedirectedInTheRace is the race a Redis writer ran against a live view:
 // between the owner's check of the capability and the broker's consume, it rewrites the
 // capability with its own public key (SET XX KEEPTTL, the MAC kept). The consume route
 // refuses it: the viewer gets 503, no page is sealed to the attacker's key, the
 // replica says why in its log and its metric; the next view is a frame.
-func TestCapabilityRedirectedInTheRace(t *testing.T) {
+func TestGrantRedirectedInTheRace(t *testing.T) {
 	observed := ""
 	record(t, "Capabilities", "the capability rewritten in Redis with the attacker's key after the owner's check, before the broker's consume: the view is 503, nothing is sealed to the attacker, a warning with reason forged_capability and agentfy_capability_forged_total +1; the next view is a frame", &observed)
 	agent := "agent-cap-race"
@@ -158,7 +158,7 @@ func TestCapabilityRedirectedInTheRace(t *testing.T) {
 	rewrote := make(chan error, 1)
 	owner := st.Replicas[1].Hub
 	owner.SetHooks(&channel.Hooks{OnRelay: func(requestID string) {
-		k := keyspace.For("dev").Capability(requestID)
+		k := keyspace.For("dev").Grant(requestID)
 		var stored map[string]string
 		err := json.Unmarshal([]byte(st.AdminClient().Get(c, k).Val()), &stored)
 		if err == nil {

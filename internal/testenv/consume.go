@@ -1,4 +1,4 @@
-package testkit
+package testenv
 
 import (
 	"crypto/ecdh"
@@ -10,14 +10,14 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/agentfy/agentfy/view/envelope"
+	"github.com/agentfy/agentfy/envelope"
 	"github.com/agentfy/agentfy/wire"
 )
 
 // maxConsumeBody bounds the request body the fake reads, as the real route does.
 const maxConsumeBody = 1 << 10 // 1 KiB
 
-// API is the replicas' consume route (POST wire.ConsumePath) as a broker meets it, for
+// ConsumeAPI is the replicas' consume route (POST wire.ConsumePath) as a broker meets it, for
 // tests of a broker without the stack. It hands out request ids bound to fresh key pairs
 // (Issue) and redeems each once, for its one broker pass, with the public key, as the
 // real route does; Refuse and Answer force every answer instead. It is an
@@ -26,7 +26,7 @@ const maxConsumeBody = 1 << 10 // 1 KiB
 // Its answers: 404 for another method or path, 403 for another credential, 400 for a
 // body that is not a JSON request, the forced status or body when set, 404 for an id
 // not issued or already redeemed, else 200 {"publicKey":"04…"}.
-type API struct {
+type ConsumeAPI struct {
 	pass string
 
 	mu     sync.Mutex
@@ -35,13 +35,13 @@ type API struct {
 	body   string                      // forced 200 body, "" for none; guarded by mu
 }
 
-// NewAPI returns an API that redeems for the broker pass pass only.
-func NewAPI(pass string) *API {
-	return &API{pass: pass, keys: make(map[string]*ecdh.PrivateKey)}
+// NewConsumeAPI returns a ConsumeAPI that redeems for the broker pass pass only.
+func NewConsumeAPI(pass string) *ConsumeAPI {
+	return &ConsumeAPI{pass: pass, keys: make(map[string]*ecdh.PrivateKey)}
 }
 
 // ServeHTTP answers one consume request.
-func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (a *ConsumeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost || r.URL.Path != wire.ConsumePath {
 		http.NotFound(w, r)
 		return
@@ -79,7 +79,7 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // Issue makes a request id bound to a fresh key pair, as a requesting replica does, and
 // returns the id and the private key that opens the broker's envelope.
-func (a *API) Issue(tb testing.TB) (string, *ecdh.PrivateKey) {
+func (a *ConsumeAPI) Issue(tb testing.TB) (string, *ecdh.PrivateKey) {
 	tb.Helper()
 	var id [32]byte
 	if _, err := rand.Read(id[:]); err != nil {
@@ -97,14 +97,14 @@ func (a *API) Issue(tb testing.TB) (string, *ecdh.PrivateKey) {
 }
 
 // Refuse makes every consumption answer status with a JSON error (0 restores).
-func (a *API) Refuse(status int) {
+func (a *ConsumeAPI) Refuse(status int) {
 	a.mu.Lock()
 	a.status = status
 	a.mu.Unlock()
 }
 
 // Answer makes every consumption answer 200 with body ("" restores).
-func (a *API) Answer(body string) {
+func (a *ConsumeAPI) Answer(body string) {
 	a.mu.Lock()
 	a.body = body
 	a.mu.Unlock()

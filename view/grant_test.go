@@ -32,13 +32,13 @@ func requestID(t *testing.T) string {
 const pubKey = "04aabb" // the store treats the key as opaque text
 
 // testKeys is the replicas' capability key of these tests.
-var testKeys = view.CapabilityKeys{[]byte("0123456789abcdef0123456789abcdef")}
+var testKeys = view.GrantKeys{[]byte("0123456789abcdef0123456789abcdef")}
 
-func TestCapabilityConsume(t *testing.T) {
+func TestGrantConsume(t *testing.T) {
 	srv := testenv.Redis(t)
 	rdb := testenv.RedisClient(t, srv, 3)
 	ctx := testenv.Context(t, 30*time.Second)
-	caps := view.NewCapabilities(rdb, testenv.Deployment(t), testKeys, 0)
+	caps := view.NewGrants(rdb, testenv.Deployment(t), testKeys, 0)
 
 	t.Run("once", func(t *testing.T) {
 		id := requestID(t)
@@ -49,8 +49,8 @@ func TestCapabilityConsume(t *testing.T) {
 		if err != nil || got != pubKey {
 			t.Fatalf("first consume = %q, %v; want %q", got, err, pubKey)
 		}
-		if _, err := caps.Consume(ctx, id, "sessA"); !errors.Is(err, view.ErrCapabilityNotFound) {
-			t.Fatalf("replay: err = %v, want ErrCapabilityNotFound", err)
+		if _, err := caps.Consume(ctx, id, "sessA"); !errors.Is(err, view.ErrGrantNotFound) {
+			t.Fatalf("replay: err = %v, want ErrGrantNotFound", err)
 		}
 	})
 	t.Run("other session refused and leaves it usable", func(t *testing.T) {
@@ -58,8 +58,8 @@ func TestCapabilityConsume(t *testing.T) {
 		if err := caps.Put(ctx, id, "sessA", pubKey); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := caps.Consume(ctx, id, "sessB"); !errors.Is(err, view.ErrCapabilityNotFound) {
-			t.Fatalf("other session: err = %v, want ErrCapabilityNotFound", err)
+		if _, err := caps.Consume(ctx, id, "sessB"); !errors.Is(err, view.ErrGrantNotFound) {
+			t.Fatalf("other session: err = %v, want ErrGrantNotFound", err)
 		}
 		if got, err := caps.Consume(ctx, id, "sessA"); err != nil || got != pubKey {
 			t.Fatalf("after other session's attempt: %q, %v", got, err)
@@ -67,7 +67,7 @@ func TestCapabilityConsume(t *testing.T) {
 	})
 	t.Run("unknown and malformed ids", func(t *testing.T) {
 		for _, id := range []string{requestID(t), "", "xyz", requestID(t)[:63] + "G"} {
-			if _, err := caps.Consume(ctx, id, "sessA"); !errors.Is(err, view.ErrCapabilityNotFound) {
+			if _, err := caps.Consume(ctx, id, "sessA"); !errors.Is(err, view.ErrGrantNotFound) {
 				t.Fatalf("consume(%q): err = %v", id, err)
 			}
 		}
@@ -98,36 +98,36 @@ func TestCapabilityConsume(t *testing.T) {
 			t.Fatalf("stored %s", v)
 		}
 		ttl, _ := rdb.PTTL(ctx, keys[0]).Result()
-		if ttl <= 9*time.Second || ttl > view.CapabilityTTL {
+		if ttl <= 9*time.Second || ttl > view.GrantTTL {
 			t.Fatalf("ttl = %v", ttl)
 		}
 	})
 }
 
-// TestCapabilityForged plays a Redis writer who is not a replica: it rewrites a
+// TestGrantForged plays a Redis writer who is not a replica: it rewrites a
 // capability between the request and the consume (the destination key swapped for its
 // own, the MAC kept or dropped or copied from another capability), or writes one of its
 // own. The consume refuses each as forged, consumes it all the same, and the key of the
 // real viewer never leaves for the attacker's; a capability under a key the replicas
 // rotated out (second in the list) still redeems.
-func TestCapabilityForged(t *testing.T) {
+func TestGrantForged(t *testing.T) {
 	srv := testenv.Redis(t)
 	rdb := testenv.RedisClient(t, srv, 0)
 	ctx := testenv.Context(t, 30*time.Second)
 	dep := testenv.Deployment(t)
-	caps := view.NewCapabilities(rdb, dep, testKeys, 0)
+	caps := view.NewGrants(rdb, dep, testKeys, 0)
 	keys := keyspace.For(dep)
 	const attacker = "04ffff"
 	stored := func(id string) map[string]string {
 		var m map[string]string
-		if err := json.Unmarshal([]byte(rdb.Get(ctx, keys.Capability(id)).Val()), &m); err != nil {
+		if err := json.Unmarshal([]byte(rdb.Get(ctx, keys.Grant(id)).Val()), &m); err != nil {
 			t.Fatal(err)
 		}
 		return m
 	}
 	write := func(id string, m map[string]string) {
 		b, _ := json.Marshal(m)
-		if err := rdb.Set(ctx, keys.Capability(id), b, 0).Err(); err != nil { // SET … as the attacker would, XX KEEPTTL or not
+		if err := rdb.Set(ctx, keys.Grant(id), b, 0).Err(); err != nil { // SET … as the attacker would, XX KEEPTTL or not
 			t.Fatal(err)
 		}
 	}
@@ -164,35 +164,35 @@ func TestCapabilityForged(t *testing.T) {
 				t.Fatalf("pending = %t, %v: the owner would relay a forged capability", ok, err)
 			}
 			got, err := caps.Consume(ctx, id, "sessA")
-			if !errors.Is(err, view.ErrCapabilityForged) || got != "" {
-				t.Fatalf("consume = %q, %v; want ErrCapabilityForged", got, err)
+			if !errors.Is(err, view.ErrGrantForged) || got != "" {
+				t.Fatalf("consume = %q, %v; want ErrGrantForged", got, err)
 			}
-			if _, err := caps.Consume(ctx, id, "sessA"); !errors.Is(err, view.ErrCapabilityNotFound) {
+			if _, err := caps.Consume(ctx, id, "sessA"); !errors.Is(err, view.ErrGrantNotFound) {
 				t.Fatalf("a forged capability was left to redeem again: %v", err)
 			}
 		})
 	}
 	t.Run("another deployment's replicas", func(t *testing.T) {
 		id := requestID(t)
-		if err := view.NewCapabilities(rdb, dep, view.CapabilityKeys{[]byte("another deployment's key 32 byte")}, 0).Put(ctx, id, "sessA", pubKey); err != nil {
+		if err := view.NewGrants(rdb, dep, view.GrantKeys{[]byte("another deployment's key 32 byte")}, 0).Put(ctx, id, "sessA", pubKey); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := caps.Consume(ctx, id, "sessA"); !errors.Is(err, view.ErrCapabilityForged) {
-			t.Fatalf("consume = %v; want ErrCapabilityForged", err)
+		if _, err := caps.Consume(ctx, id, "sessA"); !errors.Is(err, view.ErrGrantForged) {
+			t.Fatalf("consume = %v; want ErrGrantForged", err)
 		}
 	})
 	t.Run("rotation: the old key verifies while it is listed", func(t *testing.T) {
-		next := view.CapabilityKeys{[]byte("the next capability key, 32 byte"), testKeys[0]}
+		next := view.GrantKeys{[]byte("the next capability key, 32 byte"), testKeys[0]}
 		id := requestID(t)
 		if err := caps.Put(ctx, id, "sessA", pubKey); err != nil { // a replica not yet rotated
 			t.Fatal(err)
 		}
-		if got, err := view.NewCapabilities(rdb, dep, next, 0).Consume(ctx, id, "sessA"); err != nil || got != pubKey {
+		if got, err := view.NewGrants(rdb, dep, next, 0).Consume(ctx, id, "sessA"); err != nil || got != pubKey {
 			t.Fatalf("consume under the rotated keys = %q, %v", got, err)
 		}
 	})
 	t.Run("no key: nothing written, nothing accepted", func(t *testing.T) {
-		none := view.NewCapabilities(rdb, dep, nil, 0)
+		none := view.NewGrants(rdb, dep, nil, 0)
 		id := requestID(t)
 		if err := none.Put(ctx, id, "sessA", pubKey); err == nil {
 			t.Fatal("a store without a key wrote a capability")
@@ -206,51 +206,51 @@ func TestCapabilityForged(t *testing.T) {
 	})
 }
 
-func TestParseCapabilityKeys(t *testing.T) {
+func TestParseGrantKeys(t *testing.T) {
 	k := strings.Repeat("A", 43) // 32 zero bytes, unpadded base64url
 	for list, want := range map[string]int{k: 1, k + ", " + k: 2, "": 0, "short": 0, k + "=": 0, k[:42] + "B": 0, " , ": 0} {
-		keys, err := view.ParseCapabilityKeys(list)
+		keys, err := view.ParseGrantKeys(list)
 		if len(keys) != want || (err == nil) != (want > 0) {
-			t.Errorf("ParseCapabilityKeys(%q) = %d keys, %v; want %d", list, len(keys), err, want)
+			t.Errorf("ParseGrantKeys(%q) = %d keys, %v; want %d", list, len(keys), err, want)
 		}
 	}
-	a, err := view.DeriveCapabilityKey("replica password")
-	if err != nil || len(a) != 1 || len(a[0]) != view.CapabilityKeyBytes {
+	a, err := view.DeriveGrantKey("replica password")
+	if err != nil || len(a) != 1 || len(a[0]) != view.GrantKeyBytes {
 		t.Fatalf("derived %v, %v", a, err)
 	}
-	b, _ := view.DeriveCapabilityKey("another password")
+	b, _ := view.DeriveGrantKey("another password")
 	if string(a[0]) == string(b[0]) {
 		t.Fatal("two secrets derived one key")
 	}
-	if _, err := view.DeriveCapabilityKey(""); err == nil {
+	if _, err := view.DeriveGrantKey(""); err == nil {
 		t.Fatal("derived a key from nothing")
 	}
 }
 
-func TestCapabilityExpiresInRedis(t *testing.T) {
+func TestGrantExpiresInRedis(t *testing.T) {
 	srv := testenv.Redis(t)
 	rdb := testenv.RedisClient(t, srv, 0)
 	ctx := testenv.Context(t, 30*time.Second)
-	caps := view.NewCapabilities(rdb, testenv.Deployment(t), testKeys, 100*time.Millisecond)
+	caps := view.NewGrants(rdb, testenv.Deployment(t), testKeys, 100*time.Millisecond)
 	id := requestID(t)
 	if err := caps.Put(ctx, id, "sessA", pubKey); err != nil {
 		t.Fatal(err)
 	}
 	// Wait for Redis's own expiry: the key count of the DB drops to zero.
 	testenv.WaitFor(t, 5*time.Second, "expiry", func() bool { n, _ := rdb.DBSize(ctx).Result(); return n == 0 })
-	if _, err := caps.Consume(ctx, id, "sessA"); !errors.Is(err, view.ErrCapabilityNotFound) {
-		t.Fatalf("expired: err = %v, want ErrCapabilityNotFound", err)
+	if _, err := caps.Consume(ctx, id, "sessA"); !errors.Is(err, view.ErrGrantNotFound) {
+		t.Fatalf("expired: err = %v, want ErrGrantNotFound", err)
 	}
 }
 
-func TestCapabilityRedisDown(t *testing.T) {
+func TestGrantRedisDown(t *testing.T) {
 	srv := testenv.Redis(t)
 	rdb := testenv.RedisClient(t, srv, 0)
 	ctx := testenv.Context(t, 30*time.Second)
-	caps := view.NewCapabilities(rdb, testenv.Deployment(t), testKeys, 0)
+	caps := view.NewGrants(rdb, testenv.Deployment(t), testKeys, 0)
 	srv.Stop()
 	_, err := caps.Consume(ctx, requestID(t), "sessA")
-	if err == nil || errors.Is(err, view.ErrCapabilityNotFound) {
+	if err == nil || errors.Is(err, view.ErrGrantNotFound) {
 		t.Fatalf("redis down: err = %v, want a Redis error distinct from not found", err)
 	}
 }

@@ -1,4 +1,4 @@
-package testkit
+package testenv
 
 import (
 	"encoding/json"
@@ -10,7 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/agentfy/agentfy/view/envelope"
+	"github.com/agentfy/agentfy/envelope"
 	"github.com/agentfy/agentfy/wire"
 )
 
@@ -30,9 +30,9 @@ func TestBufferConcurrentWrites(t *testing.T) {
 	}
 }
 
-func TestAPI(t *testing.T) {
+func TestConsumeAPI(t *testing.T) {
 	const pass = "pass-1"
-	api := NewAPI(pass)
+	api := NewConsumeAPI(pass)
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
 	consume := func(t *testing.T, method, path, bearer, body string) (int, string) {

@@ -1,10 +1,4 @@
-// Package testkit is the part of the shared test harness that needs nothing of the
-// running stack: a Buffer for what a process under test logs, and API, a fake of the
-// replicas' consume route for a broker tested on its own. It imports only the standard
-// library and the leaf packages wire and view/envelope, so the broker package's own
-// tests — internal/stack imports broker — can use it without an import cycle;
-// internal/stacktest holds the helpers that drive a whole stack.
-package testkit
+package testenv
 
 import (
 	"bytes"

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/agentfy/agentfy/view/envelope"
+	"github.com/agentfy/agentfy/envelope"
 )
 
 // TestLabelsKeepKindsApart: a tool call does not open as a view page, nor a page as a

@@ -7,7 +7,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/agentfy/agentfy/view/envelope"
+	"github.com/agentfy/agentfy/envelope"
 )
 
 // TestSealFrom proves SealFrom's point: only the holder of the sender's key makes an

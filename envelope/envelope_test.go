@@ -19,8 +19,8 @@ import (
 	"testing"
 	"testing/iotest"
 
-	"github.com/agentfy/agentfy/view/envelope"
-	"github.com/agentfy/agentfy/view/envelope/envelopetest"
+	"github.com/agentfy/agentfy/envelope"
+	"github.com/agentfy/agentfy/internal/testenv"
 )
 
 // vector is one file of testdata/envelope, written by scripts/envelope.mjs.
@@ -38,7 +38,7 @@ type vector struct {
 // loadVectors parses every file in testdata/envelope at the repository root.
 func loadVectors(tb testing.TB) []vector {
 	tb.Helper()
-	dir := filepath.Join(envelopetest.RepoRoot(tb), "testdata", "envelope")
+	dir := filepath.Join(testenv.RepoRoot(tb), "testdata", "envelope")
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		tb.Fatal(err)
@@ -178,7 +178,7 @@ func TestVectorsNode(t *testing.T) {
 	for _, v := range loadVectors(t) {
 		t.Run(v.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := envelopetest.NodeOpen(t, v.priv, v.requestID, v.body)
+			got, err := testenv.NodeOpen(t, v.priv, v.requestID, v.body)
 			v.check(t, got, err)
 		})
 	}
@@ -213,7 +213,7 @@ func TestGoSealNodeOpen(t *testing.T) {
 			if tt.openID != nil {
 				openID = tt.openID(id)
 			}
-			got, err := envelopetest.NodeOpen(t, priv, openID, body)
+			got, err := testenv.NodeOpen(t, priv, openID, body)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("NodeOpen error %v, wantErr %v", err, tt.wantErr)
 			}
@@ -238,7 +238,7 @@ func TestNodeSealGoOpen(t *testing.T) {
 			t.Parallel()
 			priv := newKey(t)
 			id := newRequestID(t)
-			body := envelopetest.NodeSeal(t, priv.PublicKey(), id, tt.plaintext)
+			body := testenv.NodeSeal(t, priv.PublicKey(), id, tt.plaintext)
 			var sealed envelope.Sealed
 			if err := json.Unmarshal(body, &sealed); err != nil {
 				t.Fatal(err)

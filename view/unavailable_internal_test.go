@@ -11,7 +11,7 @@ import (
 
 // The owner's code reaches the view's reason unchanged when it is a wire reason, and as
 // failed when it is not; the bus's own failures have theirs.
-func TestReasonOf(t *testing.T) {
+func TestUnavailableFrom(t *testing.T) {
 	tests := []struct {
 		name string
 		err  error
@@ -32,10 +32,10 @@ func TestReasonOf(t *testing.T) {
 		}{"remote " + r, &bus.RemoteError{Code: r, Description: "x"}, r})
 	}
 	for _, tt := range tests {
-		err := reasonOf(tt.err)
+		err := unavailableFrom(tt.err)
 		var u *UnavailableError
 		if !errors.As(err, &u) || !errors.Is(err, ErrUnavailable) {
-			t.Fatalf("%s: reasonOf = %v, want an UnavailableError", tt.name, err)
+			t.Fatalf("%s: unavailableFrom = %v, want an UnavailableError", tt.name, err)
 		}
 		if u.Reason != tt.want {
 			t.Errorf("%s: reason %q, want %q", tt.name, u.Reason, tt.want)

@@ -17,58 +17,65 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentfy/agentfy/envelope"
 	"github.com/agentfy/agentfy/keyspace"
-	"github.com/agentfy/agentfy/view/envelope"
 )
 
-// CapabilityTTL is how long a view capability can be redeemed.
-const CapabilityTTL = 10 * time.Second
+// A grant is the SPEC's one-time view capability: what a replica writes to Redis for one
+// view request so that the session's broker, and it alone, may learn the requester's
+// public key once. The Go names call it a grant so that "capability" keeps its other
+// meaning, a feature a worker announces in its hello (wire.CapabilityBrowserView); the
+// contracts keep their words (AGENTFY_CAPABILITY_KEY, agentfy_capability_forged_total,
+// the "capability not found" answer, the cap: keys).
 
-// ErrCapabilityNotFound is the one answer for an unknown, expired, already consumed or
+// GrantTTL is how long a view capability can be redeemed.
+const GrantTTL = 10 * time.Second
+
+// ErrGrantNotFound is the one answer for an unknown, expired, already consumed or
 // another session's capability, so a caller learns nothing about which.
-var ErrCapabilityNotFound = errors.New("view: capability not found")
+var ErrGrantNotFound = errors.New("view: capability not found")
 
-// ErrCapabilityForged is a capability that names the consuming session but whose MAC
+// ErrGrantForged is a capability that names the consuming session but whose MAC
 // no replica's key made: someone else wrote it to Redis (a Redis writer redirecting a
-// frame to a key of its own). The consume route answers it as ErrCapabilityNotFound
+// frame to a key of its own). The consume route answers it as ErrGrantNotFound
 // and logs and counts it. It is consumed all the same: it never serves twice.
-var ErrCapabilityForged = errors.New("view: capability not written by a replica")
+var ErrGrantForged = errors.New("view: capability not written by a replica")
 
-// Capabilities stores {sessionId, publicKey, mac} under a request id, and redeems it
+// Grants stores {sessionId, publicKey, mac} under a request id, and redeems it
 // once. Nothing else of a view is ever written to Redis: not the private key, not a
-// frame. The MAC (HMAC-SHA256 under the replicas' capability key, CapabilityKeys) binds
+// frame. The MAC (HMAC-SHA256 under the replicas' capability key, GrantKeys) binds
 // the deployment, the request id, the session and the public key: only a replica can
 // write a capability the consume route accepts, so a Redis writer who is not one can
 // refuse a view but never redirect its frame.
-type Capabilities struct {
+type Grants struct {
 	rdb        redis.UniversalClient
 	keys       keyspace.Keys
 	deployment string
 	ttl        time.Duration
 	acks       Acks
-	mac        CapabilityKeys
+	mac        GrantKeys
 }
 
-// CapabilityKeys are the replicas' keys of the capabilities' MAC: the first signs, any
+// GrantKeys are the replicas' keys of the capabilities' MAC: the first signs, any
 // one verifies (a rotation adds the new key second on every replica, then first, then
 // removes the old one). Every replica of a deployment holds the same keys.
-type CapabilityKeys [][]byte
+type GrantKeys [][]byte
 
-// CapabilityKeyBytes is the size of a capability key.
-const CapabilityKeyBytes = 32
+// GrantKeyBytes is the size of a capability key.
+const GrantKeyBytes = 32
 
-// ParseCapabilityKeys reads AGENTFY_CAPABILITY_KEY: one or more comma-separated keys,
+// ParseGrantKeys reads AGENTFY_CAPABILITY_KEY: one or more comma-separated keys,
 // each 32 bytes in unpadded base64url (what `agentfy secrets` writes).
-func ParseCapabilityKeys(list string) (CapabilityKeys, error) {
-	var keys CapabilityKeys
+func ParseGrantKeys(list string) (GrantKeys, error) {
+	var keys GrantKeys
 	for _, k := range strings.Split(list, ",") {
 		k = strings.TrimSpace(k)
 		if k == "" {
 			continue
 		}
 		b, err := base64.RawURLEncoding.Strict().DecodeString(k)
-		if err != nil || len(b) != CapabilityKeyBytes {
-			return nil, fmt.Errorf("view: a capability key is %d bytes of unpadded base64url", CapabilityKeyBytes)
+		if err != nil || len(b) != GrantKeyBytes {
+			return nil, fmt.Errorf("view: a capability key is %d bytes of unpadded base64url", GrantKeyBytes)
 		}
 		keys = append(keys, b)
 	}
@@ -78,22 +85,22 @@ func ParseCapabilityKeys(list string) (CapabilityKeys, error) {
 	return keys, nil
 }
 
-// DeriveCapabilityKey derives the capability key from a secret every replica holds and
+// DeriveGrantKey derives the capability key from a secret every replica holds and
 // no other role does (the replicas' Redis password), for a deployment that sets no
 // key of its own: HKDF-SHA256 with the label "agentfy capability key v1".
-func DeriveCapabilityKey(secret string) (CapabilityKeys, error) {
+func DeriveGrantKey(secret string) (GrantKeys, error) {
 	if secret == "" {
 		return nil, errors.New("view: no secret to derive the capability key from")
 	}
-	k, err := hkdf.Key(sha256.New, []byte(secret), nil, "agentfy capability key v1", CapabilityKeyBytes)
+	k, err := hkdf.Key(sha256.New, []byte(secret), nil, "agentfy capability key v1", GrantKeyBytes)
 	if err != nil {
 		return nil, fmt.Errorf("view: derive capability key: %w", err)
 	}
-	return CapabilityKeys{k}, nil
+	return GrantKeys{k}, nil
 }
 
 // sum is the MAC of a capability under key.
-func (c *Capabilities) sum(key []byte, requestID, sessionID, publicKey string) []byte {
+func (c *Grants) sum(key []byte, requestID, sessionID, publicKey string) []byte {
 	m := hmac.New(sha256.New, key)
 	for _, part := range []string{"agentfy capability v1", c.deployment, requestID, sessionID, publicKey} {
 		m.Write([]byte(part))
@@ -103,7 +110,7 @@ func (c *Capabilities) sum(key []byte, requestID, sessionID, publicKey string) [
 }
 
 // genuine reports whether mac is a capability's MAC under one of the replicas' keys.
-func (c *Capabilities) genuine(mac, requestID, sessionID, publicKey string) bool {
+func (c *Grants) genuine(mac, requestID, sessionID, publicKey string) bool {
 	got, err := base64.RawURLEncoding.Strict().DecodeString(mac)
 	if err != nil {
 		return false
@@ -116,44 +123,44 @@ func (c *Capabilities) genuine(mac, requestID, sessionID, publicKey string) bool
 }
 
 // WithAcks makes each consumption wait for acks (see Acks) and returns c.
-func (c *Capabilities) WithAcks(acks Acks) *Capabilities {
+func (c *Grants) WithAcks(acks Acks) *Grants {
 	c.acks = acks
 	return c
 }
 
-// NewCapabilities returns the store for one deployment, whose capabilities carry a MAC
+// NewGrants returns the store for one deployment, whose capabilities carry a MAC
 // under keys (without one, Put and Consume fail: nothing is ever written or accepted
-// unsigned). ttl 0 means CapabilityTTL (tests shorten it to watch Redis's own expiry).
-func NewCapabilities(rdb redis.UniversalClient, deployment string, keys CapabilityKeys, ttl time.Duration) *Capabilities {
+// unsigned). ttl 0 means GrantTTL (tests shorten it to watch Redis's own expiry).
+func NewGrants(rdb redis.UniversalClient, deployment string, keys GrantKeys, ttl time.Duration) *Grants {
 	if ttl == 0 {
-		ttl = CapabilityTTL
+		ttl = GrantTTL
 	}
-	return &Capabilities{rdb: rdb, keys: keyspace.For(deployment), deployment: deployment, ttl: ttl, mac: keys}
+	return &Grants{rdb: rdb, keys: keyspace.For(deployment), deployment: deployment, ttl: ttl, mac: keys}
 }
 
-// errNoCapabilityKey is a store without a key.
-var errNoCapabilityKey = errors.New("view: no capability key")
+// errNoGrantKey is a store without a key.
+var errNoGrantKey = errors.New("view: no capability key")
 
-type capability struct {
+type grant struct {
 	SessionID string `json:"sessionId"`
 	PublicKey string `json:"publicKey"`
 	MAC       string `json:"mac"`
 }
 
 // The key is tagged by request id: every operation on it is a single key.
-func (c *Capabilities) key(requestID string) string { return c.keys.Capability(requestID) }
+func (c *Grants) key(requestID string) string { return c.keys.Grant(requestID) }
 
 // Put stores a capability for ttl. It fails if the request id exists already (a 256-bit
 // random id never collides; a collision means a bug).
-func (c *Capabilities) Put(ctx context.Context, requestID, sessionID, publicKeyHex string) error {
+func (c *Grants) Put(ctx context.Context, requestID, sessionID, publicKeyHex string) error {
 	if !envelope.ValidRequestID(requestID) {
 		return errors.New("view: bad request id")
 	}
 	if len(c.mac) == 0 {
-		return errNoCapabilityKey
+		return errNoGrantKey
 	}
 	mac := base64.RawURLEncoding.EncodeToString(c.sum(c.mac[0], requestID, sessionID, publicKeyHex))
-	b, err := json.Marshal(capability{SessionID: sessionID, PublicKey: publicKeyHex, MAC: mac})
+	b, err := json.Marshal(grant{SessionID: sessionID, PublicKey: publicKeyHex, MAC: mac})
 	if err != nil {
 		return fmt.Errorf("put capability: %w", err)
 	}
@@ -171,7 +178,7 @@ func (c *Capabilities) Put(ctx context.Context, requestID, sessionID, publicKeyH
 // redeemed. It consumes nothing. The owner replica asks it before relaying a view
 // request, so that a request id nobody stored (a flood of random ones) or one already
 // redeemed never reaches the worker or the consume route.
-func (c *Capabilities) Pending(ctx context.Context, requestID, sessionID string) (bool, error) {
+func (c *Grants) Pending(ctx context.Context, requestID, sessionID string) (bool, error) {
 	if !envelope.ValidRequestID(requestID) || sessionID == "" {
 		return false, nil
 	}
@@ -182,7 +189,7 @@ func (c *Capabilities) Pending(ctx context.Context, requestID, sessionID string)
 	if err != nil {
 		return false, fmt.Errorf("check capability: %w", err)
 	}
-	var got capability
+	var got grant
 	if err := json.Unmarshal(b, &got); err != nil {
 		return false, nil
 	}
@@ -200,33 +207,33 @@ redis.call('DEL', KEYS[1])
 return v`)
 
 // Consume redeems a capability for sessionID in one atomic script and returns the
-// destination public key, or ErrCapabilityNotFound, or ErrCapabilityForged, or a
+// destination public key, or ErrGrantNotFound, or ErrGrantForged, or a
 // wrapped Redis error.
-func (c *Capabilities) Consume(ctx context.Context, requestID, sessionID string) (string, error) {
+func (c *Grants) Consume(ctx context.Context, requestID, sessionID string) (string, error) {
 	if !envelope.ValidRequestID(requestID) || sessionID == "" {
-		return "", ErrCapabilityNotFound
+		return "", ErrGrantNotFound
 	}
 	if len(c.mac) == 0 {
-		return "", errNoCapabilityKey
+		return "", errNoGrantKey
 	}
 	// Durable, so that a failover cannot bring a consumed capability back.
 	v, err := runScript(ctx, c.rdb, c.acks, consumeScript, []string{c.key(requestID)}, sessionID).Text()
 	if errors.Is(err, redis.Nil) {
-		return "", ErrCapabilityNotFound
+		return "", ErrGrantNotFound
 	}
 	if err != nil {
 		return "", fmt.Errorf("consume capability: %w", err)
 	}
-	var got capability
+	var got grant
 	if err := json.Unmarshal([]byte(v), &got); err != nil || got.SessionID != sessionID ||
 		!c.genuine(got.MAC, requestID, sessionID, got.PublicKey) {
-		return "", ErrCapabilityForged
+		return "", ErrGrantForged
 	}
 	return got.PublicKey, nil
 }
 
 // Delete removes a capability that was not consumed (the requester gave up).
-func (c *Capabilities) Delete(ctx context.Context, requestID string) error {
+func (c *Grants) Delete(ctx context.Context, requestID string) error {
 	if err := c.rdb.Del(ctx, c.key(requestID)).Err(); err != nil {
 		return fmt.Errorf("delete capability: %w", err)
 	}

@@ -1,6 +1,4 @@
-// Package envelopetest runs the Node reference, scripts/envelope.mjs, from Go
-// tests, so that view/envelope is checked against Node's crypto module.
-package envelopetest
+package testenv
 
 import (
 	"bytes"
@@ -27,7 +25,7 @@ func RepoRoot(tb testing.TB) string {
 	tb.Helper()
 	dir, err := os.Getwd()
 	if err != nil {
-		tb.Fatalf("envelopetest: working directory: %v", err)
+		tb.Fatalf("testenv: working directory: %v", err)
 	}
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
@@ -35,7 +33,7 @@ func RepoRoot(tb testing.TB) string {
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			tb.Fatal("envelopetest: no go.mod above the working directory")
+			tb.Fatal("testenv: no go.mod above the working directory")
 		}
 		dir = parent
 	}
@@ -82,7 +80,7 @@ func runNode(tb testing.TB, command string, stdin []byte) ([]byte, error) {
 	tb.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
-		tb.Fatal("envelopetest: node is not on PATH; the envelope interoperability tests need Node 20 or later")
+		tb.Fatal("testenv: node is not on PATH; the envelope interoperability tests need Node 20 or later")
 	}
 	ctx, cancel := context.WithTimeout(tb.Context(), nodeTimeout)
 	defer cancel()
