@@ -3,8 +3,6 @@ package broker
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"image/jpeg"
@@ -12,10 +10,10 @@ import (
 	"slices"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-rod/rod"
 	"github.com/go-rod/rod/lib/proto"
 
-	"github.com/agentfy/agentfy/internal/jsonscan"
 	"github.com/agentfy/agentfy/wire"
 )
 
@@ -34,57 +32,19 @@ type Page struct {
 	Data []byte `json:"data"`
 	// Masked is how many secret regions Data shows masked; absent when none.
 	Masked int `json:"masked,omitempty"`
-	// text is Data as the capture delivered it, in canonical standard base64, when it
-	// did (pageJSON copies it instead of encoding Data again).
-	text []byte
 }
 
-// pageJSON is the plaintext of an observation: what json.Marshal(p) writes, with the
-// frame's base64 copied from the capture when it has it.
-func pageJSON(p *Page) ([]byte, error) {
-	if p.text == nil || p.Masked > 0 {
-		return json.Marshal(p)
-	}
-	head, err := json.Marshal(struct {
-		URL         string `json:"url"`
-		Title       string `json:"title"`
-		CapturedAt  string `json:"capturedAt"`
-		ContentType string `json:"contentType"`
-	}{p.URL, p.Title, p.CapturedAt, p.ContentType})
-	if err != nil {
+// screenshotData reads Page.captureScreenshot's result, {"data":"<base64>"}: the JPEG.
+// It is read as it comes, with encoding/json/v2's decoder, rather than through
+// req.Call, which decodes it with encoding/json's, six times slower on a frame's
+// base64 (BENCHMARKS.md section 6). Members Chromium may add are ignored, as req.Call
+// ignores them.
+func screenshotData(raw []byte) ([]byte, error) {
+	var res proto.PageCaptureScreenshotResult
+	if err := jsonv2.Unmarshal(raw, &res); err != nil {
 		return nil, err
 	}
-	b := make([]byte, 0, len(head)+len(p.text)+16)
-	b = append(b, head[:len(head)-1]...)
-	b = append(b, `,"data":"`...)
-	b = append(b, p.text...)
-	return append(b, `"}`...), nil
-}
-
-// screenshotData reads Page.captureScreenshot's result, {"data":"<base64>"}, in one
-// pass: the JPEG, and its base64 text when that is canonical standard base64 (text is
-// nil otherwise, and the JPEG comes from the strict decoder).
-func screenshotData(raw []byte) (data, text []byte, err error) {
-	i := jsonscan.SkipSpace(raw, 0)
-	if i < len(raw) && raw[i] == '{' {
-		if key, j, ok := jsonscan.PlainString(raw, jsonscan.SkipSpace(raw, i+1)); ok && string(key) == "data" {
-			if j = jsonscan.SkipSpace(raw, j); j < len(raw) && raw[j] == ':' {
-				if val, k, ok := jsonscan.PlainString(raw, jsonscan.SkipSpace(raw, j+1)); ok {
-					if k = jsonscan.SkipSpace(raw, k); k < len(raw) && raw[k] == '}' && jsonscan.SkipSpace(raw, k+1) == len(raw) {
-						data = make([]byte, base64.StdEncoding.DecodedLen(len(val)))
-						if n, err := base64.StdEncoding.Strict().Decode(data, val); err == nil && n > 0 {
-							return data[:n], val, nil
-						}
-					}
-				}
-			}
-		}
-	}
-	var res proto.PageCaptureScreenshotResult
-	if err := json.Unmarshal(raw, &res); err != nil {
-		return nil, nil, err
-	}
-	return res.Data, nil, nil
+	return res.Data, nil
 }
 
 // errNotJPEG is Chromium answering a capture with something that is not a
@@ -215,15 +175,13 @@ func capture(ctx context.Context, s cdpSession, target proto.TargetTargetID, at 
 		ContentType: CaptureContentType,
 		Data:        shot.data,
 		Masked:      shot.masked,
-		text:        shot.text,
 	}, nil
 }
 
-// frame is a checked capture: the JPEG, its base64 text when the capture delivered it
-// canonical (nil after masking), and how many regions it shows masked.
+// frame is a checked capture: the JPEG, and how many regions it shows masked.
 type frame struct {
-	data, text []byte
-	masked     int
+	data   []byte
+	masked int
 }
 
 // screenshot captures the visual viewport the metrics describe and checks the JPEG.
@@ -238,17 +196,15 @@ func screenshot(ctx context.Context, s cdpSession, metrics *proto.PageGetLayoutM
 		Quality: &quality,
 		Clip:    clip,
 	}
-	// The result read as it comes (screenshotData), not through req.Call, which decodes
-	// the whole message into a struct with encoding/json.
 	raw, err := s.Call(ctx, string(s.id), req.ProtoReq(), req)
 	if err != nil {
 		return frame{}, fmt.Errorf("capture screenshot: %w", err)
 	}
-	data, text, err := screenshotData(raw)
+	data, err := screenshotData(raw)
 	if err != nil {
 		return frame{}, fmt.Errorf("capture screenshot: %w", err)
 	}
-	return checkFrame(frame{data: data, text: text})
+	return checkFrame(frame{data: data})
 }
 
 // checkFrame refuses a frame the API would refuse, so it is never sealed and carried

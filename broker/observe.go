@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -101,7 +102,7 @@ func (b *Broker) observePage(ctx context.Context) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %w", ErrCaptureFailed, err)
 	}
 	b.logger.Debug().Dur("duration", stats.Duration).Int("bytes", stats.Bytes).Msg("captured")
-	plaintext, err := pageJSON(page)
+	plaintext, err := json.Marshal(page)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCaptureFailed, err)
 	}

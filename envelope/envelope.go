@@ -25,6 +25,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -155,27 +156,13 @@ func seal(rand io.Reader, sender *ecdh.PrivateKey, recipient *ecdh.PublicKey, re
 	}, nil
 }
 
-// SealJSON is Seal written as the wire carries it: the bytes json.Marshal(Sealed{env})
-// would give for Seal's env, made in one buffer, without the envelope's strings or a
-// scan of them (a frame's ciphertext is tens of kilobytes of base64, which needs no
-// escaping, nor do the hex fields).
+// SealJSON is Seal written as the wire carries it: json.Marshal(Sealed{env}).
 func SealJSON(rand io.Reader, recipient *ecdh.PublicKey, requestID string, plaintext []byte) ([]byte, error) {
-	pub, iv, out, err := sealParts(rand, nil, recipient, requestID, plaintext, Label)
+	env, err := Seal(rand, recipient, requestID, plaintext)
 	if err != nil {
 		return nil, err
 	}
-	ciphertext, tag := out[:len(plaintext)], out[len(plaintext):]
-	enc := base64.StdEncoding
-	b := make([]byte, 0, 80+2*(len(pub)+len(iv)+len(tag))+enc.EncodedLen(len(ciphertext)))
-	b = append(b, `{"envelope":{"publicKey":"`...)
-	b = hex.AppendEncode(b, pub)
-	b = append(b, `","iv":"`...)
-	b = hex.AppendEncode(b, iv)
-	b = append(b, `","tag":"`...)
-	b = hex.AppendEncode(b, tag)
-	b = append(b, `","ciphertext":"`...)
-	b = enc.AppendEncode(b, ciphertext)
-	return append(b, `"}}`...), nil
+	return json.Marshal(Sealed{Envelope: env})
 }
 
 // sealParts seals plaintext and returns the ephemeral public key, the nonce, and the

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/agentfy/agentfy/internal/jsonscan"
 	"github.com/agentfy/agentfy/wire"
 )
 
@@ -102,27 +101,15 @@ var ErrInvalid = errors.New("jsonrpc: invalid message")
 
 // Parse decodes exactly one message and checks its form: version "2.0"; a request has a
 // method and no result/error; a response has an id and exactly one of result and error.
-// Batches, unknown fields and trailing data are rejected.
+// Batches, unknown or repeated members and trailing data are rejected
+// (wire.DecodeStrict).
 func Parse(b []byte) (*Message, error) {
 	if len(b) > MaxMessage {
 		return nil, fmt.Errorf("%w: too large", ErrInvalid)
 	}
-	if m, ok := parseResponseFast(b); ok {
-		return m, nil
-	}
-	return parseStrict(b)
-}
-
-// parseStrict is Parse with encoding/json, for every shape the fast path leaves to it.
-func parseStrict(b []byte) (*Message, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
 	var m Message
-	if err := dec.Decode(&m); err != nil {
+	if err := wire.DecodeStrict(b, &m); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
-	}
-	if jsonscan.SkipSpace(b, int(dec.InputOffset())) != len(b) {
-		return nil, fmt.Errorf("%w: trailing data", ErrInvalid)
 	}
 	if m.JSONRPC != Version {
 		return nil, fmt.Errorf("%w: version", ErrInvalid)

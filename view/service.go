@@ -1,12 +1,10 @@
 package view
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdh"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -18,7 +16,6 @@ import (
 
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/envelope"
-	"github.com/agentfy/agentfy/internal/jsonscan"
 	"github.com/agentfy/agentfy/session"
 	"github.com/agentfy/agentfy/wire"
 )
@@ -278,58 +275,13 @@ func openReply(priv *ecdh.PrivateKey, requestID string, reply []byte) (*Page, er
 	if len(reply) > MaxReply {
 		return nil, wire.ErrInvalidPage
 	}
-	sealed, ok := decodeSealedFast(reply)
-	if !ok {
-		var err error
-		if sealed, err = decodeSealedStrict(reply); err != nil {
-			return nil, err
-		}
+	var sealed envelope.Sealed
+	if err := wire.DecodeStrict(reply, &sealed); err != nil {
+		return nil, wire.ErrInvalidPage
 	}
 	plain, err := envelope.Open(priv, requestID, sealed.Envelope)
 	if err != nil {
 		return nil, err
 	}
 	return wire.ParsePage(plain)
-}
-
-// envelopeFields are the envelope's members, in the order decodeSealedFast stores them.
-var envelopeFields = []string{"publicKey", "iv", "tag", "ciphertext"}
-
-// decodeSealedFast reads {"envelope":{…}} the way the broker writes it, in one pass
-// (jsonscan.FlatStrings); ok is false when the strict decoder must decide.
-func decodeSealedFast(b []byte) (envelope.Sealed, bool) {
-	i := jsonscan.SkipSpace(b, 0)
-	if i >= len(b) || b[i] != '{' {
-		return envelope.Sealed{}, false
-	}
-	key, i, ok := jsonscan.PlainString(b, jsonscan.SkipSpace(b, i+1))
-	if !ok || string(key) != "envelope" {
-		return envelope.Sealed{}, false
-	}
-	if i = jsonscan.SkipSpace(b, i); i >= len(b) || b[i] != ':' {
-		return envelope.Sealed{}, false
-	}
-	var v [4][]byte
-	end, ok := jsonscan.FlatStrings(b, i+1, envelopeFields, v[:])
-	if !ok {
-		return envelope.Sealed{}, false
-	}
-	if end = jsonscan.SkipSpace(b, end); end >= len(b) || b[end] != '}' || !jsonscan.OnlySpace(b, end+1) {
-		return envelope.Sealed{}, false
-	}
-	return envelope.Sealed{Envelope: envelope.Envelope{
-		PublicKey: string(v[0]), IV: string(v[1]), Tag: string(v[2]), Ciphertext: string(v[3]),
-	}}, true
-}
-
-// decodeSealedStrict is encoding/json, strict: exactly one object, no unknown member,
-// nothing after it.
-func decodeSealedStrict(b []byte) (envelope.Sealed, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	var sealed envelope.Sealed
-	if err := dec.Decode(&sealed); err != nil || !jsonscan.OnlySpace(b, int(dec.InputOffset())) {
-		return envelope.Sealed{}, wire.ErrInvalidPage
-	}
-	return sealed, nil
 }

@@ -3,15 +3,12 @@ package wire
 import (
 	"bytes"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"image"
 	_ "image/jpeg" // DecodeConfig reads JPEG headers
 	"strconv"
 	"time"
 	"unicode/utf8"
-
-	"github.com/agentfy/agentfy/internal/jsonscan"
 )
 
 // Limits and layout of a page, the plaintext the broker seals for the requesting
@@ -82,12 +79,9 @@ func ParsePage(b []byte) (*Page, error) {
 	if bytes.Equal(bytes.TrimSpace(b), []byte("null")) {
 		return nil, nil
 	}
-	p, ok := decodePageFast(b)
-	if !ok {
-		var err error
-		if p, err = decodePageStrict(b); err != nil {
-			return nil, ErrInvalidPage
-		}
+	p, err := decodePage(b)
+	if err != nil {
+		return nil, ErrInvalidPage
 	}
 	if p.ContentType != ContentTypeJPEG || len(p.URL) > MaxURLBytes || len(p.Title) > MaxTitleBytes ||
 		!utf8.ValidString(p.URL) || !utf8.ValidString(p.Title) {
@@ -112,130 +106,31 @@ func ParsePage(b []byte) (*Page, error) {
 	return &p, nil
 }
 
-// pageFields are the page's members, in the order decodePageFast stores them.
-var pageFields = []string{"url", "title", "capturedAt", "contentType", "data"}
-
-// decodePageFast reads a page the way the broker writes it, in one pass; ok is false
-// when the strict decoder must decide. A page that ends in a number is one whose
-// regions the broker masked (decodeMaskedFast); any other is read by FlatStrings.
-func decodePageFast(b []byte) (p Page, ok bool) {
-	if endsInNumber(b) {
-		return decodeMaskedFast(b)
-	}
-	var v [5][]byte
-	end, ok := jsonscan.FlatStrings(b, 0, pageFields, v[:])
-	if !ok || !jsonscan.OnlySpace(b, end) {
-		return Page{}, false
-	}
-	return pageOf(v), true
-}
-
-// maxMaskedDigits is the longest count decodeMaskedFast reads: MaxMasked's digits,
-// and never so many that the count could overflow.
-const maxMaskedDigits = 5
-
-// decodeMaskedFast reads a masked page exactly as the broker writes it: the five
-// members in pageFields' order, each value a string PlainString reads, then "masked"
-// with a count in plain digits (1 to 99999: no sign, leading zero, fraction or
-// exponent), JSON space around any token, and nothing after the object but space.
-// Anything else, valid JSON included, is the strict decoder's to decide; what this
-// accepts, the strict decoder accepts with the same values (the differential tests).
-func decodeMaskedFast(b []byte) (Page, bool) {
-	var v [5][]byte
-	i, sep, ok := 0, byte('{'), false
-	for n, name := range pageFields {
-		if i, ok = memberValue(b, i, sep, name); !ok {
-			return Page{}, false
-		}
-		if v[n], i, ok = jsonscan.PlainString(b, i); !ok {
-			return Page{}, false
-		}
-		sep = ','
-	}
-	if i, ok = memberValue(b, i, ',', "masked"); !ok || i >= len(b) || b[i] < '1' || b[i] > '9' {
-		return Page{}, false
-	}
-	masked := 0
-	for start := i; i < len(b) && '0' <= b[i] && b[i] <= '9'; i++ {
-		if i-start == maxMaskedDigits {
-			return Page{}, false
-		}
-		masked = 10*masked + int(b[i]-'0')
-	}
-	if i = jsonscan.SkipSpace(b, i); i >= len(b) || b[i] != '}' || !jsonscan.OnlySpace(b, i+1) {
-		return Page{}, false
-	}
-	p := pageOf(v)
-	p.Masked = masked
-	return p, true
-}
-
-// memberValue reads `sep "name" :` at b[i:], JSON space around each token and the name
-// a plain string, and returns the offset of the member's value.
-func memberValue(b []byte, i int, sep byte, name string) (int, bool) {
-	if i = jsonscan.SkipSpace(b, i); i >= len(b) || b[i] != sep {
-		return 0, false
-	}
-	key, i, ok := jsonscan.PlainString(b, jsonscan.SkipSpace(b, i+1))
-	if !ok || string(key) != name {
-		return 0, false
-	}
-	if i = jsonscan.SkipSpace(b, i); i >= len(b) || b[i] != ':' {
-		return 0, false
-	}
-	return jsonscan.SkipSpace(b, i+1), true
-}
-
-// endsInNumber reports whether b ends in a digit, then `}`, with JSON space around: the
-// end of a masked page, whose last member is its count, where a five-field page ends in
-// a string. It reads only the last bytes of b.
-func endsInNumber(b []byte) bool {
-	const space = " \t\n\r"
-	b = bytes.TrimRight(b, space)
-	if len(b) == 0 || b[len(b)-1] != '}' {
-		return false
-	}
-	b = bytes.TrimRight(b[:len(b)-1], space)
-	return len(b) > 0 && '0' <= b[len(b)-1] && b[len(b)-1] <= '9'
-}
-
-// pageOf is the page of the five members' values, in pageFields' order.
-func pageOf(v [5][]byte) Page {
-	return Page{URL: string(v[0]), Title: string(v[1]), CapturedAt: string(v[2]), ContentType: string(v[3]), Data: string(v[4])}
-}
-
-// decodePageStrict is encoding/json, strict: exactly one object, no unknown member,
-// nothing after it, and masked read by maskedCount.
-func decodePageStrict(b []byte) (Page, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
+// decodePage is DecodeStrict with masked read by maskedCount.
+func decodePage(b []byte) (Page, error) {
 	var s struct {
 		Page
 		Masked maskedCount `json:"masked"` // shadows Page.Masked
 	}
-	if err := dec.Decode(&s); err != nil || !jsonscan.OnlySpace(b, int(dec.InputOffset())) {
-		return Page{}, ErrInvalidPage
+	if err := DecodeStrict(b, &s); err != nil {
+		return Page{}, err
 	}
-	s.Page.Masked = s.Masked.n
+	s.Page.Masked = int(s.Masked)
 	return s.Page, nil
 }
 
-// maskedCount is the strict decoder's masked, stricter than an int field: encoding/json
-// would take null as 0 and the last of two members, where this refuses both. A number
-// of JSON's integer form is the count; a fraction, an exponent or a string is refused
-// as encoding/json refuses it for an int.
-type maskedCount struct {
-	n    int
-	seen bool
-}
+// maskedCount is the page's masked, stricter than an int field, which would take null
+// as 0: a number of JSON's integer form is the count; null, a fraction, an exponent or
+// a string is refused. (DecodeStrict refuses a member given twice.)
+type maskedCount int
 
-// UnmarshalJSON reads one masked member: b is a JSON value encoding/json has checked.
+// UnmarshalJSON reads the masked member: b is a JSON value the decoder has checked.
 func (m *maskedCount) UnmarshalJSON(b []byte) error {
 	n, err := strconv.Atoi(string(b))
-	if err != nil || m.seen {
+	if err != nil {
 		return ErrInvalidPage
 	}
-	m.n, m.seen = n, true
+	*m = maskedCount(n)
 	return nil
 }
 

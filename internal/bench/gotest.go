@@ -11,11 +11,12 @@ import (
 )
 
 // goBenchRuns are the testing.B benchmarks the bench runs, by package and pattern:
-// the envelope (seal and open of a 100 KB page), the capability script and the gate;
+// the envelope (seal and open of a 100 KB page), the grant script and the gate, the
+// requester's decode of a reply and of a page against encoding/json's (jsonDecoders);
 // the broker's masks painted in the DCT domain against a decode, paint and encode (its
 // other benchmarks need Chromium and are the suites above).
 var goBenchRuns = []struct{ pkg, pattern string }{
-	{"./view/", "."}, {"./envelope/", "."}, {"./broker/", "^BenchmarkPaintMasks$"},
+	{"./view/", "."}, {"./wire/", "^BenchmarkDecodePage$"}, {"./envelope/", "."}, {"./broker/", "^BenchmarkPaintMasks$"},
 }
 
 // goBench is one line of `go test -bench` output.
