@@ -53,8 +53,7 @@ func (b *Broker) Observe(ctx context.Context, requestID string) ([]byte, error) 
 	if err != nil {
 		return nil, fmt.Errorf("observe: %w", err)
 	}
-	// {"envelope":{…}}, written in one buffer (json.Marshal of envelope.Sealed would
-	// scan the ciphertext's base64 again).
+	// {"envelope":{…}}
 	body, err := envelope.SealJSON(b.rand, key, requestID, plaintext)
 	if err != nil {
 		return nil, fmt.Errorf("observe: seal: %w", err)
