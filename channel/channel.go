@@ -146,6 +146,15 @@ type Hub struct {
 	// key opens tool calls sealed to this replica; its public half is published with
 	// each session this replica holds. It lives only in this process's memory.
 	key *ecdh.PrivateKey
+
+	// The dispatchers of the session subscriptions (subscribe.go): msgs is their queue,
+	// handlers each subscription's handler, done ends them (Close).
+	msgs         chan *nats.Msg
+	handlers     sync.Map // *nats.Subscription → nats.MsgHandler
+	dispatchOnce sync.Once
+	dispatchWG   sync.WaitGroup
+	done         chan struct{}
+	closeOnce    sync.Once
 }
 
 // NewHub returns a Hub; call Run to start its session checks and Close to end it.
@@ -160,7 +169,7 @@ func NewHub(cfg Config) *Hub {
 	if err != nil {
 		panic(fmt.Sprintf("channel: generate key: %v", err)) // crypto/rand does not fail
 	}
-	return &Hub{cfg: cfg, conns: map[string]*Conn{}, key: key}
+	return &Hub{cfg: cfg, conns: map[string]*Conn{}, key: key, msgs: make(chan *nats.Msg, dispatchQueue), done: make(chan struct{})}
 }
 
 // Conns is the number of worker sockets this replica holds.

@@ -2,6 +2,7 @@ package channel
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/coder/websocket"
@@ -38,21 +39,36 @@ func (h *Hub) check(ctx context.Context) {
 		conns = append(conns, c)
 	}
 	h.mu.Unlock()
-	for _, c := range conns {
+	// A pipelined read per batch: a replica holding thousands of sessions checks them
+	// all in a few round trips, not one each (the capacity bench, BENCHMARKS.md §7).
+	for batch := range slices.Chunk(conns, checkBatch) {
+		ids := make([]string, len(batch))
+		for i, c := range batch {
+			ids[i] = c.session.ID
+		}
 		cctx, cancel := context.WithTimeout(ctx, storeTimeout)
-		sess, err := h.cfg.Sessions.Get(cctx, c.session.ID)
+		live, err := h.cfg.Sessions.Liveness(cctx, ids)
 		cancel()
 		if err != nil {
 			continue // Redis unreachable: decide next tick
 		}
-		st := h.cfg.Sessions.Status(sess)
-		if st == session.Stopped {
-			h.stop(ctx, c, sess, "idle timeout")
-			continue
+		for _, c := range batch {
+			sess, ok := live[c.session.ID]
+			if !ok {
+				continue // gone from the store: decide next tick
+			}
+			st := h.cfg.Sessions.Status(sess)
+			if st == session.Stopped {
+				h.stop(ctx, c, sess, "idle timeout")
+				continue
+			}
+			c.publish(ctx, st)
 		}
-		c.publish(ctx, st)
 	}
 }
+
+// checkBatch is how many held sessions one pipelined read of the session checks covers.
+const checkBatch = 512
 
 // stop records the stop (if not yet recorded), tells every replica and ends the socket.
 func (h *Hub) stop(ctx context.Context, c *Conn, sess session.Session, reason string) {
@@ -93,4 +109,6 @@ func (h *Hub) Close(ctx context.Context) {
 	case <-done:
 	case <-ctx.Done():
 	}
+	h.closeOnce.Do(func() { close(h.done) })
+	h.dispatchWG.Wait()
 }

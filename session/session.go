@@ -182,6 +182,34 @@ func (s *Store) Get(ctx context.Context, id string) (Session, error) {
 	return s.parse(id, s.rdb.HGetAll(ctx, s.sessionKey(id)))
 }
 
+// Liveness reads what Status needs of each session — whether and when it stopped,
+// when it started and its last tool call — in one pipelined round trip (per node of a
+// Cluster), for a replica checking every session it holds each second: an HGETALL of
+// each would read and decode every hello too. A session whose record is gone is
+// absent from the map; the error is the round trip's.
+func (s *Store) Liveness(ctx context.Context, ids []string) (map[string]Session, error) {
+	cmds := make([]*redis.SliceCmd, len(ids))
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			cmds[i] = p.HMGet(ctx, s.sessionKey(id), "stopped", "started", "lastTool", "agent")
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("session: liveness: %w", err)
+	}
+	out := make(map[string]Session, len(ids))
+	for i, id := range ids {
+		v := cmds[i].Val()
+		str := func(k int) string { x, _ := v[k].(string); return x }
+		if len(v) != 4 || str(3) == "" {
+			continue // no record
+		}
+		out[id] = Session{ID: id, AgentID: str(3), Stopped: str(0) != "", StoppedAt: parseMS(str(0)), StartedAt: parseMS(str(1)), LastToolAt: parseMS(str(2))}
+	}
+	return out, nil
+}
+
 // parse reads a session record from its HGETALL.
 func (s *Store) parse(id string, cmd *redis.MapStringStringCmd) (Session, error) {
 	m, err := cmd.Result()

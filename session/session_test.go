@@ -157,3 +157,47 @@ func TestActivityLogBounded(t *testing.T) {
 		t.Fatalf("len = %d, %v", len(log), err)
 	}
 }
+
+// Liveness reads, in one round trip, what Status needs of each session: the same status
+// Get gives, for a running, an idle and a stopped session, and nothing for an id with
+// no record.
+func TestLiveness(t *testing.T) {
+	st, _, clk := newStores(t)
+	ctx := testenv.Context(t, 30*time.Second)
+	running, _, err := st.Start(ctx, "agent-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	idle, _, err := st.Start(ctx, "agent-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped, _, err := st.Start(ctx, "agent-3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Stop(ctx, stopped.ID, "operator"); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(2 * time.Minute)
+	if err := st.RecordTool(ctx, running.ID, session.Activity{At: clk.Now(), Tool: "browser_open", OK: true}); err != nil {
+		t.Fatal(err)
+	}
+	live, err := st.Liveness(ctx, []string{running.ID, idle.ID, stopped.ID, "no-such-session"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]session.Status{running.ID: session.Running, idle.ID: session.Idle, stopped.ID: session.Stopped} {
+		full, err := st.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, ok := live[id]
+		if !ok || st.Status(l) != want || st.Status(full) != want || l.AgentID != full.AgentID || l.Stopped != full.Stopped {
+			t.Errorf("%s: liveness %+v (%v), want status %v as Get's %+v", id, l, ok, want, full)
+		}
+	}
+	if _, ok := live["no-such-session"]; ok || len(live) != 3 {
+		t.Errorf("liveness %v: want the three sessions only", live)
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -25,7 +26,8 @@ func cmdBench(ctx context.Context, args []string, stdout io.Writer) error {
 	quick := fs.Bool("quick", false, "small samples: a smoke run of every suite in well under a minute")
 	chromium := fs.String("chromium", os.Getenv("AGENTFY_CHROMIUM"), "Chromium `binary` (default /usr/bin/chromium)")
 	verbose := fs.Bool("v", false, "log the stack's warnings")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the end-to-end suite to this `file`, of the fast paths to file.fastpaths and of the CPU windows to file.footprint (go tool pprof)")
+	capacity := fs.Bool("capacity", false, "run the capacity suite alone and put its section in place of the report's section 7")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the end-to-end suite to this `file`, of the fast paths to file.fastpaths, of the CPU windows to file.footprint and of the capacity ceiling's steps to file.capacity-N.PROCESS (go tool pprof)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -48,14 +50,22 @@ func cmdBench(ctx context.Context, args []string, stdout io.Writer) error {
 		*out = filepath.Join(root, "BENCHMARKS.md")
 	}
 
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
 	res, err := bench.Run(ctx, bench.Options{
 		Root: root, Quick: *quick, Chromium: *chromium, CPUProfile: *cpuProfile,
+		Self: []string{self, "bench-node"}, CapacityOnly: *capacity,
 		Command:  strings.TrimSpace("go run ./cmd/agentfy-dev bench " + strings.Join(args, " ")),
 		Log:      zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: "15:04:05"}).Level(level).With().Timestamp().Logger(),
 		Progress: progress,
 	})
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
+	}
+	if *capacity {
+		return writeCapacity(res, *out, stdout, progress)
 	}
 	if _, err := io.WriteString(stdout, res.Markdown(false)); err != nil {
 		return err
@@ -76,4 +86,34 @@ func cmdBench(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// writeCapacity prints the capacity section and puts it in place of out's section 7,
+// keeping the sections before it as they were measured.
+func writeCapacity(res *bench.Results, out string, stdout io.Writer, progress func(string, ...any)) error {
+	section := res.CapacityMarkdown()
+	if _, err := io.WriteString(stdout, section); err != nil {
+		return err
+	}
+	if out == "-" {
+		return nil
+	}
+	report, err := os.ReadFile(out) //nolint:gosec // the report the operator named
+	if err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	if err := writeFileAtomic(out, []byte(bench.SpliceCapacity(string(report), section))); err != nil {
+		return err
+	}
+	progress("wrote section 7 of %s", out)
+	return nil
+}
+
+// cmdBenchNode runs this process as a node of the capacity bench (bench.RunNode): a
+// replica or a farm of workers, driven through stdin by `agentfy-dev bench`.
+func cmdBenchNode(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) != 1 {
+		return errors.New("bench-node: want one role (replica or farm)")
+	}
+	return bench.RunNode(ctx, args[0], os.Stdin, stdout)
 }

@@ -22,7 +22,8 @@ const usage = `agentfy-dev — development CLI of Agentfy browser view
 Usage:
   agentfy-dev dev [--ready-file f.json]                  run the whole local stack (installs what is missing)
   agentfy-dev bench [-out BENCHMARKS.md] [-quick]        measure the stack and print a table
-                    [-json FILE] [-cpuprofile FILE]
+                    [-json FILE] [-cpuprofile FILE]      (-capacity: the capacity suite alone, into
+                    [-capacity]                          the report's section 7)
   agentfy-dev demo [-agent ID] [-site URL]               the demo agent: browse the demo site in the agent's
                                                          sessions through tool calls (the compose stack)
   agentfy-dev site [-dir testdata/site] [-listen :8000]  serve the demo website
@@ -52,8 +53,10 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	commands := map[string]command{
 		"dev":   cmdDev,
 		"bench": cmdBench,
-		"demo":  cmdDemo,
-		"site":  cmdSite,
+		// A process of the capacity bench, which starts it; not for people.
+		"bench-node": cmdBenchNode,
+		"demo":       cmdDemo,
+		"site":       cmdSite,
 		"health": func(ctx context.Context, args []string, _ io.Writer) error {
 			return operator.Health(ctx, args)
 		},

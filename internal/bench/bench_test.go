@@ -1,7 +1,9 @@
 package bench
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"strings"
@@ -15,6 +17,19 @@ import (
 	"github.com/agentfy/agentfy/view"
 	"github.com/agentfy/agentfy/wire"
 )
+
+// TestMain lets the capacity suite start this test binary as a bench node, as
+// `agentfy-dev bench` starts itself (`bench-node ROLE`).
+func TestMain(m *testing.M) {
+	if len(os.Args) == 3 && os.Args[1] == "bench-node" {
+		if err := RunNode(context.Background(), os.Args[2], os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "bench-node:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
 
 // TestBenchQuick runs the quick bench on a real stack (redis-server, NATS, replicas,
 // brokers with Chromium, go test -bench) and checks that the report has every section
@@ -37,6 +52,7 @@ func TestBenchQuick(t *testing.T) {
 		Root: root, Quick: true, Chromium: os.Getenv("AGENTFY_CHROMIUM"), Command: command,
 		Log:      zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: "15:04:05"}).Level(zerolog.ErrorLevel).With().Timestamp().Logger(),
 		Progress: t.Logf,
+		Self:     []string{os.Args[0], "bench-node"},
 	})
 	if err != nil {
 		t.Fatalf("bench quick: %v", err)
@@ -201,4 +217,57 @@ func TestBenchQuick(t *testing.T) {
 			}
 		}
 	})
+
+	t.Run("capacity", func(t *testing.T) {
+		c := r.Capacity
+		if c == nil || len(c.Levels) != len(quickCapacity().agents) || len(c.Ceiling) == 0 {
+			t.Fatalf("capacity: %+v", c)
+		}
+		for _, l := range c.Levels {
+			if l.RedisPerAgent <= 0 || l.RedisPerSession <= 0 || l.GoroutinesPerConn <= 0 || len(l.Phases) != 2 {
+				t.Errorf("level %d: %+v", l.Agents, l)
+			}
+			for _, ph := range l.Phases {
+				// A quiet machine and a few polls a second: every poll is a frame or, with
+				// three viewers of one agent, a 429; a frame names its agent; a view is
+				// two NATS deliveries (the request to the owner, its reply), and more
+				// than one Redis command.
+				if ph.Frames == 0 || ph.Wrong != 0 || ph.errorCount() != 0 || ph.Frames+ph.Limited != ph.Polls {
+					t.Errorf("level %d, %d viewers: %d polls, %d frames, %d 429, errors %v, %d wrong", l.Agents, ph.ViewersPerAgent, ph.Polls, ph.Frames, ph.Limited, ph.Errors, ph.Wrong)
+				}
+				if ph.ViewersPerAgent == 1 && ph.Limited != 0 {
+					t.Errorf("level %d: one viewer per agent met the gate %d times", l.Agents, ph.Limited)
+				}
+				if ph.NATSMsgs < 1.5 || ph.NATSMsgs > 3 || ph.RedisCommands < 1 || ph.Latency.N != ph.Frames || ph.Work.N < ph.Frames {
+					t.Errorf("level %d, %d viewers: %.2f NATS messages, %.1f Redis commands per frame, %d latencies, %d stand-in works for %d frames",
+						l.Agents, ph.ViewersPerAgent, ph.NATSMsgs, ph.RedisCommands, ph.Latency.N, ph.Work.N, ph.Frames)
+				}
+			}
+		}
+		section := r.CapacityMarkdown()
+		for _, want := range []string{benchSections[6], "**Growth**", "**The ceiling**", "**Per 1,000 watched agents**"} {
+			if !strings.Contains(section, want) {
+				t.Errorf("section 7 lacks %q", want)
+			}
+		}
+	})
+}
+
+// SpliceCapacity puts a new section 7 in place of the old one, keeping what is before
+// it, and appends it to a report that has none.
+func TestSpliceCapacity(t *testing.T) {
+	const section = "## 7. Capacity\n\nnew figures\n"
+	tests := []struct{ name, report, want string }{
+		{"last section", "# Benchmarks\n\n## 6. Go benchmarks\n\nsix\n\n## 7. Capacity\n\nold figures\n", "# Benchmarks\n\n## 6. Go benchmarks\n\nsix\n\n" + section},
+		{"a section after it", "# B\n\n## 7. Capacity\n\nold figures\n\n## 8. Later\n\neight\n", "# B\n\n" + section + "\n## 8. Later\n\neight\n"},
+		{"none yet", "# B\n\n## 6. Go benchmarks\n\nsix\n", "# B\n\n## 6. Go benchmarks\n\nsix\n\n" + section},
+		{"no report", "", section},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := SpliceCapacity(tt.report, section); got != tt.want {
+				t.Errorf("got\n%q\nwant\n%q", got, tt.want)
+			}
+		})
+	}
 }

@@ -2,15 +2,18 @@ package bench
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 )
 
-// e2eTarget is the issue's bar: the end-to-end p50 within 1.10× of the bare capture p50
-// measured beside it.
-const e2eTarget = 1.10
+// overheadTarget is the headline's bar: a view's p50 at most 5 ms above the bare
+// capture's p50 measured beside it. The ratio of the two is shown beside the overhead,
+// not judged: it depends on how fast Chromium captures on the machine (1.09× where a
+// capture took 87 ms, 1.19× where it took 51 ms, for about the same overhead).
+const overheadTarget = 5 * time.Millisecond
 
 // Section headings; the smoke test checks that each is in the report.
 var benchSections = []string{
@@ -20,6 +23,7 @@ var benchSections = []string{
 	"## 4. Fast paths",
 	"## 5. Footprint",
 	"## 6. Go benchmarks",
+	"## 7. Capacity",
 }
 
 // mdTable renders a Markdown table.
@@ -56,6 +60,8 @@ func (r *Results) Markdown(full bool) string {
 	renderFootprint(&b, r, full)
 	// 6. Go benchmarks.
 	renderGoBench(&b, r, full)
+	// 7. Capacity.
+	renderCapacity(&b, r, full)
 	return b.String()
 }
 
@@ -89,7 +95,7 @@ func renderMachine(b *strings.Builder, r *Results, full bool) {
 }
 
 // renderE2E renders section 1: the views against the bare capture measured beside
-// them and the verdict against e2eTarget, then the time of a view per hop (and, when
+// them and the verdict against overheadTarget, then the time of a view per hop (and, when
 // full, where the time goes).
 func renderE2E(b *strings.Builder, r *Results, full bool) {
 	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
@@ -107,16 +113,18 @@ func renderE2E(b *strings.Builder, r *Results, full bool) {
 	mdTable(b, []string{"", "n", "p50 ms", "p95 ms", "p99 ms", "mean ms"}, [][]string{
 		{"**view**: request at A → decoded frame (worker on B)", strconv.Itoa(e.View.N), ms(e.View.P50), ms(e.View.P95), ms(e.View.P99), ms(e.View.Mean)},
 		{"bare CDP capture, same tab (the physical limit)", strconv.Itoa(e.Bare.N), ms(e.Bare.P50), ms(e.Bare.P95), ms(e.Bare.P99), ms(e.Bare.Mean)},
-		{"**view / bare**", "", "**" + fx(e.RatioP50) + "**", fx(e.RatioP95), fx(e.RatioP99), fx(ratio(e.View.Mean, e.Bare.Mean))},
+		{"**overhead: view − bare**", "", "**" + ms(e.View.P50-e.Bare.P50) + "**", ms(e.View.P95 - e.Bare.P95), "**" + ms(e.View.P99-e.Bare.P99) + "**", ms(e.View.Mean - e.Bare.Mean)},
+		{"view / bare", "", fx(e.RatioP50), fx(e.RatioP95), fx(e.RatioP99), fx(ratio(e.View.Mean, e.Bare.Mean))},
 		{"the broker's own capture inside each view", strconv.Itoa(e.InCap.N), ms(e.InCap.P50), ms(e.InCap.P95), ms(e.InCap.P99), ms(e.InCap.Mean)},
 		{"everything but the capture (each view − its capture)", strconv.Itoa(e.Overhead.N), ms(e.Overhead.P50), ms(e.Overhead.P95), ms(e.Overhead.P99), ms(e.Overhead.Mean)},
 		{"view timed per hop (with the NATS spies)", strconv.Itoa(e.Spied.N), ms(e.Spied.P50), ms(e.Spied.P95), ms(e.Spied.P99), ms(e.Spied.Mean)},
 	})
 	verdict := "**within**"
-	if e.RatioP50 > e2eTarget {
+	if e.View.P50-e.Bare.P50 > overheadTarget {
 		verdict = "**not within**"
 	}
-	p("End-to-end p50 %s ms is %s the bare capture p50 %s ms measured beside it: %s the %.2f× target. ", ms(e.View.P50), fx(e.RatioP50), ms(e.Bare.P50), verdict, e2eTarget)
+	p("**A view costs %s ms above the bare capture at p50 and %s ms at p99** (%s ms against %s ms at p50, %s): %s the %s ms target. ",
+		ms(e.View.P50-e.Bare.P50), ms(e.View.P99-e.Bare.P99), ms(e.View.P50), ms(e.Bare.P50), fx(e.RatioP50), verdict, ms(overheadTarget))
 	p("Everything but the capture costs %s ms at p50 (%.1f %% of the bare capture).\n\n", ms(e.Overhead.P50), 100*ratio(e.Overhead.P50, e.Bare.P50))
 	if full {
 		p("Where the time of a view goes, per hop, timed from outside the code it measures (all in one process, one monotonic clock): ")
@@ -474,4 +482,200 @@ func openReplyBench(gb []goBench) (float64, map[string]float64) {
 		}
 	}
 	return parts["whole"], parts
+}
+
+// Capacity goals (issue 28).
+const (
+	growthLimit       = 1.2              // per-view CPU and p99 at the largest level against the smallest
+	rssPerConnLimit   = 64 << 10         // a replica's RSS per idle worker connection
+	goroutinesPerConn = 2                // a replica's goroutines per idle worker connection
+	cpuPerViewLimit   = time.Millisecond // the replicas' own CPU per view at the ceiling
+)
+
+// renderCapacity renders section 7: the levels, the growth, the ceiling, the goals and
+// the planning figures per 1,000 watched agents.
+func renderCapacity(b *strings.Builder, r *Results, full bool) {
+	c := r.Capacity
+	if c == nil || len(c.Levels) == 0 {
+		return
+	}
+	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
+	p("%s\n\n", benchSections[6])
+	if full {
+		p("N agents with live sessions, each with a real worker (the `worker` package over a real WebSocket, hello and all) attached round robin to two replicas, ")
+		p("and behind each worker a stand-in broker that does what the real one does but Chromium: it redeems the capability through the consume route with the session's broker pass (`broker.ConsumeClient`) and seals a fixed %s JPEG page naming its agent to the requester's key (`envelope.SealJSON`: ECDH, HKDF, AES-GCM), answering through the broker's socket (`TestStandInSealsAsTheBroker` checks that the requester opens it with the code that opens real frames). ", kib(float64(c.FrameBytes)))
+		p("The replicas (`replica.New`, as `agentfy-api` runs it) and the workers run in processes of their own (the workers in farms of up to %d), so that /proc tells their CPU and memory apart; redis-server is real, NATS is the embedded server, in the bench's process beside the viewers. ", fullCapacity().farmSize)
+		p("Viewers poll as the SDK does (every 5 s ± 0.5 s, a 429's Retry-After added), open loop: each request leaves at its time whether or not the last was answered. ")
+		p("At every level the same %d agents are watched, by one viewer each (a member, through the members' route) and then by three (the member and two partners, each with an organisation key of its own), so that the levels compare the cost of a view as the idle sessions grow; the others are live and idle. ", fullCapacity().watched)
+		p("Each window runs %s after %s of warm-up (%s at each step of the ceiling search); CPU is utime + stime from /proc of each process, the replicas' net of their idle rate measured just before with every worker attached; Redis commands (`INFO commandstats`) and NATS deliveries (the server's `OutMsgs`, `OutBytes`) are per frame served, net of their idle rates; latency is from the request to the decoded body, net of the stand-ins' sealing at the same quantile. ", fullCapacity().window, fullCapacity().warm, fullCapacity().step)
+		p("Errors are answers other than a frame and 429, by status and, for 503, by the replicas' own reason (`agentfy_view_unavailable_total`).\n\n")
+	}
+	var rows [][]string
+	for _, l := range c.Levels {
+		for _, ph := range l.Phases {
+			rows = append(rows, []string{
+				strconv.Itoa(l.Agents), strconv.Itoa(ph.Watched), strconv.Itoa(ph.ViewersPerAgent), strconv.Itoa(ph.Polls),
+				f1(ph.perSecond()), strconv.Itoa(ph.Limited), errorsText(ph), strconv.Itoa(ph.Wrong),
+				ms(ph.cpuPerFrame()), ms(ph.Latency.P50), ms(ph.Latency.P99),
+				ms(max(ph.Latency.P50-ph.Work.P50, 0)), ms(max(ph.Latency.P99-ph.Work.P99, 0)),
+				f1(ph.RedisCommands), f1(ph.NATSMsgs), kib(ph.NATSBytes),
+			})
+		}
+	}
+	mdTable(b, []string{"agents", "watched", "viewers each", "polls", "frames/s", "429", "errors", "wrong agent", "replica CPU ms/frame", "p50 ms", "p99 ms", "p50 net", "p99 net", "Redis cmds/frame", "NATS msgs/frame", "NATS bytes/frame"}, rows)
+
+	rows = rows[:0]
+	for _, l := range c.Levels {
+		rows = append(rows, []string{
+			strconv.Itoa(l.Agents), strconv.FormatFloat(l.RedisPerAgent, 'f', 0, 64) + " B", strconv.FormatFloat(l.RedisPerSession, 'f', 0, 64) + " B",
+			kib(l.RSSPerConn), strconv.FormatFloat(l.GoroutinesPerConn, 'f', 2, 64), strconv.Itoa(l.ReplicaFDs), strconv.FormatFloat(l.Attach.Seconds(), 'f', 1, 64) + " s",
+			ms(l.IdleReplicaCPU),
+		})
+	}
+	mdTable(b, []string{"agents", "Redis per agent", "Redis per session (worker attached)", "replica RSS per worker connection", "replica goroutines per connection", "replicas' open files", "attach (the new workers)", "replicas idle, CPU ms per s"}, rows)
+
+	first, last := c.Levels[0], c.Levels[len(c.Levels)-1]
+	if len(c.Heap) > 0 {
+		p("Where a replica's memory goes with %d sessions (replica-a's heap in use, after a collection):\n\n```\n%s\n```\n\n", last.Agents, strings.Join(c.Heap, "\n"))
+	}
+	cpuGrowth := ratio(last.Phases[0].cpuPerFrame(), first.Phases[0].cpuPerFrame())
+	p99Growth := ratio(last.Phases[0].Latency.P99, first.Phases[0].Latency.P99)
+	p("**Growth** from %d to %d live sessions, one viewer per watched agent: the replicas' CPU per frame is %s (%s ms against %s ms) and the p99 %s (%s ms against %s ms).\n\n",
+		first.Agents, last.Agents, fx(cpuGrowth), ms(last.Phases[0].cpuPerFrame()), ms(first.Phases[0].cpuPerFrame()), fx(p99Growth), ms(last.Phases[0].Latency.P99), ms(first.Phases[0].Latency.P99))
+
+	p("**The ceiling**, at %d live sessions, one viewer per watched agent, the watched agents raised until the p99 passes %s ms or a poll fails:\n\n", last.Agents, ms(ceilingP99))
+	rows = rows[:0]
+	procs := []string{"replica-a", "replica-b", "workers and stand-ins", "redis-server", "bench: viewers, NATS"}
+	for _, ph := range c.Ceiling {
+		row := []string{strconv.Itoa(ph.Watched), f1(float64(ph.Watched) / pollInterval.Seconds()), f1(ph.perSecond()), ms(ph.Latency.P50), ms(ph.Latency.P99), errorsText(ph), ms(ph.cpuPerFrame())}
+		for _, name := range procs {
+			row = append(row, strconv.FormatFloat(ph.Cores[name], 'f', 2, 64))
+		}
+		rows = append(rows, row)
+	}
+	mdTable(b, append([]string{"watched", "polls/s offered", "frames/s", "p50 ms", "p99 ms", "errors", "replica CPU ms/frame"}, procs...), rows)
+	var at capacityPhase
+	if c.Crossed >= 0 {
+		at = c.Ceiling[c.Crossed]
+		p("The step of %d watched agents crossed (p99 %s ms, %d errors). ", at.Watched, ms(at.Latency.P99), at.errorCount())
+	} else if len(c.Ceiling) > 0 {
+		at = c.Ceiling[len(c.Ceiling)-1]
+		p("No step crossed: the ceiling is above %s frames/s. ", f1(at.perSecond()))
+	}
+	total := 0.0
+	for _, v := range at.Cores {
+		total += v
+	}
+	p("The processes used %.2f of the machine's %d cores there; the busiest was %s (%.2f cores).", total, r.Machine.Cores, c.ProfileOf, at.Cores[c.ProfileOf])
+	if len(c.Profile) > 0 {
+		p(" The top of its CPU profile (of the first farm, for the farms):\n\n```\n%s\n```\n\n", strings.Join(c.Profile, "\n"))
+	} else {
+		p("\n\n")
+	}
+
+	goals := [][]string{
+		{"per-view replica CPU and p99 at the largest level within " + fx(growthLimit) + " of the smallest", fx(cpuGrowth) + " and " + fx(p99Growth), met(cpuGrowth <= growthLimit && p99Growth <= growthLimit)},
+		{fmt.Sprintf("a replica holds %d idle worker connections in at most 64 KiB of RSS and %d goroutines each", last.Agents, goroutinesPerConn), kib(last.RSSPerConn) + ", " + strconv.FormatFloat(last.GoroutinesPerConn, 'f', 2, 64), met(last.RSSPerConn <= rssPerConnLimit && last.GoroutinesPerConn <= goroutinesPerConn)},
+		{"at the ceiling, the replicas' own CPU per view at most 1 ms", ms(at.cpuPerFrame()) + " ms", met(at.Frames > 0 && at.cpuPerFrame() <= cpuPerViewLimit)},
+		{"no error but 429 below the ceiling; no frame of another agent", belowText(c), met(belowClean(c))},
+	}
+	mdTable(b, []string{"goal", "measured", ""}, goals)
+	renderPlanning(b, c)
+}
+
+// errorsText lists a phase's errors by label, or 0.
+func errorsText(ph capacityPhase) string {
+	if len(ph.Errors) == 0 {
+		return "0"
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(ph.Errors)) {
+		parts = append(parts, fmt.Sprintf("%d × %s", ph.Errors[k], k))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// belowClean reports whether every window below the ceiling had no error and no frame
+// of another agent.
+func belowClean(c *capacityResult) bool {
+	n, wrong := belowCounts(c)
+	return n == 0 && wrong == 0
+}
+
+func belowText(c *capacityResult) string {
+	n, wrong := belowCounts(c)
+	return fmt.Sprintf("%d errors, %d frames of another agent", n, wrong)
+}
+
+// belowCounts sums the errors and wrong frames of every window below the ceiling; the
+// wrong frames of the crossing step too (a wrong frame is never load).
+func belowCounts(c *capacityResult) (errs, wrong int) {
+	for _, l := range c.Levels {
+		for _, ph := range l.Phases {
+			errs += ph.errorCount() - ph.Wrong
+			wrong += ph.Wrong
+		}
+	}
+	for i, ph := range c.Ceiling {
+		wrong += ph.Wrong
+		if i != c.Crossed {
+			errs += ph.errorCount() - ph.Wrong
+		}
+	}
+	return errs, wrong
+}
+
+func met(ok bool) string {
+	if ok {
+		return "**met**"
+	}
+	return "**not met**"
+}
+
+// renderPlanning renders the figures per 1,000 watched agents from the largest level:
+// one viewer each, and three.
+func renderPlanning(b *strings.Builder, c *capacityResult) {
+	last := c.Levels[len(c.Levels)-1]
+	fmt.Fprintf(b, "**Per 1,000 watched agents** (from the %d-session level; replica cores = the replicas' CPU per second of the window, net of idle, ÷ watched agents × 1,000; Redis memory = 1,000 × (per agent + per session); NATS = frames/s × per frame):\n\n", last.Agents)
+	var rows [][]string
+	for _, ph := range last.Phases {
+		if ph.Watched == 0 || ph.Wall <= 0 {
+			continue
+		}
+		scale := 1000 / float64(ph.Watched)
+		frames := ph.perSecond() * scale
+		cores := ph.ReplicaCPU.Seconds() / ph.Wall.Seconds() * scale
+		rows = append(rows, []string{
+			strconv.Itoa(ph.ViewersPerAgent), f0(frames), strconv.FormatFloat(cores, 'f', 2, 64),
+			mib(1000 * (last.RedisPerAgent + last.RedisPerSession)), f0(frames * ph.NATSMsgs), mib(frames*ph.NATSBytes) + "/s",
+		})
+	}
+	mdTable(b, []string{"viewers per agent", "frames/s", "replica cores", "Redis memory", "NATS msgs/s", "NATS bytes/s"}, rows)
+}
+
+// CapacityMarkdown renders section 7 alone, with its method notes: what
+// `agentfy-dev bench -capacity` puts in place of the report's section 7.
+func (r *Results) CapacityMarkdown() string {
+	var b strings.Builder
+	renderCapacity(&b, r, true)
+	return b.String()
+}
+
+// SpliceCapacity returns report with its section 7 replaced by section (appended when
+// it has none): the sections before it are kept as they were measured.
+func SpliceCapacity(report, section string) string {
+	section = strings.TrimRight(section, "\n") + "\n"
+	head := benchSections[6]
+	i := strings.Index(report, head)
+	switch {
+	case strings.TrimSpace(report) == "":
+		return section
+	case i < 0:
+		return strings.TrimRight(report, "\n") + "\n\n" + section
+	}
+	rest := report[i+len(head):]
+	if j := strings.Index(rest, "\n## "); j >= 0 {
+		return report[:i] + section + "\n" + rest[j+1:]
+	}
+	return report[:i] + section
 }

@@ -162,8 +162,11 @@ func selfCPU() (time.Duration, error) {
 }
 
 // vmRSS reads VmRSS of this process, in bytes.
-func vmRSS() (int64, error) {
-	f, err := os.Open("/proc/self/status")
+func vmRSS() (int64, error) { return vmRSSOf("self") }
+
+// vmRSSOf reads VmRSS of process pid ("self" for this one), in bytes.
+func vmRSSOf(pid string) (int64, error) {
+	f, err := os.Open(filepath.Join("/proc", pid, "status")) //nolint:gosec // a /proc file of a process of the bench
 	if err != nil {
 		return 0, err
 	}
@@ -178,5 +181,5 @@ func vmRSS() (int64, error) {
 			return kb << 10, nil
 		}
 	}
-	return 0, errors.New("no VmRSS in /proc/self/status")
+	return 0, fmt.Errorf("no VmRSS in /proc/%s/status", pid)
 }

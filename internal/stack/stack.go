@@ -43,7 +43,7 @@ import (
 
 // Options configure a stack. The zero value starts two replicas with the shipped seed.
 type Options struct {
-	Replicas   int    // 0 means 2
+	Replicas   int    // 0 means 2; negative, none (the caller runs its own: the capacity bench)
 	Deployment string // empty means "dev"
 	RedisDB    int
 	// Root is the repository root (for testdata/); empty means found from the working
@@ -252,7 +252,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if err := s.startBalancer(ctx); err != nil {
 		return nil, err
 	}
-	for i := range o.Replicas {
+	for i := range max(o.Replicas, 0) {
 		if _, err := s.StartReplica(ctx, i, s.natsURLs[i%len(s.natsURLs)]); err != nil {
 			return nil, err
 		}

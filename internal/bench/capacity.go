@@ -1,0 +1,991 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/rs/zerolog"
+
+	"github.com/agentfy/agentfy/auth"
+	"github.com/agentfy/agentfy/bus"
+	"github.com/agentfy/agentfy/deploy"
+	"github.com/agentfy/agentfy/directory"
+	"github.com/agentfy/agentfy/internal/stack"
+	"github.com/agentfy/agentfy/internal/testenv"
+)
+
+// capacityOptions size the capacity suite.
+type capacityOptions struct {
+	agents   []int         // live sessions at each level, growing
+	watched  int           // agents polled at every level, so that levels compare per view
+	idle     time.Duration // the idle window that prices what the replicas do unwatched
+	warm     time.Duration // viewers run before a window counts
+	window   time.Duration // a measured window of a level
+	ceiling  []int         // watched agents at each step of the ceiling search (largest level)
+	step     time.Duration // a measured window of the ceiling search
+	farmSize int           // workers per farm process
+}
+
+func fullCapacity() capacityOptions {
+	return capacityOptions{
+		agents: []int{100, 1000, 10000}, watched: 100,
+		idle: 5 * time.Second, warm: 5 * time.Second, window: 30 * time.Second,
+		ceiling: []int{200, 400, 800, 1600, 3200}, step: 15 * time.Second, farmSize: 2500,
+	}
+}
+
+func quickCapacity() capacityOptions {
+	return capacityOptions{
+		agents: []int{20, 60}, watched: 20,
+		idle: time.Second, warm: 2 * time.Second, window: 4 * time.Second,
+		ceiling: []int{40}, step: 4 * time.Second, farmSize: 40,
+	}
+}
+
+// Capacity limits of a healthy step: past either, the ceiling is found.
+const (
+	ceilingP99       = 100 * time.Millisecond
+	pollInterval     = 5 * time.Second // the SDK's (sdk/src/poll.ts)
+	pollJitter       = 500 * time.Millisecond
+	capacityDeploy   = "capacity"
+	capacityUser     = "u-alice" // a member of team-atlas, the agents' team
+	capacityOrg      = "org-acme"
+	capacityEnv      = "production"
+	capacityTeam     = "team-atlas"
+	capacityFrameURL = "https://capacity.invalid/"
+)
+
+// farmsProcess names the farm processes together in the CPU figures.
+const farmsProcess = "workers and stand-ins"
+
+// capacityResult is the capacity suite's measurements.
+type capacityResult struct {
+	FrameBytes int             `json:"frameBytes"`
+	Levels     []capacityLevel `json:"levels"`
+	Ceiling    []capacityPhase `json:"ceiling"`
+	// Crossed is the index in Ceiling of the first step past ceilingP99 or with an
+	// error; -1 when every step held.
+	Crossed int `json:"crossed"`
+	// Profile is the top of the CPU profile of the busiest process at the last step
+	// measured (the crossing one when there is one), from go tool pprof -top.
+	ProfileOf string   `json:"profileOf"`
+	Profile   []string `json:"profile"`
+	// Heap is the top of replica-a's heap in use at the largest level (go tool pprof
+	// -top -sample_index=inuse_space): where its memory per connection goes.
+	Heap []string `json:"heap"`
+}
+
+// capacityLevel is one number of live sessions, each with a worker attached.
+type capacityLevel struct {
+	Agents int `json:"agents"`
+	// Redis memory (INFO memory used_memory) per agent added to the directory, and per
+	// session started and its worker attached.
+	RedisPerAgent   float64 `json:"redisPerAgent"`
+	RedisPerSession float64 `json:"redisPerSession"`
+	// RSSPerConn and GoroutinesPerConn are the replicas' growth per worker connection
+	// added at this level (from the level before, or from before the first worker),
+	// each measured after a GC and FreeOSMemory: what one more connection costs,
+	// without the fixed cost of a replica spread over them.
+	RSSPerConn        float64 `json:"rssPerConn"`
+	GoroutinesPerConn float64 `json:"goroutinesPerConn"`
+	// ReplicaFDs is the replicas' open file descriptors, summed (their limit is
+	// RLIMIT_NOFILE each).
+	ReplicaFDs int `json:"replicaFDs"`
+	// Attach is how long the workers added at this level took to attach.
+	Attach time.Duration `json:"attach"`
+	// IdleReplicaCPU is the replicas' CPU per second with every worker attached and no
+	// viewer (pingers, status, NATS and Redis keepalives).
+	IdleReplicaCPU time.Duration   `json:"idleReplicaCPU"`
+	Phases         []capacityPhase `json:"phases"`
+}
+
+// capacityPhase is one measured window of viewers.
+type capacityPhase struct {
+	Watched         int            `json:"watched"`
+	ViewersPerAgent int            `json:"viewersPerAgent"`
+	Polls           int            `json:"polls"`
+	Frames          int            `json:"frames"`
+	Limited         int            `json:"limited"` // 429
+	Errors          map[string]int `json:"errors"`  // anything else, by status and reason
+	Wrong           int            `json:"wrong"`   // frames of another agent
+	Wall            time.Duration  `json:"wall"`
+	Latency         dist           `json:"latency"` // of the frames, request to decoded body
+	Work            dist           `json:"work"`    // the stand-ins' sealing
+	// ReplicaCPU is both replicas' CPU over the window net of their idle rate.
+	ReplicaCPU time.Duration `json:"replicaCPU"`
+	// Cores is each process's CPU over the window per second of it, gross.
+	Cores map[string]float64 `json:"cores"`
+	// Per frame, net of the idle rate: Redis commands (INFO commandstats) and NATS
+	// messages and bytes delivered (the server's OutMsgs, OutBytes).
+	RedisCommands float64 `json:"redisCommands"`
+	NATSMsgs      float64 `json:"natsMsgs"`
+	NATSBytes     float64 `json:"natsBytes"`
+}
+
+// perSecond is the frames served per second of the window.
+func (p capacityPhase) perSecond() float64 {
+	if p.Wall <= 0 {
+		return 0
+	}
+	return float64(p.Frames) / p.Wall.Seconds()
+}
+
+// cpuPerFrame is the replicas' CPU per frame served, net of idle.
+func (p capacityPhase) cpuPerFrame() time.Duration {
+	if p.Frames == 0 {
+		return 0
+	}
+	return p.ReplicaCPU / time.Duration(p.Frames)
+}
+
+// errorCount is how many polls failed for another reason than the gate.
+func (p capacityPhase) errorCount() int {
+	n := p.Wrong
+	for _, c := range p.Errors {
+		n += c
+	}
+	return n
+}
+
+// capacity is one run of the suite: a stack without replicas of its own, two replica
+// processes, and farm processes of workers and stand-in brokers.
+type capacity struct {
+	o        capacityOptions
+	st       *stack.Stack
+	self     []string
+	dir      string
+	profiles string // the prefix of the ceiling steps' CPU profiles
+	log      zerolog.Logger
+	progress func(string, ...any)
+
+	replicas []*capNode
+	farms    []*capNode
+	agents   []string // every agent with a live session, in order
+	member   string   // the member's token
+	keys     [2]string
+	client   *http.Client
+
+	baseRSS, baseGoroutines float64 // the replicas' at the last level, or before the first worker
+}
+
+// benchCapacity runs the capacity suite. self starts this program as a bench node
+// (RunNode's role is appended).
+//
+// profiles, when not empty, is where the ceiling steps' CPU profiles are kept
+// (profiles-N.replica-a, …); they go with the run's temporary directory otherwise.
+func benchCapacity(ctx context.Context, o capacityOptions, self []string, profiles string, log zerolog.Logger, progress func(string, ...any)) (res capacityResult, err error) {
+	if len(self) == 0 {
+		return res, errors.New("capacity: no command to start bench nodes with")
+	}
+	frame, err := standInFrame()
+	if err != nil {
+		return res, err
+	}
+	res.FrameBytes, res.Crossed = len(frame), -1
+	dir, err := os.MkdirTemp("", "agentfy-capacity-")
+	if err != nil {
+		return res, err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	st, err := stack.Start(ctx, stack.Options{Replicas: -1, Deployment: capacityDeploy, Log: log})
+	if err != nil {
+		return res, err
+	}
+	defer st.Close()
+	if profiles == "" {
+		profiles = filepath.Join(dir, "ceiling")
+	}
+	c := &capacity{o: o, st: st, self: self, dir: dir, profiles: profiles, log: log, progress: progress,
+		client: &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 512, IdleConnTimeout: 30 * time.Second}}}
+	defer c.stopNodes()
+	if err := c.start(ctx); err != nil {
+		return res, err
+	}
+	for _, n := range o.agents {
+		level, err := c.level(ctx, n)
+		if err != nil {
+			return res, fmt.Errorf("%d agents: %w", n, err)
+		}
+		res.Levels = append(res.Levels, level)
+	}
+	heap := filepath.Join(dir, "heap.replica-a")
+	if err := c.replicas[0].call("heap "+heap, nil); err != nil {
+		return res, err
+	}
+	res.Heap = pprofTop(ctx, heap, "-sample_index=inuse_space")
+	if err := c.findCeiling(ctx, &res); err != nil {
+		return res, fmt.Errorf("ceiling: %w", err)
+	}
+	return res, nil
+}
+
+// start starts the two replica processes and makes the viewers' credentials.
+func (c *capacity) start(ctx context.Context) error {
+	redisOpts := c.st.RedisOptions(deploy.RedisReplica)
+	for _, id := range []string{"replica-a", "replica-b"} {
+		spec := replicaSpec{
+			ID: id, Deployment: capacityDeploy, RedisAddrs: redisOpts.Addrs, RedisUser: redisOpts.Username,
+			RedisPassword: redisOpts.Password, RedisDB: redisOpts.DB,
+			NATS: c.st.NATSConfig(bus.RoleReplica, "agentfy-api "+id), JWTSecret: c.st.Secret, GrantKey: c.st.GrantKeys[0],
+		}
+		n, err := c.startNode(ctx, id, nodeReplica, spec)
+		if err != nil {
+			return err
+		}
+		var up struct{ URL string }
+		if err := n.read(&up); err != nil {
+			return fmt.Errorf("%s: %w", id, err)
+		}
+		n.url = up.URL
+		if err := waitReady(ctx, n.url); err != nil {
+			return err
+		}
+		c.replicas = append(c.replicas, n)
+	}
+	var err error
+	if c.member, err = c.st.Token(capacityUser, 2*time.Hour); err != nil {
+		return err
+	}
+	for i := range c.keys {
+		if c.keys[i], _, err = c.st.Creds.CreateOrgKey(ctx, capacityOrg, capacityEnv, []string{auth.ScopeWorkerLogsRead}); err != nil {
+			return err
+		}
+	}
+	rss, gr, err := c.replicaMemory(ctx)
+	c.baseRSS, c.baseGoroutines = rss, gr
+	return err
+}
+
+// level grows the live sessions to n and measures them idle, then watched by one
+// viewer per watched agent, then by three.
+func (c *capacity) level(ctx context.Context, n int) (capacityLevel, error) {
+	l := capacityLevel{Agents: n}
+	added := n - len(c.agents)
+	c.progress("capacity: %d agents (+%d): directory, sessions, workers", n, added)
+	ids := make([]string, 0, added)
+	for i := len(c.agents); i < n; i++ {
+		ids = append(ids, fmt.Sprintf("cap-%05d", i))
+	}
+	m0, err := c.redisMemory(ctx)
+	if err != nil {
+		return l, err
+	}
+	if err := c.addAgents(ctx, ids); err != nil {
+		return l, err
+	}
+	m1, err := c.redisMemory(ctx)
+	if err != nil {
+		return l, err
+	}
+	start := time.Now()
+	if err := c.addSessions(ctx, ids); err != nil {
+		return l, err
+	}
+	l.Attach = time.Since(start)
+	m2, err := c.redisMemory(ctx)
+	if err != nil {
+		return l, err
+	}
+	l.RedisPerAgent, l.RedisPerSession = float64(m1-m0)/float64(added), float64(m2-m1)/float64(added)
+	c.agents = append(c.agents, ids...)
+	rss, gr, err := c.replicaMemory(ctx)
+	if err != nil {
+		return l, err
+	}
+	l.RSSPerConn, l.GoroutinesPerConn = (rss-c.baseRSS)/float64(added), (gr-c.baseGoroutines)/float64(added)
+	c.baseRSS, c.baseGoroutines = rss, gr
+	for _, r := range c.replicas {
+		fds, err := os.ReadDir(filepath.Join("/proc", strconv.Itoa(r.cmd.Process.Pid), "fd"))
+		if err != nil {
+			return l, err
+		}
+		l.ReplicaFDs += len(fds)
+	}
+
+	idle, err := c.idleRates(ctx)
+	if err != nil {
+		return l, err
+	}
+	l.IdleReplicaCPU = idle.replicaCPU()
+	watched := min(c.o.watched, n)
+	for _, per := range []int{1, 3} {
+		c.progress("capacity: %d agents, %d watched by %d viewer(s) each", n, watched, per)
+		p, err := c.phase(ctx, watched, per, c.o.window, idle, "")
+		if err != nil {
+			return l, err
+		}
+		l.Phases = append(l.Phases, p)
+	}
+	return l, nil
+}
+
+// addAgents writes the agents to the directory, in team-atlas of org-acme's production.
+func (c *capacity) addAgents(ctx context.Context, ids []string) error {
+	for batch := range slices.Chunk(ids, 1000) {
+		seed := directory.Seed{}
+		for _, id := range batch {
+			seed.Agents = append(seed.Agents, directory.Agent{ID: id, Name: id, TeamID: capacityTeam, OrgID: capacityOrg, Environment: capacityEnv})
+		}
+		if err := c.st.Dir.Load(ctx, seed); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// addSessions starts a session per agent and attaches its worker, round robin to the
+// two replicas, from farm processes of at most farmSize workers.
+func (c *capacity) addSessions(ctx context.Context, ids []string) error {
+	workers := make([]farmWorker, len(ids))
+	var wg sync.WaitGroup
+	errs := make(chan error, 1)
+	sem := make(chan struct{}, 32)
+	for i, id := range ids {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			_, passes, err := c.st.Sess.Start(ctx, id)
+			if err != nil {
+				select {
+				case errs <- err:
+				default:
+				}
+				return
+			}
+			k := len(c.agents) + i
+			workers[i] = farmWorker{Agent: id, API: c.replicas[k%2].url, WorkerPass: passes.Worker, BrokerPass: passes.Broker}
+		})
+	}
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return fmt.Errorf("start sessions: %w", err)
+	default:
+	}
+	urls := []string{c.replicas[0].url, c.replicas[1].url}
+	var started []*capNode
+	for chunk := range slices.Chunk(workers, c.o.farmSize) {
+		name := fmt.Sprintf("farm-%d", len(c.farms)+len(started)+1)
+		n, err := c.startNode(ctx, name, nodeFarm, farmSpec{Dir: filepath.Join(c.dir, name), ConsumeURLs: urls, Workers: chunk})
+		if err != nil {
+			return err
+		}
+		started = append(started, n)
+	}
+	c.farms = append(c.farms, started...)
+	for _, n := range started {
+		var up struct{ Attached int }
+		if err := n.read(&up); err != nil {
+			return fmt.Errorf("%s: %w", n.name, err)
+		}
+	}
+	return nil
+}
+
+// rates is what the processes and servers did per second of an idle window.
+type rates struct {
+	cpu           map[string]float64 // CPU seconds per second, by process
+	redisCommands float64
+	natsMsgs      float64
+	natsBytes     float64
+}
+
+// replicaCPU is the replicas' CPU per second.
+func (r rates) replicaCPU() time.Duration {
+	return time.Duration((r.cpu["replica-a"] + r.cpu["replica-b"]) * float64(time.Second))
+}
+
+// idleRates measures an idle window with every worker attached.
+func (c *capacity) idleRates(ctx context.Context) (rates, error) {
+	s0, err := c.snapshot(ctx)
+	if err != nil {
+		return rates{}, err
+	}
+	if err := sleepCtx(ctx, c.o.idle); err != nil {
+		return rates{}, err
+	}
+	s1, err := c.snapshot(ctx)
+	if err != nil {
+		return rates{}, err
+	}
+	wall := s1.at.Sub(s0.at).Seconds()
+	r := rates{cpu: map[string]float64{}}
+	for name, v := range s1.cpu {
+		r.cpu[name] = (v - s0.cpu[name]).Seconds() / wall
+	}
+	r.redisCommands = float64(s1.redisCalls-s0.redisCalls) / wall
+	r.natsMsgs = float64(s1.natsOut-s0.natsOut) / wall
+	r.natsBytes = float64(s1.natsBytes-s0.natsBytes) / wall
+	return r, nil
+}
+
+// snapshot is the counters a window is the difference of.
+type snapshot struct {
+	at         time.Time
+	cpu        map[string]time.Duration // by process
+	redisCalls int64
+	natsOut    int64
+	natsBytes  int64
+	unavail    map[string]float64 // the replicas' agentfy_view_unavailable_total by reason
+}
+
+// snapshot reads every counter.
+func (c *capacity) snapshot(ctx context.Context) (snapshot, error) {
+	s := snapshot{at: time.Now(), cpu: map[string]time.Duration{}, unavail: map[string]float64{}}
+	add := func(name string, pid int) error {
+		ps, err := readProcStat(pid)
+		if err != nil {
+			return err
+		}
+		s.cpu[name] += ps.CPU
+		return nil
+	}
+	for _, n := range c.replicas {
+		if err := add(n.name, n.cmd.Process.Pid); err != nil {
+			return s, err
+		}
+	}
+	for _, n := range c.farms {
+		if err := add(farmsProcess, n.cmd.Process.Pid); err != nil {
+			return s, err
+		}
+	}
+	if err := add("redis-server", c.st.Redis.Pid()); err != nil {
+		return s, err
+	}
+	if err := add("bench: viewers, NATS", os.Getpid()); err != nil {
+		return s, err
+	}
+	info, err := c.st.AdminClient().Info(ctx, "commandstats").Result()
+	if err != nil {
+		return s, err
+	}
+	for line := range strings.Lines(info) {
+		if _, rest, ok := strings.Cut(line, ":calls="); ok {
+			calls, _, _ := strings.Cut(rest, ",")
+			n, _ := strconv.ParseInt(calls, 10, 64)
+			s.redisCalls += n
+		}
+	}
+	v, err := c.st.NATS.Varz(nil)
+	if err != nil {
+		return s, err
+	}
+	s.natsOut, s.natsBytes = v.OutMsgs, v.OutBytes
+	for _, n := range c.replicas {
+		body, err := c.get(ctx, n.url+"/metrics")
+		if err != nil {
+			return s, err
+		}
+		for line := range strings.Lines(body) {
+			rest, ok := strings.CutPrefix(line, `agentfy_view_unavailable_total{reason="`)
+			if !ok {
+				continue
+			}
+			reason, rest, _ := strings.Cut(rest, `"`)
+			f := strings.Fields(rest)
+			if len(f) > 0 {
+				x, _ := strconv.ParseFloat(f[len(f)-1], 64)
+				s.unavail[reason] += x
+			}
+		}
+	}
+	return s, nil
+}
+
+// get fetches url's body.
+func (c *capacity) get(ctx context.Context, url string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	return string(b), err
+}
+
+// redisMemory is Redis's used_memory.
+func (c *capacity) redisMemory(ctx context.Context) (int64, error) {
+	info, err := c.st.AdminClient().Info(ctx, "memory").Result()
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
+			return strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return 0, errors.New("no used_memory in INFO memory")
+}
+
+// replicaMemory is the two replicas' VmRSS and goroutines, summed, each measured after
+// a garbage collection that returns memory to the OS.
+func (c *capacity) replicaMemory(ctx context.Context) (rss, goroutines float64, err error) {
+	for _, n := range c.replicas {
+		if err := n.call("gc", nil); err != nil {
+			return 0, 0, err
+		}
+		r, err := vmRSSOf(strconv.Itoa(n.cmd.Process.Pid))
+		if err != nil {
+			return 0, 0, err
+		}
+		rss += float64(r)
+		body, err := c.get(ctx, n.url+"/metrics")
+		if err != nil {
+			return 0, 0, err
+		}
+		for line := range strings.Lines(body) {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "go_goroutines "); ok {
+				g, _ := strconv.ParseFloat(v, 64)
+				goroutines += g
+			}
+		}
+	}
+	return rss, goroutines, nil
+}
+
+// viewerSpec is one viewer: the route it polls, with its credential, for agent.
+type viewerSpec struct{ agent, url, bearer string }
+
+// pollOutcome is one answer.
+type pollOutcome struct {
+	fired      time.Time
+	latency    time.Duration
+	status     int
+	frame      bool
+	wrong      bool
+	retryAfter time.Duration
+}
+
+// phase runs the viewers of watched agents, per agent each, for warm + window and
+// measures the window. profile, when not empty, is where the replicas' and this
+// process's CPU profiles of the window go (profile.replica-a, … .bench).
+func (c *capacity) phase(ctx context.Context, watched, per int, window time.Duration, idle rates, profile string) (capacityPhase, error) {
+	p := capacityPhase{Watched: watched, ViewersPerAgent: per, Errors: map[string]int{}}
+	var viewers []viewerSpec
+	for i, agent := range c.agents[:watched] {
+		base := c.replicas[i%2].url // a balancer spreads the viewers
+		viewers = append(viewers, viewerSpec{agent, base + "/v1/agents/" + agent + "/worker/view", c.member})
+		for k := range per - 1 {
+			viewers = append(viewers, viewerSpec{agent, c.replicas[(i+k+1)%2].url + "/v1/orgs/" + capacityOrg + "/agents/" + agent + "/worker/view", c.keys[k%2]})
+		}
+	}
+	warmEnd := time.Now().Add(c.o.warm)
+	end := warmEnd.Add(window)
+	out := make(chan pollOutcome, 1<<16)
+	var wg sync.WaitGroup
+	for _, v := range viewers {
+		wg.Go(func() { c.runViewer(ctx, v, end, out, &wg) })
+	}
+	var outcomes []pollOutcome
+	collected := make(chan struct{})
+	go func() {
+		defer close(collected)
+		for o := range out {
+			outcomes = append(outcomes, o)
+		}
+	}()
+	if err := sleepCtx(ctx, time.Until(warmEnd)); err != nil {
+		return p, err
+	}
+	if _, err := c.farmWork(); err != nil { // the stand-ins' work of the warm-up goes
+		return p, err
+	}
+	stopProfiles, err := c.startProfiles(profile)
+	if err != nil {
+		return p, err
+	}
+	s0, err := c.snapshot(ctx)
+	if err != nil {
+		return p, err
+	}
+	if err := sleepCtx(ctx, time.Until(end)); err != nil {
+		return p, err
+	}
+	s1, err := c.snapshot(ctx)
+	if err != nil {
+		return p, err
+	}
+	if err := stopProfiles(); err != nil {
+		return p, err
+	}
+	wg.Wait() // the viewers, and every poll they fired
+	close(out)
+	<-collected
+	work, err := c.farmWork()
+	if err != nil {
+		return p, err
+	}
+	p.Work = summarize(work)
+	var lat []time.Duration
+	for _, o := range outcomes {
+		if o.fired.Before(warmEnd) || !o.fired.Before(end) {
+			continue
+		}
+		p.Polls++
+		switch {
+		case o.wrong:
+			p.Wrong++
+		case o.frame:
+			p.Frames++
+			lat = append(lat, o.latency)
+		case o.status == http.StatusTooManyRequests:
+			p.Limited++
+		case o.status != http.StatusServiceUnavailable:
+			p.Errors[statusLabel(o.status)]++
+		}
+	}
+	for reason, n := range s1.unavail {
+		if d := int(n - s0.unavail[reason]); d > 0 {
+			p.Errors["503 "+reason] += d
+		}
+	}
+	p.Latency = summarize(lat)
+	p.Wall = s1.at.Sub(s0.at)
+	wall := p.Wall.Seconds()
+	p.Cores = map[string]float64{}
+	for name, v := range s1.cpu {
+		p.Cores[name] = (v - s0.cpu[name]).Seconds() / wall
+	}
+	p.ReplicaCPU = time.Duration(((p.Cores["replica-a"]+p.Cores["replica-b"])*wall - idle.replicaCPU().Seconds()*wall) * float64(time.Second))
+	if p.Frames > 0 {
+		f := float64(p.Frames)
+		p.RedisCommands = (float64(s1.redisCalls-s0.redisCalls) - idle.redisCommands*wall) / f
+		p.NATSMsgs = (float64(s1.natsOut-s0.natsOut) - idle.natsMsgs*wall) / f
+		p.NATSBytes = (float64(s1.natsBytes-s0.natsBytes) - idle.natsBytes*wall) / f
+	}
+	return p, nil
+}
+
+// statusLabel names an answer that is neither a frame nor 429 nor 503.
+func statusLabel(status int) string {
+	if status == 0 {
+		return "no answer"
+	}
+	return strconv.Itoa(status)
+}
+
+// runViewer polls as the SDK does, open loop: a request every 5 s ± 0.5 s from the
+// last one sent, whether or not it was answered, a 429's Retry-After added to the
+// wait; the first at a random point of the first interval. It stops sending at until.
+func (c *capacity) runViewer(ctx context.Context, v viewerSpec, until time.Time, out chan<- pollOutcome, wg *sync.WaitGroup) {
+	retry := make(chan time.Duration, 4)
+	next := time.Now().Add(rand.N(pollInterval)) //nolint:gosec // a poll's jitter, no secret
+	t := time.NewTimer(time.Until(next))
+	defer t.Stop()
+	stopAt := time.NewTimer(time.Until(until))
+	defer stopAt.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-stopAt.C:
+			return
+		case ra := <-retry:
+			next = next.Add(ra)
+			t.Reset(time.Until(next))
+			continue
+		case <-t.C:
+		}
+		fired := time.Now()
+		if !fired.Before(until) {
+			return
+		}
+		next = fired.Add(pollInterval - pollJitter + rand.N(2*pollJitter)) //nolint:gosec // a poll's jitter, no secret
+		t.Reset(time.Until(next))
+		wg.Go(func() {
+			o := c.poll(ctx, v, fired)
+			out <- o
+			if o.status == http.StatusTooManyRequests {
+				select {
+				case retry <- o.retryAfter:
+				default:
+				}
+			}
+		})
+	}
+}
+
+// poll sends one request and reads the answer as the SDK does; a frame must name the
+// agent asked for.
+func (c *capacity) poll(ctx context.Context, v viewerSpec, fired time.Time) pollOutcome {
+	o := pollOutcome{fired: fired}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, v.url, nil)
+	if err != nil {
+		return o
+	}
+	req.Header.Set("Authorization", "Bearer "+v.bearer)
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return o
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return o
+	}
+	o.status = resp.StatusCode
+	switch resp.StatusCode {
+	case http.StatusOK:
+		var r struct {
+			Live bool `json:"live"`
+			Page *struct {
+				URL   string `json:"url"`
+				Title string `json:"title"`
+			} `json:"page"`
+		}
+		if jsonv2.Unmarshal(body, &r) != nil || !r.Live || r.Page == nil {
+			o.status = -1 // not a frame: counted as an error
+			return o
+		}
+		o.frame = true
+		o.wrong = r.Page.Title != v.agent || r.Page.URL != capacityFrameURL+v.agent
+	case http.StatusTooManyRequests:
+		s, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+		o.retryAfter = time.Duration(max(s, 1)) * time.Second
+	}
+	o.latency = time.Since(fired)
+	return o
+}
+
+// farmWork collects the stand-ins' sealing times since the last call.
+func (c *capacity) farmWork() ([]time.Duration, error) {
+	var all []time.Duration
+	for _, n := range c.farms {
+		var w struct{ Work []int64 }
+		if err := n.call("stats", &w); err != nil {
+			return nil, err
+		}
+		for _, us := range w.Work {
+			all = append(all, time.Duration(us)*time.Microsecond)
+		}
+	}
+	return all, nil
+}
+
+// profiled are the nodes whose CPU is profiled in a ceiling step: both replicas and
+// the first farm (the farms run the same code).
+func (c *capacity) profiled() []*capNode {
+	return append(slices.Clone(c.replicas), c.farms[:min(1, len(c.farms))]...)
+}
+
+// startProfiles starts CPU profiles of both replicas, the first farm and this process
+// into prefix.replica-a, prefix.replica-b, prefix.farm-1 and prefix.bench; nothing
+// when prefix is empty.
+func (c *capacity) startProfiles(prefix string) (stop func() error, err error) {
+	if prefix == "" {
+		return func() error { return nil }, nil
+	}
+	profiled := c.profiled()
+	for _, n := range profiled {
+		if err := n.call("profile "+prefix+"."+n.name, nil); err != nil {
+			return nil, err
+		}
+	}
+	f, err := os.Create(prefix + ".bench") //nolint:gosec // the profile the operator named
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		err := f.Close()
+		for _, n := range profiled {
+			if e := n.call("stop-profile", nil); err == nil {
+				err = e
+			}
+		}
+		return err
+	}, nil
+}
+
+// findCeiling raises the watched agents at the largest level, one viewer each, until
+// p99 passes ceilingP99 or a poll fails, and profiles the busiest process of the last
+// step.
+func (c *capacity) findCeiling(ctx context.Context, res *capacityResult) error {
+	idle, err := c.idleRates(ctx)
+	if err != nil {
+		return err
+	}
+	prefix := c.profiles
+	for i, w := range c.o.ceiling {
+		w = min(w, len(c.agents))
+		c.progress("capacity ceiling: %d agents watched (%.0f polls/s)", w, float64(w)/pollInterval.Seconds())
+		step := fmt.Sprintf("%s-%d", prefix, i)
+		p, err := c.phase(ctx, w, 1, c.o.step, idle, step)
+		if err != nil {
+			return err
+		}
+		res.Ceiling = append(res.Ceiling, p)
+		res.ProfileOf, res.Profile = c.topOfProfile(ctx, p, step)
+		if p.Latency.P99 > ceilingP99 || p.errorCount() > 0 {
+			res.Crossed = i
+			break
+		}
+	}
+	return nil
+}
+
+// topOfProfile is the busiest process of p and, when it is profiled (a replica or this
+// process), the top of its CPU profile.
+func (c *capacity) topOfProfile(ctx context.Context, p capacityPhase, prefix string) (string, []string) {
+	busiest := ""
+	for name, cores := range p.Cores {
+		if busiest == "" || cores > p.Cores[busiest] {
+			busiest = name
+		}
+	}
+	file := prefix + ".bench"
+	switch {
+	case strings.HasPrefix(busiest, "replica-"):
+		file = prefix + "." + busiest
+	case busiest == farmsProcess:
+		file = prefix + ".farm-1"
+	case busiest == "redis-server":
+		return busiest, nil // not a Go process
+	}
+	return busiest, pprofTop(ctx, file)
+}
+
+// pprofTop is the top of a profile as go tool pprof -top prints it, its header left out.
+func pprofTop(ctx context.Context, file string, flags ...string) []string {
+	args := append([]string{"tool", "pprof", "-top", "-nodecount=12"}, flags...)
+	out, err := exec.CommandContext(ctx, "go", append(args, file)...).Output() //nolint:gosec // go tool pprof on the bench's own profile
+	if err != nil {
+		return []string{"go tool pprof: " + err.Error()}
+	}
+	var lines []string
+	header := true
+	for line := range strings.Lines(string(out)) {
+		line = strings.TrimRight(line, "\n")
+		if header {
+			header = !strings.Contains(line, "flat%")
+			if header {
+				continue
+			}
+		}
+		if strings.TrimSpace(line) != "" {
+			lines = append(lines, line)
+		}
+	}
+	return lines
+}
+
+// capNode is a bench node: a child process answering one JSON line per control line.
+type capNode struct {
+	name string
+	url  string // a replica's
+	cmd  *exec.Cmd
+	in   io.WriteCloser
+	out  *bufio.Scanner
+	logs *testenv.Buffer
+	mu   sync.Mutex // one call at a time
+}
+
+// startNode starts this program as a bench node of role and sends it spec.
+func (c *capacity) startNode(ctx context.Context, name, role string, spec any) (*capNode, error) {
+	b, err := json.Marshal(spec)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, c.self[0], append(slices.Clone(c.self[1:]), role)...) //nolint:gosec // this program, as a bench node
+	n := &capNode{name: name, cmd: cmd, logs: &testenv.Buffer{}}
+	cmd.Stderr = n.logs
+	if n.in, err = cmd.StdinPipe(); err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	n.out = bufio.NewScanner(stdout)
+	n.out.Buffer(make([]byte, 1<<20), 64<<20)
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	if _, err := n.in.Write(append(b, '\n')); err != nil {
+		n.stop()
+		return nil, err
+	}
+	return n, nil
+}
+
+// read reads the node's next answer into v (nil: any).
+func (n *capNode) read(v any) error {
+	if !n.out.Scan() {
+		err := n.out.Err()
+		if err == nil {
+			err = io.EOF
+		}
+		return fmt.Errorf("%s ended (%w): %s", n.name, err, lastLines(n.logs.String(), 5))
+	}
+	if v == nil {
+		return nil
+	}
+	return json.Unmarshal(n.out.Bytes(), v)
+}
+
+// call sends a control line and reads its answer.
+func (n *capNode) call(line string, v any) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if _, err := io.WriteString(n.in, line+"\n"); err != nil {
+		return fmt.Errorf("%s: %w", n.name, err)
+	}
+	return n.read(v)
+}
+
+// stop ends the node: stdin closed, then a kill if it has not ended within 15 s.
+func (n *capNode) stop() {
+	_ = n.in.Close()
+	done := make(chan struct{})
+	go func() { _ = n.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		_ = n.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// stopNodes stops the farms, then the replicas.
+func (c *capacity) stopNodes() {
+	var wg sync.WaitGroup
+	for _, n := range c.farms {
+		wg.Go(n.stop)
+	}
+	wg.Wait()
+	for _, n := range c.replicas {
+		wg.Go(n.stop)
+	}
+	wg.Wait()
+}
+
+// lastLines is the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], " | ")
+}
