@@ -538,28 +538,22 @@ func (c *capacity) redisMemory(ctx context.Context) (int64, error) {
 	return 0, errors.New("no used_memory in INFO memory")
 }
 
-// replicaMemory is the two replicas' VmRSS and goroutines, summed, each measured after
-// a garbage collection that returns memory to the OS.
+// replicaMemory is the two replicas' VmRSS and their goroutines in the channel package
+// (a worker connection's, and the hub's own), summed, each measured after a garbage
+// collection that returns memory to the OS.
 func (c *capacity) replicaMemory(ctx context.Context) (rss, goroutines float64, err error) {
+	c.client.CloseIdleConnections() // the viewers' keep-alive connections are no worker's
 	for _, n := range c.replicas {
-		if err := n.call("gc", nil); err != nil {
+		var g struct{ Channel int }
+		if err := n.call("gc", &g); err != nil {
 			return 0, 0, err
 		}
+		goroutines += float64(g.Channel)
 		r, err := vmRSSOf(strconv.Itoa(n.cmd.Process.Pid))
 		if err != nil {
 			return 0, 0, err
 		}
 		rss += float64(r)
-		body, err := c.get(ctx, n.url+"/metrics")
-		if err != nil {
-			return 0, 0, err
-		}
-		for line := range strings.Lines(body) {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "go_goroutines "); ok {
-				g, _ := strconv.ParseFloat(v, 64)
-				goroutines += g
-			}
-		}
 	}
 	return rss, goroutines, nil
 }

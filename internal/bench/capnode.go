@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -27,6 +28,7 @@ import (
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/internal/replica"
 	"github.com/agentfy/agentfy/openapi"
+	"github.com/agentfy/agentfy/session"
 	"github.com/agentfy/agentfy/view"
 	"github.com/agentfy/agentfy/worker"
 )
@@ -122,8 +124,12 @@ func runReplicaNode(ctx context.Context, spec replicaSpec, lines *bufio.Scanner,
 			DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second,
 			MaxRetries: 1, PoolSize: 64, DisableIdentity: true, ReadBufferSize: 8 << 10, WriteBufferSize: 8 << 10,
 		},
-		NATS:      spec.NATS,
-		JWT:       []auth.JWTConfig{{Issuer: "agentfy-dev", Audience: "agentfy-api", HS256Secret: spec.JWTSecret, Leeway: 30 * time.Second}},
+		NATS: spec.NATS,
+		JWT:  []auth.JWTConfig{{Issuer: "agentfy-dev", Audience: "agentfy-api", HS256Secret: spec.JWTSecret, Leeway: 30 * time.Second}},
+		// Sessions stay running for the whole run: ten thousand started together would
+		// turn idle together two minutes later, in the middle of a window, and that burst
+		// of status events is not what a view costs.
+		Policy:    session.Policy{IdleAfter: time.Hour, StopAfter: 2 * time.Hour},
 		OpenAPI:   openapi.Document,
 		GrantKeys: view.GrantKeys{spec.GrantKey},
 		Log:       log, DrainTimeout: 10 * time.Second,
@@ -142,13 +148,15 @@ func runReplicaNode(ctx context.Context, spec replicaSpec, lines *bufio.Scanner,
 	var prof profiler
 	for lines.Scan() {
 		cmd, arg, _ := strings.Cut(lines.Text(), " ")
+		var answer any = struct{}{}
 		if cmd == "gc" {
 			runtime.GC()
 			debug.FreeOSMemory()
+			answer = map[string]int{"goroutines": runtime.NumGoroutine(), "channel": goroutinesIn("github.com/agentfy/agentfy/channel.")}
 		} else if err = prof.control(cmd, arg); err != nil {
 			break
 		}
-		if err = enc.Encode(struct{}{}); err != nil {
+		if err = enc.Encode(answer); err != nil {
 			break
 		}
 	}
@@ -286,4 +294,24 @@ func (p *profiler) control(cmd, arg string) error {
 		}
 	}
 	return nil
+}
+
+// goroutinesIn counts the goroutines with a frame of a function whose name starts with
+// prefix: the worker connections' own (their socket's and their pinger), told apart
+// from the HTTP connections of viewers that happen to be open.
+func goroutinesIn(prefix string) int {
+	var b bytes.Buffer
+	if err := pprof.Lookup("goroutine").WriteTo(&b, 1); err != nil {
+		return -1
+	}
+	n := 0
+	for block := range strings.SplitSeq(b.String(), "\n\n") {
+		count, _, ok := strings.Cut(block, " @ ")
+		if !ok || !strings.Contains(block, prefix) {
+			continue
+		}
+		k, _ := strconv.Atoi(strings.TrimSpace(count[strings.LastIndexByte(count, '\n')+1:]))
+		n += k
+	}
+	return n
 }
