@@ -184,14 +184,16 @@ func (s *Store) Get(ctx context.Context, id string) (Session, error) {
 
 // Liveness reads what Status needs of each session — whether and when it stopped,
 // when it started and its last tool call — in one pipelined round trip (per node of a
-// Cluster), for a replica checking every session it holds each second: an HGETALL of
-// each would read and decode every hello too. A session whose record is gone is
-// absent from the map; the error is the round trip's.
+// Cluster), for a replica checking every session it holds each second: one GET-shaped
+// round trip each would cost a replica holding thousands of them most of a second. It
+// reads each record with HGETALL, the one read the replica's Redis user may make of a
+// session (deploy.RedisACL), and leaves the hello undecoded. A session whose record is
+// gone is absent from the map; the error is the round trip's.
 func (s *Store) Liveness(ctx context.Context, ids []string) (map[string]Session, error) {
-	cmds := make([]*redis.SliceCmd, len(ids))
+	cmds := make([]*redis.MapStringStringCmd, len(ids))
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, id := range ids {
-			cmds[i] = p.HMGet(ctx, s.sessionKey(id), "stopped", "started", "lastTool", "agent")
+			cmds[i] = p.HGetAll(ctx, s.sessionKey(id))
 		}
 		return nil
 	})
@@ -200,12 +202,14 @@ func (s *Store) Liveness(ctx context.Context, ids []string) (map[string]Session,
 	}
 	out := make(map[string]Session, len(ids))
 	for i, id := range ids {
-		v := cmds[i].Val()
-		str := func(k int) string { x, _ := v[k].(string); return x }
-		if len(v) != 4 || str(3) == "" {
+		m := cmds[i].Val()
+		if len(m) == 0 {
 			continue // no record
 		}
-		out[id] = Session{ID: id, AgentID: str(3), Stopped: str(0) != "", StoppedAt: parseMS(str(0)), StartedAt: parseMS(str(1)), LastToolAt: parseMS(str(2))}
+		out[id] = Session{
+			ID: id, AgentID: m["agent"], Stopped: m["stopped"] != "", StopReason: m["stopReason"],
+			StartedAt: parseMS(m["started"]), LastToolAt: parseMS(m["lastTool"]), StoppedAt: parseMS(m["stopped"]),
+		}
 	}
 	return out, nil
 }

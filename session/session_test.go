@@ -7,9 +7,13 @@ import (
 	"time"
 
 	"github.com/agentfy/agentfy/auth"
+	"github.com/agentfy/agentfy/bus"
+	"github.com/agentfy/agentfy/deploy"
+	"github.com/agentfy/agentfy/internal/redisserver"
 	"github.com/agentfy/agentfy/internal/testenv"
 	"github.com/agentfy/agentfy/session"
 	"github.com/agentfy/agentfy/wire"
+	"github.com/redis/go-redis/v9"
 )
 
 // clock is a settable clock for the store; Redis itself keeps no session timers.
@@ -199,5 +203,46 @@ func TestLiveness(t *testing.T) {
 	}
 	if _, ok := live["no-such-session"]; ok || len(live) != 3 {
 		t.Errorf("liveness %v: want the three sessions only", live)
+	}
+}
+
+// Liveness works as the replica's Redis user, whose ACL (deploy.RedisACL) allows only
+// the commands the replicas use: a read it may not make fails every session check, and
+// no session would ever turn idle or stop (CI caught an HMGET that way).
+func TestLivenessAsTheReplica(t *testing.T) {
+	ctx := testenv.Context(t, 30*time.Second)
+	dep := testenv.Deployment(t)
+	ns, err := bus.NewNamespace(dep, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets, err := deploy.GenerateSecrets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	acl, err := deploy.RedisACL(ns, secrets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := redisserver.Start(ctx, redisserver.Options{ACL: acl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	client := func(user string) redis.UniversalClient {
+		c := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{srv.Addr()}, Username: user, Password: secrets.Redis[user]})
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	operator := client(deploy.RedisOperator)
+	started, _, err := session.NewStore(operator, auth.NewStore(operator, dep, nil), dep, session.Policy{}, nil).Start(ctx, "agent-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	replica := client(deploy.RedisReplica)
+	st := session.NewStore(replica, auth.NewStore(replica, dep, nil), dep, session.Policy{}, nil)
+	live, err := st.Liveness(ctx, []string{started.ID})
+	if err != nil || live[started.ID].AgentID != "agent-1" || st.Status(live[started.ID]) != session.Running {
+		t.Fatalf("liveness as the replica: %+v, %v", live, err)
 	}
 }
