@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -796,17 +795,12 @@ func (c *capacity) startProfiles(prefix string) (stop func() error, err error) {
 			return nil, err
 		}
 	}
-	f, err := os.Create(prefix + ".bench") //nolint:gosec // the profile the operator named
+	stopSelf, err := startCPUProfile(prefix + ".bench")
 	if err != nil {
 		return nil, err
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		_ = f.Close()
-		return nil, err
-	}
 	return func() error {
-		pprof.StopCPUProfile()
-		err := f.Close()
+		err := stopSelf()
 		for _, n := range profiled {
 			if e := n.call("stop-profile", nil); err == nil {
 				err = e

@@ -261,7 +261,7 @@ func waitAttached(ctx context.Context, health []string) error {
 
 // profiler is a node's CPU profile, driven by control lines: "profile FILE" starts
 // one, "stop-profile" writes it; "heap FILE" writes a heap profile.
-type profiler struct{ f *os.File }
+type profiler struct{ stop func() error }
 
 func (p *profiler) control(cmd, arg string) error {
 	switch cmd {
@@ -276,20 +276,15 @@ func (p *profiler) control(cmd, arg string) error {
 		}
 		return f.Close()
 	case "profile":
-		f, err := os.Create(arg) //nolint:gosec // the bench's own profile path
+		stop, err := startCPUProfile(arg)
 		if err != nil {
 			return err
 		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			_ = f.Close()
-			return err
-		}
-		p.f = f
+		p.stop = stop
 	case "stop-profile":
-		if p.f != nil {
-			pprof.StopCPUProfile()
-			err := p.f.Close()
-			p.f = nil
+		if p.stop != nil {
+			err := p.stop()
+			p.stop = nil
 			return err
 		}
 	}
