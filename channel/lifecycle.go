@@ -41,6 +41,7 @@ func (h *Hub) check(ctx context.Context) {
 	h.mu.Unlock()
 	// A pipelined read per batch: a replica holding thousands of sessions checks them
 	// all in a few round trips, not one each (the capacity bench, BENCHMARKS.md §7).
+	var failed error
 	for batch := range slices.Chunk(conns, checkBatch) {
 		ids := make([]string, len(batch))
 		for i, c := range batch {
@@ -50,7 +51,10 @@ func (h *Hub) check(ctx context.Context) {
 		live, err := h.cfg.Sessions.Liveness(cctx, ids)
 		cancel()
 		if err != nil {
-			continue // Redis unreachable: decide next tick
+			// Redis unreachable (decide next tick), or a read the replica's Redis user may
+			// not make — which would stop no session ever: say so, once a tick.
+			failed = err
+			continue
 		}
 		for _, c := range batch {
 			sess, ok := live[c.session.ID]
@@ -64,6 +68,9 @@ func (h *Hub) check(ctx context.Context) {
 			}
 			c.publish(ctx, st)
 		}
+	}
+	if failed != nil {
+		h.cfg.Log.Warn().Err(failed).Msg("session check failed")
 	}
 }
 

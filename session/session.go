@@ -182,34 +182,42 @@ func (s *Store) Get(ctx context.Context, id string) (Session, error) {
 	return s.parse(id, s.rdb.HGetAll(ctx, s.sessionKey(id)))
 }
 
-// Liveness reads what Status needs of each session — whether and when it stopped,
-// when it started and its last tool call — in one pipelined round trip (per node of a
-// Cluster), for a replica checking every session it holds each second: one GET-shaped
-// round trip each would cost a replica holding thousands of them most of a second. It
-// reads each record with HGETALL, the one read the replica's Redis user may make of a
-// session (deploy.RedisACL), and leaves the hello undecoded. A session whose record is
-// gone is absent from the map; the error is the round trip's.
+// Liveness reads what Status needs of each session — its last tool call and whether
+// and when it stopped — in one pipelined round trip (per node of a Cluster), for a
+// replica checking every session it holds each second: one round trip each would cost
+// a replica holding thousands of them most of a second, and a whole record each (its
+// hello, its passes' ids) is forty times the bytes to send, parse and collect (the
+// capacity bench, BENCHMARKS.md §7). It reads the two fields with HGET, which the
+// replica's Redis user may make (deploy.RedisACL). A session whose record is gone is
+// absent from the map; the error is the round trip's.
 func (s *Store) Liveness(ctx context.Context, ids []string) (map[string]Session, error) {
-	cmds := make([]*redis.MapStringStringCmd, len(ids))
+	lastTool := make([]*redis.StringCmd, len(ids))
+	stopped := make([]*redis.StringCmd, len(ids))
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, id := range ids {
-			cmds[i] = p.HGetAll(ctx, s.sessionKey(id))
+			key := s.sessionKey(id)
+			lastTool[i] = p.HGet(ctx, key, "lastTool")
+			stopped[i] = p.HGet(ctx, key, "stopped")
 		}
 		return nil
 	})
-	if err != nil {
+	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("session: liveness: %w", err)
 	}
 	out := make(map[string]Session, len(ids))
 	for i, id := range ids {
-		m := cmds[i].Val()
-		if len(m) == 0 {
-			continue // no record
+		last, err := lastTool[i].Result()
+		if errors.Is(err, redis.Nil) {
+			continue // no record: every session has its lastTool from the start
 		}
-		out[id] = Session{
-			ID: id, AgentID: m["agent"], Stopped: m["stopped"] != "", StopReason: m["stopReason"],
-			StartedAt: parseMS(m["started"]), LastToolAt: parseMS(m["lastTool"]), StoppedAt: parseMS(m["stopped"]),
+		stop, serr := stopped[i].Result()
+		if err == nil && !errors.Is(serr, redis.Nil) {
+			err = serr
 		}
+		if err != nil {
+			return nil, fmt.Errorf("session: liveness: %w", err)
+		}
+		out[id] = Session{ID: id, Stopped: stop != "", LastToolAt: parseMS(last), StoppedAt: parseMS(stop)}
 	}
 	return out, nil
 }
