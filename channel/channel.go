@@ -123,6 +123,10 @@ type Config struct {
 	Log       zerolog.Logger
 	// Tick is how often held sessions are checked for idle and stop; 0 means 1 s.
 	Tick time.Duration
+	// PingInterval and PingTimeout: how often the hub pings each worker, and how long
+	// it waits for the pong before it drops the socket; 0 means the package's
+	// PingInterval and PingTimeout.
+	PingInterval, PingTimeout time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -164,6 +168,12 @@ func NewHub(cfg Config) *Hub {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.PingInterval == 0 {
+		cfg.PingInterval = PingInterval
+	}
+	if cfg.PingTimeout == 0 {
+		cfg.PingTimeout = PingTimeout
 	}
 	key, err := envelope.GenerateKey(rand.Reader)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/coder/websocket"
 	"github.com/nats-io/nats.go"
@@ -31,6 +32,9 @@ type Conn struct {
 	// responder) hand over sooner waits for it, since a worker takes any first message
 	// other than that answer as a refusal.
 	helloed chan struct{}
+
+	// pingAt is when the hub pings the worker next (UnixNano); 0 until the hello.
+	pingAt atomic.Int64
 
 	nextID    atomic.Uint64
 	observing atomic.Int32 // observation waiters in use
@@ -99,7 +103,7 @@ func (h *Hub) serve(parent context.Context, ws *websocket.Conn, sess session.Ses
 	c.log.Info().Str("image", hello.ImageTag).Strs("capabilities", hello.Capabilities).Msg("worker attached")
 	c.publish(ctx, h.cfg.Sessions.Status(c.current(ctx)))
 
-	go c.pinger(ctx)
+	c.pingAt.Store(time.Now().Add(h.cfg.PingInterval).UnixNano()) // the hub's pingLoop
 	if err := c.readLoop(ctx); websocket.CloseStatus(err) == StatusSessionEnded {
 		// The worker's own end-of-session close: the one way a worker stops its session.
 		sctx := context.WithoutCancel(ctx)

@@ -16,6 +16,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/nats-io/nats.go"
 	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
 
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/bus"
@@ -820,5 +821,43 @@ func TestHubAnswersHelloBeforeAnyCall(t *testing.T) {
 	send(t, ctx, ws, must(jsonrpc.NewResult(*m.ID, json.RawMessage(`{"tabId":"t1"}`))))
 	if err := <-called; err != nil {
 		t.Fatalf("CallTool: %v", err)
+	}
+}
+
+// A worker that stops answering pings is dropped, and one that answers stays: the hub
+// pings every worker from one loop (no goroutine per connection waits for the next
+// ping), and a socket whose pong does not come within PingTimeout is closed going away,
+// which a worker takes as "reconnect".
+func TestHubDropsAWorkerThatDoesNotAnswerPings(t *testing.T) {
+	t.Parallel()
+	s := startServers(t)
+	e := newHubEnv(t, s, nil)
+	logs := &testenv.Buffer{}
+	e.hub.cfg.Log = zerolog.New(logs)
+	e.hub.cfg.PingInterval, e.hub.cfg.PingTimeout = 50*time.Millisecond, 200*time.Millisecond
+	ctx := testenv.Context(t, 30*time.Second)
+	runCtx, stop := context.WithCancel(ctx)
+	ran := make(chan struct{})
+	go func() { defer close(ran); e.hub.Run(runCtx) }()
+	t.Cleanup(func() { stop(); <-ran })
+
+	answering, answeringPasses := e.start(t, ctx)
+	silent, silentPasses := e.start(t, ctx)
+	answered := watchClose(ctx, e.attach(t, ctx, answering, answeringPasses.Worker, []string{wire.CapabilityBrowserView}))
+	e.attach(t, ctx, silent, silentPasses.Worker, []string{wire.CapabilityBrowserView}) // never read again: no pong
+	testenv.WaitFor(t, 10*time.Second, "the hub to drop the silent worker", func() bool { return e.serving.Load() == 1 })
+	if n := strings.Count(logs.String(), "worker did not answer a ping"); n != 1 {
+		t.Fatalf("%d ping timeouts logged, want the silent worker's alone:\n%s", n, logs)
+	}
+	if !strings.Contains(logs.String(), silent.ID) {
+		t.Fatalf("the ping timeout is not the silent worker's:\n%s", logs)
+	}
+	select {
+	case st := <-answered:
+		t.Fatalf("the worker that answers pings was dropped too (%v)", st)
+	default:
+	}
+	if e.hub.Conns() != 1 {
+		t.Fatalf("Conns = %d, want the answering worker's", e.hub.Conns())
 	}
 }

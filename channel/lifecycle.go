@@ -18,8 +18,12 @@ const StatusSessionEnded websocket.StatusCode = wire.CloseSessionEnded
 // Run checks the sessions this replica holds every Tick until ctx ends: it publishes
 // running → idle changes and stops a session past the idle timeout, or stopped by the
 // operator (`agentfy session stop`, in the store), closing its socket for good. Views
-// never move the clock, so polling cannot keep a session alive.
+// never move the clock, so polling cannot keep a session alive. It also pings the
+// workers (pinger.go).
 func (h *Hub) Run(ctx context.Context) {
+	pinging := make(chan struct{})
+	go func() { defer close(pinging); h.pingLoop(ctx) }()
+	defer func() { <-pinging }()
 	t := time.NewTicker(h.cfg.Tick)
 	defer t.Stop()
 	for {

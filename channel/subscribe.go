@@ -9,8 +9,9 @@ import (
 // The session subscriptions' handlers run on a hub's dispatchers, not on a goroutine of
 // each subscription: every held session's view and tool subjects deliver into one
 // bounded queue (nats.go's ChanSubscribe) that the dispatchers drain, so a worker
-// connection costs the replica two goroutines (its socket's and its pinger) rather than
-// four, ten thousand connections twenty thousand fewer (BENCHMARKS.md §7). A handler
+// connection costs the replica one goroutine (its socket's; the hub pings from one loop,
+// pinger.go) rather than four, ten thousand connections thirty thousand fewer
+// (BENCHMARKS.md §7). A handler
 // decides at once and hands any wait to a goroutine of its own, as it did on a
 // subscription's goroutine; the dispatchers bound how many decide at once.
 const (
