@@ -292,7 +292,7 @@ func (p *profiler) control(cmd, arg string) error {
 }
 
 // goroutinesIn counts the goroutines with a frame of a function whose name starts with
-// prefix: the worker connections' own (their socket's and their pinger), told apart
+// prefix: the worker connections' own (their socket's, and a ping waiting for its pong), told apart
 // from the HTTP connections of viewers that happen to be open.
 func goroutinesIn(prefix string) int {
 	var b bytes.Buffer
