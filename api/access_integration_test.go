@@ -13,6 +13,7 @@ import (
 	"github.com/agentfy/agentfy/directory"
 	"github.com/agentfy/agentfy/internal/stacktest"
 	"github.com/agentfy/agentfy/internal/testenv"
+	"github.com/agentfy/agentfy/session"
 )
 
 // The first access check reads the agent's record beside the member set of the team its
@@ -217,5 +218,35 @@ func TestStatusRouteRefuses(t *testing.T) {
 				t.Fatalf("%d (Cache-Control %q), want %d", resp.StatusCode, resp.Header.Get("Cache-Control"), tc.want)
 			}
 		})
+	}
+}
+
+// The status stream tells changes: an event that repeats the last one sent is left out.
+// The route listens before it reads the current state, so a change that fell before the
+// read (a worker's attach publishing "running") arrives after it too; CI once saw a
+// second "running" where the next event was to be "stopped". The events travel through
+// the feed and its check against the store, as a replica's own would.
+func TestStatusStreamLeavesOutRepeats(t *testing.T) {
+	t.Parallel()
+	ctx := testenv.Context(t, 60*time.Second)
+	s := startStack(t, ctx)
+	sess, _, err := s.c.St.Sess.Start(ctx, "idle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream := stacktest.StatusStream(ctx, t, s.base, "idle", s.token)
+	first := <-stream
+	if first.Err != nil || !first.Live || first.Status != session.Running || first.SessionID != sess.ID {
+		t.Fatalf("first event %+v, want the running session", first)
+	}
+	s.r.Feed.Publish(ctx, session.Event{AgentID: "idle", SessionID: sess.ID, Status: session.Running, At: time.Now()})
+	s.r.Feed.Publish(ctx, session.Event{AgentID: "idle", SessionID: sess.ID, Status: session.Idle, At: time.Now()})
+	select {
+	case ev := <-stream:
+		if ev.Err != nil || ev.Status != session.Idle || !ev.Live || ev.SessionID != sess.ID {
+			t.Fatalf("next event %+v, want idle (the repeated running left out)", ev)
+		}
+	case <-ctx.Done():
+		t.Fatal("the stream said nothing after the repeat")
 	}
 }

@@ -36,7 +36,10 @@ func (s *Server) status(c *gin.Context) {
 		s.abort(c, err)
 		return
 	}
-	// Listen before reading the current state, so no change falls between the two.
+	// Listen before reading the current state, so no change falls between the two. A
+	// change that did fall before the read arrives after it too: each event that repeats
+	// the last one sent is left out (the stream tells changes; a second "running" after
+	// the first is none, and a client would take it for one).
 	l, err := s.cfg.Feed.Listen(agentID, user)
 	if err != nil {
 		s.abort(c, err)
@@ -86,9 +89,14 @@ func (s *Server) status(c *gin.Context) {
 			if err := s.access.IsMember(ctx, user, agentID); err != nil {
 				return
 			}
-			if !writeEvent(w, statusEvent{AgentID: ev.AgentID, SessionID: ev.SessionID, Status: ev.Status, Live: ev.Status != session.Stopped}) {
+			next := statusEvent{AgentID: ev.AgentID, SessionID: ev.SessionID, Status: ev.Status, Live: ev.Status != session.Stopped}
+			if next == cur {
+				continue
+			}
+			if !writeEvent(w, next) {
 				return
 			}
+			cur = next
 		}
 	}
 }
