@@ -1,19 +1,22 @@
 package api
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
+	"reflect"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/rs/zerolog"
 
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/directory"
+	"github.com/agentfy/agentfy/wire"
 )
 
 // The admin API: the host platform (or an operator) keeps the directory and the
@@ -185,45 +188,71 @@ func (s *AdminServer) fail(c *gin.Context, e httpError, internal error) {
 	c.AbortWithStatusJSON(e.status, e.body())
 }
 
-// decode reads one JSON object of at most MaxAdminBody bytes with no unknown fields and
-// nothing after it. A refused body is answered here (415, 413 or 400 naming what is
-// wrong) and decode returns false.
+// decode reads one JSON object of at most MaxAdminBody bytes with wire.DecodeStrict: a
+// member named in another case than the body's field, or given twice, or not a field
+// at all, is refused (encoding/json would take "TEAM" for "team", and the last of two
+// "team"s). A refused body is answered here (415, 413 or 400 naming the member or field
+// that is wrong) and decode returns false.
 func (s *AdminServer) decode(c *gin.Context, v any) bool {
 	if ct := c.ContentType(); !strings.EqualFold(ct, "application/json") {
 		s.fail(c, errMediaType, nil)
 		return false
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(c.Writer, c.Request.Body, MaxAdminBody))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	if err == nil {
-		if _, end := dec.Token(); end != io.EOF {
-			err = errors.New("data after the JSON object")
-		}
-	}
-	if err == nil {
-		return true
-	}
+	b, err := wire.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, MaxAdminBody))
 	var tooLarge *http.MaxBytesError
-	var typeErr *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &tooLarge):
 		s.fail(c, errTooLarge, nil)
-	case errors.As(err, &typeErr) && typeErr.Field != "":
-		s.fail(c, httpError{http.StatusBadRequest, "invalid", fmt.Sprintf("%s: must be %s", typeErr.Field, jsonKind(typeErr.Type.Kind().String()))}, nil)
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		s.fail(c, httpError{http.StatusBadRequest, "invalid", strings.TrimPrefix(err.Error(), "json: ") + ": not a field of this body"}, nil)
-	default:
-		s.fail(c, httpError{http.StatusBadRequest, "bad_request", "the body is not one JSON object"}, nil)
+		return false
+	case err != nil:
+		s.fail(c, httpError{http.StatusBadRequest, "bad_request", "the body could not be read"}, nil)
+		return false
 	}
-	return false
+	if err := wire.DecodeStrict(b, v); err != nil {
+		s.fail(c, bodyError(err), nil)
+		return false
+	}
+	return true
 }
 
-func jsonKind(goKind string) string {
-	switch goKind {
-	case "slice", "array":
+// bodyError is the 400 of a body that wire.DecodeStrict refused, naming the member at
+// fault as the body wrote it (a JSON pointer's path, "environments/0"): a member that
+// is not a field of the body (a case variant of one included), a member given twice,
+// or a value of the wrong type. Anything else is "not one JSON object".
+func bodyError(err error) httpError {
+	var semantic *json.SemanticError
+	var syntactic *jsontext.SyntacticError
+	switch {
+	case errors.Is(err, json.ErrUnknownName) && errors.As(err, &semantic):
+		return httpError{http.StatusBadRequest, "invalid", fmt.Sprintf("%q: not a field of this body (names are matched exactly, case included)", member(semantic.JSONPointer))}
+	case errors.Is(err, jsontext.ErrDuplicateName) && errors.As(err, &syntactic):
+		return httpError{http.StatusBadRequest, "invalid", fmt.Sprintf("%q: given twice (a member may appear once)", member(syntactic.JSONPointer))}
+	case errors.As(err, &semantic) && semantic.JSONPointer != "" && semantic.GoType != nil:
+		return httpError{http.StatusBadRequest, "invalid", fmt.Sprintf("%s: must be %s", member(semantic.JSONPointer), jsonKind(semantic.GoType.Kind()))}
+	default:
+		return httpError{http.StatusBadRequest, "bad_request", "the body is not one JSON object of valid UTF-8"}
+	}
+}
+
+// member is a JSON pointer ("/environments/0") as the path of names and indexes it
+// stands for ("environments/0"), cut at maxMemberEcho bytes: the client wrote it, and
+// an error echoes it.
+func member(p jsontext.Pointer) string {
+	m := strings.Join(slices.Collect(p.Tokens()), "/")
+	if len(m) > maxMemberEcho {
+		m = strings.ToValidUTF8(m[:maxMemberEcho], "") + "…"
+	}
+	return m
+}
+
+// maxMemberEcho bounds the name of a member that an error message quotes.
+const maxMemberEcho = 100
+
+func jsonKind(k reflect.Kind) string {
+	switch k {
+	case reflect.Slice, reflect.Array:
 		return "an array"
-	case "string":
+	case reflect.String:
 		return "a string"
 	default:
 		return "of another type"

@@ -379,3 +379,68 @@ func TestAdminChangesBumpTheGeneration(t *testing.T) {
 		t.Fatalf("generation %d after a change, was %d (%v)", g1, g0, err)
 	}
 }
+
+// TestAdminRefusesAmbiguousMembers: on every admin route that takes a body, a member
+// given twice, a member in another case than the field's and a member that is no field
+// at all each answer 400 naming that member, and the directory is what it was (issue
+// 35: {"team":"t1","TEAM":"t2"} moved an agent to t2, encoding/json matching names in
+// any case and keeping the last of two).
+func TestAdminRefusesAmbiguousMembers(t *testing.T) {
+	ctx := testenv.Context(t, 60*time.Second)
+	e := startAdmin(t, ctx)
+	routes := []struct {
+		method, path string
+		// members are the body's members but the one under test, written out; field is
+		// that one, and good and other two values it may take.
+		members, field, good, other string
+	}{
+		{"PUT", "/v1/admin/users/u1", ``, "name", `"User"`, `"Renamed"`},
+		{"PUT", "/v1/admin/teams/t1", ``, "name", `"Team"`, `"Renamed"`},
+		{"PUT", "/v1/admin/orgs/o1", `"name":"Org",`, "environments", `["prod","staging"]`, `["prod"]`},
+		{"PUT", "/v1/admin/teams/t1/members", ``, "members", `["u1"]`, `["u2"]`},
+		{"PUT", "/v1/admin/agents/a1", `"name":"Agent","org":"o1","environment":"prod",`, "team", `"t1"`, `"t2"`},
+		{"POST", "/v1/admin/orgs/o1/keys", `"environment":"prod",`, "scopes", `["worker:logs:read"]`, `["worker:logs:write"]`},
+	}
+	for _, r := range routes {
+		upper := strings.ToUpper(r.field)
+		tests := []struct {
+			name, body, wantInMessage string
+		}{
+			{"duplicate", `{` + r.members + `"` + r.field + `":` + r.good + `,"` + r.field + `":` + r.other + `}`, `"` + r.field + `"`},
+			{"case variant", `{` + r.members + `"` + r.field + `":` + r.good + `,"` + upper + `":` + r.other + `}`, `"` + upper + `"`},
+			{"case variant alone", `{` + r.members + `"` + upper + `":` + r.other + `}`, `"` + upper + `"`},
+			{"unknown member", `{` + r.members + `"` + r.field + `":` + r.good + `,"owner":"u2"}`, `"owner"`},
+		}
+		for _, tt := range tests {
+			t.Run(r.method+" "+r.path+" "+tt.name, func(t *testing.T) {
+				before := e.snapshot(t, ctx)
+				status, body := e.call(t, ctx, r.method, r.path, e.key, "application/json", tt.body)
+				if status != http.StatusBadRequest {
+					t.Fatalf("%s: status %d, want 400: %.300s", tt.body, status, body)
+				}
+				var eb struct {
+					Error struct{ Code, Message string }
+				}
+				if err := json.Unmarshal([]byte(body), &eb); err != nil || eb.Error.Code != "invalid" {
+					t.Fatalf("body %.300q is not the error body of an invalid change", body)
+				}
+				if !strings.Contains(eb.Error.Message, tt.wantInMessage) {
+					t.Errorf("message %q does not name %s", eb.Error.Message, tt.wantInMessage)
+				}
+				if after := e.snapshot(t, ctx); !maps.Equal(before, after) {
+					t.Errorf("a refused body changed Redis:\nbefore %v\nafter  %v", before, after)
+				}
+			})
+		}
+	}
+	// Read back through the directory: the agent of the report is where it was.
+	if a, err := e.dir.Agent(ctx, "a1"); err != nil || a.TeamID != "t1" {
+		t.Fatalf("agent a1 after the refused moves: %+v %v", a, err)
+	}
+	if m, err := e.dir.Members(ctx, "t1"); err != nil || !slices.Equal(m, []string{"u1"}) {
+		t.Fatalf("members of t1 after the refused lists: %v %v", m, err)
+	}
+	if keys, err := e.creds.ListOrgKeys(ctx, "o1"); err != nil || len(keys) != 0 {
+		t.Fatalf("keys of o1 after the refused mints: %v %v", keys, err)
+	}
+}

@@ -1,32 +1,29 @@
 package api
 
 import (
-	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/agentfy/agentfy/wire"
 )
 
-// decodeStrict reads one JSON object of at most limit bytes with no unknown fields and
-// nothing after it; otherwise it answers 400 and returns false.
+// decodeStrict reads one JSON object of at most limit bytes with wire.DecodeStrict (no
+// unknown member, none twice, names in their exact case, nothing after it); otherwise
+// it answers 400 and returns false.
 func decodeStrict(c *gin.Context, limit int64, v any) bool {
 	if ct := c.ContentType(); ct != "" && !strings.EqualFold(ct, "application/json") {
 		closeIfBody(c) // the body is never read
 		c.AbortWithStatusJSON(http.StatusUnsupportedMediaType, httpError{http.StatusUnsupportedMediaType, "unsupported_media_type", "send application/json"}.body())
 		return false
 	}
-	body := http.MaxBytesReader(c.Writer, c.Request.Body, limit)
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		closeIfBody(c) // what is left of it is never read
-		c.AbortWithStatusJSON(errBadRequest.status, errBadRequest.body())
-		return false
+	b, err := wire.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, limit))
+	if err == nil {
+		err = wire.DecodeStrict(b, v)
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		closeIfBody(c)
+	if err != nil {
+		closeIfBody(c) // what is left of it (past the limit) is never read
 		c.AbortWithStatusJSON(errBadRequest.status, errBadRequest.body())
 		return false
 	}
