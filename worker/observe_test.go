@@ -461,3 +461,74 @@ func TestNewAndChannelURL(t *testing.T) {
 		})
 	}
 }
+
+// TestWorkerRefusesAmbiguousMembers: what the worker reads from another process — a
+// view's and a tool call's params from the replica, the broker's answers — goes through
+// wire.DecodeStrict, so a member given twice or in another case than the field's is
+// refused, never taken for it (encoding/json kept the last of two and matched names in
+// any case). A refused params object never reaches the broker.
+func TestWorkerRefusesAmbiguousMembers(t *testing.T) {
+	t.Parallel()
+	other := strings.Repeat("f", 64)
+	const (
+		viewParams   = "view params"   // input: the params of agentfy/browserView
+		toolParams   = "tool params"   // input: the params of tools/call
+		toolAnswer   = "tool answer"   // input: the broker's answer to a tool call
+		brokerFailed = "broker failed" // input: the broker's error body to /observe
+	)
+	tests := []struct {
+		name, kind, input string
+	}{
+		{"view requestId twice", viewParams, `{"requestId":"` + requestID + `","requestId":"` + other + `"}`},
+		{"view RequestId", viewParams, `{"RequestId":"` + requestID + `"}`},
+		{"view requestID beside requestId", viewParams, `{"requestId":"` + requestID + `","requestID":"` + other + `"}`},
+		{"tool name twice", toolParams, `{"name":"browser_tabs","name":"browser_open"}`},
+		{"tool Name", toolParams, `{"Name":"browser_tabs"}`},
+		{"tool Arguments", toolParams, `{"name":"browser_tabs","Arguments":{}}`},
+		{"answer result twice", toolAnswer, `{"result":{"tabId":"t1"},"result":{"tabId":"t2"}}`},
+		{"answer Result", toolAnswer, `{"Result":{"tabId":"t1"}}`},
+		{"answer ERROR beside result", toolAnswer, `{"result":{"tabId":"t1"},"ERROR":{"code":"x","message":"y"}}`},
+		{"error code twice", brokerFailed, `{"error":{"code":"capture","code":"busy","message":"m"}}`},
+		{"error Code", brokerFailed, `{"error":{"Code":"busy","message":"m"}}`},
+		{"Error", brokerFailed, `{"Error":{"code":"busy","message":"m"}}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testenv.Context(t, 10*time.Second)
+			switch tt.kind {
+			case viewParams, toolParams:
+				b := startBroker(t, answer(http.StatusOK, `{"result":{}}`))
+				w := newWorker(t, b.dir)
+				call, want := w.observe, jsonrpc.CodeInvalidParams
+				if tt.kind == toolParams {
+					call = w.tool
+				}
+				got, err := call(ctx, 1, json.RawMessage(tt.input))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if m := parseResponse(t, got, 1); m.Error == nil || m.Error.Code != want {
+					t.Errorf("answer %s, want error %d", got, want)
+				}
+				if n := len(b.seen()); n != 0 {
+					t.Errorf("the broker saw %d requests, want none", n)
+				}
+			case toolAnswer:
+				b := startBroker(t, answer(http.StatusOK, tt.input))
+				w := newWorker(t, b.dir)
+				got, err := w.tool(ctx, 1, json.RawMessage(`{"name":"browser_tabs"}`))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if m := parseResponse(t, got, 1); m.Error == nil || m.Error.Code != jsonrpc.CodeUnavailable {
+					t.Errorf("relayed %s, want unavailable (broker answered badly)", got)
+				}
+			case brokerFailed:
+				if got := brokerReason([]byte(tt.input)); got != wire.ReasonBrokerError {
+					t.Errorf("brokerReason = %q, want %q", got, wire.ReasonBrokerError)
+				}
+			}
+		})
+	}
+}

@@ -182,13 +182,19 @@ func TestDispatchBounds(t *testing.T) {
 			ctx := testenv.Context(t, 30*time.Second)
 			release := make(chan struct{})
 			var b *fakeBroker
-			b = startBroker(t, func(w http.ResponseWriter, _ *http.Request) {
+			b = startBroker(t, func(w http.ResponseWriter, r *http.Request) {
 				select {
 				case <-release:
 				case <-b.stop:
 					return
 				}
-				answer(http.StatusOK, `{"result":{"ok":true},"envelope":{}}`)(w, nil)
+				// The broker's two answers: a tool's result, an observation's envelope
+				// (the worker reads a tool's answer strictly: no member of the other).
+				if r.URL.Path == wire.ObservePath {
+					answer(http.StatusOK, `{"envelope":{}}`)(w, r)
+					return
+				}
+				answer(http.StatusOK, `{"result":{"ok":true}}`)(w, r)
 			})
 			rp := startReplica(t, pass, 0)
 			w := newRunWorker(t, rp, b.dir, "")

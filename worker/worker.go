@@ -311,7 +311,7 @@ func (w *Worker) dispatch(ctx context.Context, ws *websocket.Conn, m *jsonrpc.Me
 // is left, so views work again as soon as the socket accepts.
 func (w *Worker) observe(ctx context.Context, id uint64, params json.RawMessage) ([]byte, error) {
 	var p jsonrpc.BrowserViewParams
-	if err := json.Unmarshal(params, &p); err != nil || !envelope.ValidRequestID(p.RequestID) {
+	if err := wire.DecodeStrict(params, &p); err != nil || !envelope.ValidRequestID(p.RequestID) {
 		return jsonrpc.NewViewError(id, wire.ReasonBadRequest, "requestId must be 64 lowercase hex"), nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, ObserveTimeout)
@@ -331,20 +331,23 @@ func (w *Worker) observe(ctx context.Context, id uint64, params json.RawMessage)
 	return jsonrpc.NewViewError(id, reason, "view failed at the broker: "+reason), nil
 }
 
-// brokerReason is the reason of the broker's error body {"error":{"code","message"}}:
-// its code when that is one of the wire reasons, ReasonBrokerError for anything else.
+// brokerReason is the reason of the broker's error body {"error":{"code","message"}}
+// (wire.DecodeStrict): its code when that is one of the wire reasons, ReasonBrokerError
+// for anything else.
 func brokerReason(body []byte) string {
 	var out wire.ErrorBody
-	if err := json.Unmarshal(body, &out); err != nil || !wire.IsReason(out.Error.Code) {
+	if err := wire.DecodeStrict(body, &out); err != nil || !wire.IsReason(out.Error.Code) {
 		return wire.ReasonBrokerError
 	}
 	return out.Error.Code
 }
 
-// tool relays a tool call to the broker's tool endpoint.
+// tool relays a tool call to the broker's tool endpoint. The call's params and the
+// broker's answer are read with wire.DecodeStrict: a member twice, in another case or
+// unknown is refused, never taken for the field.
 func (w *Worker) tool(ctx context.Context, id uint64, params json.RawMessage) ([]byte, error) {
 	var p jsonrpc.ToolCallParams
-	if err := json.Unmarshal(params, &p); err != nil || !wire.IsTool(p.Name) {
+	if err := wire.DecodeStrict(params, &p); err != nil || !wire.IsTool(p.Name) {
 		return jsonrpc.NewError(id, jsonrpc.CodeInvalidParams, "unknown tool")
 	}
 	if !w.hasBrowser() {
@@ -364,7 +367,7 @@ func (w *Worker) tool(ctx context.Context, id uint64, params json.RawMessage) ([
 		Result json.RawMessage   `json:"result"`
 		Error  *wire.ErrorDetail `json:"error"`
 	}
-	if err := json.Unmarshal(resp, &out); err != nil {
+	if err := wire.DecodeStrict(resp, &out); err != nil {
 		return jsonrpc.NewError(id, jsonrpc.CodeUnavailable, "broker answered badly")
 	}
 	if status != http.StatusOK || out.Error != nil {
