@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentfy/agentfy/jsonrpc"
 	"github.com/agentfy/agentfy/session"
+	"github.com/agentfy/agentfy/wire"
 )
 
 // readHello waits for the worker's first message, which must be an agentfy/hello request
@@ -28,14 +29,20 @@ func (c *Conn) readHello(ctx context.Context) (session.Hello, uint64, error) {
 	if err != nil || !m.IsRequest() || m.Method != jsonrpc.MethodHello {
 		return session.Hello{}, 0, errors.New("first message is not a hello")
 	}
-	var p jsonrpc.HelloParams
-	why := "hello params are not an object"
-	if err := json.Unmarshal(m.Params, &p); err == nil {
-		why = jsonrpc.ValidHello(p)
-	}
+	p, why := helloParams(m.Params)
 	if why != "" {
 		_ = c.write(ctx, encoded(jsonrpc.NewError(*m.ID, jsonrpc.CodeInvalidParams, "hello: "+why)))
 		return session.Hello{}, 0, errors.New(why)
 	}
 	return session.Hello{ImageTag: p.ImageTag, BootstrapRevision: p.BootstrapRevision, Capabilities: p.Capabilities}, *m.ID, nil
+}
+
+// helloParams reads a hello's params with wire.DecodeStrict, like the message around
+// them (a member twice, in another case or unknown is refused), and checks them
+// (jsonrpc.ValidHello). why says which rule a refused hello broke; "" for a good one.
+func helloParams(raw json.RawMessage) (p jsonrpc.HelloParams, why string) {
+	if err := wire.DecodeStrict(raw, &p); err != nil {
+		return p, "hello params are not an object"
+	}
+	return p, jsonrpc.ValidHello(p)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/agentfy/agentfy/envelope"
 	"github.com/agentfy/agentfy/jsonrpc"
 	"github.com/agentfy/agentfy/session"
+	"github.com/agentfy/agentfy/wire"
 )
 
 // A tool call carries the agent's URLs and typed text, and its result carries titles, so
@@ -82,8 +83,15 @@ func CallTool(ctx context.Context, nc *nats.Conn, ns bus.Namespace, sess session
 	if err != nil {
 		return nil, err
 	}
+	return openToolReply(replyKey, ownerKey, requestID, reply)
+}
+
+// openToolReply opens the owner's sealed result of the tool call requestID: a body
+// {"envelope":{…}} read with wire.DecodeStrict, sealed to replyKey from ownerKey. Any
+// other body is ErrToolReply.
+func openToolReply(replyKey *ecdh.PrivateKey, ownerKey *ecdh.PublicKey, requestID string, reply []byte) (json.RawMessage, error) {
 	var sealed envelope.Sealed
-	if err := json.Unmarshal(reply, &sealed); err != nil {
+	if err := wire.DecodeStrict(reply, &sealed); err != nil {
 		return nil, ErrToolReply
 	}
 	// Only the owner replica, whose key the session store names, can have sealed it.
@@ -94,9 +102,11 @@ func CallTool(ctx context.Context, nc *nats.Conn, ns bus.Namespace, sess session
 	return res, nil
 }
 
-// openToolRequest opens a sealed tool call with the owner's key.
+// openToolRequest opens a sealed tool call with the owner's key. The NATS payload and
+// the call inside it are read with wire.DecodeStrict: a member twice, in another case or
+// unknown is refused.
 func openToolRequest(key *ecdh.PrivateKey, data []byte) (req toolRequest, p jsonrpc.ToolCallParams, reply *ecdh.PublicKey, err error) {
-	if len(data) > MaxToolRequest || json.Unmarshal(data, &req) != nil {
+	if len(data) > MaxToolRequest || wire.DecodeStrict(data, &req) != nil {
 		return req, p, nil, errors.New("malformed tool call")
 	}
 	plain, err := envelope.OpenToolCall(key, req.RequestID, req.Envelope)
@@ -106,7 +116,7 @@ func openToolRequest(key *ecdh.PrivateKey, data []byte) (req toolRequest, p json
 	if reply, err = envelope.ParsePublicKey(req.ReplyKey); err != nil {
 		return req, p, nil, errors.New("bad reply key")
 	}
-	if err := json.Unmarshal(plain, &p); err != nil || p.Name == "" || len(p.Name) > 64 {
+	if err := wire.DecodeStrict(plain, &p); err != nil || p.Name == "" || len(p.Name) > 64 {
 		return req, p, nil, fmt.Errorf("tool call must be {\"name\",\"arguments\"}")
 	}
 	return req, p, reply, nil
