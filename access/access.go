@@ -143,6 +143,13 @@ func (r *Rules) Partner(token string, key auth.OrgKey, orgID, agentID, scope str
 		agent := r.dir.QueueAgent(p, agentID)
 		return func(context.Context) error {
 			k, err := verified()
+			if recheck && errors.Is(err, auth.ErrUnauthenticated) {
+				// The key was revoked while the frame was captured. The caller was
+				// authenticated when it asked, so this is access revoked meanwhile:
+				// 404, as SPEC §3.9 answers it, not a 401 that ends a partner's watch
+				// as if its key had never been valid.
+				return auth.ErrNotFound
+			}
 			if err != nil {
 				return err
 			}

@@ -199,6 +199,24 @@ func TestRechecksAfterCapture(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The partner's key revoked while the capture runs: 404 (access revoked meanwhile,
+	// SPEC §3.9), not 401, and no frame.
+	client.OpenGate(t, agent)
+	key, orgKey, err := st.Creds.CreateOrgKey(client.Context(t), "org-acme", "production", []string{auth.ScopeWorkerLogsRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	views.SetHooks(&view.Hooks{OnReply: func(b []byte) []byte {
+		if _, err := st.Creds.RevokeOrgKey(client.Context(t), "org-acme", orgKey.ID); err != nil {
+			t.Error(err)
+		}
+		return b
+	}})
+	r = client.Get(t, replicaA(), stacktest.PartnerViewPath("org-acme", agent), key)
+	if r.Status != http.StatusNotFound || strings.Contains(r.Body, "data") {
+		t.Fatalf("partner key revoked during capture: %d %.200s, want 404", r.Status, r.Body)
+	}
+
 	// Session stopped while the capture runs: live:false, never a frame.
 	client.OpenGate(t, agent)
 	views.SetHooks(&view.Hooks{OnReply: func(b []byte) []byte {
