@@ -22,6 +22,15 @@ var (
 	// ErrNotFound: the resource does not exist or the credential may not know that it
 	// does. Both cases are the same error so that responses give no oracle.
 	ErrNotFound = errors.New("auth: not found")
+	// ErrIdentityUnavailable: a human token that may well be valid, but whose keys the
+	// verifier cannot confirm now because the identity provider does not answer — its
+	// key set is older than JWKSOptions.MaxStale, none was fetched yet, or the token
+	// names a key the set lacks while the last refresh failed. It is never
+	// ErrUnauthenticated: clients sign their user out on that, and an outage of the
+	// provider must not sign anyone out. A token wrong on its face (bad signature
+	// against a fresh set, an algorithm not allowed, another issuer or audience,
+	// expired) is ErrUnauthenticated whatever the provider's state.
+	ErrIdentityUnavailable = errors.New("auth: identity provider unavailable")
 )
 
 // ScopeWorkerLogsRead lets an organisation key read an agent's worker logs and view.

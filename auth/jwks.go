@@ -42,7 +42,14 @@ const (
 	DefaultJWKSUnknownKIDInterval = 10 * time.Second
 	DefaultJWKSFetchTimeout       = 2 * time.Second
 	DefaultJWKSMaxStale           = 24 * time.Hour
+	// MinJWKSMaxStale is the shortest MaxStale allowed: tests and operators who want
+	// an outage to show within seconds use it.
+	MinJWKSMaxStale = 10 * time.Second
 )
+
+// maxJWKSRedirects is how many same-origin redirects a key set or discovery fetch
+// follows; a redirect to another origin is never followed.
+const maxJWKSRedirects = 3
 
 // jwksFirstRetry is the wait before the first retry of a failed refresh; each further
 // failure doubles it, up to MinRefresh.
@@ -66,11 +73,16 @@ type JWKSOptions struct {
 	// waits on a refresh longer than this.
 	FetchTimeout time.Duration
 	// MaxStale is how long the last good key set keeps verifying while refreshes fail
-	// (default 24 h); after that the source refuses every token until a refresh
-	// succeeds. It must be longer than MaxRefresh.
+	// (default 24 h, at least MinJWKSMaxStale); after that the source's tokens are
+	// ErrIdentityUnavailable until a refresh succeeds. It must be longer than
+	// MaxRefresh; when MaxRefresh is left to its default and MaxStale is not longer
+	// than it, MaxRefresh becomes half of MaxStale (and MinRefresh at most that), so a
+	// short bound is refreshed in time.
 	MaxStale time.Duration
 	// HTTPClient fetches the set and the discovery document; nil means a client with
-	// FetchTimeout as its timeout.
+	// FetchTimeout as its timeout. Its redirect policy is replaced: a redirect to
+	// another origin (scheme, host and port) is refused, at most maxJWKSRedirects
+	// same-origin ones are followed.
 	HTTPClient *http.Client
 	// Now is the cache's clock; nil means JWTConfig.Now, then time.Now.
 	Now func() time.Time
@@ -107,6 +119,10 @@ type jwksCache struct {
 	now          func() time.Time
 	log          zerolog.Logger
 	wg           *sync.WaitGroup // the verifier's; counts the refresh loop and fetches
+	// rescheduled wakes the refresh loop when a fetch it did not start (an unknown
+	// kid's) moved the next refresh, so that a failure's retry is kept, not the time
+	// the loop was sleeping towards. Buffered 1; a send never blocks.
+	rescheduled chan struct{}
 
 	ctx context.Context // the verifier's lifetime; set once by start
 
@@ -120,6 +136,7 @@ type jwksCache struct {
 	failStreak     int
 	lastUnknownKID time.Time
 	inflight       chan struct{} // closed when the fetch in flight ends; nil if none
+	lastFailed     bool          // the last fetch that ended failed
 	successes      uint64
 	failures       uint64
 }
@@ -143,6 +160,16 @@ func newJWKSCache(cfg *JWTConfig, log zerolog.Logger, wg *sync.WaitGroup) (*jwks
 			return nil, errors.New("auth: jwks durations must not be negative")
 		}
 	}
+	if o.MaxStale != 0 && o.MaxStale < MinJWKSMaxStale {
+		return nil, fmt.Errorf("auth: jwks MaxStale %s is shorter than %s", o.MaxStale, MinJWKSMaxStale)
+	}
+	if o.MaxRefresh == 0 && o.MaxStale != 0 && o.MaxStale <= DefaultJWKSMaxRefresh {
+		// A short bound: refresh at least twice within it.
+		o.MaxRefresh = o.MaxStale / 2
+		if o.MinRefresh == 0 {
+			o.MinRefresh = min(DefaultJWKSMinRefresh, o.MaxRefresh)
+		}
+	}
 	setDefault(&o.MinRefresh, DefaultJWKSMinRefresh)
 	setDefault(&o.MaxRefresh, DefaultJWKSMaxRefresh)
 	setDefault(&o.DefaultRefresh, DefaultJWKSRefresh)
@@ -156,10 +183,14 @@ func newJWKSCache(cfg *JWTConfig, log zerolog.Logger, wg *sync.WaitGroup) (*jwks
 		return nil, fmt.Errorf("auth: jwks MaxStale %s must be longer than MaxRefresh %s", o.MaxStale, o.MaxRefresh)
 	}
 	o.DefaultRefresh = min(max(o.DefaultRefresh, o.MinRefresh), o.MaxRefresh)
-	c := &jwksCache{issuer: cfg.Issuer, opts: o, client: o.HTTPClient, now: o.Now, wg: wg, keysURL: cfg.JWKSURL}
-	if c.client == nil {
+	c := &jwksCache{issuer: cfg.Issuer, opts: o, now: o.Now, wg: wg, keysURL: cfg.JWKSURL, rescheduled: make(chan struct{}, 1)}
+	if o.HTTPClient != nil {
+		client := *o.HTTPClient
+		c.client = &client
+	} else {
 		c.client = &http.Client{Timeout: o.FetchTimeout}
 	}
+	c.client.CheckRedirect = sameOriginRedirect
 	if c.now == nil {
 		c.now = cfg.Now
 	}
@@ -180,6 +211,36 @@ func newJWKSCache(cfg *JWTConfig, log zerolog.Logger, wg *sync.WaitGroup) (*jwks
 	}
 	c.log = log.With().Str("jwks", c.name).Logger()
 	return c, nil
+}
+
+// errCrossOriginRedirect is a redirect of a key set or discovery fetch to another
+// origin: following it would let whoever answers the configured URL name the keys.
+var errCrossOriginRedirect = errors.New("redirect to another origin refused")
+
+// sameOriginRedirect is the fetches' redirect policy: follow at most maxJWKSRedirects
+// redirects, each to the origin (scheme, host and port) of the first request.
+func sameOriginRedirect(req *http.Request, via []*http.Request) error {
+	if origin(req.URL) != origin(via[0].URL) {
+		return fmt.Errorf("%w: %.200s", errCrossOriginRedirect, req.URL.Redacted())
+	}
+	if len(via) > maxJWKSRedirects {
+		return fmt.Errorf("more than %d redirects", maxJWKSRedirects)
+	}
+	return nil
+}
+
+// origin is a URL's scheme, host and port, the port made explicit.
+func origin(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		switch u.Scheme {
+		case "https":
+			port = "443"
+		case "http":
+			port = "80"
+		}
+	}
+	return strings.ToLower(u.Scheme) + "://" + strings.ToLower(u.Hostname()) + ":" + port
 }
 
 func setDefault(d *time.Duration, def time.Duration) {
@@ -254,9 +315,10 @@ func (c *jwksCache) run(ctx context.Context) {
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
-			t.Stop()
 		case <-t.C:
+		case <-c.rescheduled:
 		}
+		t.Stop()
 	}
 }
 
@@ -312,12 +374,19 @@ func (c *jwksCache) fetchAndStore(ctx context.Context, done chan struct{}) {
 	if err == nil {
 		c.set, c.fetched, c.next = set, now, now.Add(period)
 		c.failStreak = 0
+		c.lastFailed = false
 		c.successes++
 	} else if c.ctx.Err() == nil { // else the verifier is closing: not the provider's failure
 		c.failStreak++
 		period = min(jwksFirstRetry<<min(c.failStreak-1, 16), c.opts.MinRefresh)
 		c.next = now.Add(period)
+		c.lastFailed = true
 		c.failures++
+	}
+	// The refresh loop may be asleep towards the time it set before this fetch.
+	select {
+	case c.rescheduled <- struct{}{}:
+	default:
 	}
 	failures, hadKeys, lastSuccess := c.failures, c.set != nil, c.fetched
 	c.inflight = nil
@@ -520,6 +589,14 @@ func maxAge(h string) (d time.Duration, ok bool) {
 	return d, ok
 }
 
+// confirmedAbsent reports whether the last fetch succeeded: a kid missing from the set
+// is then really not the provider's, not a key the replica could not learn of.
+func (c *jwksCache) confirmedAbsent() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.set != nil && !c.lastFailed
+}
+
 // usable returns the set, or nil before the first success and once it is older than
 // MaxStale.
 func (c *jwksCache) usable() *keySet {
@@ -533,11 +610,15 @@ func (c *jwksCache) usable() *keySet {
 
 // key finds the key for a token. A token with a kid is verified by the keys with that
 // kid whose algorithms include the token's; an unknown kid waits for the fetch in
-// flight or triggers one per UnknownKIDInterval, and the token is refused at once if
-// the kid is still unknown. A
-// token without a kid is verified only when the set holds exactly one usable key: with
-// several, picking one would be guessing (and trying all would let a token cost one
-// signature check per key), and providers that rotate keys name them.
+// flight or triggers one per UnknownKIDInterval, and the token is refused if a set
+// fetched just now lacks the kid. A token without a kid is verified only when the set
+// holds exactly one usable key: with several, picking one would be guessing (and
+// trying all would let a token cost one signature check per key), and providers that
+// rotate keys name them.
+//
+// When the keys cannot be confirmed — no set fetched yet, the set older than MaxStale,
+// or the kid unknown while the last fetch failed — the answer is
+// ErrIdentityUnavailable, never a refusal of the token.
 func (c *jwksCache) key(ctx context.Context, t *jwt.Token) (any, error) {
 	alg := t.Method.Alg()
 	kidv, hasKID := t.Header["kid"]
@@ -546,19 +627,23 @@ func (c *jwksCache) key(ctx context.Context, t *jwt.Token) (any, error) {
 		return nil, errNoKey
 	}
 	set := c.usable()
+	if set == nil || (hasKID && len(set.byKID[kid]) == 0) {
+		c.refreshForUnknownKID(ctx)
+		if set = c.usable(); set == nil {
+			return nil, ErrIdentityUnavailable
+		}
+		if hasKID && len(set.byKID[kid]) == 0 {
+			if !c.confirmedAbsent() {
+				return nil, ErrIdentityUnavailable
+			}
+			return nil, errNoKey
+		}
+	}
 	if !hasKID {
-		if set == nil || len(set.all) != 1 {
+		if len(set.all) != 1 {
 			return nil, errNoKey
 		}
 		return pick(set.all, alg)
-	}
-	if set == nil || len(set.byKID[kid]) == 0 {
-		if !c.refreshForUnknownKID(ctx) {
-			return nil, errNoKey
-		}
-		if set = c.usable(); set == nil {
-			return nil, errNoKey
-		}
 	}
 	return pick(set.byKID[kid], alg)
 }

@@ -312,6 +312,15 @@ func verifyRefused(t testing.TB, v *auth.Verifier, tok string) {
 	}
 }
 
+// verifyUnavailable fails the test unless v answers tok with ErrIdentityUnavailable:
+// a token that may be good whose keys cannot be confirmed now.
+func verifyUnavailable(t testing.TB, v *auth.Verifier, tok string) {
+	t.Helper()
+	if got, err := v.Verify(t.Context(), tok); !errors.Is(err, auth.ErrIdentityUnavailable) {
+		t.Fatalf("Verify = %q, %v; want ErrIdentityUnavailable", got, err)
+	}
+}
+
 // wantFetches fails the test unless p's set was fetched n times.
 func wantFetches(t testing.TB, p *idp, n int) {
 	t.Helper()

@@ -276,7 +276,7 @@ func TestJWKSOtherIssuerFetchesNothing(t *testing.T) {
 }
 
 // TestJWKSMaxStale: the last good set verifies while the provider fails, up to MaxStale;
-// then the source refuses everything until a refresh succeeds.
+// then the source's tokens are unavailable (never refused) until a refresh succeeds.
 func TestJWKSMaxStale(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p, client := inProcessIDP()
@@ -296,7 +296,10 @@ func TestJWKSMaxStale(t *testing.T) {
 		synctest.Wait()
 		verifyOK(t, v, tok()) // exactly MaxStale old: still good
 		time.Sleep(time.Second)
-		verifyRefused(t, v, tok()) // too old
+		verifyUnavailable(t, v, tok()) // too old: cannot be confirmed, not wrong
+		// A token wrong on its face is still refused: expired, another audience.
+		verifyRefused(t, v, signKID(t, jwt.SigningMethodES256, key("ec256").priv, "ec256", idpClaims(time.Now(), func(c jwt.MapClaims) { c["exp"] = time.Now().Add(-time.Hour).Unix() })))
+		verifyRefused(t, v, signKID(t, jwt.SigningMethodES256, key("ec256").priv, "ec256", idpClaims(time.Now(), func(c jwt.MapClaims) { c["aud"] = "someone-else" })))
 		synctest.Wait()
 		st := v.JWKSStatus()[0]
 		if st.Keys != 0 || st.Failures == 0 || st.Successes != 1 || !st.LastSuccess.Equal(fetched) {
@@ -317,7 +320,8 @@ func TestJWKSMaxStale(t *testing.T) {
 }
 
 // TestJWKSProviderDownAtStart: the verifier starts while the provider fails; tokens are
-// refused until a fetch succeeds, on a real server through the unknown-kid refresh.
+// unavailable (not refused) until a fetch succeeds, on a real server through the
+// unknown-kid refresh.
 func TestJWKSProviderDownAtStart(t *testing.T) {
 	clk := &clock{t: now}
 	p := (&idp{status: 503}).serve(t)
@@ -326,7 +330,7 @@ func TestJWKSProviderDownAtStart(t *testing.T) {
 	cfg.Now = clk.Now
 	v, _ := newVerifier(t, cfg)
 	tok := signKID(t, jwt.SigningMethodES256, key("ec256").priv, "ec256", idpClaims(now, nil))
-	verifyRefused(t, v, tok)
+	verifyUnavailable(t, v, tok)
 	if st := v.JWKSStatus()[0]; st.Keys != 0 || st.Failures == 0 || !st.LastSuccess.IsZero() {
 		t.Fatalf("status %+v", st)
 	}
@@ -545,7 +549,7 @@ func TestJWKSFetchTimeoutBoundsRequests(t *testing.T) {
 		synctest.Wait()
 		p.set(func(p *idp) { p.hang = true })
 		start := time.Now()
-		verifyRefused(t, v, signKID(t, jwt.SigningMethodES256, key("ec256-b").priv, "ec256-b", idpClaims(start, nil)))
+		verifyUnavailable(t, v, signKID(t, jwt.SigningMethodES256, key("ec256-b").priv, "ec256-b", idpClaims(start, nil)))
 		if waited := time.Since(start); waited != cfg.JWKS.FetchTimeout {
 			t.Fatalf("waited %s, want %s", waited, cfg.JWKS.FetchTimeout)
 		}
@@ -621,7 +625,7 @@ func TestDiscovery(t *testing.T) {
 					if st.Failures != 1 || st.KeysURL != "" || len(logs.lines("warn")) != 1 {
 						t.Fatalf("status %+v, log:\n%s", st, logs)
 					}
-					verifyRefused(t, v, tok)
+					verifyUnavailable(t, v, tok) // no key set could be had: unconfirmed
 					if jwks, _ := p.fetches(); jwks != 0 {
 						t.Fatalf("jwks fetched %d times", jwks)
 					}
@@ -652,7 +656,7 @@ func TestDiscoveryRetried(t *testing.T) {
 		v, _ := newVerifier(t, auth.JWTConfig{Issuer: "http://idp.test", Audience: "agentfy-api", Discovery: true, JWKS: auth.JWKSOptions{HTTPClient: client}})
 		synctest.Wait()
 		tok := signKID(t, jwt.SigningMethodES256, key("ec256").priv, "ec256", idpClaims(time.Now(), func(c jwt.MapClaims) { c["iss"] = "http://idp.test" }))
-		verifyRefused(t, v, tok)
+		verifyUnavailable(t, v, tok)
 		p.set(func(p *idp) { p.down = false })
 		time.Sleep(auth.DefaultJWKSMinRefresh)
 		synctest.Wait()

@@ -74,6 +74,10 @@ type tokenSource struct {
 	issuer    string
 	userClaim string
 	parser    *jwt.Parser
+	// claims checks a token's claims (issuer, audience, times) without its signature:
+	// for a token whose keys cannot be confirmed now, to tell a token wrong on its face
+	// (ErrUnauthenticated) from one that may be good (ErrIdentityUnavailable).
+	claims *jwt.Validator
 	// key returns the key (or jwt.VerificationKeySet) for a parsed, not yet verified
 	// token, or an error when no key may verify it.
 	key func(ctx context.Context, t *jwt.Token) (any, error)
@@ -91,6 +95,7 @@ var (
 var (
 	errOtherIssuer = errors.New("auth: token of another issuer")
 	errNoKey       = errors.New("auth: no key for token")
+	errCritical    = errors.New("auth: token names critical header extensions")
 )
 
 // NewVerifier validates cfgs (at least one) and starts a background refresh for each
@@ -170,13 +175,22 @@ func newTokenSource(cfg *JWTConfig, log zerolog.Logger, wg *sync.WaitGroup) (*to
 		jwt.WithIssuer(cfg.Issuer),
 		jwt.WithAudience(cfg.Audience),
 		jwt.WithExpirationRequired(),
+		// An "iat" in the future beyond the leeway is refused too: the leeway covers
+		// clock skew, not tokens minted for later.
+		jwt.WithIssuedAt(),
 		jwt.WithLeeway(cfg.Leeway),
 	}
 	if cfg.Now != nil {
 		opts = append(opts, jwt.WithTimeFunc(cfg.Now))
 	}
 	s.parser = jwt.NewParser(opts...)
+	s.claims = jwt.NewValidator(opts...)
 	return s, cache, nil
+}
+
+func nonEmptyString(v any) bool {
+	s, _ := v.(string)
+	return s != ""
 }
 
 func fixedKey(k any) func(context.Context, *jwt.Token) (any, error) {
@@ -184,22 +198,32 @@ func fixedKey(k any) func(context.Context, *jwt.Token) (any, error) {
 }
 
 // Verify returns the user id (the configured user claim, "sub" by default) of a token
-// valid under any of the verifier's sources, or ErrUnauthenticated. ctx bounds the wait
-// for a key set refresh that an unknown "kid" triggers (at most
-// JWKSOptions.FetchTimeout).
+// valid under any of the verifier's sources. It returns ErrIdentityUnavailable when no
+// source accepts the token and one could not confirm its keys because its identity
+// provider does not answer (see ErrIdentityUnavailable), and ErrUnauthenticated
+// otherwise. ctx bounds the wait for a key set refresh that an unknown "kid" triggers
+// (at most JWKSOptions.FetchTimeout).
 func (v *Verifier) Verify(ctx context.Context, token string) (string, error) {
 	if token == "" || len(token) > MaxTokenLen {
 		return "", ErrUnauthenticated
 	}
+	unavailable := false
 	for _, s := range v.sources {
-		if user, ok := s.verify(ctx, token); ok {
+		user, err := s.verify(ctx, token)
+		if err == nil {
 			return user, nil
 		}
+		unavailable = unavailable || errors.Is(err, ErrIdentityUnavailable)
+	}
+	if unavailable {
+		return "", ErrIdentityUnavailable
 	}
 	return "", ErrUnauthenticated
 }
 
-func (s *tokenSource) verify(ctx context.Context, token string) (string, bool) {
+// verify returns the token's user, ErrIdentityUnavailable (see Verify), or another
+// error.
+func (s *tokenSource) verify(ctx context.Context, token string) (string, error) {
 	claims := jwt.MapClaims{}
 	_, err := s.parser.ParseWithClaims(token, claims, func(t *jwt.Token) (any, error) {
 		// The claims are parsed but not yet trusted: checking the issuer here only
@@ -208,13 +232,35 @@ func (s *tokenSource) verify(ctx context.Context, token string) (string, bool) {
 		if iss, err := t.Claims.GetIssuer(); err != nil || iss != s.issuer {
 			return nil, errOtherIssuer
 		}
-		return s.key(ctx, t)
+		// RFC 7515 section 4.1.11: a token whose "crit" names extensions the verifier
+		// does not understand must be refused, and this one understands none.
+		if _, ok := t.Header["crit"]; ok {
+			return nil, errCritical
+		}
+		k, err := s.key(ctx, t)
+		if errors.Is(err, ErrIdentityUnavailable) {
+			// The keys cannot be confirmed now. A token that fails on its face fails
+			// whatever the provider's state; only one that may be good is unavailable.
+			if cerr := s.claims.Validate(t.Claims); cerr != nil {
+				return nil, cerr
+			}
+			if mc, _ := t.Claims.(jwt.MapClaims); mc == nil || !nonEmptyString(mc[s.userClaim]) {
+				return nil, ErrUnauthenticated
+			}
+		}
+		return k, err
 	})
 	if err != nil {
-		return "", false
+		if errors.Is(err, ErrIdentityUnavailable) {
+			return "", ErrIdentityUnavailable
+		}
+		return "", err
 	}
 	user, _ := claims[s.userClaim].(string)
-	return user, user != ""
+	if user == "" {
+		return "", ErrUnauthenticated
+	}
+	return user, nil
 }
 
 // Close stops the background key set refreshes and waits for them to end. The verifier

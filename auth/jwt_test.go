@@ -29,6 +29,20 @@ func sign(t *testing.T, method jwt.SigningMethod, key any, c jwt.MapClaims) stri
 	return s
 }
 
+// signWithHeader is sign with header members added to the JOSE header.
+func signWithHeader(t *testing.T, method jwt.SigningMethod, key any, header map[string]any, c jwt.MapClaims) string {
+	t.Helper()
+	tok := jwt.NewWithClaims(method, c)
+	for k, v := range header {
+		tok.Header[k] = v
+	}
+	s, err := tok.SignedString(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 func claims(mod func(jwt.MapClaims)) jwt.MapClaims {
 	c := jwt.MapClaims{"iss": "agentfy-dev", "aud": "agentfy-api", "sub": "u-alice", "exp": now.Add(time.Hour).Unix(), "iat": now.Unix()}
 	if mod != nil {
@@ -68,6 +82,10 @@ func TestVerifierHS256(t *testing.T) {
 		{name: "alg none", token: none, wantErr: auth.ErrUnauthenticated},
 		{name: "other algorithm", token: sign(t, jwt.SigningMethodES256, ecKey, claims(nil)), wantErr: auth.ErrUnauthenticated},
 		{name: "oversized", token: good + strings.Repeat("A", auth.MaxTokenLen), wantErr: auth.ErrUnauthenticated},
+		// RFC 7519 section 4.1.6 and the leeway (0 here): a token minted for later.
+		{name: "issued in the future", token: sign(t, jwt.SigningMethodHS256, secret, claims(func(c jwt.MapClaims) { c["iat"] = now.Add(time.Minute).Unix() })), wantErr: auth.ErrUnauthenticated},
+		// RFC 7515 section 4.1.11: an extension the verifier does not understand.
+		{name: "critical header extension", token: signWithHeader(t, jwt.SigningMethodHS256, secret, map[string]any{"crit": []string{"exp"}, "exp": 1}, claims(nil)), wantErr: auth.ErrUnauthenticated},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -115,7 +133,8 @@ func TestNewVerifierRejectsBadConfig(t *testing.T) {
 		{name: "discovery issuer not a URL", cfgs: []auth.JWTConfig{{Issuer: "agentfy-dev", Audience: "a", Discovery: true}}},
 		{name: "negative duration", cfgs: []auth.JWTConfig{{Issuer: "i", Audience: "a", JWKSURL: jwksURL, JWKS: auth.JWKSOptions{FetchTimeout: -time.Second}}}},
 		{name: "min refresh over max", cfgs: []auth.JWTConfig{{Issuer: "i", Audience: "a", JWKSURL: jwksURL, JWKS: auth.JWKSOptions{MinRefresh: 2 * time.Hour}}}},
-		{name: "max stale within max refresh", cfgs: []auth.JWTConfig{{Issuer: "i", Audience: "a", JWKSURL: jwksURL, JWKS: auth.JWKSOptions{MaxStale: time.Hour}}}},
+		{name: "max stale within an explicit max refresh", cfgs: []auth.JWTConfig{{Issuer: "i", Audience: "a", JWKSURL: jwksURL, JWKS: auth.JWKSOptions{MaxStale: time.Hour, MaxRefresh: time.Hour}}}},
+		{name: "max stale under ten seconds", cfgs: []auth.JWTConfig{{Issuer: "i", Audience: "a", JWKSURL: jwksURL, JWKS: auth.JWKSOptions{MaxStale: 9 * time.Second}}}},
 		{name: "second configuration bad", cfgs: []auth.JWTConfig{{Issuer: "i", Audience: "a", HS256Secret: secret}, {Issuer: "i", Audience: "a"}}},
 	}
 	for _, tt := range tests {

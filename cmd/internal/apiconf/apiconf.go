@@ -217,7 +217,8 @@ func JWT(warn func(string)) (auth.JWTConfig, error) {
 //     the audience it gives tokens for this API;
 //   - AGENTFY_JWT_USER_CLAIM: the claim holding the user id (default sub);
 //   - AGENTFY_JWT_JWKS_MAX_STALE: how long the last keys fetched keep verifying while
-//     the provider cannot be reached (a Go duration; default 24h, more than 1h).
+//     the provider cannot be reached (a Go duration; default 24h, at least 10s); past
+//     it the provider's tokens are answered 503 identity_unavailable, never 401.
 func ExternalJWT(warn func(string)) (*auth.JWTConfig, error) {
 	jwksURL := os.Getenv("AGENTFY_JWT_JWKS_URL")
 	var discovery bool
@@ -249,8 +250,8 @@ func ExternalJWT(warn func(string)) (*auth.JWTConfig, error) {
 	if err != nil {
 		return nil, fmt.Errorf("AGENTFY_JWT_JWKS_MAX_STALE: %w", err)
 	}
-	if maxStale != 0 && maxStale <= auth.DefaultJWKSMaxRefresh {
-		return nil, fmt.Errorf("AGENTFY_JWT_JWKS_MAX_STALE must be longer than %s, the longest wait between two refreshes", auth.DefaultJWKSMaxRefresh)
+	if maxStale != 0 && maxStale < auth.MinJWKSMaxStale {
+		return nil, fmt.Errorf("AGENTFY_JWT_JWKS_MAX_STALE must be at least %s", auth.MinJWKSMaxStale)
 	}
 	cfg.JWKS.MaxStale = maxStale
 	keysFrom := "AGENTFY_JWT_JWKS_URL"

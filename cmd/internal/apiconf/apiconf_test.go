@@ -43,7 +43,13 @@ func TestJWT(t *testing.T) {
 		{name: "two sources", env: map[string]string{"AGENTFY_JWT_HS256_SECRET": secret, "AGENTFY_JWT_JWKS_URL": "https://x/jwks", "AGENTFY_JWT_ISSUER": "i", "AGENTFY_JWT_AUDIENCE": "a"}, wantErr: "not AGENTFY_JWT_HS256_SECRET and AGENTFY_JWT_JWKS_URL"},
 		{name: "a JWK set and discovery", env: map[string]string{"AGENTFY_JWT_DISCOVERY": "1", "AGENTFY_JWT_JWKS_URL": "https://x/jwks", "AGENTFY_JWT_ISSUER": "i", "AGENTFY_JWT_AUDIENCE": "a"}, wantErr: "not both"},
 		{name: "discovery neither 1 nor 0", env: map[string]string{"AGENTFY_JWT_DISCOVERY": "yes"}, wantErr: "neither 1 nor 0"},
-		{name: "staleness not longer than the longest refresh", env: map[string]string{"AGENTFY_JWT_JWKS_URL": "https://x/jwks", "AGENTFY_JWT_ISSUER": "i", "AGENTFY_JWT_AUDIENCE": "a", "AGENTFY_JWT_JWKS_MAX_STALE": "30m"}, wantErr: "must be longer than"},
+		{name: "a ten-second staleness bound", env: map[string]string{"AGENTFY_JWT_JWKS_URL": "https://x/jwks", "AGENTFY_JWT_ISSUER": "i", "AGENTFY_JWT_AUDIENCE": "a", "AGENTFY_JWT_JWKS_MAX_STALE": "10s"},
+			check: func(t *testing.T, _, _, _, _ string, _ bool, maxStale time.Duration, _ bool) {
+				if maxStale != 10*time.Second {
+					t.Errorf("stale %v, want 10s", maxStale)
+				}
+			}},
+		{name: "staleness under ten seconds", env: map[string]string{"AGENTFY_JWT_JWKS_URL": "https://x/jwks", "AGENTFY_JWT_ISSUER": "i", "AGENTFY_JWT_AUDIENCE": "a", "AGENTFY_JWT_JWKS_MAX_STALE": "9s"}, wantErr: "at least 10s"},
 		{name: "staleness that is not a duration", env: map[string]string{"AGENTFY_JWT_JWKS_URL": "https://x/jwks", "AGENTFY_JWT_ISSUER": "i", "AGENTFY_JWT_AUDIENCE": "a", "AGENTFY_JWT_JWKS_MAX_STALE": "a day"}, wantErr: "AGENTFY_JWT_JWKS_MAX_STALE"},
 		{name: "staleness without a JWK set", env: map[string]string{"AGENTFY_JWT_HS256_SECRET": secret, "AGENTFY_JWT_JWKS_MAX_STALE": "48h"}, wantErr: "applies only with"},
 	}
