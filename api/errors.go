@@ -29,6 +29,7 @@ var (
 	errNotFound        = httpError{http.StatusNotFound, "not_found", "agent not found"}
 	errRateLimited     = httpError{http.StatusTooManyRequests, "rate_limited", "one view per agent every " + strconv.Itoa(int(view.GateWindow/time.Second)) + " seconds; retry later"}
 	errUnavailable     = httpError{http.StatusServiceUnavailable, "unavailable", "the browser view is temporarily unavailable; retry later"}
+	errIdentity        = httpError{http.StatusServiceUnavailable, wire.ReasonIdentityUnavailable, "the sign-in service is not answering; retry later (this is not a sign-out)"}
 	errBadRequest      = httpError{http.StatusBadRequest, "bad_request", "the request body is not valid"}
 	errGrant           = httpError{http.StatusNotFound, "not_found", "capability not found"}
 	errStreams         = httpError{http.StatusTooManyRequests, "too_many_streams", "this user holds too many status streams; close one"}
@@ -42,6 +43,8 @@ func httpErrorOf(err error) httpError {
 	switch {
 	case errors.Is(err, auth.ErrUnauthenticated):
 		return errUnauthenticated
+	case errors.Is(err, auth.ErrIdentityUnavailable):
+		return errIdentity
 	case errors.Is(err, auth.ErrForbidden):
 		return errForbidden
 	case errors.Is(err, auth.ErrNotFound):
@@ -69,8 +72,14 @@ func (e httpError) body() wire.ErrorBody {
 // abort renders err through the table, logging what the client does not see.
 func (s *Server) abort(c *gin.Context, err error) {
 	e := httpErrorOf(err)
-	if e.status == http.StatusTooManyRequests {
+	switch {
+	case e.status == http.StatusTooManyRequests:
 		c.Header("Retry-After", retryAfter(err))
+	case e == errIdentity:
+		c.Header("Retry-After", strconv.Itoa(int(identityRetryAfter/time.Second)))
+		if s.cfg.Metrics != nil {
+			s.cfg.Metrics.identity.WithLabelValues(c.FullPath()).Inc()
+		}
 	}
 	if e.status >= http.StatusInternalServerError {
 		reason := reasonLabel(err)
@@ -81,6 +90,11 @@ func (s *Server) abort(c *gin.Context, err error) {
 	closeIfBody(c)
 	c.AbortWithStatusJSON(e.status, e.body())
 }
+
+// identityRetryAfter is the Retry-After of a 503 identity_unavailable: a client's
+// normal polling interval (the SDK's pollIntervalMs). The provider's return is not
+// known; the verifier retries its fetches on its own backoff meanwhile.
+const identityRetryAfter = 5 * time.Second
 
 // retryAfter is a 429's Retry-After in whole seconds: the time really left of the
 // caller's own pace (rounded up), or the gate's window.
@@ -107,12 +121,15 @@ func closeIfBody(c *gin.Context) {
 }
 
 // reasonLabel is why a request failed with 503, from a bounded set: a view's wire reason
-// (wire.Reasons), pending_limit, not_durable (too few Redis replicas acknowledged a
+// (wire.Reasons, identity_unavailable among them), pending_limit, not_durable (too few Redis replicas acknowledged a
 // write), or internal (Redis or NATS on this replica).
 func reasonLabel(err error) string {
 	var u *view.UnavailableError
 	if errors.As(err, &u) {
 		return u.Reason
+	}
+	if errors.Is(err, auth.ErrIdentityUnavailable) {
+		return wire.ReasonIdentityUnavailable
 	}
 	if errors.Is(err, view.ErrBusy) {
 		return "pending_limit"

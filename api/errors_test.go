@@ -35,6 +35,8 @@ func TestHTTPErrorOf(t *testing.T) {
 		{"rate limited", view.ErrRateLimited, httpError{429, "rate_limited", "one view per agent every 2 seconds; retry later"}},
 		{"capability not found", view.ErrGrantNotFound, httpError{404, "not_found", "capability not found"}},
 		{"too many streams", feed.ErrTooManyForCaller, httpError{429, "too_many_streams", "this user holds too many status streams; close one"}},
+		{"identity provider unavailable", auth.ErrIdentityUnavailable, httpError{503, "identity_unavailable", "the sign-in service is not answering; retry later (this is not a sign-out)"}},
+		{"wrapped identity unavailable", fmt.Errorf("verify: %w", auth.ErrIdentityUnavailable), errIdentity},
 		{"wrapped unauthenticated", fmt.Errorf("verify: %w", auth.ErrUnauthenticated), errUnauthenticated},
 		{"wrapped forbidden", fmt.Errorf("authorize: %w", auth.ErrForbidden), errForbidden},
 		{"wrapped not found", fmt.Errorf("agent: %w", auth.ErrNotFound), errNotFound},
@@ -75,6 +77,7 @@ func TestReasonLabel(t *testing.T) {
 		{"bare unavailable sentinel", view.ErrUnavailable, "internal"},
 		{"redis down", errors.New("redis: connection pool timeout"), "internal"},
 		{"not a 503 at all", auth.ErrForbidden, "internal"},
+		{"identity provider unavailable", fmt.Errorf("verify: %w", auth.ErrIdentityUnavailable), wire.ReasonIdentityUnavailable},
 	}
 	for _, r := range wire.Reasons() {
 		tests = append(tests, struct {
@@ -144,6 +147,7 @@ func TestAbort(t *testing.T) {
 		{"view failed with detail", fmt.Errorf("%w: %s", &view.UnavailableError{Reason: wire.ReasonFailed}, secret), errUnavailable, wire.ReasonFailed},
 		{"pending limit", view.ErrBusy, errUnavailable, "pending_limit"},
 		{"internal", errors.New(secret), errUnavailable, "internal"},
+		{"identity provider unavailable", auth.ErrIdentityUnavailable, errIdentity, wire.ReasonIdentityUnavailable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -161,8 +165,9 @@ func TestAbort(t *testing.T) {
 			if got := strings.TrimSpace(w.Body.String()); got != string(want) {
 				t.Fatalf("body %s, want %s", got, want)
 			}
-			if got := w.Header().Get("Retry-After"); (tt.want.status == http.StatusTooManyRequests) != (got == "2") {
-				t.Errorf("Retry-After %q for %d", got, tt.want.status)
+			wantRetry := map[httpError]string{errRateLimited: "2", errIdentity: "5"}[tt.want]
+			if got := w.Header().Get("Retry-After"); got != wantRetry {
+				t.Errorf("Retry-After %q for %s, want %q", got, tt.want.code, wantRetry)
 			}
 			if got := c.GetString(ctxOutcome); got != tt.want.code {
 				t.Errorf("outcome %q, want %q", got, tt.want.code)

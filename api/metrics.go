@@ -24,6 +24,7 @@ type Metrics struct {
 	latency  *prometheus.HistogramVec
 	gate     prometheus.Counter
 	forged   prometheus.Counter
+	identity *prometheus.CounterVec
 }
 
 // NewMetrics registers the series. pending, waiters and workers are read at scrape time.
@@ -54,10 +55,14 @@ func NewMetrics(pending, waiters, workers, listeners func() int) *Metrics {
 		Name: "agentfy_capability_forged_total",
 		Help: "Capabilities the consume route refused because no replica's key made their MAC: written to Redis by someone else.",
 	})
+	m.identity = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "agentfy_identity_unavailable_total",
+		Help: "Requests with a human token answered 503 identity_unavailable, by route: the token's keys could not be confirmed because the identity provider does not answer (its JWK set older than AGENTFY_JWT_JWKS_MAX_STALE, never fetched, or without the token's kid while refreshes fail).",
+	}, []string{"route"})
 	gauge := func(name, help string, f func() int) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return float64(f()) })
 	}
-	reg.MustRegister(m.outcomes, m.reasons, m.latency, m.gate, m.forged,
+	reg.MustRegister(m.outcomes, m.reasons, m.latency, m.gate, m.forged, m.identity,
 		gauge("agentfy_view_pending", "View requests this replica waits for (bound "+strconv.Itoa(view.MaxPending)+").", pending),
 		gauge("agentfy_observation_waiters", "View requests relayed to workers held by this replica (bound "+strconv.Itoa(channel.MaxObservationWaiters)+" per connection).", waiters),
 		gauge("agentfy_worker_connections", "Worker sockets held by this replica.", workers),

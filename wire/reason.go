@@ -37,6 +37,11 @@ const (
 	ReasonTimeout = "timeout"
 	// ReasonInvalid: the reply did not open or the page did not validate.
 	ReasonInvalid = "invalid"
+	// ReasonIdentityUnavailable: the requester's replica could not confirm a human
+	// token's keys because the identity provider does not answer (auth.
+	// ErrIdentityUnavailable). Raised at the edge, before any other hop; it is the
+	// error body's code too, which clients read as "retry, do not sign out".
+	ReasonIdentityUnavailable = "identity_unavailable"
 	// ReasonFailed: anything else (the owner could not check the capability, a reply
 	// could not be sent).
 	ReasonFailed = "failed"
@@ -77,6 +82,7 @@ var reasonTable = []reasonRow{
 	{ReasonBadRequest, RPCInvalidParams, true, http.StatusBadRequest},
 	{ReasonTimeout, RPCUnavailable, false, 0},
 	{ReasonInvalid, RPCUnavailable, false, 0},
+	{ReasonIdentityUnavailable, RPCUnavailable, false, 0},
 	{ReasonFailed, RPCUnavailable, false, 0},
 }
 

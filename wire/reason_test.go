@@ -35,8 +35,8 @@ func TestReasonsAreLabels(t *testing.T) {
 		}
 		seen[r] = true
 	}
-	if len(seen) != 11 {
-		t.Errorf("%d reasons, want 11", len(seen))
+	if len(seen) != 12 {
+		t.Errorf("%d reasons, want 12", len(seen))
 	}
 }
 

@@ -6,7 +6,10 @@
 // request gets 429 with Retry-After, the whole seconds really left: 1–3 of the caller's
 // own pace, 2 when another caller took the agent's window. 429 and 503 are temporary
 // and never mean the browser closed; only `{"live":false}` does (it is answered before
-// the gate and costs no window or pace). The loop below asks, waits 5 s ± 0.5 s (and a
+// the gate and costs no window or pace). A 503 whose code is `identity_unavailable`
+// means the API could not check the token because the identity provider does not
+// answer: the token may well be good, so it is retried like any 503 and never ends the
+// watch (only 401 says the token itself is wrong). The loop below asks, waits 5 s ± 0.5 s (and a
 // 429's Retry-After on top: the jitter keeps two viewers of one agent from staying in
 // step, the Retry-After moves the loser out of the winner's window), reports every
 // answer, and stops on `{"live":false}`, on an answer that will not change by asking

@@ -151,6 +151,21 @@ describe('watchWorkerView', () => {
     assert.equal(requests[0].headers.get('Authorization'), 'Bearer key');
   });
 
+  test('503 identity_unavailable (the sign-in service is down) keeps the watch going at the normal interval, never an end', async () => {
+    const identity = () => json(503, { error: { code: 'identity_unavailable', message: 'm' } }, { 'Retry-After': '5' });
+    const { end, updates, waits } = await watch([json(200, { live: true, page }), identity(), identity(), identity(), json(200, { live: true, page }), json(200, { live: false })]);
+    assert.deepEqual(end, { reason: 'closed' });
+    assert.deepEqual(updates, [
+      'frame',
+      'unavailable:503:identity_unavailable',
+      'unavailable:503:identity_unavailable',
+      'unavailable:503:identity_unavailable',
+      'frame',
+      'closed',
+    ]);
+    assert.deepEqual(waits, [5_000, 5_000, 5_000, 5_000, 5_000]);
+  });
+
   test('a frame carries its masked count as the API sent it, and none when none was masked', async () => {
     const frames = [];
     await watch([json(200, { live: true, page: { ...page, masked: 2 } }), json(200, { live: true, page }), json(200, { live: false })], {

@@ -124,6 +124,12 @@ export class BrowserWindow {
   private lastRequestAt: number | undefined;
   /** unavailable is set while the last answer was a failure (the notice shows). */
   private unavailable = false;
+  /**
+   * signInDown is set while that failure is the API's 503 identity_unavailable: the
+   * sign-in service does not answer, so the token could not be checked. The user stays
+   * signed in (only a 401 signs out) and the window says so.
+   */
+  private signInDown = false;
   /** nextAt is the Date.now() of the next request (for the countdown). */
   private nextAt = 0;
   private ticker: ReturnType<typeof setInterval> | undefined;
@@ -380,8 +386,9 @@ export class BrowserWindow {
         this.clearFrame('noTab');
         return;
       case 'unavailable':
-        // 429, 503, a failed request: keep whatever is shown. Never a closed browser.
-        this.setUnavailable(true);
+        // 429, 503, a failed request: keep whatever is shown. Never a closed browser,
+        // and never a sign-out, also when the sign-in service is what is down.
+        this.setUnavailable(true, update.error.error.code === 'identity_unavailable');
         return this.display === 'waiting' ? 'soon' : undefined;
       case 'closed':
         // The feed will report the stop too; until it reports a new session (or, while it
@@ -405,8 +412,9 @@ export class BrowserWindow {
     this.sessionLine = live ? undefined : false;
   }
 
-  private setUnavailable(unavailable: boolean): void {
+  private setUnavailable(unavailable: boolean, signInDown = false): void {
     this.unavailable = unavailable;
+    this.signInDown = unavailable && signInDown;
     this.updateNotice();
     this.syncTicker();
   }
@@ -419,8 +427,8 @@ export class BrowserWindow {
     }
     const seconds = Math.ceil((this.nextAt - Date.now()) / 1_000);
     const when = this.watch && seconds > 0 ? `Повторим через ${seconds} с.` : 'Повторяем…';
-    this.notice.textContent =
-      this.display === 'frame' ? `Просмотр временно недоступен: показан последний снимок. ${when}` : `Просмотр временно недоступен. ${when}`;
+    const what = this.signInDown ? 'Сервис входа не отвечает' : 'Просмотр временно недоступен';
+    this.notice.textContent = this.display === 'frame' ? `${what}: показан последний снимок. ${when}` : `${what}. ${when}`;
   }
 
   /** swapFrame decodes the JPEG in a detached image and only then shows it. */
@@ -484,6 +492,7 @@ export class BrowserWindow {
       this.frameUrl = undefined;
     }
     this.unavailable = false;
+    this.signInDown = false;
     if (display === 'closed') {
       this.recheckAt = Date.now() + closedRecheckMs - closedRecheckJitterMs + Math.random() * 2 * closedRecheckJitterMs;
     }

@@ -70,7 +70,9 @@ export type ListAgentsErrors = {
      */
     401: ErrorBody;
     /**
-     * Redis failed; retry later.
+     * Redis failed, or the identity provider does not answer (`identity_unavailable`,
+     * with Retry-After); retry later. Never a reason to sign the user out.
+     *
      */
     503: ErrorBody;
 };
@@ -110,6 +112,9 @@ export type GetAgentWorkerViewErrors = {
      * The frame could not be had now (no worker channel, Redis or NATS failure, an older
      * worker image, a refused capability, a busy broker, a capture failure, or a reply
      * that did not open). Retry at the normal interval; this is not a closed browser.
+     * With `code` `identity_unavailable` (and Retry-After) the human token could not be
+     * checked because the identity provider does not answer: the token may well be
+     * good, so this is never a sign-out (401 is).
      *
      */
     503: ErrorBody;
@@ -159,6 +164,9 @@ export type GetPartnerWorkerViewErrors = {
      * The frame could not be had now (no worker channel, Redis or NATS failure, an older
      * worker image, a refused capability, a busy broker, a capture failure, or a reply
      * that did not open). Retry at the normal interval; this is not a closed browser.
+     * With `code` `identity_unavailable` (and Retry-After) the human token could not be
+     * checked because the identity provider does not answer: the token may well be
+     * good, so this is never a sign-out (401 is).
      *
      */
     503: ErrorBody;

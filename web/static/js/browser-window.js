@@ -99,6 +99,12 @@ export class BrowserWindow {
     lastRequestAt;
     /** unavailable is set while the last answer was a failure (the notice shows). */
     unavailable = false;
+    /**
+     * signInDown is set while that failure is the API's 503 identity_unavailable: the
+     * sign-in service does not answer, so the token could not be checked. The user stays
+     * signed in (only a 401 signs out) and the window says so.
+     */
+    signInDown = false;
     /** nextAt is the Date.now() of the next request (for the countdown). */
     nextAt = 0;
     ticker;
@@ -328,8 +334,9 @@ export class BrowserWindow {
                 this.clearFrame('noTab');
                 return;
             case 'unavailable':
-                // 429, 503, a failed request: keep whatever is shown. Never a closed browser.
-                this.setUnavailable(true);
+                // 429, 503, a failed request: keep whatever is shown. Never a closed browser,
+                // and never a sign-out, also when the sign-in service is what is down.
+                this.setUnavailable(true, update.error.error.code === 'identity_unavailable');
                 return this.display === 'waiting' ? 'soon' : undefined;
             case 'closed':
                 // The feed will report the stop too; until it reports a new session (or, while it
@@ -351,8 +358,9 @@ export class BrowserWindow {
         this.session.textContent = live ? '' : `Сессия агента: ${sessionStatus.stopped}`;
         this.sessionLine = live ? undefined : false;
     }
-    setUnavailable(unavailable) {
+    setUnavailable(unavailable, signInDown = false) {
         this.unavailable = unavailable;
+        this.signInDown = unavailable && signInDown;
         this.updateNotice();
         this.syncTicker();
     }
@@ -364,8 +372,8 @@ export class BrowserWindow {
         }
         const seconds = Math.ceil((this.nextAt - Date.now()) / 1_000);
         const when = this.watch && seconds > 0 ? `Повторим через ${seconds} с.` : 'Повторяем…';
-        this.notice.textContent =
-            this.display === 'frame' ? `Просмотр временно недоступен: показан последний снимок. ${when}` : `Просмотр временно недоступен. ${when}`;
+        const what = this.signInDown ? 'Сервис входа не отвечает' : 'Просмотр временно недоступен';
+        this.notice.textContent = this.display === 'frame' ? `${what}: показан последний снимок. ${when}` : `${what}. ${when}`;
     }
     /** swapFrame decodes the JPEG in a detached image and only then shows it. */
     async swapFrame(page) {
@@ -427,6 +435,7 @@ export class BrowserWindow {
             this.frameUrl = undefined;
         }
         this.unavailable = false;
+        this.signInDown = false;
         if (display === 'closed') {
             this.recheckAt = Date.now() + closedRecheckMs - closedRecheckJitterMs + Math.random() * 2 * closedRecheckJitterMs;
         }

@@ -156,7 +156,10 @@ async function loadAgents(token, list) {
             list.replaceChildren(el('p', { class: 'hint' }, 'Загружаем список агентов…'));
             void loadAgents(token, list);
         });
-        list.replaceChildren(el('p', { class: 'alert', role: 'alert' }, 'Не удалось загрузить список агентов.'), retry);
+        // 503 identity_unavailable: the sign-in service does not answer. The user stays
+        // signed in; only a 401 signs out.
+        const why = error.error?.code === 'identity_unavailable' ? 'Сервис входа не отвечает. ' : '';
+        list.replaceChildren(el('p', { class: 'alert', role: 'alert' }, `${why}Не удалось загрузить список агентов.`), retry);
         return;
     }
     if (data.agents.length === 0) {
