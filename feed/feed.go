@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/session"
+	"github.com/agentfy/agentfy/wire"
 )
 
 // Limits of one replica's feed.
@@ -112,13 +113,14 @@ func (f *Feed) Publish(_ context.Context, ev session.Event) {
 // runs: so "stopped" passes only for a session the store has stopped, "running" and
 // "idle" only for one it has not, and always for the agent the store names. It runs on
 // the subscription's goroutine, whose pending limits bound a flood; events for agents
-// nobody here listens to cost no lookup.
+// nobody here listens to cost no lookup. The event is read with wire.DecodeStrict: one
+// with a member twice, in another case or unknown is dropped, never taken for the field.
 func (f *Feed) onEvent(msg *nats.Msg) {
 	if len(msg.Data) > MaxEventBytes {
 		return
 	}
 	var ev session.Event
-	if err := json.Unmarshal(msg.Data, &ev); err != nil || ev.AgentID == "" {
+	if err := wire.DecodeStrict(msg.Data, &ev); err != nil || ev.AgentID == "" {
 		return
 	}
 	if want, err := f.ns.Subject(bus.VerbStatus, ev.SessionID); err != nil || want != msg.Subject {

@@ -184,3 +184,50 @@ func TestFreshFeedMissesNothing(t *testing.T) {
 		t.Fatalf("%d of %d fresh feeds missed the event published as New returned", missed, feeds)
 	}
 }
+
+// TestFeedRefusesAmbiguousMembers: an event on the bus is read with wire.DecodeStrict —
+// one whose status (or any member) is given twice or in another case is dropped, where
+// encoding/json took the last of two, or "Status" for "status", and relayed it. Each is
+// followed by a good event on the same subject from the same connection, which NATS
+// delivers after it: the listener must see the good one first.
+func TestFeedRefusesAmbiguousMembers(t *testing.T) {
+	sessions := store{"live": {ID: "live", AgentID: "agent-1"}}
+	f, ns, pub := newFeed(t, sessions)
+	l, err := f.Listen("agent-1", "u-alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	subject, err := ns.Subject(bus.VerbStatus, "live")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const at = `"at":"2026-12-01T10:00:00Z"`
+	tests := []struct {
+		name, body string
+	}{
+		{"status twice", `{"agentId":"agent-1","sessionId":"live","status":"stopped","status":"idle",` + at + `}`},
+		{"Status", `{"agentId":"agent-1","sessionId":"live","Status":"idle",` + at + `}`},
+		{"AgentId beside agentId", `{"agentId":"agent-1","AgentId":"agent-2","sessionId":"live","status":"idle",` + at + `}`},
+		{"agentId twice", `{"agentId":"agent-2","agentId":"agent-1","sessionId":"live","status":"idle",` + at + `}`},
+		{"unknown member", `{"agentId":"agent-1","sessionId":"live","status":"idle","stoppedBy":"u-mallory",` + at + `}`},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			good := session.Event{AgentID: "agent-1", SessionID: "live", Status: session.Running, At: time.Unix(int64(i), 0).UTC()}
+			b, _ := json.Marshal(good)
+			for _, m := range [][]byte{[]byte(tt.body), b} {
+				if err := pub.Publish(subject, m); err != nil {
+					t.Fatal(err)
+				}
+			}
+			select {
+			case ev := <-l.C:
+				if ev != good {
+					t.Fatalf("relayed %+v from %s, want it dropped", ev, tt.body)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the good event was not relayed")
+			}
+		})
+	}
+}
