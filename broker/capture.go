@@ -118,8 +118,9 @@ func devicePixelRatio(m *proto.PageGetLayoutMetricsResult) float64 {
 	return float64(m.LayoutViewport.ClientWidth) / float64(m.CSSLayoutViewport.ClientWidth)
 }
 
-// maskAttempts is how many times a capture reads a page that moved while it was
-// captured before it gives up (errUnsteady).
+// maskAttempts is how many times a masked capture reads the page before its
+// screenshot when those reads disagree (beforeShot.unsteady); they take no screenshot.
+// After the last, the capture goes on and masks its frame whole.
 const maskAttempts = 3
 
 // capture takes the read-only snapshot of a tab through an attached session, each CDP
@@ -220,107 +221,174 @@ func checkFrame(f frame) (frame, error) {
 	return f, nil
 }
 
-// captureMasked captures the visual viewport with its secret regions painted over.
+// captureMasked captures the visual viewport with its secret regions painted over. It
+// takes one screenshot, never more (SPEC §10).
 //
-// It reads the layout metrics and a DOM snapshot (M0, S1), takes the screenshot, and
-// reads both again (M1, S2). When neither snapshot holds a secret anywhere in the
-// document, the screenshot is sent as Chromium made it, not re-encoded. Otherwise the
-// masks are placed from S1 only when the reads agree — the same viewport and scroll
-// position in M0 and M1, the same secrets at the same places in S1 and S2, each
-// snapshot scrolled where its metrics are — so the pixels between them show the page
-// the masks were placed on. A page that moved is read again, at most maskAttempts
-// times, and then fails (errUnsteady): no frame leaves unmasked or with masks in the
-// wrong place. A failed or unreadable read fails the capture.
+// It reads the page before the screenshot (readBefore: the layout metrics and a DOM
+// snapshot, M0 and S1, what moves, the work counters); those reads may be taken again,
+// at most maskAttempts times, while they disagree with each other. After the screenshot
+// it reads the layout metrics and a snapshot again (M1, S2). When neither snapshot holds
+// a secret anywhere in the document, the screenshot is sent as Chromium made it, not
+// re-encoded. Otherwise the masks cover every place a secret could have been painted
+// between the two reads (placeAfter): where S1 was read when the reads agree, the box
+// spanning a secret's two places when it moved, and the whole frame when that cannot be
+// told. No frame leaves with a secret unmasked. A failed or unreadable read fails the
+// capture.
 func captureMasked(ctx context.Context, s cdpSession, target proto.TargetTargetID, rules maskRules) (frame, error) {
 	if s.tab == nil {
 		s.tab = &tabState{}
 	}
 	frames := newFrameReader(s, rules)
 	defer frames.close(ctx)
+	var (
+		b   beforeShot
+		err error
+	)
 	for range maskAttempts {
-		m0, s1, err := readLayout(ctx, s, frames, 0)
-		if err != nil {
+		if b, err = readBefore(ctx, s, target, frames); err != nil {
 			return frame{}, err
 		}
-		// What runs on the page, and with a secret on it, its work counters from here
-		// to after the second read (motion.go).
-		moving, err := readMotion(s, target, nil)
-		if err != nil {
-			return frame{}, err
+		if !b.unsteady {
+			break
 		}
-		if moving.Moving > 0 && len(s1.regions) > 0 {
-			// Something moves its subtree: does it hold a secret, or a secret it?
-			if moving, err = readMotion(s, target, s1.roots); errors.Is(err, errSecretGone) {
-				continue
-			} else if err != nil {
-				return frame{}, err
-			}
-		}
-		// What moves in the page's other frames and in those of another process.
-		framesWhole, transition := framesMotion(s, s1)
-		var before work
-		if len(s1.regions) > 0 {
-			if before, err = readWork(s); err != nil {
-				return frame{}, err
-			}
-			if before, err = addFramesWork(before, s1); err != nil {
-				continue // a frame went away
-			}
-		}
-		shot, err := screenshot(ctx, s, m0)
-		if err != nil {
-			return frame{}, err
-		}
-		m1, s2, err := readLayout(ctx, s, frames, 0)
-		if err != nil {
-			return frame{}, err
-		}
-		if moving.ViewTransition || transition {
-			// It paints images of the page as it was, which no snapshot holds: a
-			// secret the page no longer has may be in them.
-			return maskWhole(shot, max(len(s1.regions), 1))
-		}
-		if len(s1.regions) == 0 && len(s2.regions) == 0 {
-			return shot, nil
-		}
-		if !sameViewport(m0, m1) || !s1.equal(s2) || !scrolledAs(s1, m0) || !scrolledAs(s2, m1) {
-			continue
-		}
-		after, err := readWork(s)
-		if err != nil {
-			return frame{}, err
-		}
-		if after, err = addFramesWork(after, s1); err != nil {
-			continue
-		}
-		if !before.quiet(after) {
-			continue // a script or a layout ran while the screenshot was taken
-		}
-		if moving.whole() {
-			s1.whole = true
-		}
-		for _, i := range slices.Backward(framesWhole) {
-			s1.maskPlacedWhole(i)
-		}
-		clip, err := captureClip(m0.CSSVisualViewport, devicePixelRatio(m0))
-		if err != nil {
-			return frame{}, err
-		}
-		cfg, err := jpeg.DecodeConfig(bytes.NewReader(shot.data))
-		if err != nil {
-			return frame{}, errNotJPEG
-		}
-		boxes, shown := maskBoxes(s1, clip, cfg.Width, cfg.Height)
-		if len(boxes) == 0 {
-			return shot, nil
-		}
-		data, err := paintMasks(shot.data, boxes)
-		if err != nil {
-			return frame{}, maskError("paint", err)
-		}
-		return checkFrame(frame{data: data, masked: shown})
 	}
-	return frame{}, errUnsteady
+	shot, err := screenshot(ctx, s, b.metrics)
+	if err != nil {
+		return frame{}, err
+	}
+	m1, s2, err := readLayout(ctx, s, frames, 0)
+	if err != nil {
+		return frame{}, err
+	}
+	regions := max(len(b.sec.regions), len(s2.regions), 1)
+	if b.unsteady || b.moving.ViewTransition || b.transition {
+		// A view transition paints images of the page as it was, which no snapshot
+		// holds: a secret the page no longer has may be in them.
+		return maskWhole(shot, regions)
+	}
+	if len(b.sec.regions) == 0 && len(s2.regions) == 0 {
+		return shot, nil
+	}
+	sec, ok, err := b.placeAfter(s, m1, s2)
+	if err != nil {
+		return frame{}, err
+	}
+	if !ok {
+		return maskWhole(shot, regions)
+	}
+	clip, err := captureClip(b.metrics.CSSVisualViewport, devicePixelRatio(b.metrics))
+	if err != nil {
+		return frame{}, err
+	}
+	cfg, err := jpeg.DecodeConfig(bytes.NewReader(shot.data))
+	if err != nil {
+		return frame{}, errNotJPEG
+	}
+	boxes, shown := maskBoxes(sec, clip, cfg.Width, cfg.Height)
+	if len(boxes) == 0 {
+		return shot, nil
+	}
+	data, err := paintMasks(shot.data, boxes)
+	if err != nil {
+		return frame{}, maskError("paint", err)
+	}
+	return checkFrame(frame{data: data, masked: shown})
+}
+
+// beforeShot is what a masked capture reads of the page before its screenshot.
+type beforeShot struct {
+	metrics *proto.PageGetLayoutMetricsResult // M0: the screenshot's clip is placed from it
+	sec     secrets                           // S1
+	// moving is what runs on the page (motion.go), with the secrets' elements when
+	// something moves.
+	moving motion
+	// framesWhole are the frames of sec.placed to mask whole, and transition whether a
+	// view transition runs in any frame (framesMotion).
+	framesWhole []int
+	transition  bool
+	// work are the work counters of the page and of the frames sec.placed, read when
+	// sec holds a secret.
+	work work
+	// unsteady says the reads disagree: the page scrolled between the metrics and the
+	// snapshot, a secret left the page, or a frame went away. The rest was not read.
+	unsteady bool
+}
+
+// readBefore reads the page before a masked capture's screenshot: the layout metrics
+// and a snapshot, what runs on the page (and, with a secret on it, whether that moves
+// a secret), what moves in its frames, and the work counters. Reads that disagree are
+// not an error: they come back unsteady, to be read again.
+func readBefore(ctx context.Context, s cdpSession, target proto.TargetTargetID, frames *frameReader) (beforeShot, error) {
+	m0, s1, err := readLayout(ctx, s, frames, 0)
+	if err != nil {
+		return beforeShot{}, err
+	}
+	b := beforeShot{metrics: m0, sec: s1}
+	secret := len(s1.regions) > 0
+	if secret && !scrolledAs(s1, m0) {
+		b.unsteady = true
+		return b, nil
+	}
+	if b.moving, err = readMotion(s, target, nil); err != nil {
+		return beforeShot{}, err
+	}
+	if b.moving.Moving > 0 && secret {
+		// Something moves its subtree: does it hold a secret, or a secret it?
+		b.moving, err = readMotion(s, target, s1.roots)
+		if errors.Is(err, errSecretGone) {
+			b.unsteady = true
+			return b, nil
+		}
+		if err != nil {
+			return beforeShot{}, err
+		}
+	}
+	// What moves in the page's other frames and in those of another process.
+	b.framesWhole, b.transition = framesMotion(s, s1)
+	if secret {
+		if b.work, err = readWork(s); err != nil {
+			return beforeShot{}, err
+		}
+		if b.work, err = addFramesWork(b.work, s1); err != nil {
+			b.unsteady = true // a frame went away
+		}
+	}
+	return b, nil
+}
+
+// placeAfter decides where to mask a screenshot taken after the reads b and before the
+// reads of the layout metrics m1 and the snapshot s2, reading the work counters again:
+// ok is false when the secrets' places in it cannot be told, and the frame is masked
+// whole. That is so when a secret appeared (b holds none: nothing placed it, or watched
+// it move, before the screenshot); when a script or a layout ran while the screenshot
+// was taken (it may have moved a secret and back), or a frame went away; when the page
+// scrolled or resized between the reads; and when the two snapshots' secrets cannot be
+// related (spanSecrets). Otherwise the masks span the places of each secret in both
+// snapshots, and motion decides what else is masked whole.
+func (b beforeShot) placeAfter(s cdpSession, m1 *proto.PageGetLayoutMetricsResult, s2 secrets) (sec secrets, ok bool, err error) {
+	if len(b.sec.regions) == 0 {
+		return secrets{}, false, nil
+	}
+	after, err := readWork(s)
+	if err != nil {
+		return secrets{}, false, err
+	}
+	if after, err = addFramesWork(after, b.sec); err != nil {
+		return secrets{}, false, nil // a frame went away
+	}
+	if !b.work.quiet(after) || !sameViewport(b.metrics, m1) || !scrolledAs(s2, m1) {
+		return secrets{}, false, nil
+	}
+	if sec, ok = spanSecrets(b.sec, s2); !ok {
+		return secrets{}, false, nil
+	}
+	if b.moving.whole() {
+		sec.whole = true
+	}
+	for _, i := range slices.Backward(b.framesWhole) {
+		sec.maskPlacedWhole(i)
+	}
+	return sec, true, nil
 }
 
 // maskWhole paints one mask over the whole of shot, counting n regions masked.

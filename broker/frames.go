@@ -31,8 +31,8 @@ import (
 //     document's viewport, a secret in it cannot be placed, or the page has an SVG
 //     filter;
 //   - around the screenshot, each frame with a secret placed is read as the page is
-//     (motion.go): one that animates is masked whole, one that ran script or layout
-//     between the reads makes the capture read again.
+//     (motion.go): one that animates is masked whole, and one that ran script or
+//     layout between the reads, or went away, masks the page's frame whole.
 //
 // The sessions are kept with the tab's (tabState.frames) while their frames hold
 // secrets, so a frame's isolated world and counters are made once; a capture detaches

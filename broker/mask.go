@@ -814,9 +814,64 @@ func scrolledAs(s secrets, m *proto.PageGetLayoutMetricsResult) bool {
 	return math.Abs(s.scrollX-(vv.PageX-vv.OffsetX)) <= 1 && math.Abs(s.scrollY-(vv.PageY-vv.OffsetY)) <= 1
 }
 
-// errUnsteady is a page that kept scrolling, resizing or moving its secrets while it
-// was captured: its frame is not sent rather than sent with masks in the wrong place.
-var errUnsteady = errors.New("the page moved while it was captured; no frame without its masks")
+// spanSecrets returns where to mask a screenshot taken between two reads a and b of a
+// page at the same viewport and scroll position: a when they agree; otherwise every
+// place a secret could have been painted between them, each rectangle of a region the
+// box that spans it in a and in b (a secret that moved is masked along its way). ok is
+// false when the reads cannot be related rectangle to rectangle: not the same secret
+// elements (one appeared or left the page, or stopped drawing), not the same scroll
+// position, or not the same frames' secrets placed from their own documents.
+func spanSecrets(a, b secrets) (sec secrets, ok bool) {
+	if a.equal(b) {
+		return a, true
+	}
+	if len(a.regions) != len(b.regions) || !slices.Equal(a.roots, b.roots) ||
+		a.scrollX != b.scrollX || a.scrollY != b.scrollY ||
+		!slices.EqualFunc(a.placed, b.placed, func(p, q placedFrame) bool { return p.from == q.from && p.to == q.to }) {
+		return secrets{}, false
+	}
+	sec = a
+	sec.whole = a.whole || b.whole
+	sec.regions = make([][]rect, len(a.regions))
+	for k := range a.regions {
+		sec.regions[k] = spanRects(a.regions[k], b.regions[k])
+	}
+	// A frame masked whole later (its secrets move) is masked where it was in either.
+	sec.placed = slices.Clone(a.placed)
+	for i := range sec.placed {
+		sec.placed[i].frame.rects = spanRects(a.placed[i].frame.rects, b.placed[i].frame.rects)
+	}
+	return sec, true
+}
+
+// spanRects returns rectangles that cover a, b and what lies between them: the box
+// spanning a[i] and b[i] for each i when they have as many rectangles (a region's
+// rectangles come in the order of its nodes), else one box spanning them all.
+func spanRects(a, b []rect) []rect {
+	if len(a) == len(b) {
+		out := make([]rect, len(a))
+		for i := range a {
+			out[i] = a[i].span(b[i])
+		}
+		return out
+	}
+	all := append(slices.Clone(a), b...)
+	if len(all) == 0 {
+		return nil
+	}
+	box := all[0]
+	for _, r := range all[1:] {
+		box = box.span(r)
+	}
+	return []rect{box}
+}
+
+// span returns the smallest rectangle that holds r and o.
+func (r rect) span(o rect) rect {
+	x0, y0 := min(r.X, o.X), min(r.Y, o.Y)
+	x1, y1 := max(r.X+r.W, o.X+o.W), max(r.Y+r.H, o.Y+o.H)
+	return rect{x0, y0, x1 - x0, y1 - y0}
+}
 
 // maskError wraps a failure of the masking reads.
 func maskError(step string, err error) error {

@@ -361,6 +361,96 @@ func TestMaskBoxes(t *testing.T) {
 	}
 }
 
+// TestSpanSecrets: two reads around a screenshot that disagree are masked where each
+// secret was in either and on its way between, or cannot be related (masked whole).
+func TestSpanSecrets(t *testing.T) {
+	frameA := opaqueFrame{backend: 9, rects: []rect{{0, 400, 300, 150}}}
+	frameB := opaqueFrame{backend: 9, rects: []rect{{0, 500, 300, 150}}}
+	base := secrets{
+		regions: [][]rect{{{40, 120, 420, 50}}, {{600, 0, 10, 10}, {600, 20, 10, 10}}, {{5, 405, 20, 20}}},
+		roots:   []int{3, 4, 9},
+		placed:  []placedFrame{{from: 2, to: 3, frame: frameA}},
+	}
+	with := func(edit func(*secrets)) secrets {
+		s := base
+		s.regions = slices.Clone(base.regions)
+		s.roots = slices.Clone(base.roots)
+		s.placed = slices.Clone(base.placed)
+		edit(&s)
+		return s
+	}
+	tests := []struct {
+		name   string
+		b      secrets
+		want   [][]rect
+		wantOK bool
+		whole  bool
+		frame  []rect // the placed frame's rects, for masking it whole
+	}{
+		{name: "the same reads", b: base, want: base.regions, wantOK: true, frame: frameA.rects},
+		{
+			name: "a secret moved down",
+			b:    with(func(s *secrets) { s.regions[0] = []rect{{40, 320, 420, 50}} }),
+			want: [][]rect{{{40, 120, 420, 250}}, base.regions[1], base.regions[2]}, wantOK: true, frame: frameA.rects,
+		},
+		{
+			name: "a secret moved up and left, a frame moved",
+			b: with(func(s *secrets) {
+				s.regions[1] = []rect{{500, -30, 10, 10}, {600, 20, 10, 10}}
+				s.regions[2] = []rect{{5, 505, 20, 20}}
+				s.placed = []placedFrame{{from: 2, to: 3, frame: frameB}}
+			}),
+			want:   [][]rect{base.regions[0], {{500, -30, 110, 40}, {600, 20, 10, 10}}, {{5, 405, 20, 120}}},
+			wantOK: true, frame: []rect{{0, 400, 300, 250}},
+		},
+		{
+			name:   "a secret drew one more box",
+			b:      with(func(s *secrets) { s.regions[1] = append(s.regions[1], rect{700, 700, 5, 5}) }),
+			want:   [][]rect{base.regions[0], {{600, 0, 105, 705}}, base.regions[2]},
+			wantOK: true, frame: frameA.rects,
+		},
+		{
+			name:   "whole in one read",
+			b:      with(func(s *secrets) { s.whole = true; s.regions[0] = []rect{{40, 121, 420, 50}} }),
+			want:   [][]rect{{{40, 120, 420, 51}}, base.regions[1], base.regions[2]},
+			wantOK: true, whole: true, frame: frameA.rects,
+		},
+		{name: "a secret appeared", b: with(func(s *secrets) { s.regions = append(s.regions, []rect{{1, 1, 1, 1}}); s.roots = append(s.roots, 5) })},
+		{name: "a secret left", b: with(func(s *secrets) { s.regions = s.regions[:2]; s.roots = s.roots[:2]; s.placed = nil })},
+		{name: "another secret in its place", b: with(func(s *secrets) { s.roots[0] = 7; s.regions[0] = []rect{{40, 121, 420, 50}} })},
+		{name: "scrolled", b: with(func(s *secrets) { s.scrollY = 100 })},
+		{name: "a frame's secrets placed otherwise", b: with(func(s *secrets) {
+			s.placed = []placedFrame{{from: 1, to: 3, frame: frameA}}
+			s.regions[2] = []rect{{5, 505, 20, 20}}
+		})},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := spanSecrets(base, tt.b)
+			if ok != tt.wantOK {
+				t.Fatalf("ok %v, want %v", ok, tt.wantOK)
+			}
+			if !ok {
+				return
+			}
+			if !slices.EqualFunc(got.regions, tt.want, slices.Equal) || got.whole != tt.whole {
+				t.Fatalf("regions %v whole %v, want %v whole %v", got.regions, got.whole, tt.want, tt.whole)
+			}
+			if len(got.placed) != 1 || !slices.Equal(got.placed[0].frame.rects, tt.frame) {
+				t.Fatalf("placed %+v, want its frame at %v", got.placed, tt.frame)
+			}
+			// Masked whole, the frame covers where it was in either read.
+			got.maskPlacedWhole(0)
+			if !slices.Equal(got.regions[2], tt.frame) {
+				t.Fatalf("the frame masked whole at %v, want %v", got.regions[2], tt.frame)
+			}
+		})
+	}
+	if !slices.Equal(base.placed[0].frame.rects, frameA.rects) {
+		t.Fatal("spanSecrets changed its argument")
+	}
+}
+
 func TestValidMaskName(t *testing.T) {
 	for name, ok := range map[string]bool{
 		"data-secret": true, "pii": true, "x:y_z.1": true,

@@ -23,8 +23,8 @@ import (
 //     whose reach meets a secret's mask masks the frame whole too;
 //   - Chromium's own counters of script and layout work (Performance.getMetrics, right
 //     after the first snapshot and right after the second): a page that ran any script
-//     or layout in between may have moved a secret and back, so the frame is read again
-//     (maskAttempts), and then refused (errUnsteady).
+//     or layout in between may have moved a secret and back, so its frame is masked
+//     whole (beforeShot.placeAfter).
 
 // tabState is what observation keeps of its session on a tab: whether it enabled the
 // Performance domain's counters, and its isolated world (0: none yet).
