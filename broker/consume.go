@@ -89,7 +89,8 @@ var errNextReplica = errors.New("replica unavailable")
 // left of ctx's deadline, so a replica that never answers leaves time for the
 // others. Every failure wraps ErrGrantRefused: every replica unavailable,
 // a status other than 200 and 5xx (final: the id is not tried elsewhere), a
-// body that is not {"publicKey":"<130 hex>"}, or a key off the curve.
+// body that is not exactly {"publicKey":"<130 hex>"} (no other member, none
+// twice, the name in its case), or a key off the curve.
 func (c *ConsumeClient) Consume(ctx context.Context, requestID string) (*ecdh.PublicKey, error) {
 	body, err := json.Marshal(struct {
 		RequestID string `json:"requestId"`
@@ -168,10 +169,12 @@ func (c *ConsumeClient) consumeAt(ctx context.Context, endpoint string, body []b
 	if len(data) > MaxConsumeResponseBytes {
 		return nil, errors.New("answer too large")
 	}
+	// Read strictly (wire.DecodeStrict): a publicKey given twice or in another case is
+	// refused, never one of them chosen.
 	var answer struct {
 		PublicKey string `json:"publicKey"`
 	}
-	if err := json.Unmarshal(data, &answer); err != nil {
+	if err := wire.DecodeStrict(data, &answer); err != nil {
 		return nil, errors.New("malformed answer")
 	}
 	key, err := envelope.ParsePublicKey(answer.PublicKey)

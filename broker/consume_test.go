@@ -34,7 +34,10 @@ func TestConsumeClient(t *testing.T) {
 		wantErr bool
 	}{
 		{"ok", 200, good, false},
-		{"ok with unknown field", 200, `{"publicKey":"` + envelope.PublicKeyHex(key) + `","x":1}`, false},
+		{"unknown field", 200, `{"publicKey":"` + envelope.PublicKeyHex(key) + `","x":1}`, true},
+		{"publicKey twice", 200, `{"publicKey":"` + envelope.PublicKeyHex(key) + `","publicKey":"` + envelope.PublicKeyHex(key) + `"}`, true},
+		{"PublicKey", 200, `{"PublicKey":"` + envelope.PublicKeyHex(key) + `"}`, true},
+		{"publickey beside publicKey", 200, `{"publicKey":"` + envelope.PublicKeyHex(key) + `","publickey":"04"}`, true},
 		{"unauthorized", 401, good, true},
 		{"forbidden", 403, good, true},
 		{"not found", 404, `{"error":"not found"}`, true},

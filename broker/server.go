@@ -3,7 +3,6 @@ package broker
 import (
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"time"
 
@@ -23,7 +22,7 @@ import (
 //
 // Errors answer {"error":{"code","message"}} with the status errorTable
 // gives. Bodies are limited to MaxBodyBytes and must be one JSON object
-// without unknown fields.
+// without unknown members, none twice, each named in its exact case.
 func (b *Broker) Handler() http.Handler {
 	mux := http.NewServeMux()
 	routes := []struct {
@@ -130,17 +129,13 @@ type result struct {
 	Result any `json:"result"`
 }
 
-// decode reads the body into v: at most MaxBodyBytes, one JSON value, no
-// unknown fields. It answers the error itself and reports whether to go on.
+// decode reads the body into v: at most MaxBodyBytes, then wire.DecodeStrict
+// (one JSON value, no unknown member, none twice, names in their exact case,
+// valid UTF-8). It answers the error itself and reports whether to go on.
 func (b *Broker) decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	if err == nil {
-		// Exactly one value: anything but trailing space is malformed.
-		if _, extra := dec.Token(); !errors.Is(extra, io.EOF) {
-			err = ErrBadBody
-		}
+	data, err := wire.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err == nil && wire.DecodeStrict(data, v) != nil {
+		err = ErrBadBody
 	}
 	if err != nil {
 		var tooLarge *http.MaxBytesError
