@@ -11,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/agentfy/agentfy/wire"
 )
 
 // Changes of one record at a time, for the admin API and the operator CLI. Each is
@@ -205,7 +207,9 @@ func (s *Store) Org(ctx context.Context, id string) (Org, error) {
 		return Org{}, ErrNotFound
 	}
 	o := Org{ID: id, Name: m["name"]}
-	if err := json.Unmarshal([]byte(m["environments"]), &o.Environments); err != nil {
+	// Written by a replica or the operator CLI (json.Marshal of a []string), read as any
+	// JSON from another process is (wire.DecodeStrict).
+	if err := wire.DecodeStrict([]byte(m["environments"]), &o.Environments); err != nil {
 		return Org{}, fmt.Errorf("directory: org %q: environments: %w", id, err)
 	}
 	return o, nil

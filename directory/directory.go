@@ -13,6 +13,7 @@ import (
 	"slices"
 
 	"github.com/agentfy/agentfy/keyspace"
+	"github.com/agentfy/agentfy/wire"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -65,13 +66,20 @@ type Seed struct {
 	Agents []Agent `json:"agents"`
 }
 
-// ParseSeed reads and validates a seed: every id well formed and unique per kind, every
-// reference resolvable, every agent's environment one of its organisation's.
+// ParseSeed reads and validates a seed of at most MaxSeedBytes: one JSON object read
+// with wire.DecodeStrict (no member it does not name, none twice, names in their exact
+// case), every id well formed and unique per kind, every reference resolvable, every
+// agent's environment one of its organisation's.
 func ParseSeed(r io.Reader) (Seed, error) {
 	var s Seed
-	dec := json.NewDecoder(io.LimitReader(r, MaxSeedBytes))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&s); err != nil {
+	b, err := io.ReadAll(io.LimitReader(r, MaxSeedBytes+1))
+	switch {
+	case err != nil:
+		return Seed{}, fmt.Errorf("directory: seed: %w", err)
+	case len(b) > MaxSeedBytes:
+		return Seed{}, fmt.Errorf("directory: seed: larger than %d bytes", MaxSeedBytes)
+	}
+	if err := wire.DecodeStrict(b, &s); err != nil {
 		return Seed{}, fmt.Errorf("directory: seed: %w", err)
 	}
 	teams := map[string]bool{}

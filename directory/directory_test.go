@@ -3,12 +3,14 @@ package directory_test
 import (
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentfy/agentfy/directory"
 	"github.com/agentfy/agentfy/internal/testenv"
+	"github.com/agentfy/agentfy/keyspace"
 )
 
 func TestShippedSeedLoads(t *testing.T) {
@@ -63,11 +65,20 @@ func TestShippedSeedLoads(t *testing.T) {
 	}
 }
 
+// TestParseSeedRejects: a seed is read with wire.DecodeStrict — a member unknown, given
+// twice or in another case than the field's is refused, never taken for the field —
+// then checked.
 func TestParseSeedRejects(t *testing.T) {
 	tests := []struct {
 		name, json, wantErr string
 	}{
-		{"unknown field", `{"teams":[],"extra":1}`, "unknown field"},
+		{"unknown field", `{"teams":[],"extra":1}`, `unknown object member name "extra"`},
+		{"teams twice", `{"teams":[{"id":"t"}],"teams":[]}`, `duplicate object member name "teams"`},
+		{"Teams", `{"Teams":[{"id":"t"}]}`, `unknown object member name "Teams"`},
+		{"agent's team twice", `{"teams":[{"id":"t"},{"id":"u"}],"orgs":[{"id":"o","environments":["p"]}],"agents":[{"id":"a","team":"t","team":"u","org":"o","environment":"p"}]}`, `duplicate object member name "team"`},
+		{"agent's TEAM beside team", `{"teams":[{"id":"t"},{"id":"u"}],"orgs":[{"id":"o","environments":["p"]}],"agents":[{"id":"a","team":"t","TEAM":"u","org":"o","environment":"p"}]}`, `unknown object member name "TEAM"`},
+		{"invalid UTF-8", "{\"teams\":[{\"id\":\"t\",\"name\":\"\xff\"}]}", "UTF-8"},
+		{"larger than the bound", `{"teams":[` + strings.Repeat(" ", directory.MaxSeedBytes) + `]}`, "larger than"},
 		{"duplicate team", `{"teams":[{"id":"t"},{"id":"t"}]}`, "duplicate team"},
 		{"user in unknown team", `{"users":[{"id":"u","teams":["t"]}]}`, "unknown team"},
 		{"agent of unknown org", `{"teams":[{"id":"t"}],"agents":[{"id":"a","team":"t","org":"o","environment":"p"}]}`, "unknown org"},
@@ -151,5 +162,45 @@ func TestVisibleAgents(t *testing.T) {
 	}
 	if got := ids("u1"); got != "a/A/t1" {
 		t.Fatalf("re-seeded u1: %q", got)
+	}
+}
+
+// TestOrgEnvironmentsReadStrictly: an organisation's environments, a JSON array that a
+// replica or the operator CLI wrote into Redis, are read with wire.DecodeStrict like
+// every body from another process: one that is not valid UTF-8 or has anything after
+// the array is an error, not a list with a replacement character or a prefix. (An array
+// of strings has no member names, so no case variant or duplicate can hide in it.)
+func TestOrgEnvironmentsReadStrictly(t *testing.T) {
+	srv := testenv.Redis(t)
+	rdb := testenv.RedisClient(t, srv, 0)
+	dep := testenv.Deployment(t)
+	st := directory.NewStore(rdb, dep)
+	ctx := testenv.Context(t, 30*time.Second)
+	if err := st.PutOrg(ctx, directory.Org{ID: "o1", Name: "Org", Environments: []string{"prod"}}); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, environments string
+		want               []string
+		wantErr            bool
+	}{
+		{name: "as written", environments: `["prod","staging"]`, want: []string{"prod", "staging"}},
+		{name: "invalid UTF-8", environments: "[\"pr\xffod\"]", wantErr: true},
+		{name: "a second value", environments: `["prod"]["staging"]`, wantErr: true},
+		{name: "an object", environments: `{"prod":true}`, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := rdb.HSet(ctx, keyspace.For(dep).Org("o1"), "environments", tt.environments).Err(); err != nil {
+				t.Fatal(err)
+			}
+			o, err := st.Org(ctx, "o1")
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("Org = %+v, %v; wantErr %v", o, err, tt.wantErr)
+			}
+			if err == nil && !slices.Equal(o.Environments, tt.want) {
+				t.Fatalf("environments %q, want %q", o.Environments, tt.want)
+			}
+		})
 	}
 }
