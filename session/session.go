@@ -20,6 +20,7 @@ import (
 
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/keyspace"
+	"github.com/agentfy/agentfy/wire"
 )
 
 // Errors callers branch on.
@@ -237,7 +238,9 @@ func (s *Store) parse(id string, cmd *redis.MapStringStringCmd) (Session, error)
 		Owner: m["owner"], OwnerKey: m["ownerKey"], WorkerPassID: m["workerPass"], BrokerPassID: m["brokerPass"],
 	}
 	if h := m["hello"]; h != "" {
-		if err := json.Unmarshal([]byte(h), &sess.Hello); err != nil {
+		// Written by a replica (json.Marshal of Hello), read as every JSON of another
+		// process is: a member twice, in another case or unknown is an error.
+		if err := wire.DecodeStrict([]byte(h), &sess.Hello); err != nil {
 			return Session{}, fmt.Errorf("session: hello: %w", err)
 		}
 	}
@@ -400,7 +403,8 @@ func (s *Store) RecordTool(ctx context.Context, id string, a Activity) error {
 	return nil
 }
 
-// ActivityLog returns a session's activity log, oldest first.
+// ActivityLog returns a session's activity log, oldest first. Each entry is read with
+// wire.DecodeStrict: one with a member twice, in another case or unknown is an error.
 func (s *Store) ActivityLog(ctx context.Context, id string) ([]Activity, error) {
 	raw, err := s.rdb.LRange(ctx, s.activityKey(id), 0, -1).Result()
 	if err != nil {
@@ -409,7 +413,7 @@ func (s *Store) ActivityLog(ctx context.Context, id string) ([]Activity, error) 
 	out := make([]Activity, 0, len(raw))
 	for _, r := range raw {
 		var a Activity
-		if err := json.Unmarshal([]byte(r), &a); err != nil {
+		if err := wire.DecodeStrict([]byte(r), &a); err != nil {
 			return nil, fmt.Errorf("session: activity: %w", err)
 		}
 		out = append(out, a)

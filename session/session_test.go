@@ -11,6 +11,7 @@ import (
 	"github.com/agentfy/agentfy/deploy"
 	"github.com/agentfy/agentfy/internal/redisserver"
 	"github.com/agentfy/agentfy/internal/testenv"
+	"github.com/agentfy/agentfy/keyspace"
 	"github.com/agentfy/agentfy/session"
 	"github.com/agentfy/agentfy/wire"
 	"github.com/redis/go-redis/v9"
@@ -244,5 +245,58 @@ func TestLivenessAsTheReplica(t *testing.T) {
 	live, err := st.Liveness(ctx, []string{started.ID})
 	if err != nil || st.Status(live[started.ID]) != session.Running {
 		t.Fatalf("liveness as the replica: %+v, %v", live, err)
+	}
+}
+
+// TestRecordsReadStrictly: the JSON in a session record (the worker's hello, which a
+// replica stored) and in its activity log is read with wire.DecodeStrict, as JSON from
+// another process: a member twice or in another case than the field's is an error,
+// where encoding/json took the last of two, or "Capabilities" for "capabilities".
+func TestRecordsReadStrictly(t *testing.T) {
+	srv := testenv.Redis(t)
+	rdb := testenv.RedisClient(t, srv, 2)
+	dep := testenv.Deployment(t)
+	clk := &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	st := session.NewStore(rdb, auth.NewStore(rdb, dep, clk.Now), dep, session.Policy{IdleAfter: time.Minute, StopAfter: 5 * time.Minute}, clk.Now)
+	ctx := testenv.Context(t, 30*time.Second)
+	sess, _, err := st.Start(ctx, "agent-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := keyspace.For(dep)
+	tests := []struct {
+		name, hello, activity string
+		wantErr               bool
+	}{
+		{name: "as a replica writes them", hello: `{"imageTag":"w:1","bootstrapRevision":2,"capabilities":["browserView"]}`, activity: `{"at":"2026-11-30T12:00:00Z","tool":"browser_open","ok":true}`},
+		{name: "hello capabilities twice", hello: `{"imageTag":"w:1","bootstrapRevision":2,"capabilities":[],"capabilities":["browserView"]}`, wantErr: true},
+		{name: "hello Capabilities", hello: `{"imageTag":"w:1","bootstrapRevision":2,"Capabilities":["browserView"]}`, wantErr: true},
+		{name: "activity tool twice", activity: `{"at":"2026-11-30T12:00:00Z","tool":"browser_open","tool":"browser_close","ok":true}`, wantErr: true},
+		{name: "activity OK", activity: `{"at":"2026-11-30T12:00:00Z","tool":"browser_open","OK":true}`, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.hello != "" {
+				if err := rdb.HSet(ctx, keys.Session(sess.ID), "hello", tt.hello).Err(); err != nil {
+					t.Fatal(err)
+				}
+				got, err := st.Get(ctx, sess.ID)
+				if (err != nil) != tt.wantErr {
+					t.Fatalf("Get with hello %s: %+v, %v; wantErr %v", tt.hello, got.Hello, err, tt.wantErr)
+				}
+			}
+			if tt.activity != "" {
+				if err := rdb.Del(ctx, keys.SessionActivity(sess.ID)).Err(); err != nil {
+					t.Fatal(err)
+				}
+				if err := rdb.RPush(ctx, keys.SessionActivity(sess.ID), tt.activity).Err(); err != nil {
+					t.Fatal(err)
+				}
+				got, err := st.ActivityLog(ctx, sess.ID)
+				if (err != nil) != tt.wantErr {
+					t.Fatalf("ActivityLog with %s: %+v, %v; wantErr %v", tt.activity, got, err, tt.wantErr)
+				}
+			}
+		})
 	}
 }
