@@ -30,6 +30,14 @@ func TestParse(t *testing.T) {
 		{name: "negative id", in: `{"jsonrpc":"2.0","id":-1,"result":1}`, wantErr: true},
 		{name: "string id", in: `{"jsonrpc":"2.0","id":"1","result":1}`, wantErr: true},
 		{name: "not json", in: `{`, wantErr: true},
+		// Parse reads with wire.DecodeStrict (issue 35): names exactly, each once.
+		{name: "id twice", in: `{"jsonrpc":"2.0","id":1,"id":2,"result":1}`, wantErr: true},
+		{name: "method twice", in: `{"jsonrpc":"2.0","id":1,"method":"tools/call","method":"agentfy/browserView"}`, wantErr: true},
+		{name: "Method", in: `{"jsonrpc":"2.0","id":1,"Method":"tools/call"}`, wantErr: true},
+		{name: "ID beside id", in: `{"jsonrpc":"2.0","id":1,"ID":2,"result":1}`, wantErr: true},
+		{name: "error code twice", in: `{"jsonrpc":"2.0","id":7,"error":{"code":-32601,"code":-32002,"message":"no"}}`, wantErr: true},
+		{name: "error Data", in: `{"jsonrpc":"2.0","id":7,"error":{"code":-32002,"message":"no","Data":{"reason":"busy"}}}`, wantErr: true},
+		{name: "error data reason twice", in: `{"jsonrpc":"2.0","id":7,"error":{"code":-32002,"message":"no","data":{"reason":"busy","reason":"capture"}}}`, wantErr: true},
 		{name: "too large", in: `{"jsonrpc":"2.0","id":1,"result":"` + strings.Repeat("a", jsonrpc.MaxMessage) + `"}`, wantErr: true},
 	}
 	for _, tt := range tests {
