@@ -27,7 +27,9 @@ import (
 // provider's life under views: its tokens view on both replicas beside the stack's own
 // development tokens; a key rotated at the provider verifies at once, with no restart;
 // a key removed stops verifying within the cache period; with the provider down the
-// known keys keep working and an unknown kid is refused at once.
+// known keys keep working and an unknown kid is answered at once, 503
+// identity_unavailable (it may be a key the provider rotated to; only the provider can
+// tell, and it does not answer).
 func TestRealOpenIDProvider(t *testing.T) {
 	h := testenv.StartHydra(t)
 	ctx := testenv.Context(t, 3*time.Minute)
@@ -135,7 +137,7 @@ func TestRealOpenIDProvider(t *testing.T) {
 	}
 
 	// The provider down: the known key keeps verifying through failed refreshes, and a
-	// token with a kid nobody knows is 401 at once.
+	// token with a kid the last set lacks is 503 identity_unavailable at once.
 	h.Stop()
 	failures := func() uint64 {
 		var n uint64
@@ -153,8 +155,8 @@ func TestRealOpenIDProvider(t *testing.T) {
 	}
 	forged := forgedToken(t, h.Issuer)
 	start := time.Now()
-	if got := view(0, forged); !strings.HasPrefix(got, "401") {
-		t.Fatalf("an unknown kid with the provider down: %s", got)
+	if a := c.Do(t, http.MethodGet, c.ViewURL(0, "agent-scout"), forged, nil); a.Status != http.StatusServiceUnavailable || !strings.Contains(a.Body, `"code":"`+wire.ReasonIdentityUnavailable+`"`) {
+		t.Fatalf("an unknown kid with the provider down: %d %s, want 503 %s", a.Status, a.Body, wire.ReasonIdentityUnavailable)
 	}
 	if took := time.Since(start); took > auth.DefaultJWKSFetchTimeout+time.Second {
 		t.Fatalf("an unknown kid with the provider down took %v", took)
@@ -201,4 +203,114 @@ func forgedToken(t *testing.T, issuer string) string {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// TestIdentityProviderOutage: the real provider (Ory Hydra, its state on disk) stopped
+// for longer than a 10-s staleness bound answers its users' views 503
+// identity_unavailable with Retry-After on both replicas — never 401, which signs a user
+// out — while the stack's development tokens keep viewing; started again, its tokens
+// view again on both replicas with nobody doing anything.
+func TestIdentityProviderOutage(t *testing.T) {
+	h := testenv.StartPersistentHydra(t)
+	ctx := testenv.Context(t, 3*time.Minute)
+	const period = 2 * time.Second
+	provider := auth.JWTConfig{
+		Issuer: h.Issuer, Audience: "agentfy-api", Discovery: true, Leeway: 30 * time.Second,
+		JWKS: auth.JWKSOptions{MinRefresh: period, MaxRefresh: period, DefaultRefresh: period, MaxStale: auth.MinJWKSMaxStale},
+	}
+	s, err := stack.Start(ctx, stack.Options{ExtraJWT: []auth.JWTConfig{provider}, Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	c := &stacktest.Client{St: s, Validator: client.Validator, Timeout: time.Minute}
+	ss, err := s.StartSession(ctx, "agent-scout", stack.SessionOptions{Replica: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ss.Close)
+	if _, err := ss.Tool(ctx, wire.ToolOpen, map[string]string{"url": s.Site + "/"}); err != nil {
+		t.Fatal(err)
+	}
+	secret, err := h.CreateClient(ctx, "u-alice", "agentfy-api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice, err := h.Token(ctx, "u-alice", secret, "agentfy-api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := c.Token(t, "u-alice")
+	// view asks replica r for agent-scout's view; a frame is "frame", anything else its
+	// status and body.
+	view := func(r int, bearer string) stacktest.Response {
+		t.Helper()
+		c.OpenGate(t, "agent-scout")
+		return c.Do(t, http.MethodGet, c.ViewURL(r, "agent-scout"), bearer, nil)
+	}
+	isFrame := func(a stacktest.Response) bool {
+		if a.Status != http.StatusOK {
+			return false
+		}
+		res := a.Result(t)
+		return res.Live && res.Page != nil
+	}
+	for r := range 2 {
+		if a := view(r, alice); !isFrame(a) {
+			t.Fatalf("replica %d, the provider's token before the outage: %s", r, a.Summary())
+		}
+	}
+
+	// Down past the bound: every answer on the way is a frame (the last keys still
+	// good) or identity_unavailable, never a 401, and it ends as identity_unavailable
+	// on both replicas.
+	h.Stop()
+	stopped := time.Now()
+	for r := range 2 {
+		testenv.WaitFor(t, auth.MinJWKSMaxStale+3*period+2*auth.DefaultJWKSFetchTimeout, "identity_unavailable on replica "+string(rune('A'+r)), func() bool {
+			a := view(r, alice)
+			switch {
+			case isFrame(a):
+				return false
+			case a.Status == http.StatusServiceUnavailable && strings.Contains(a.Body, `"code":"`+wire.ReasonIdentityUnavailable+`"`):
+				if a.Header.Get("Retry-After") == "" {
+					t.Fatalf("replica %d: 503 %s without Retry-After", r, wire.ReasonIdentityUnavailable)
+				}
+				// Not before the bound: the last keys fetched verify until they are
+				// older than it.
+				if age := time.Since(s.Replicas[r].JWT.JWKSStatus()[0].LastSuccess); age < auth.MinJWKSMaxStale {
+					t.Fatalf("replica %d: %s with keys %v old, within the %v bound", r, wire.ReasonIdentityUnavailable, age, auth.MinJWKSMaxStale)
+				}
+				return true
+			default:
+				t.Fatalf("replica %d, the provider down %v: %s, want a frame or 503 %s", r, time.Since(stopped).Round(time.Millisecond), a.Summary(), wire.ReasonIdentityUnavailable)
+				return false
+			}
+		})
+	}
+	t.Logf("identity_unavailable on both replicas %v after the provider stopped (bound %v)", time.Since(stopped).Round(time.Millisecond), auth.MinJWKSMaxStale)
+	for r := range 2 {
+		if a := view(r, dev); !isFrame(a) {
+			t.Fatalf("replica %d, a development token during the outage: %s", r, a.Summary())
+		}
+	}
+	metrics := c.Get(t, s.Replicas[0].URL, "/metrics", "")
+	if !strings.Contains(metrics.Body, `agentfy_identity_unavailable_total{route="/v1/agents/:id/worker/view"} `) ||
+		!strings.Contains(metrics.Body, `agentfy_view_unavailable_total{reason="identity_unavailable",route="/v1/agents/:id/worker/view"} `) {
+		t.Error("/metrics does not count identity_unavailable")
+	}
+
+	// Back, the same provider: its tokens view again on both replicas, nothing done.
+	h.Restart(t)
+	restarted := time.Now()
+	for r := range 2 {
+		testenv.WaitFor(t, 3*period+2*auth.DefaultJWKSFetchTimeout, "the provider's token viewing again on replica "+string(rune('A'+r)), func() bool {
+			a := view(r, alice)
+			if a.Status == http.StatusUnauthorized {
+				t.Fatalf("replica %d after the restart: %s", r, a.Summary())
+			}
+			return isFrame(a)
+		})
+	}
+	t.Logf("frames again on both replicas %v after the provider came back", time.Since(restarted).Round(time.Millisecond))
 }

@@ -241,6 +241,7 @@ type Hydra struct {
 	bin                   string
 	publicPort, adminPort int
 	systemSecret          string
+	dsn                   string // "memory", or a SQLite file that survives Restart
 	home, logPath         string
 	client                *http.Client
 
@@ -257,6 +258,21 @@ type Hydra struct {
 // from scratch, so configuration in the caller's (a DSN, say) cannot leak in.
 func StartHydra(tb testing.TB) *Hydra {
 	tb.Helper()
+	return startHydra(tb, false)
+}
+
+// StartPersistentHydra is StartHydra with its state (clients, signing keys) in a SQLite
+// file of the test's temporary directory instead of memory, so that Restart brings the
+// same provider back, as a real one's restart after an outage does: tokens issued
+// before still verify against its JWKS. The schema is made once, before the first
+// start (`hydra migrate sql up`).
+func StartPersistentHydra(tb testing.TB) *Hydra {
+	tb.Helper()
+	return startHydra(tb, true)
+}
+
+func startHydra(tb testing.TB, persistent bool) *Hydra {
+	tb.Helper()
 	bin := HydraBinary(tb)
 	secret := make([]byte, 32)
 	if _, err := rand.Read(secret); err != nil {
@@ -269,9 +285,21 @@ func StartHydra(tb testing.TB) *Hydra {
 		home:         filepath.Join(tmp, "home"),
 		logPath:      filepath.Join(tmp, "hydra.log"),
 		client:       &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()},
+		dsn:          "memory",
 	}
 	if err := os.Mkdir(h.home, 0o700); err != nil {
 		tb.Fatal(err)
+	}
+	if persistent {
+		h.dsn = "sqlite://" + filepath.Join(tmp, "hydra.sqlite") + "?_fk=true"
+		ctx, cancel := context.WithTimeout(context.Background(), HydraStartTimeout)
+		cmd := exec.CommandContext(ctx, h.bin, "migrate", "sql", "up", "--read-from-env", "--yes") //nolint:gosec // the harness's hydra binary
+		cmd.Env = []string{"HOME=" + h.home, "TMPDIR=" + os.TempDir(), "DSN=" + h.dsn}
+		out, err := cmd.CombinedOutput()
+		cancel()
+		if err != nil {
+			tb.Fatalf("hydra migrate sql up: %v\n%s", err, out[max(0, len(out)-4000):])
+		}
 	}
 	tb.Cleanup(func() {
 		h.Stop()
@@ -316,7 +344,7 @@ func (h *Hydra) start(ctx context.Context) error {
 		"HOME=" + h.home,
 		"TMPDIR=" + os.TempDir(),
 		"SECRETS_SYSTEM=" + h.systemSecret,
-		"DSN=memory",
+		"DSN=" + h.dsn,
 		"STRATEGIES_ACCESS_TOKEN=jwt",
 		"URLS_SELF_ISSUER=" + h.Issuer,
 		"SERVE_PUBLIC_HOST=127.0.0.1", "SERVE_PUBLIC_PORT=" + strconv.Itoa(h.publicPort),
@@ -414,9 +442,11 @@ func (h *Hydra) Stop() {
 }
 
 // Restart stops Hydra if it runs and starts a new process on the same ports, with the
-// same issuer and system secret. Its state was in memory, so this is a fresh provider:
-// no clients (create them again) and new signing keys (new kids; tokens from before no
-// longer verify against its JWKS). The test fails if the ports were taken meanwhile.
+// same issuer and system secret. Started by StartHydra, its state was in memory, so
+// this is a fresh provider: no clients (create them again) and new signing keys (new
+// kids; tokens from before no longer verify against its JWKS). Started by
+// StartPersistentHydra, it is the same provider back: the same clients and keys. The
+// test fails if the ports were taken meanwhile.
 func (h *Hydra) Restart(tb testing.TB) {
 	tb.Helper()
 	h.Stop()

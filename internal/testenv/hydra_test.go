@@ -441,3 +441,31 @@ func get(ctx context.Context, t *testing.T, url string) []byte {
 	}
 	return b
 }
+
+// TestPersistentHydraRestart: a persistent provider comes back from Restart as itself —
+// the same signing keys, and a client made before still gets tokens that verify.
+func TestPersistentHydraRestart(t *testing.T) {
+	h := StartPersistentHydra(t)
+	ctx := Context(t, time.Minute)
+	secret, err := h.CreateClient(ctx, "u-bob", "agentfy-api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := fetchJWKS(ctx, t, h)
+	h.Stop()
+	if _, err := h.do(ctx, http.MethodGet, h.JWKSURL(), "", nil, http.StatusOK); err == nil {
+		t.Fatal("the JWKS answers after Stop")
+	}
+	h.Restart(t)
+	after := fetchJWKS(ctx, t, h)
+	for kid := range before {
+		if _, ok := after[kid]; !ok {
+			t.Errorf("kid %s lost in Restart", kid)
+		}
+	}
+	tok, err := h.Token(ctx, "u-bob", secret, "agentfy-api")
+	if err != nil {
+		t.Fatalf("the client made before the restart: %v", err)
+	}
+	verify(t, tok, after, h.Issuer, "agentfy-api")
+}

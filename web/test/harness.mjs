@@ -39,9 +39,10 @@ async function agentfyBinaries(dir) {
 /**
  * startStack runs `agentfy-dev dev` in its own process group and resolves with the parsed
  * ready file once the stack answers. `close()` stops the whole group (redis, NATS,
- * Chromium of the demo agent).
+ * Chromium of the demo agent). `env` is added to the command's environment (an identity
+ * provider's AGENTFY_JWT_* variables, say).
  */
-export async function startStack({ restartAfter = '3s' } = {}) {
+export async function startStack({ restartAfter = '3s', env = {} } = {}) {
   const dir = await mkdtemp(join(tmpdir(), 'agentfy-web-test-'));
   const { dev: bin, cli } = await agentfyBinaries(dir);
   const readyPath = join(dir, 'ready.json');
@@ -49,6 +50,7 @@ export async function startStack({ restartAfter = '3s' } = {}) {
   const log = openSync(logPath, 'a');
   const child = spawn(bin, ['dev', '--ready-file', readyPath, '--restart-after', restartAfter], {
     cwd: repoRoot,
+    env: { ...process.env, ...env },
     detached: true, // its own process group, so close() reaches every descendant
     stdio: ['ignore', log, log],
   });
