@@ -13,6 +13,7 @@ import (
 	"math/big"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/internal/testenv"
+	"github.com/agentfy/agentfy/wire"
 )
 
 // provider is an identity provider's JWK set the suite controls: it serves its keys,
@@ -30,16 +32,21 @@ type provider struct {
 	srv   *httptest.Server
 	rsa   *rsa.PrivateKey
 	ec    *ecdsa.PrivateKey
-	state atomic.Value // "up", "garbage" or "down"
+	state atomic.Value // "up", "garbage", "down" or "redirect"
+	// other is another origin with a key set of its own (an attacker's), where the
+	// provider redirects in state "redirect"; otherAsked counts its requests.
+	other      *httptest.Server
+	otherKey   *rsa.PrivateKey
+	otherAsked atomic.Int32
 }
 
-// The provider's settings: a short cache period and staleness bound, so that the suite
-// sees a failed refresh and the end of staleness within seconds (production: 30 s–1 h
-// and 24 h).
+// The provider's settings: a short cache period and the shortest staleness bound, so
+// that the suite sees a failed refresh and the end of staleness within seconds
+// (production: 30 s–1 h and 24 h).
 const (
 	providerIssuer   = "https://idp.reliability.test"
 	providerPeriod   = time.Second
-	providerMaxStale = 4 * time.Second
+	providerMaxStale = auth.MinJWKSMaxStale
 )
 
 func startProvider() (*provider, error) {
@@ -51,8 +58,22 @@ func startProvider() (*provider, error) {
 	if p.ec, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader); err != nil {
 		return nil, err
 	}
+	if p.otherKey, err = rsa.GenerateKey(rand.Reader, 2048); err != nil {
+		return nil, err
+	}
 	p.state.Store("up")
 	b64 := base64.RawURLEncoding.EncodeToString
+	otherSet, err := json.Marshal(map[string]any{"keys": []map[string]string{
+		{"kty": "RSA", "kid": "rsa-other", "use": "sig", "n": b64(p.otherKey.N.Bytes()), "e": b64(big.NewInt(int64(p.otherKey.E)).Bytes())},
+	}})
+	if err != nil {
+		return nil, err
+	}
+	p.other = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		p.otherAsked.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(otherSet)
+	}))
 	set, err := json.Marshal(map[string]any{"keys": []map[string]string{
 		{"kty": "RSA", "kid": "rsa-1", "use": "sig", "n": b64(p.rsa.N.Bytes()), "e": b64(big.NewInt(int64(p.rsa.E)).Bytes())},
 		{"kty": "EC", "crv": "P-256", "kid": "ec-1", "use": "sig", "x": b64(p.ec.X.FillBytes(make([]byte, 32))), "y": b64(p.ec.Y.FillBytes(make([]byte, 32)))},
@@ -60,12 +81,14 @@ func startProvider() (*provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch p.state.Load() {
 		case "garbage":
 			_, _ = w.Write([]byte(`{"keys":[{"kty":"RSA","kid":"rsa-1","n":"!!","e":"AQAB"}`))
 		case "down":
 			http.Error(w, "down", http.StatusServiceUnavailable)
+		case "redirect":
+			http.Redirect(w, r, p.other.URL+"/jwks.json", http.StatusFound)
 		default:
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write(set)
@@ -100,19 +123,27 @@ func sign(t *testing.T, m jwt.SigningMethod, key any, kid string, claims jwt.Map
 }
 
 // TestIdentityProvider attacks the human-token path of a JWK set: algorithm and key
-// confusion, a kid naming another key, a stale or lying provider. Every bad token is
-// 401 — never 5xx, never a wait on the provider beyond its fetch deadline — and the
-// provider down keeps the keys it last gave working for the staleness bound, no longer.
+// confusion, a kid naming another key, a critical header, a token issued for later, a
+// stale, lying or redirecting provider. Every bad token is 401 — never 5xx, never a
+// wait on the provider beyond its fetch deadline. The provider down keeps the keys it
+// last gave working for the staleness bound; past it, and for a kid it may have
+// rotated to, a token that may be good is 503 identity_unavailable, never 401 (which
+// signs a user out). A redirect to another origin is never followed.
 func TestIdentityProvider(t *testing.T) {
 	const area = "Identity (the platform's OpenID provider, by JWK set)"
 	p := idp
 	agent := client.NewAgent(t, "agent-identity")
-	view := func(r int, bearer string) int {
+	// view is replica r's answer: its status, and identity_unavailable's code.
+	view := func(r int, bearer string) string {
 		t.Helper()
 		client.OpenGate(t, agent)
-		return client.Do(t, http.MethodGet, client.ViewURL(r, agent), bearer, nil).Status
+		a := client.Do(t, http.MethodGet, client.ViewURL(r, agent), bearer, nil)
+		if a.Status == http.StatusServiceUnavailable && strings.Contains(a.Body, `"code":"`+wire.ReasonIdentityUnavailable+`"`) {
+			return fmt.Sprintf("%d %s", a.Status, wire.ReasonIdentityUnavailable)
+		}
+		return fmt.Sprint(a.Status)
 	}
-	both := func(bearer string) string { return fmt.Sprintf("%d / %d", view(0, bearer), view(1, bearer)) }
+	both := func(bearer string) string { return view(0, bearer) + " / " + view(1, bearer) }
 	good := sign(t, jwt.SigningMethodRS256, p.rsa, "rsa-1", p.claims("u-alice"))
 	goodEC := sign(t, jwt.SigningMethodES256, p.ec, "ec-1", p.claims("u-alice"))
 	pubDER, err := x509.MarshalPKIXPublicKey(&p.rsa.PublicKey)
@@ -130,6 +161,14 @@ func TestIdentityProvider(t *testing.T) {
 	wrongAud["aud"] = "another-api"
 	wrongIss := p.claims("u-alice")
 	wrongIss["iss"] = "https://evil.example"
+	later := p.claims("u-alice")
+	later["iat"] = time.Now().Add(time.Hour).Unix()
+	critical := jwt.NewWithClaims(jwt.SigningMethodRS256, p.claims("u-alice"))
+	critical.Header["kid"], critical.Header["crit"], critical.Header["x-unknown"] = "rsa-1", []string{"x-unknown"}, true
+	criticalToken, err := critical.SignedString(p.rsa)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	cases := []struct {
 		name, bearer, want string
@@ -146,6 +185,8 @@ func TestIdentityProvider(t *testing.T) {
 		{"another_audience", sign(t, jwt.SigningMethodRS256, p.rsa, "rsa-1", wrongAud), "401 / 401"},
 		{"another_issuer", sign(t, jwt.SigningMethodRS256, p.rsa, "rsa-1", wrongIss), "401 / 401"},
 		{"no_user", sign(t, jwt.SigningMethodRS256, p.rsa, "rsa-1", p.claims("")), "401 / 401"},
+		{"issued an hour from now (iat beyond the leeway)", sign(t, jwt.SigningMethodRS256, p.rsa, "rsa-1", later), "401 / 401"},
+		{"a critical header extension the verifier does not know (RFC 7515 4.1.11)", criticalToken, "401 / 401"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -185,7 +226,7 @@ func TestIdentityProvider(t *testing.T) {
 		start := time.Now()
 		unknown := view(0, unknownKid)
 		took := time.Since(start)
-		out := fmt.Sprintf("known key %s; unknown kid %d", both(good), unknown)
+		out := fmt.Sprintf("known key %s; unknown kid %s", both(good), unknown)
 		if took < auth.DefaultJWKSFetchTimeout+time.Second {
 			out += " at once"
 		} else {
@@ -197,7 +238,7 @@ func TestIdentityProvider(t *testing.T) {
 		name := map[string]string{"garbage": "provider_answers_garbage", "down": "provider_down"}[state]
 		t.Run(name, func(t *testing.T) {
 			observed := ""
-			const want = "known key 200 / 200; unknown kid 401 at once"
+			const want = "known key 200 / 200; unknown kid 503 identity_unavailable at once"
 			record(t, area, want, &observed)
 			observed = stale(t, state)
 			if observed != want {
@@ -207,15 +248,29 @@ func TestIdentityProvider(t *testing.T) {
 	}
 	t.Run("provider_down_beyond_the_staleness_bound", func(t *testing.T) {
 		observed := ""
-		const want = "known key 401 / 401 (fail closed); provider back: 200 / 200"
+		const want = "known key 503 identity_unavailable / 503 identity_unavailable (fail closed, nobody signed out); provider back: 200 / 200"
 		record(t, area, want, &observed)
 		p.state.Store("down")
 		t.Cleanup(func() { p.state.Store("up") })
 		testenv.WaitFor(t, providerMaxStale+5*providerPeriod, "no key left on either replica", func() bool { return keys() == 0 })
-		observed = "known key " + both(good) + " (fail closed)"
+		observed = "known key " + both(good) + " (fail closed, nobody signed out)"
 		p.state.Store("up")
 		testenv.WaitFor(t, 5*providerPeriod, "the keys back on both replicas", func() bool { return keys() >= 4 })
 		observed += "; provider back: " + both(good)
+		if observed != want {
+			t.Errorf("got %s", observed)
+		}
+	})
+	t.Run("provider_redirects_to_another_origin", func(t *testing.T) {
+		observed := ""
+		const want = "the other origin's token 503 identity_unavailable / 503 identity_unavailable, never 200; the provider's 200 / 200; the other origin asked 0 times"
+		record(t, area, want, &observed)
+		p.state.Store("redirect")
+		t.Cleanup(func() { p.state.Store("up") })
+		before := failures()
+		testenv.WaitFor(t, 5*providerPeriod, "a refused redirect on each replica", func() bool { return failures() >= before+2 })
+		forged := sign(t, jwt.SigningMethodRS256, p.otherKey, "rsa-other", p.claims("u-alice"))
+		observed = fmt.Sprintf("the other origin's token %s, never 200; the provider's %s; the other origin asked %d times", both(forged), both(good), p.otherAsked.Load())
 		if observed != want {
 			t.Errorf("got %s", observed)
 		}

@@ -66,6 +66,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer idp.srv.Close()
+	defer idp.other.Close()
 	// AGENTFY_TEST_REDIS=cluster or sentinel runs the suite on that Redis topology.
 	st, _, err = stack.StartOnTopology(ctx, stack.Options{
 		PersistRedis: true, BrokerBin: brokerBin, ExtraJWT: []auth.JWTConfig{idp.config()},
