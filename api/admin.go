@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -44,11 +45,14 @@ import (
 // the replica's log as one audit line: the admin key's id, the action and the ids it
 // touched, never a secret.
 
-// AdminConfig wires an AdminServer. Every field but OpenAPI is required.
+// AdminConfig wires an AdminServer. Every field but JWT and OpenAPI is required.
 type AdminConfig struct {
 	Log   zerolog.Logger
 	Creds *auth.Store
 	Dir   *directory.Store
+	// JWT verifies members' tokens, only to tell a member's JWT (403) from a string
+	// that looks like one (401); nil answers every JWT 401.
+	JWT *auth.Verifier
 	// OpenAPI is the admin API's document, served at /openapi.yaml.
 	OpenAPI []byte
 }
@@ -129,25 +133,54 @@ func (s *AdminServer) requestLog(c *gin.Context) {
 		Dur("took", time.Since(start)).Msg("admin request")
 }
 
-// authenticate lets admin keys through. A credential of another kind — a member's JWT,
-// an organisation key, a session pass — is refused with 403 without being looked up;
-// anything else, an unknown or revoked admin key included, with 401.
+// authenticate lets admin keys through. A credential of another kind — a member's
+// JWT, an organisation key, a session pass — is refused with 403 once it verifies as
+// one (the public routes and the worker channel say as much of it); anything else — a
+// string only shaped like one, an unknown or revoked admin key, no credential — with
+// 401, as openapi/admin.yaml says. A JWT that cannot be checked now (its identity
+// provider does not answer) is not an admin key either: 401.
 func (s *AdminServer) authenticate(c *gin.Context) {
+	ctx := c.Request.Context()
 	token := auth.BearerToken(c.GetHeader("Authorization"))
 	if !auth.IsAdminKeyToken(token) {
-		if auth.IsOrgKeyToken(token) || auth.IsPassToken(token) || strings.Count(token, ".") == 2 {
-			s.fail(c, errAdminOnly, nil)
+		if err := s.otherCredential(ctx, token); err != nil {
+			s.abort(c, err)
 			return
 		}
-		s.fail(c, errUnauthenticated, nil)
+		s.fail(c, errAdminOnly, nil)
 		return
 	}
-	key, err := s.cfg.Creds.VerifyAdminKey(c.Request.Context(), token)
+	key, err := s.cfg.Creds.VerifyAdminKey(ctx, token)
 	if err != nil {
 		s.abort(c, err)
 		return
 	}
 	c.Set(ctxAdminKey, key)
+}
+
+// otherCredential returns nil when token is a valid credential of another kind than an
+// admin key (a member's JWT, an organisation key, a pass of either role),
+// auth.ErrUnauthenticated when it is none, and a wrapped Redis error when that cannot
+// be told.
+func (s *AdminServer) otherCredential(ctx context.Context, token string) error {
+	switch {
+	case auth.IsOrgKeyToken(token):
+		_, err := s.cfg.Creds.VerifyOrgKey(ctx, token)
+		return err
+	case auth.IsPassToken(token):
+		// A pass of either role is a pass: ErrForbidden says it is the other role's.
+		if _, err := s.cfg.Creds.VerifyPass(ctx, token, auth.RoleWorker); err != nil && !errors.Is(err, auth.ErrForbidden) {
+			return err
+		}
+		return nil
+	case s.cfg.JWT != nil && strings.Count(token, ".") == 2:
+		if _, err := s.cfg.JWT.Verify(ctx, token); err != nil {
+			return auth.ErrUnauthenticated
+		}
+		return nil
+	default:
+		return auth.ErrUnauthenticated
+	}
 }
 
 // audit writes the one log line of an accepted change.

@@ -37,6 +37,14 @@ type adminEnv struct {
 	logs  *bytes.Buffer
 }
 
+// The members' tokens the admin listener's verifier takes (MintHS256).
+const (
+	jwtIssuer   = "agentfy-test"
+	jwtAudience = "agentfy-api"
+)
+
+var jwtSecret = []byte("0123456789abcdef0123456789abcdef")
+
 func startAdmin(t *testing.T, ctx context.Context) *adminEnv {
 	t.Helper()
 	rs := testenv.Redis(t)
@@ -60,8 +68,13 @@ func startAdmin(t *testing.T, ctx context.Context) *adminEnv {
 	if e.oas, err = oas.NewAdmin(ctx); err != nil {
 		t.Fatal(err)
 	}
+	jwt, err := auth.NewVerifier(ctx, testenv.Logger(t), auth.JWTConfig{Issuer: jwtIssuer, Audience: jwtAudience, HS256Secret: jwtSecret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(jwt.Close)
 	srv := httptest.NewServer(api.NewAdmin(api.AdminConfig{
-		Log: testenv.Logger(t).Output(e.logs), Creds: e.creds, Dir: e.dir, OpenAPI: openapi.AdminDocument,
+		Log: testenv.Logger(t).Output(e.logs), Creds: e.creds, Dir: e.dir, JWT: jwt, OpenAPI: openapi.AdminDocument,
 	}).Handler())
 	t.Cleanup(srv.Close)
 	e.url = srv.URL
@@ -161,9 +174,24 @@ func TestAdminRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jwt, err := auth.MintHS256([]byte("0123456789abcdef0123456789abcdef"), "agentfy-test", "agentfy-api", "u1", time.Now(), time.Hour)
+	jwt, err := auth.MintHS256(jwtSecret, jwtIssuer, jwtAudience, "u1", time.Now(), time.Hour)
 	if err != nil {
 		t.Fatal(err)
+	}
+	strangerJWT, err := auth.MintHS256([]byte("another secret, another issuer's"), jwtIssuer, jwtAudience, "u1", time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	brokerPass, _, err := e.creds.IssuePass(ctx, auth.RoleBroker, "s1", "a1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	revokedOrgKey, revokedOrg, err := e.creds.CreateOrgKey(ctx, "o1", "prod", []string{auth.ScopeWorkerLogsRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := e.creds.RevokeOrgKey(ctx, "o1", revokedOrg.ID); err != nil || !ok {
+		t.Fatalf("revoke org key: %v %v", ok, err)
 	}
 	revokedToken, revoked, err := e.creds.CreateAdminKey(ctx, "revoked")
 	if err != nil {
@@ -171,6 +199,14 @@ func TestAdminRefusals(t *testing.T) {
 	}
 	if ok, err := e.creds.RevokeAdminKey(ctx, revoked.ID); err != nil || !ok {
 		t.Fatalf("revoke admin key: %v %v", ok, err)
+	}
+	// wrongSecret is token with the last digit of its secret changed.
+	wrongSecret := func(token string) string {
+		last := byte('0')
+		if token[len(token)-1] == '0' {
+			last = '1'
+		}
+		return token[:len(token)-1] + string(last)
 	}
 	const js = "application/json"
 	huge := `{"members":["` + strings.Repeat("u", api.MaxAdminBody) + `"]}`
@@ -186,6 +222,14 @@ func TestAdminRefusals(t *testing.T) {
 		{"a member's JWT", "PUT", "/v1/admin/users/u9", jwt, js, `{"name":"N"}`, 403, "admin keys only"},
 		{"an organisation key", "DELETE", "/v1/admin/orgs/o1/keys/0123456789abcdef", orgKey, "", "", 403, "admin keys only"},
 		{"a worker pass", "PUT", "/v1/admin/teams/t1/members/u2", pass, "", "", 403, "admin keys only"},
+		{"a broker pass", "PUT", "/v1/admin/teams/t1/members/u2", brokerPass, "", "", 403, "admin keys only"},
+		// Shaped like a credential of another kind, but none (issue 35 item 6): 401.
+		{"a random string with two dots", "PUT", "/v1/admin/users/u9", "aaaa.bbbb.cccc", js, `{"name":"N"}`, 401, ""},
+		{"a JWT signed with another key", "PUT", "/v1/admin/users/u9", strangerJWT, js, `{"name":"N"}`, 401, ""},
+		{"an unknown organisation key", "PUT", "/v1/admin/users/u9", "afk_0123456789abcdef_" + strings.Repeat("0", 64), js, `{"name":"N"}`, 401, ""},
+		{"a revoked organisation key", "PUT", "/v1/admin/users/u9", revokedOrgKey, js, `{"name":"N"}`, 401, ""},
+		{"an unknown pass", "PUT", "/v1/admin/users/u9", "afp_0123456789abcdef_" + strings.Repeat("0", 64), js, `{"name":"N"}`, 401, ""},
+		{"an organisation key with a wrong secret", "PUT", "/v1/admin/users/u9", wrongSecret(orgKey), js, `{"name":"N"}`, 401, ""},
 		{"malformed id", "PUT", "/v1/admin/users/bad%20id", e.key, js, `{"name":"N"}`, 400, "id:"},
 		{"id too long", "PUT", "/v1/admin/users/" + strings.Repeat("a", 65), e.key, js, `{"name":"N"}`, 400, "id:"},
 		{"not JSON", "PUT", "/v1/admin/users/u9", e.key, js, `name=N`, 400, ""},

@@ -22,7 +22,7 @@ const MaxAdminConnections = 64
 // whole request (at most api.MaxAdminBody) in BodyTimeout.
 func (r *Replica) ServeAdmin(ctx context.Context, ln net.Listener) error {
 	admin := api.NewAdmin(api.AdminConfig{
-		Log: r.opts.Log.With().Str("listener", "admin").Logger(), Creds: r.Creds, Dir: r.Dir,
+		Log: r.opts.Log.With().Str("listener", "admin").Logger(), Creds: r.Creds, Dir: r.Dir, JWT: r.JWT,
 		OpenAPI: openapi.AdminDocument,
 	})
 	srv := &http.Server{
