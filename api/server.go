@@ -101,7 +101,7 @@ func New(cfg Config) *Server {
 	s := &Server{cfg: cfg, eng: eng, done: make(chan struct{}), access: access.New(cfg.Dir, cfg.Creds)}
 	eng.Use(s.requestLog, gin.CustomRecovery(func(c *gin.Context, _ any) {
 		c.AbortWithStatusJSON(http.StatusInternalServerError, httpError{http.StatusInternalServerError, "internal", "internal error"}.body())
-	}))
+	}), refuseAmbiguous)
 
 	v1 := eng.Group("/v1", noStore)
 	views := v1.Group("", s.metricView)
@@ -188,6 +188,41 @@ func noStore(c *gin.Context) {
 func setNoStore(c *gin.Context) {
 	c.Header("Cache-Control", "no-store")
 	c.Header("X-Content-Type-Options", "nosniff")
+}
+
+// Requests that could be read two ways, refused on both listeners before any route's
+// handler runs (refuseAmbiguous).
+var (
+	errTwoCredentials = httpError{http.StatusBadRequest, "bad_request", "send one Authorization header: a request with two is ambiguous"}
+	errEncodedSlash   = httpError{http.StatusBadRequest, "bad_request", "an id never contains '/': the path has an encoded slash (%2F)"}
+)
+
+// refuseAmbiguous answers 400, with no-store and the error body, a request that one
+// reader could take one way and another reader another, before any route's handler
+// runs (it is registered where each listener's router is built):
+//
+//   - more than one Authorization header. The handlers read the first (gin's
+//     GetHeader, net/http's Header.Get); a proxy or log in front may read another, so
+//     which credential was checked would depend on who asks.
+//   - an encoded slash (%2F, any case) in the path. The router matches the decoded
+//     path, so /v1/admin/teams/t1%2Fmembers would reach the route of t1's member list
+//     and /v1/agents/a%2Fworker%2Fview an agent's view. No id contains '/'.
+func refuseAmbiguous(c *gin.Context) {
+	switch {
+	case len(c.Request.Header.Values("Authorization")) > 1:
+		refuse(c, errTwoCredentials)
+	case strings.Contains(strings.ToLower(c.Request.URL.EscapedPath()), "%2f"):
+		refuse(c, errEncodedSlash)
+	default:
+		c.Next()
+	}
+}
+
+// refuse answers e with no-store, whatever the route, and ends the request.
+func refuse(c *gin.Context, e httpError) {
+	setNoStore(c)
+	closeIfBody(c)
+	c.AbortWithStatusJSON(e.status, e.body())
 }
 
 // isV1 reports whether path is /v1 or under it, in any case (a client that got the

@@ -66,6 +66,13 @@ export type ListAgentsData = {
 };
 export type ListAgentsErrors = {
     /**
+     * A request that could be read two ways, refused before anything else is checked:
+     * two `Authorization` headers (send one credential), or an encoded slash (`%2F`) in
+     * the path (no id contains `/`).
+     *
+     */
+    400: ErrorBody;
+    /**
      * No valid credential.
      */
     401: ErrorBody;
@@ -93,6 +100,13 @@ export type GetAgentWorkerViewData = {
     url: '/v1/agents/{id}/worker/view';
 };
 export type GetAgentWorkerViewErrors = {
+    /**
+     * A request that could be read two ways, refused before anything else is checked:
+     * two `Authorization` headers (send one credential), or an encoded slash (`%2F`) in
+     * the path (no id contains `/`).
+     *
+     */
+    400: ErrorBody;
     /**
      * No valid credential.
      */
@@ -141,6 +155,13 @@ export type GetPartnerWorkerViewData = {
     url: '/v1/orgs/{orgId}/agents/{id}/worker/view';
 };
 export type GetPartnerWorkerViewErrors = {
+    /**
+     * A request that could be read two ways, refused before anything else is checked:
+     * two `Authorization` headers (send one credential), or an encoded slash (`%2F`) in
+     * the path (no id contains `/`).
+     *
+     */
+    400: ErrorBody;
     /**
      * No valid credential.
      */

@@ -78,6 +78,13 @@ export type ListAgentsData = {
 
 export type ListAgentsErrors = {
     /**
+     * A request that could be read two ways, refused before anything else is checked:
+     * two `Authorization` headers (send one credential), or an encoded slash (`%2F`) in
+     * the path (no id contains `/`).
+     *
+     */
+    400: ErrorBody;
+    /**
      * No valid credential.
      */
     401: ErrorBody;
@@ -110,6 +117,13 @@ export type GetAgentWorkerViewData = {
 };
 
 export type GetAgentWorkerViewErrors = {
+    /**
+     * A request that could be read two ways, refused before anything else is checked:
+     * two `Authorization` headers (send one credential), or an encoded slash (`%2F`) in
+     * the path (no id contains `/`).
+     *
+     */
+    400: ErrorBody;
     /**
      * No valid credential.
      */
@@ -163,6 +177,13 @@ export type GetPartnerWorkerViewData = {
 };
 
 export type GetPartnerWorkerViewErrors = {
+    /**
+     * A request that could be read two ways, refused before anything else is checked:
+     * two `Authorization` headers (send one credential), or an encoded slash (`%2F`) in
+     * the path (no id contains `/`).
+     *
+     */
+    400: ErrorBody;
     /**
      * No valid credential.
      */
