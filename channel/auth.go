@@ -14,9 +14,15 @@ import (
 )
 
 // ServeHTTP serves GET /v1/worker/channel: a WebSocket for one worker, authenticated by
-// its worker pass (Authorization: Bearer). A broker pass, an unknown pass or a stopped
-// session's pass are refused before the upgrade.
+// its worker pass (Authorization: Bearer). Two Authorization headers (400: which one is
+// checked would depend on the reader; the API's listener refuses them before the hub
+// too), a broker pass, an unknown pass or a stopped session's pass are refused before
+// the upgrade.
 func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if len(r.Header.Values("Authorization")) > 1 {
+		http.Error(w, "one Authorization header", http.StatusBadRequest)
+		return
+	}
 	token := auth.BearerToken(r.Header.Get("Authorization"))
 	pass, err := h.cfg.Creds.VerifyPass(r.Context(), token, auth.RoleWorker)
 	switch {

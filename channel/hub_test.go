@@ -367,6 +367,48 @@ func TestHubRefusesHello(t *testing.T) {
 	}
 }
 
+// TestHubRefusesTwoCredentials: a worker's upgrade with two Authorization headers is
+// 400, whichever comes first — Header.Get reads the first, so a stranger's header
+// before a good pass (or a good pass before a broker's) would be read one way here and
+// maybe another by a proxy — and the session is never attached.
+func TestHubRefusesTwoCredentials(t *testing.T) {
+	t.Parallel()
+	s := startServers(t)
+	e := newHubEnv(t, s, nil)
+	tests := []struct {
+		name  string
+		order func(worker, broker string) []string
+	}{
+		{"the worker pass twice", func(w, _ string) []string { return []string{w, w} }},
+		{"worker pass then broker pass", func(w, b string) []string { return []string{w, b} }},
+		{"garbage then worker pass", func(w, _ string) []string { return []string{"nope", w} }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := testenv.Context(t, 20*time.Second)
+			sess, passes := e.start(t, ctx)
+			h := http.Header{}
+			for _, p := range tt.order(passes.Worker, passes.Broker) {
+				h.Add("Authorization", "Bearer "+p)
+			}
+			ws, resp, err := websocket.Dial(ctx, e.url, &websocket.DialOptions{HTTPHeader: h})
+			if resp != nil && resp.Body != nil {
+				_ = resp.Body.Close()
+			}
+			if err == nil {
+				_ = ws.CloseNow()
+				t.Fatal("upgraded with two Authorization headers")
+			}
+			if resp == nil || resp.StatusCode != http.StatusBadRequest {
+				t.Fatalf("dial: %v %v, want 400", resp, err)
+			}
+			if got, err := e.sessions.Get(ctx, sess.ID); err != nil || got.Owner != "" {
+				t.Fatalf("session %+v %v, want it never attached", got, err)
+			}
+		})
+	}
+}
+
 // A view request from the bus reaches the worker as agentfy/browserView with the request
 // id alone, and its answer comes back: the envelope byte for byte, or the worker's
 // reason in the error header. Requests whose capability no replica stored never reach
