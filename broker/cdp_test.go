@@ -21,9 +21,10 @@ type cdpCall struct {
 	params      any
 }
 
-// recordingClient is a CDP connection that records the commands it sends.
+// recordingClient records the commands a browser sends, and sends them through
+// the shared Chromium's browser.
 type recordingClient struct {
-	*cdp.Client
+	next *rod.Browser
 
 	mu    sync.Mutex
 	calls []cdpCall // guarded by mu
@@ -35,8 +36,12 @@ func (c *recordingClient) Call(ctx context.Context, sessionID, method string, pa
 	c.mu.Lock()
 	c.calls = append(c.calls, cdpCall{method, sessionID, ok, params})
 	c.mu.Unlock()
-	return c.Client.Call(ctx, sessionID, method, params)
+	return c.next.Call(ctx, sessionID, method, params)
 }
+
+// Event is never read: the recorded browser is not connected on its own (see
+// recordingBrowser).
+func (c *recordingClient) Event() <-chan *cdp.Event { return nil }
 
 // take returns the recorded commands and forgets them.
 func (c *recordingClient) take() []cdpCall {
@@ -54,23 +59,15 @@ func (c *recordingClient) put(calls []cdpCall) {
 	c.calls = append(calls, c.calls...)
 }
 
-// recordingBrowser opens a second, recorded connection to the shared
-// Chromium, without a default device.
+// recordingBrowser is the shared Chromium's browser with the commands it sends
+// recorded, without a default device. Chromium has one DevTools connection, its
+// pipe: the recorded browser is a copy of the shared one (its events, its
+// connection) whose commands go through the recorder; the shared browser's own
+// (the tests' sessions, closeAllTabs) are not recorded.
 func recordingBrowser(tb testing.TB) (*rod.Browser, *recordingClient) {
 	tb.Helper()
-	ws := &cdp.WebSocket{}
-	ctx, cancel := context.WithTimeout(tb.Context(), 5*time.Second)
-	defer cancel()
-	if err := ws.Connect(ctx, testChromium.controlURL, nil); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _ = ws.Close() })
-	rec := &recordingClient{Client: cdp.New().Start(ws)}
-	browser := rod.New().Client(rec).NoDefaultDevice()
-	if err := browser.Connect(); err != nil {
-		tb.Fatal(err)
-	}
-	return browser, rec
+	rec := &recordingClient{next: testChromium.Browser}
+	return testChromium.Browser.Context(tb.Context()).Client(rec), rec
 }
 
 // TestObserveCDPCalls records what observation sends to Chromium: only the

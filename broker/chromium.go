@@ -4,15 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/go-rod/rod"
-	"github.com/go-rod/rod/lib/launcher"
-	"github.com/go-rod/rod/lib/launcher/flags"
+	"github.com/go-rod/rod/lib/cdp"
 	"github.com/rs/zerolog"
 )
 
@@ -23,14 +28,20 @@ const (
 	// WindowSize gives a 1280×800 viewport in headless Chromium (the window
 	// has chrome); every tab gets a window of this size.
 	WindowSize = "1280,887"
-	// DefaultLaunchTimeout bounds the start of Chromium up to its DevTools URL.
+	// DefaultLaunchTimeout bounds the start of Chromium up to its first answer
+	// over the DevTools pipe.
 	DefaultLaunchTimeout = 30 * time.Second
 	// closeTimeout bounds each step of stopping Chromium.
 	closeTimeout = 5 * time.Second
+	// stderrKept is how much of the end of Chromium's standard error a failed
+	// launch quotes.
+	stderrKept = 2 << 10 // 2 KiB
+	// stderrDrain bounds the read of Chromium's standard error after its exit.
+	stderrDrain = 100 * time.Millisecond
 )
 
 // chromiumFlags are the switches of every launch, besides the binary, the
-// profile directory and the DevTools port. There is no startup window: the
+// profile directory and the DevTools pipe. There is no startup window: the
 // broker starts with no tab, and every tab gets a window of its own.
 var chromiumFlags = []string{
 	"headless",
@@ -68,8 +79,11 @@ type LaunchConfig struct {
 	// ProfileParent is the directory in which a fresh private profile
 	// directory is made; empty means the system temporary directory.
 	ProfileParent string
-	// Leakless runs Chromium under rod's leakless guard, which kills it
-	// when the broker dies without cleaning up.
+	// Leakless kills Chromium when the broker dies without cleaning up (a
+	// crash, SIGKILL): the kernel sends Chromium SIGKILL when its parent dies
+	// (Linux's parent-death signal), and its renderers and helpers then lose
+	// their browser and exit. Without it a Chromium that still runs exits
+	// when its pipe closes with the broker, but a wedged one stays.
 	Leakless bool
 	// Env is the environment of Chromium. The caller must strip every
 	// secret from it. HOME and the XDG directories are replaced by
@@ -77,21 +91,29 @@ type LaunchConfig struct {
 	Env []string
 }
 
-// Chromium is a running Chromium and the rod connection that controls it.
+// Chromium is a running Chromium and the rod connection that controls it. The
+// connection is a pair of pipes (--remote-debugging-pipe): Chromium opens no
+// DevTools port and writes no DevToolsActivePort file, so no other process of the
+// machine or the pod can reach its pages; only the broker, which holds the pipes.
 type Chromium struct {
 	// Browser is the rod connection, without default device emulation.
 	Browser *rod.Browser
 
-	launcher   *launcher.Launcher
-	controlURL string // the DevTools WebSocket URL
-	profile    string
-	logger     zerolog.Logger
-	cancel     context.CancelFunc // ends the connection's context
-	exited     chan struct{}      // closed when the process has exited
+	pid     int      // Chromium's process, the leader of its own process group
+	pipe    *cdpPipe // the DevTools connection
+	profile string
+	logger  zerolog.Logger
+	cancel  context.CancelFunc // ends the connection's context
+	stderr  *tailBuffer        // the end of Chromium's standard error
+	exited  chan struct{}      // closed when the process has exited and its group is killed
+
+	mu      sync.Mutex
+	reaped  bool  // guarded by mu: Chromium's pid may be another process's now
+	exitErr error // guarded by mu: how Chromium exited, once reaped
 }
 
 // LaunchChromium starts Chromium with a fresh private profile and connects to
-// it. ctx bounds the start only. The caller must Close the result.
+// it over a pipe. ctx bounds the start only. The caller must Close the result.
 func LaunchChromium(ctx context.Context, cfg LaunchConfig, logger zerolog.Logger) (_ *Chromium, err error) {
 	bin := cfg.Bin
 	if bin == "" {
@@ -117,55 +139,180 @@ func LaunchChromium(ctx context.Context, cfg LaunchConfig, logger zerolog.Logger
 	if err := os.WriteFile(filepath.Join(profile, ownerFile), []byte(processIdentity(os.Getpid())), 0o600); err != nil {
 		return nil, fmt.Errorf("launch chromium: profile owner: %w", err)
 	}
-
-	l := launcher.New().Context(ctx)
-	// Replace rod's defaults wholesale: they disable site isolation and add
-	// switches this broker does not want.
-	l.Flags = map[flags.Flag][]string{}
-	l.Bin(bin).UserDataDir(profile).RemoteDebuggingPort(0).Leakless(cfg.Leakless)
-	for _, f := range chromiumFlags {
-		name, value, hasValue := strings.Cut(f, "=")
-		if hasValue {
-			l.Set(flags.Flag(name), value)
-		} else {
-			l.Set(flags.Flag(name))
-		}
+	// Chromium hangs on a relative profile path.
+	if profile, err = filepath.Abs(profile); err != nil {
+		return nil, fmt.Errorf("launch chromium: profile: %w", err)
 	}
+
+	args := make([]string, 0, len(chromiumFlags)+2)
+	args = append(args, "--remote-debugging-pipe", "--user-data-dir="+profile)
+	for _, f := range chromiumFlags {
+		args = append(args, "--"+f)
+	}
+	// Chromium outlives the launch context; Close and kill end it.
+	cmd := exec.CommandContext(context.WithoutCancel(ctx), bin, args...) //nolint:gosec // the operator's Chromium binary and the broker's own flags
 	// Chromium keeps some state (crash database, caches) under HOME and the
 	// XDG directories rather than the profile; point them into the profile,
 	// which is removed at the end. The list is never empty, which matters:
-	// rod passes an empty environment on as "inherit ours".
+	// exec passes a nil environment on as "inherit ours".
 	env := slices.Clone(cfg.Env)
 	env = slices.DeleteFunc(env, func(kv string) bool {
 		name, _, _ := strings.Cut(kv, "=")
 		return name == "HOME" || name == "XDG_CONFIG_HOME" || name == "XDG_CACHE_HOME"
 	})
-	env = append(env, "HOME="+profile, "XDG_CONFIG_HOME="+filepath.Join(profile, ".config"), "XDG_CACHE_HOME="+filepath.Join(profile, ".cache"))
-	l.Env(env...)
+	cmd.Env = append(env, "HOME="+profile, "XDG_CONFIG_HOME="+filepath.Join(profile, ".config"), "XDG_CACHE_HOME="+filepath.Join(profile, ".cache"))
+	// Its own process group, so that stopping it ends its renderers and helpers
+	// too.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if cfg.Leakless {
+		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	}
+	c := &Chromium{profile: profile, logger: logger, stderr: &tailBuffer{max: stderrKept}, exited: make(chan struct{})}
 
-	u, err := l.Launch()
+	// Chromium reads commands from its descriptor 3 and writes to its 4
+	// (ExtraFiles start at 3). The pipes are the broker's alone: os.Pipe makes
+	// them close-on-exec, and Chromium hands them on to none of its children.
+	// Its standard error goes to a pipe of its own too, not through exec's
+	// copying, whose Wait would wait for Chromium's crash handlers: they hold it,
+	// outside the process group, until they notice Chromium is gone.
+	pipes := make([]*os.File, 0, 6) // inR, inW, outR, outW, errR, errW
+	for range 3 {
+		r, w, err := os.Pipe()
+		if err != nil {
+			for _, f := range pipes {
+				_ = f.Close()
+			}
+			return nil, fmt.Errorf("launch chromium: pipe: %w", err)
+		}
+		pipes = append(pipes, r, w)
+	}
+	inR, inW, outR, outW, errR, errW := pipes[0], pipes[1], pipes[2], pipes[3], pipes[4], pipes[5]
+	cmd.ExtraFiles = []*os.File{inR, outW}
+	cmd.Stderr = errW
+	c.pipe = newCDPPipe(inW, outR)
+
+	started := make(chan error, 1)
+	go c.run(cmd, errR, started)
+	err = <-started
+	// Chromium's ends are Chromium's now: once it exits, the broker reads the end
+	// of its output.
+	_, _, _ = inR.Close(), outW.Close(), errW.Close()
 	if err != nil {
-		l.Kill()
+		_ = c.pipe.Close()
 		return nil, fmt.Errorf("launch chromium: %w", err)
 	}
+	c.pid = cmd.Process.Pid
+
 	// The connection and rod's event loop outlive the launch context; Close
-	// ends them. The DevTools URL is on loopback and already listening, so
-	// connecting does not wait on anything slow.
+	// ends them. Until Chromium has answered, the launch context bounds the
+	// start: at its end Chromium is killed and the pipe closed, which fails the
+	// call under way.
 	connCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	c := &Chromium{launcher: l, controlURL: u, profile: profile, logger: logger, cancel: cancel, exited: make(chan struct{})}
-	go func() {
-		l.Cleanup() // waits for the exit, then removes the profile directory
-		close(c.exited)
-	}()
-	b := rod.New().ControlURL(u).NoDefaultDevice().Context(connCtx)
-	if err := b.Connect(); err != nil {
-		l.Kill()
+	c.cancel = cancel
+	stopWatch := context.AfterFunc(ctx, func() {
+		c.kill()
+		_ = c.pipe.Close()
+	})
+	b := rod.New().Client(cdp.New().Start(c.pipe)).NoDefaultDevice().Context(connCtx)
+	err = b.Connect()
+	if !stopWatch() && err == nil {
+		err = ctx.Err() // Chromium answered as the launch ran out of time
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w (%w)", ctx.Err(), err)
+		}
+		c.kill()
 		_ = c.stop()
-		return nil, fmt.Errorf("connect chromium: %w", err)
+		return nil, fmt.Errorf("connect chromium: %w%s", err, c.exitReport())
 	}
 	c.Browser = b
-	logger.Info().Int("pid", l.PID()).Msg("chromium started")
+	logger.Info().Int("pid", c.pid).Msg("chromium started")
 	return c, nil
+}
+
+// run starts Chromium and waits for it to exit; it sends the start's error on
+// started, and keeps the end of what Chromium writes to stderr. Linux sends the
+// parent-death signal (LaunchConfig.Leakless) when the thread that forked the
+// child ends, not its process (go.dev/issue/27505), and Go ends a thread whose
+// locked goroutine exits, which a fork from any goroutine might have run on: this
+// goroutine holds its own thread from the fork until Chromium has exited, and the
+// thread ends with it, never earlier.
+func (c *Chromium) run(cmd *exec.Cmd, stderr *os.File, started chan<- error) {
+	runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+	defer close(c.exited)
+	defer stderr.Close()
+	if err := cmd.Start(); err != nil {
+		started <- err
+		return
+	}
+	started <- nil
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		_, _ = io.Copy(c.stderr, stderr)
+	}()
+	pid := cmd.Process.Pid
+	// Wait for the exit without reaping: while Chromium is a zombie its pid, the
+	// id of its process group, cannot be reused, so killing the group then ends
+	// only what Chromium left running.
+	waited := waitExited(pid)
+	c.mu.Lock()
+	if waited == nil {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+	}
+	c.reaped = true
+	c.mu.Unlock()
+	err := cmd.Wait()
+	// What Chromium wrote is in the pipe already; its crash handlers may hold the
+	// pipe open a while longer.
+	_ = stderr.SetReadDeadline(time.Now().Add(stderrDrain))
+	<-copied
+	c.mu.Lock()
+	c.exitErr = err
+	c.mu.Unlock()
+	_ = c.pipe.Close()
+	_ = os.RemoveAll(c.profile)
+}
+
+// waitExited blocks until process pid has exited, and leaves it unreaped.
+func waitExited(pid int) error {
+	const (
+		pPID    = 1         // P_PID: wait for the process of this id
+		wNOWAIT = 0x1000000 // WNOWAIT: leave it waitable
+	)
+	var info [128]byte // a siginfo_t
+	for {
+		_, _, errno := syscall.Syscall6(syscall.SYS_WAITID, pPID, uintptr(pid), uintptr(unsafe.Pointer(&info[0])), syscall.WEXITED|wNOWAIT, 0, 0) //nolint:gosec // the kernel writes a siginfo_t into info
+		if errno != syscall.EINTR {
+			if errno != 0 {
+				return errno
+			}
+			return nil
+		}
+	}
+}
+
+// kill sends SIGKILL to Chromium's whole process group, unless Chromium is
+// reaped already (its pid may be another process's then).
+func (c *Chromium) kill() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.reaped && c.pid > 0 {
+		_ = syscall.Kill(-c.pid, syscall.SIGKILL)
+	}
+}
+
+// exitReport says how Chromium exited and what it last wrote, for the error of
+// a failed launch; empty while it runs.
+func (c *Chromium) exitReport() string {
+	c.mu.Lock()
+	err := c.exitErr
+	c.mu.Unlock()
+	if err == nil {
+		return ""
+	}
+	return fmt.Sprintf("; chromium exited: %v: %s", err, c.stderr)
 }
 
 // Close stops Chromium, gracefully if it answers within ctx and
@@ -191,6 +338,7 @@ func (c *Chromium) Exited() <-chan struct{} { return c.exited }
 func (c *Chromium) stop() error {
 	defer c.cancel()
 	defer os.RemoveAll(c.profile)
+	defer c.pipe.Close()
 	select {
 	case <-c.exited:
 		c.logger.Info().Msg("chromium stopped")
@@ -198,14 +346,40 @@ func (c *Chromium) stop() error {
 	case <-time.After(closeTimeout):
 	}
 	c.logger.Warn().Msg("chromium did not exit, killing it")
-	c.launcher.Kill()
+	c.kill()
 	select {
 	case <-c.exited:
 		c.logger.Info().Msg("chromium killed")
 		return nil
 	case <-time.After(closeTimeout):
-		return fmt.Errorf("chromium (pid %d) did not die", c.launcher.PID())
+		return fmt.Errorf("chromium (pid %d) did not die", c.pid)
 	}
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	max int
+
+	mu  sync.Mutex
+	buf []byte // guarded by mu
+}
+
+// Write keeps the end of p; it never fails.
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - t.max; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+// String is what is kept.
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.TrimSpace(string(t.buf))
 }
 
 // A profile directory is named profilePrefix+random and holds ownerFile, the identity
