@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentfy/agentfy/envelope"
 	"github.com/agentfy/agentfy/keyspace"
+	"github.com/agentfy/agentfy/wire"
 )
 
 // A grant is the SPEC's one-time view capability: what a replica writes to Redis for one
@@ -189,8 +190,10 @@ func (c *Grants) Pending(ctx context.Context, requestID, sessionID string) (bool
 	if err != nil {
 		return false, fmt.Errorf("check capability: %w", err)
 	}
+	// Strict, like any JSON another process wrote: a sessionId twice or in another case
+	// would let Lua's cjson (the consume script) and Go read two sessions from it.
 	var got grant
-	if err := json.Unmarshal(b, &got); err != nil {
+	if err := wire.DecodeStrict(b, &got); err != nil {
 		return false, nil
 	}
 	return got.SessionID == sessionID && c.genuine(got.MAC, requestID, sessionID, got.PublicKey), nil
@@ -225,7 +228,7 @@ func (c *Grants) Consume(ctx context.Context, requestID, sessionID string) (stri
 		return "", fmt.Errorf("consume capability: %w", err)
 	}
 	var got grant
-	if err := json.Unmarshal([]byte(v), &got); err != nil || got.SessionID != sessionID ||
+	if err := wire.DecodeStrict([]byte(v), &got); err != nil || got.SessionID != sessionID ||
 		!c.genuine(got.MAC, requestID, sessionID, got.PublicKey) {
 		return "", ErrGrantForged
 	}

@@ -145,6 +145,14 @@ func TestGrantForged(t *testing.T) {
 			write(id, map[string]string{"sessionId": "sessA", "publicKey": attacker})
 		},
 		"session swapped, MAC kept": func(id string, m map[string]string) { m["sessionId"] = "sessA"; write(id, m) },
+		// The attacker's key beside the real one under a name in another case: Lua's
+		// cjson and a case-blind Go reader would each take another member.
+		"key twice, in two cases": func(id string, m map[string]string) {
+			raw := `{"sessionId":"sessA","publicKey":"` + attacker + `","PublicKey":"` + m["publicKey"] + `","mac":"` + m["mac"] + `"}`
+			if err := rdb.Set(ctx, keys.Grant(id), raw, 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			id := requestID(t)
