@@ -16,6 +16,7 @@ import (
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/internal/replica"
 	"github.com/agentfy/agentfy/internal/stack"
+	"github.com/agentfy/agentfy/wire"
 )
 
 // TestAdminListener attacks the admin API: no admin key, a credential of another kind,
@@ -44,23 +45,34 @@ func TestAdminListener(t *testing.T) {
 	member := client.Token(t, "u-alice")
 	huge := `{"members":["` + strings.Repeat("u", api.MaxAdminBody) + `"]}`
 	const put = "/v1/admin/teams/team-atlas/members/u-dave"
+	agentBody := func(extra string) string {
+		return `{"name":"A","team":"team-atlas","org":"org-acme","environment":"production"` + extra + `}`
+	}
 	cases := []struct {
 		name, bearer, method, path, body string
 		want                             int
+		names                            string // a 400 whose message must name this member
 	}{
-		{"no_credential", "", http.MethodPut, put, "", http.StatusUnauthorized},
-		{"an_unknown_admin_key", "afa_0123456789abcdef_" + strings.Repeat("1", 64), http.MethodPut, put, "", http.StatusUnauthorized},
-		{"a_revoked_admin_key", revokedKey, http.MethodPut, put, "", http.StatusUnauthorized},
-		{"a_member's_JWT", member, http.MethodPut, put, "", http.StatusForbidden},
-		{"an_organisation_key", orgKey, http.MethodPut, put, "", http.StatusForbidden},
-		{"a_worker_pass", passes.Worker, http.MethodPut, put, "", http.StatusForbidden},
-		{"a_broker_pass", passes.Broker, http.MethodPut, put, "", http.StatusForbidden},
-		{"a_body_over_1_MiB", st.AdminKey, http.MethodPut, "/v1/admin/teams/team-atlas/members", huge, http.StatusRequestEntityTooLarge},
-		{"a_body_that_is_not_JSON", st.AdminKey, http.MethodPut, "/v1/admin/agents/" + agent, `team=team-borealis`, http.StatusBadRequest},
-		{"a_body_with_an_unknown_field", st.AdminKey, http.MethodPut, "/v1/admin/agents/" + agent, `{"name":"A","team":"team-borealis","org":"org-acme","environment":"production","owner":"me"}`, http.StatusBadRequest},
-		{"an_agent_moved_to_an_unknown_team", st.AdminKey, http.MethodPut, "/v1/admin/agents/" + agent, `{"name":"A","team":"team-nowhere","org":"org-acme","environment":"production"}`, http.StatusNotFound},
-		{"a_key_for_another_organisation's_environment", st.AdminKey, http.MethodPost, "/v1/admin/orgs/org-globex/keys", `{"environment":"staging","scopes":["worker:logs:read"]}`, http.StatusNotFound},
-		{"a_member_list_with_a_stranger_in_it", st.AdminKey, http.MethodPut, "/v1/admin/teams/team-atlas/members", `{"members":["u-alice","u-nobody"]}`, http.StatusNotFound},
+		{"no_credential", "", http.MethodPut, put, "", http.StatusUnauthorized, ""},
+		{"an_unknown_admin_key", "afa_0123456789abcdef_" + strings.Repeat("1", 64), http.MethodPut, put, "", http.StatusUnauthorized, ""},
+		{"a_revoked_admin_key", revokedKey, http.MethodPut, put, "", http.StatusUnauthorized, ""},
+		{"a_member's_JWT", member, http.MethodPut, put, "", http.StatusForbidden, ""},
+		{"an_organisation_key", orgKey, http.MethodPut, put, "", http.StatusForbidden, ""},
+		{"a_worker_pass", passes.Worker, http.MethodPut, put, "", http.StatusForbidden, ""},
+		{"a_broker_pass", passes.Broker, http.MethodPut, put, "", http.StatusForbidden, ""},
+		{"a_body_over_1_MiB", st.AdminKey, http.MethodPut, "/v1/admin/teams/team-atlas/members", huge, http.StatusRequestEntityTooLarge, ""},
+		{"a_body_that_is_not_JSON", st.AdminKey, http.MethodPut, "/v1/admin/agents/" + agent, `team=team-borealis`, http.StatusBadRequest, ""},
+		{"a_body_with_an_unknown_field", st.AdminKey, http.MethodPut, "/v1/admin/agents/" + agent, `{"name":"A","team":"team-borealis","org":"org-acme","environment":"production","owner":"me"}`, http.StatusBadRequest, "owner"},
+		// The red team's: encoding/json matched TEAM to team and kept the last of two.
+		{"a_field_beside_itself_in_another_case_(TEAM_after_team)", st.AdminKey, http.MethodPut, "/v1/admin/agents/" + agent, agentBody(`,"TEAM":"team-borealis"`), http.StatusBadRequest, "TEAM"},
+		{"a_field_in_another_case_alone", st.AdminKey, http.MethodPut, "/v1/admin/agents/" + agent, `{"name":"A","Team":"team-borealis","org":"org-acme","environment":"production"}`, http.StatusBadRequest, "Team"},
+		{"a_field_given_twice", st.AdminKey, http.MethodPut, "/v1/admin/agents/" + agent, agentBody(`,"team":"team-borealis"`), http.StatusBadRequest, "team"},
+		{"a_random_string_with_two_dots", "abc.def.ghi", http.MethodPut, put, "", http.StatusUnauthorized, ""},
+		{"a_string_shaped_like_an_organisation_key", "afk_0123456789abcdef_" + strings.Repeat("2", 64), http.MethodPut, put, "", http.StatusUnauthorized, ""},
+		{"an_encoded_slash_in_an_id", st.AdminKey, http.MethodPut, "/v1/admin/users/u-a%2Fb", `{"name":"Slash"}`, http.StatusBadRequest, ""},
+		{"an_agent_moved_to_an_unknown_team", st.AdminKey, http.MethodPut, "/v1/admin/agents/" + agent, `{"name":"A","team":"team-nowhere","org":"org-acme","environment":"production"}`, http.StatusNotFound, ""},
+		{"a_key_for_another_organisation's_environment", st.AdminKey, http.MethodPost, "/v1/admin/orgs/org-globex/keys", `{"environment":"staging","scopes":["worker:logs:read"]}`, http.StatusNotFound, ""},
+		{"a_member_list_with_a_stranger_in_it", st.AdminKey, http.MethodPut, "/v1/admin/teams/team-atlas/members", `{"members":["u-alice","u-nobody"]}`, http.StatusNotFound, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -81,12 +93,46 @@ func TestAdminListener(t *testing.T) {
 			if !strings.Contains(a.Body, `"error":{"code":`) {
 				observed += ", no error body"
 			}
+			if tc.names != "" && !strings.Contains(a.Body, `\"`+tc.names+`\"`) {
+				observed += ", the message does not name " + tc.names
+			}
 			if observed != expected || took > replica.BodyTimeout {
 				t.Errorf("got %s in %v", observed, took)
 			}
 		})
 	}
 
+	t.Run("two_Authorization_headers,_on_both_listeners", func(t *testing.T) {
+		observed := ""
+		const want = "admin 400 / view 400 / consume 400 (ambiguous credential), nothing changed"
+		record(t, area, want, &observed)
+		before := deploymentKeys(t, st)
+		two := func(method, url string) int {
+			req, err := http.NewRequestWithContext(c, method, url, strings.NewReader(`{"name":"Two"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header["Authorization"] = []string{"Bearer " + st.AdminKey, "Bearer " + member}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = resp.Body.Close()
+			return resp.StatusCode
+		}
+		observed = fmt.Sprintf("admin %d / view %d / consume %d (ambiguous credential)",
+			two(http.MethodPut, st.Replicas[0].AdminURL+"/v1/admin/users/u-two"),
+			two(http.MethodGet, client.ViewURL(1, agent)),
+			two(http.MethodPost, st.Replicas[0].URL+wire.ConsumePath))
+		if maps.Equal(before, deploymentKeys(t, st)) {
+			observed += ", nothing changed"
+		} else {
+			observed += ", Redis changed"
+		}
+		if observed != want {
+			t.Errorf("got %s", observed)
+		}
+	})
 	t.Run("admin_routes_on_the_public_listener", func(t *testing.T) {
 		observed := ""
 		const want = "404 with the admin key / 404 with a member's JWT"
