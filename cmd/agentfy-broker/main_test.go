@@ -117,7 +117,7 @@ func TestBrokerProcess(t *testing.T) {
 		close(waitDone)
 	}()
 	t.Cleanup(func() {
-		// On failure the broker dies at once; leakless then kills Chromium.
+		// On failure the broker dies at once; its parent-death signal then kills Chromium.
 		_ = cmd.Process.Kill()
 		<-waitDone
 	})

@@ -265,8 +265,9 @@ func (ss *Session) startBrokerProcess(ctx context.Context) error {
 	}
 }
 
-// KillBroker kills the broker process with SIGKILL, as a crash would (leakless then
-// ends its Chromium), and waits for it to exit.
+// KillBroker kills the broker process with SIGKILL, as a crash would (the parent-death
+// signal LaunchConfig.Leakless asks for then ends its Chromium), and waits for it to
+// exit.
 func (ss *Session) KillBroker() {
 	if ss.brokerProc == nil {
 		return
