@@ -164,7 +164,7 @@ func TestSessionCheckRefused(t *testing.T) {
 // never a 401 that ends the partner's watch as if the key had never been good.
 func TestPartnerKeyRevokedDuringCapture(t *testing.T) {
 	observed := ""
-	record(t, "Access", "404, no frame", &observed)
+	record(t, "Access (Cache-Control: no-store on every answer)", "404, no frame", &observed)
 	liveSession(t, "agent-revoked", stack.SessionOptions{})
 	ctx := client.Context(t)
 	key, orgKey, err := st.Creds.CreateOrgKey(ctx, "org-acme", "production", []string{auth.ScopeWorkerLogsRead})

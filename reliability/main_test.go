@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -124,8 +125,18 @@ func (r *recorder) markdown() []byte {
 	defer r.mu.Unlock()
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "# Reliability\n\nWritten by the suite itself (`reliability/`) on %s: two API replicas, workers, brokers with Debian's Chromium, a real redis-server and an embedded NATS server, broken for real. Rerun everything with\n\n    AGENTFY_RELIABILITY_REPORT=RELIABILITY.md go test -count=1 ./reliability\n\n", time.Now().UTC().Format("2006-01-02"))
+	// One section per area, in the order areas first appear; rows keep their order
+	// within it (tests of one area may run apart, a Faults test among the Access ones).
+	first := map[string]int{}
+	for i, rw := range r.rows {
+		if _, ok := first[rw.area]; !ok {
+			first[rw.area] = i
+		}
+	}
+	rows := slices.Clone(r.rows)
+	slices.SortStableFunc(rows, func(a, b row) int { return first[a.area] - first[b.area] })
 	area := ""
-	for _, rw := range r.rows {
+	for _, rw := range rows {
 		if rw.area != area {
 			area = rw.area
 			fmt.Fprintf(&b, "\n## %s\n\n| case | expected | observed | result | how to rerun |\n|---|---|---|---|---|\n", area)
