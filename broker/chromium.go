@@ -235,11 +235,15 @@ func LaunchChromium(ctx context.Context, cfg LaunchConfig, logger zerolog.Logger
 // started, and keeps the end of what Chromium writes to stderr. Linux sends the
 // parent-death signal (LaunchConfig.Leakless) when the thread that forked the
 // child ends, not its process (go.dev/issue/27505), and Go ends a thread whose
-// locked goroutine exits, which a fork from any goroutine might have run on: this
-// goroutine holds its own thread from the fork until Chromium has exited, and the
-// thread ends with it, never earlier.
+// goroutine exits while locked to it. So this goroutine holds its thread from the
+// fork until Chromium has exited, and then gives it back to the runtime, unlocked:
+// ending it would also send the signal to every other child forked from that
+// thread before — in a process that runs Redis or an identity provider beside its
+// brokers (the test harness) one of those, killed when a session's Chromium exits
+// (CI saw the reliability suite's Redis die so).
 func (c *Chromium) run(cmd *exec.Cmd, stderr *os.File, started chan<- error) {
-	runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	defer close(c.exited)
 	defer stderr.Close()
 	if err := cmd.Start(); err != nil {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -354,5 +355,64 @@ func TestLaunchChromiumFails(t *testing.T) {
 				t.Errorf("the launch left %v", left)
 			}
 		})
+	}
+}
+
+// TestChromiumSparesOtherChildren: a Chromium that exits must not take the harness's
+// other children with it. Linux sends a parent-death signal when the forking thread
+// ends, and Go ends a thread whose goroutine exits locked to it; the goroutine that
+// forks Chromium locks its thread, so it must give the thread back, not end it, or
+// every child forked from that thread earlier (a Redis, an identity provider, each
+// with a parent-death signal) is killed. CI saw the reliability suite's Redis die so.
+// The test forks children from many threads, which then go idle, so the runtime hands
+// one of them to the next Chromium's goroutine; after Chromium came and went three
+// times, every child must live.
+func TestChromiumSparesOtherChildren(t *testing.T) {
+	const threads = 24
+	children := make([]*exec.Cmd, threads)
+	ready := make(chan error, threads)
+	release := make(chan struct{})
+	for i := range threads {
+		go func() {
+			// Locked at once by every goroutine together: each forks on a thread
+			// of its own, then gives it back to the runtime's idle pool.
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			cmd := exec.Command("sleep", "300") //nolint:gosec,noctx // a stand-in child of the harness
+			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+			err := cmd.Start()
+			children[i] = cmd
+			ready <- err
+			<-release
+		}()
+	}
+	for range threads {
+		if err := <-ready; err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(release)
+	t.Cleanup(func() {
+		for _, c := range children {
+			_ = c.Process.Kill()
+			_ = c.Wait()
+		}
+	})
+	for range 3 {
+		ctx, cancel := context.WithTimeout(t.Context(), DefaultLaunchTimeout)
+		c, err := LaunchChromium(ctx, LaunchConfig{Bin: chromiumBin(), Leakless: true, Env: []string{"HOME=" + os.TempDir()}}, zerolog.Nop())
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Close(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		<-c.Exited()
+	}
+	for i, c := range children {
+		if st, ok := readProcStat(c.Process.Pid); !ok || st.state == "Z" {
+			t.Fatalf("child %d (pid %d), forked from another thread, died when a Chromium exited", i, c.Process.Pid)
+		}
 	}
 }
