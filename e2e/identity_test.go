@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -39,20 +40,7 @@ func TestRealOpenIDProvider(t *testing.T) {
 		Issuer: h.Issuer, Audience: "agentfy-api", Discovery: true, Leeway: 30 * time.Second,
 		JWKS: auth.JWKSOptions{MinRefresh: period, MaxRefresh: period, DefaultRefresh: period},
 	}
-	s, err := stack.Start(ctx, stack.Options{ExtraJWT: []auth.JWTConfig{provider}, Log: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	c := &stacktest.Client{St: s, Validator: client.Validator, Timeout: time.Minute}
-	ss, err := s.StartSession(ctx, "agent-scout", stack.SessionOptions{Replica: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ss.Close)
-	if _, err := ss.Tool(ctx, wire.ToolOpen, map[string]string{"url": s.Site + "/"}); err != nil {
-		t.Fatal(err)
-	}
+	s, c := providerStack(ctx, t, provider)
 
 	token := func(clientID, audience string) string {
 		t.Helper()
@@ -172,6 +160,27 @@ func TestRealOpenIDProvider(t *testing.T) {
 	}
 }
 
+// providerStack starts a stack of its own whose replicas take provider's tokens beside
+// their development ones, with agent-scout's worker on replica B and a tab open on the
+// demo site.
+func providerStack(ctx context.Context, t *testing.T, provider auth.JWTConfig) (*stack.Stack, *stacktest.Client) {
+	t.Helper()
+	s, err := stack.Start(ctx, stack.Options{ExtraJWT: []auth.JWTConfig{provider}, Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	ss, err := s.StartSession(ctx, "agent-scout", stack.SessionOptions{Replica: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ss.Close)
+	if _, err := ss.Tool(ctx, wire.ToolOpen, map[string]string{"url": s.Site + "/"}); err != nil {
+		t.Fatal(err)
+	}
+	return s, &stacktest.Client{St: s, Validator: client.Validator, Timeout: time.Minute}
+}
+
 // header decodes a JWT's header.
 func header(t *testing.T, token string) map[string]any {
 	t.Helper()
@@ -218,20 +227,7 @@ func TestIdentityProviderOutage(t *testing.T) {
 		Issuer: h.Issuer, Audience: "agentfy-api", Discovery: true, Leeway: 30 * time.Second,
 		JWKS: auth.JWKSOptions{MinRefresh: period, MaxRefresh: period, DefaultRefresh: period, MaxStale: auth.MinJWKSMaxStale},
 	}
-	s, err := stack.Start(ctx, stack.Options{ExtraJWT: []auth.JWTConfig{provider}, Log: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	c := &stacktest.Client{St: s, Validator: client.Validator, Timeout: time.Minute}
-	ss, err := s.StartSession(ctx, "agent-scout", stack.SessionOptions{Replica: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ss.Close)
-	if _, err := ss.Tool(ctx, wire.ToolOpen, map[string]string{"url": s.Site + "/"}); err != nil {
-		t.Fatal(err)
-	}
+	s, c := providerStack(ctx, t, provider)
 	secret, err := h.CreateClient(ctx, "u-alice", "agentfy-api")
 	if err != nil {
 		t.Fatal(err)
