@@ -44,6 +44,20 @@ func TestHTTPErrors(t *testing.T) {
 		{"close unknown tab", "POST", "/tools/browser_close", `{"tabId":"nope"}`, 404, "unknown_tab"},
 		{"tabs with junk", "POST", "/tools/browser_tabs", `{"x":1}`, 400, "bad_request"},
 		{"healthz by POST", "POST", "/healthz", `{}`, 405, "method_not_allowed"},
+		// Read with wire.DecodeStrict: a member given twice or in another case than the
+		// field's is refused before any browser work or consumption (encoding/json took the
+		// last of two, or "URL" for "url").
+		{"observe requestId twice", "POST", "/observe", `{"requestId":"` + goodID + `","requestId":"` + goodID + `"}`, 400, "bad_request"},
+		{"observe RequestId", "POST", "/observe", `{"RequestId":"` + goodID + `"}`, 400, "bad_request"},
+		{"observe requestID beside requestId", "POST", "/observe", `{"requestId":"` + goodID + `","requestID":"x"}`, 400, "bad_request"},
+		{"open url twice", "POST", "/tools/browser_open", `{"url":"about:blank","url":"about:blank"}`, 400, "bad_request"},
+		{"open URL", "POST", "/tools/browser_open", `{"URL":"about:blank"}`, 400, "bad_request"},
+		{"play TabId", "POST", "/tools/browser_play", `{"TabId":"t1","steps":[]}`, 400, "bad_request"},
+		{"play step action twice", "POST", "/tools/browser_play", `{"tabId":"t1","steps":[{"action":"wait","action":"click","ms":1}]}`, 400, "bad_request"},
+		{"play step MS", "POST", "/tools/browser_play", `{"tabId":"t1","steps":[{"action":"wait","MS":1}]}`, 400, "bad_request"},
+		{"close tabId twice", "POST", "/tools/browser_close", `{"tabId":"t1","tabId":"t2"}`, 400, "bad_request"},
+		{"close tabID", "POST", "/tools/browser_close", `{"tabID":"t1"}`, 400, "bad_request"},
+		{"open invalid UTF-8", "POST", "/tools/browser_open", "{\"url\":\"about:blank\xff\"}", 400, "bad_request"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -74,6 +88,9 @@ func TestHTTPErrors(t *testing.T) {
 	}
 	if n := tb.api.calls.Load(); n != 0 {
 		t.Errorf("%d consumptions for refused requests", n)
+	}
+	if tabs, err := tb.Tabs(t.Context()); err != nil || len(tabs) != 0 {
+		t.Errorf("tabs after refused requests: %v %v, want none", tabs, err)
 	}
 }
 
@@ -236,57 +253,5 @@ func TestListen(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(path); string(b) != "keep" {
 		t.Error("the regular file changed")
-	}
-}
-
-// TestServerRefusesAmbiguousMembers: a request on the broker's socket (the worker's) is
-// read with wire.DecodeStrict — a member given twice or in another case than the
-// field's is 400 bad_request before any browser work or consumption, where
-// encoding/json took the last of two, or "URL" for "url".
-func TestServerRefusesAmbiguousMembers(t *testing.T) {
-	tb := newTestBroker(t, nil, nil)
-	goodID := strings.Repeat("ab", 32)
-	tests := []struct {
-		name, path, body string
-	}{
-		{"observe requestId twice", "/observe", `{"requestId":"` + goodID + `","requestId":"` + goodID + `"}`},
-		{"observe RequestId", "/observe", `{"RequestId":"` + goodID + `"}`},
-		{"observe requestID beside requestId", "/observe", `{"requestId":"` + goodID + `","requestID":"x"}`},
-		{"open url twice", "/tools/browser_open", `{"url":"about:blank","url":"about:blank"}`},
-		{"open URL", "/tools/browser_open", `{"URL":"about:blank"}`},
-		{"play TabId", "/tools/browser_play", `{"TabId":"t1","steps":[]}`},
-		{"play step action twice", "/tools/browser_play", `{"tabId":"t1","steps":[{"action":"wait","action":"click","ms":1}]}`},
-		{"play step MS", "/tools/browser_play", `{"tabId":"t1","steps":[{"action":"wait","MS":1}]}`},
-		{"close tabId twice", "/tools/browser_close", `{"tabId":"t1","tabId":"t2"}`},
-		{"close tabID", "/tools/browser_close", `{"tabID":"t1"}`},
-		{"open invalid UTF-8", "/tools/browser_open", "{\"url\":\"about:blank\xff\"}"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://broker"+tt.path, strings.NewReader(tt.body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp, err := tb.client.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			var body struct {
-				Error struct{ Code, Message string }
-			}
-			if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-				t.Fatalf("body is not an error object: %v", err)
-			}
-			if resp.StatusCode != http.StatusBadRequest || body.Error.Code != "bad_request" {
-				t.Errorf("%s: %d %+v, want 400 bad_request", tt.body, resp.StatusCode, body.Error)
-			}
-		})
-	}
-	if n := tb.api.calls.Load(); n != 0 {
-		t.Errorf("%d consumptions for refused requests", n)
-	}
-	if tabs, err := tb.Tabs(t.Context()); err != nil || len(tabs) != 0 {
-		t.Errorf("tabs after refused requests: %v %v, want none", tabs, err)
 	}
 }
