@@ -15,19 +15,30 @@ import (
 	"github.com/agentfy/agentfy/auth"
 )
 
+// ec256Provider starts, inside a synctest bubble, an in-process provider publishing
+// the ec256 key and a verifier of it (its options changed by opts), and returns once
+// the first fetch is done.
+func ec256Provider(t *testing.T, opts func(*auth.JWKSOptions)) (*idp, auth.JWTConfig, *auth.Verifier, *logBuffer) {
+	t.Helper()
+	p, client := inProcessIDP()
+	p.set(func(p *idp) { p.keys = []json.RawMessage{jwkJSON(t, "ec256", "", "sig", nil)} })
+	cfg := jwksConfig(p)
+	cfg.JWKS.HTTPClient = client
+	if opts != nil {
+		opts(&cfg.JWKS)
+	}
+	v, logs := newVerifier(t, cfg)
+	synctest.Wait()
+	return p, cfg, v, logs
+}
+
 // TestJWKSShortMaxStale: a bound of MinJWKSMaxStale is accepted and refreshed in time;
 // past it, while the provider is down, its good tokens are unavailable — never
 // refused — and tokens wrong on their face are still refused; when the provider is
 // back they verify again with nobody doing anything.
 func TestJWKSShortMaxStale(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p, client := inProcessIDP()
-		p.set(func(p *idp) { p.keys = []json.RawMessage{jwkJSON(t, "ec256", "", "sig", nil)} })
-		cfg := jwksConfig(p)
-		cfg.JWKS.HTTPClient = client
-		cfg.JWKS.MaxStale = auth.MinJWKSMaxStale
-		v, _ := newVerifier(t, cfg)
-		synctest.Wait()
+		p, cfg, v, _ := ec256Provider(t, func(o *auth.JWKSOptions) { o.MaxStale = auth.MinJWKSMaxStale })
 		good := func() string {
 			return signKID(t, jwt.SigningMethodES256, key("ec256").priv, "ec256", idpClaims(time.Now(), nil))
 		}
@@ -71,12 +82,7 @@ func TestJWKSShortMaxStale(t *testing.T) {
 // verifies through the outage.
 func TestJWKSUnknownKIDWhileProviderDown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p, client := inProcessIDP()
-		p.set(func(p *idp) { p.keys = []json.RawMessage{jwkJSON(t, "ec256", "", "sig", nil)} })
-		cfg := jwksConfig(p)
-		cfg.JWKS.HTTPClient = client
-		v, _ := newVerifier(t, cfg)
-		synctest.Wait()
+		p, _, v, _ := ec256Provider(t, nil)
 		rotated := signKID(t, jwt.SigningMethodES256, key("ec256-b").priv, "ec256-b", idpClaims(time.Now(), nil))
 
 		p.set(func(p *idp) { p.status = http.StatusBadGateway })
@@ -105,12 +111,7 @@ func TestJWKSUnknownKIDWhileProviderDown(t *testing.T) {
 // period the loop was sleeping through when the request came.
 func TestJWKSRetryAfterUnknownKIDFetchFailed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p, client := inProcessIDP()
-		p.set(func(p *idp) { p.keys = []json.RawMessage{jwkJSON(t, "ec256", "", "sig", nil)} })
-		cfg := jwksConfig(p)
-		cfg.JWKS.HTTPClient = client
-		v, logs := newVerifier(t, cfg)
-		synctest.Wait() // the first fetch; the next is due in DefaultJWKSRefresh (5 min)
+		p, _, v, logs := ec256Provider(t, nil) // the next fetch is due in DefaultJWKSRefresh (5 min)
 		wantFetches(t, p, 1)
 
 		p.set(func(p *idp) { p.status = http.StatusServiceUnavailable })
