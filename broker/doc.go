@@ -11,9 +11,12 @@
 //   - Observation (POST /observe): a read-only JPEG capture of the tab the agent
 //     is working on, sealed to a public key that only the broker learns by
 //     redeeming the request id at the API with its broker pass. Observation
-//     never waits in the tool queue, never activates a tab, never evaluates
-//     script, never touches the DOM or emulation and never changes the tab
-//     order. Every CDP call it makes runs under a deadline.
+//     never waits in the tool queue, never activates a tab, never touches the
+//     DOM or emulation, never changes the tab order, and runs no script the
+//     page can see: the one script it runs is its own read-only motion probe
+//     (motion.js, called by motion.go), in isolated worlds of the broker's
+//     own that the page's scripts cannot reach. Every CDP call it makes runs
+//     under a deadline.
 //
 // The package never talks to Redis or NATS; its only network peer besides
 // Chromium is the API's capability-consumption route, reached through

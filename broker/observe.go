@@ -24,7 +24,9 @@ var nullPage = []byte("null")
 // Config.ObserveTimeout.
 //
 // It never waits for the tool queue and changes nothing in the browser: no
-// activation, no script, no DOM, no emulation, no tab order.
+// activation, no DOM, no emulation, no tab order. The only script it runs is the
+// read-only motion probe of motion.go, in the broker's own isolated worlds, which the
+// page's scripts cannot see.
 //
 // It returns ErrBadRequestID, ErrBusy while another observation runs,
 // ErrGrantRefused (and then captures nothing) and ErrCaptureFailed,

@@ -5,16 +5,21 @@
 // [LabelFrom]). Each has its own HKDF label, so no envelope of one kind opens as
 // another.
 //
-// The sender (the browser broker) generates an ephemeral P-256 key pair per
-// seal and agrees a secret with the recipient's ephemeral P-256 public key.
-// The secret is the 32-byte x-coordinate of the shared point. HKDF-SHA256
-// turns it into an AES-256-GCM key, with the request id as salt and [Label] as
-// info. The request id is also the additional authenticated data, so an
-// envelope opens only for the request it answers.
+// Every seal generates an ephemeral P-256 key pair and agrees a secret with the
+// recipient's P-256 public key: for a view page, the browser broker seals to the
+// requesting replica's key of that one request; for a tool call, the caller
+// (channel.CallTool: the operator CLI, the demo agent) seals to the owner replica's
+// static key, which the session store publishes; for a tool result, the owner replica
+// seals to the caller's one-time reply key and adds the secret of its own static key
+// ([SealFrom]). The secret is the 32-byte x-coordinate of the shared point (two of
+// them, for SealFrom). HKDF-SHA256 turns it into an AES-256-GCM key, with the request
+// id as salt and the kind's label as info ([Label], [LabelToolCall], or [LabelFrom]
+// followed by the three public keys). The request id is also the additional
+// authenticated data, so an envelope opens only for the request it answers.
 //
-// The construction and the wire encoding match Node's crypto module byte for
-// byte; scripts/envelope.mjs is the Node reference, and testdata/envelope at
-// the repository root holds the vectors it generates.
+// A view page's construction and the wire encoding match Node's crypto module byte
+// for byte; scripts/envelope.mjs is the Node reference, and testdata/envelope at the
+// repository root holds the vectors it generates.
 package envelope
 
 import (
@@ -62,10 +67,11 @@ const (
 // check failed, so that a caller cannot become an oracle for an attacker.
 var ErrOpen = errors.New("envelope: cannot open")
 
-// Envelope is the encrypted page as it travels on the wire. PublicKey is the
-// sender's ephemeral uncompressed P-256 point, IV and Tag are the GCM nonce and
-// tag, all three in lowercase hex; Ciphertext is standard padded base64 and
-// does not include the tag.
+// Envelope is a sealed message as it travels on the wire: a view's page, a tool
+// call or a tool result, each under its own label. PublicKey is the sender's
+// ephemeral uncompressed P-256 point, IV and Tag are the GCM nonce and tag, all
+// three in lowercase hex; Ciphertext is standard padded base64 and does not
+// include the tag.
 type Envelope struct {
 	PublicKey  string `json:"publicKey"`
 	IV         string `json:"iv"`

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The compose test: runs the README's compose commands for real and checks the stack as
-# a user and an operator would. Part of the test command (scripts/test.sh).
+# The compose test: runs the compose commands of docs/operating.md ("Containers") for real
+# and checks the stack as a user and an operator would. Part of the test command
+# (scripts/test.sh).
 #   1. installs docker.io and docker-compose (apt-get, as root) when missing, and starts
 #      dockerd when none runs (and stops only what it started);
 #   2. base images: pulled, or stand-ins where no registry answers (compose-images.sh);
-#   3. the README's commands: up --build, then a member's token and a partner's key
+#   3. the documented commands: up --build, then a member's token and a partner's key
 #      minted through the stack;
 #   4. from the host through the published ports: both routes return a live frame that
 #      decodes as a JPEG (deploy/composecheck), and the web app's window shows one in
@@ -74,7 +75,7 @@ trap cleanup EXIT
 
 scripts/compose-images.sh
 
-# --- The README's commands (README.md, "Containers"), `compose` being `docker compose` ---
+# --- The documented commands (docs/operating.md, "Containers"), `compose` being `docker compose` ---
 export AGENTFY_BROWSER_IMAGE_TAG=2026.11.30-1
 compose up -d --build
 TOKEN=$(compose run --rm cli token -user u-alice)

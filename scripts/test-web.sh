@@ -5,7 +5,7 @@
 #   2. the committed generated SDK (sdk/src/gen), its built package (sdk/dist) and the web
 #      build (web/static/js) match a fresh generation and build;
 #   3. tsc --strict over the SDK with its usage example and over every TypeScript snippet
-#      of the READMEs (the web build is strict too); the SDK's own tests (stub fetch);
+#      of the READMEs and docs/ (the web build is strict too); the SDK's own tests (stub fetch);
 #   4. builds the agentfy binary once, then runs the Node tests (playwright-core driving
 #      Debian's Chromium) against the real local stack that each test file starts and
 #      stops; the packed SDK is installed into an empty project and run from there.
@@ -38,7 +38,7 @@ done
 
 echo "== sdk: generated code and dist/ match openapi/openapi.yaml and src/" >&2
 (cd sdk && npm run --silent check)
-echo "== sdk: tsc --strict (SDK, usage example, README snippets)" >&2
+echo "== sdk: tsc --strict (SDK, usage example, README and docs snippets)" >&2
 (cd sdk && npm run --silent typecheck && node scripts/check-snippets.mjs)
 echo "== sdk: its tests (stub fetch)" >&2
 (cd sdk && node --test --test-reporter=dot test/)

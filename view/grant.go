@@ -1,6 +1,8 @@
-// Package view is the browser-view feature: the one-time capability a broker redeems,
-// the per-agent rate gate, and (with the envelope subpackage) what travels between the
-// requesting replica and the broker.
+// Package view is the requesting replica's side of a browser view: the one-time
+// capability a broker redeems (the grant and its MAC keys), the per-agent rate gate and
+// each caller's pace, the request to the replica that holds the worker's socket, and
+// the reply, opened with package envelope (a package of its own, which the broker seals
+// with) and validated before any frame leaves.
 package view
 
 import (

@@ -27,9 +27,9 @@ const (
 	envChromium   = "AGENTFY_CHROMIUM"
 	envProfileDir = "AGENTFY_BROKER_PROFILE_DIR"
 	envLogLevel   = "AGENTFY_LOG_LEVEL"
-	// envMask is on (the default) or off: whether frames are masked (README, privacy
-	// masks). envMaskAttributes and envMaskClasses are the deployment's own attribute
-	// and class names that mark an element private, comma separated.
+	// envMask is on (the default) or off: whether frames are masked
+	// (docs/privacy-masks.md). envMaskAttributes and envMaskClasses are the deployment's
+	// own attribute and class names that mark an element private, comma separated.
 	envMask           = "AGENTFY_MASK"
 	envMaskAttributes = "AGENTFY_MASK_ATTRIBUTES"
 	envMaskClasses    = "AGENTFY_MASK_CLASSES"

@@ -1,12 +1,17 @@
-// Type-checks every TypeScript snippet (```ts) of the root README and this package's
-// README under --strict, as a caller's module importing '@agentfy/sdk' (the built
-// package, through its `exports`). Exit 1 with tsc's errors, naming the snippet.
+// Type-checks every TypeScript snippet (```ts) of the root README, every Markdown file of
+// the root's docs/ and this package's README under --strict, as a caller's module
+// importing '@agentfy/sdk' (the built package, through its `exports`). Exit 1 with tsc's
+// errors, naming the snippet.
 
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
+// Named by where they are: docs/operating.md's snippets are docs-operating-<n>.ts.
 const readmes = { root: '../README.md', sdk: 'README.md' };
+for (const file of readdirSync('../docs').filter((f) => f.endsWith('.md')).sort()) {
+  readmes[`docs-${file.slice(0, -'.md'.length)}`] = `../docs/${file}`;
+}
 const dir = '.snippets';
 rmSync(dir, { recursive: true, force: true });
 mkdirSync(dir);
@@ -37,10 +42,10 @@ try {
     }),
   );
   if (count === 0) {
-    throw new Error('no ```ts snippet found in the READMEs');
+    throw new Error('no ```ts snippet found in the READMEs and docs');
   }
   execFileSync('npx', ['--no-install', 'tsc', '-p', join(dir, 'tsconfig.json')], { stdio: 'inherit' });
-  console.log(`sdk: ${count} TypeScript snippets of the READMEs type-check under --strict`);
+  console.log(`sdk: ${count} TypeScript snippets of the READMEs and docs type-check under --strict`);
 } catch (err) {
   console.error(`sdk: README snippets (${dir}/<readme>-<n>.ts, kept for reading): ${err.message}`);
   process.exitCode = 1;
