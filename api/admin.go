@@ -69,14 +69,6 @@ const MaxAdminBody = 1 << 20 // 1 MiB
 
 const ctxAdminKey = "agentfy.adminkey"
 
-// Admin errors besides the public table's (errors.go).
-var (
-	errAdminOnly  = httpError{http.StatusForbidden, "forbidden", "the admin API takes admin keys only"}
-	errTooLarge   = httpError{http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the body is larger than %d bytes", MaxAdminBody)}
-	errMediaType  = httpError{http.StatusUnsupportedMediaType, "unsupported_media_type", "send application/json"}
-	errAdminRoute = httpError{http.StatusNotFound, "not_found", "no such admin route"}
-)
-
 // NewAdmin builds the admin routes.
 func NewAdmin(cfg AdminConfig) *AdminServer {
 	gin.SetMode(gin.ReleaseMode)
@@ -87,7 +79,7 @@ func NewAdmin(cfg AdminConfig) *AdminServer {
 	eng.RedirectFixedPath = false
 	s := &AdminServer{cfg: cfg, eng: eng}
 	eng.Use(s.requestLog, noStore, gin.CustomRecovery(func(c *gin.Context, _ any) {
-		c.AbortWithStatusJSON(http.StatusInternalServerError, httpError{http.StatusInternalServerError, "internal", "internal error"}.body())
+		c.AbortWithStatusJSON(errInternal.status, errInternal.body())
 	}), refuseAmbiguous)
 	eng.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"ok": true}) })
 	eng.GET("/openapi.yaml", func(c *gin.Context) { c.Data(http.StatusOK, "application/yaml", cfg.OpenAPI) })
@@ -108,11 +100,11 @@ func NewAdmin(cfg AdminConfig) *AdminServer {
 
 	eng.NoMethod(func(c *gin.Context) {
 		closeIfBody(c)
-		c.AbortWithStatusJSON(http.StatusMethodNotAllowed, errMethod.body())
+		c.AbortWithStatusJSON(errMethod.status, errMethod.body())
 	})
 	eng.NoRoute(func(c *gin.Context) {
 		closeIfBody(c)
-		c.AbortWithStatusJSON(http.StatusNotFound, errAdminRoute.body())
+		c.AbortWithStatusJSON(errAdminRoute.status, errAdminRoute.body())
 	})
 	return s
 }
@@ -193,26 +185,18 @@ func (s *AdminServer) audit(c *gin.Context, action string, ids ...string) {
 	e.Msg("admin change")
 }
 
-// abort renders err: a refused change names its field (400, or 404 for a reference to
-// nothing), a credential error is 401/403, anything else (Redis) is 503.
+// abort renders err through the admin API's table (adminErrorOf), logging what the
+// client does not see of a 5xx.
 func (s *AdminServer) abort(c *gin.Context, err error) {
-	var fe *directory.FieldError
-	switch {
-	case errors.As(err, &fe) && fe.Unknown:
-		s.fail(c, httpError{http.StatusNotFound, "not_found", fe.Error()}, nil)
-	case errors.As(err, &fe):
-		s.fail(c, httpError{http.StatusBadRequest, "invalid", fe.Error()}, nil)
-	case errors.Is(err, directory.ErrNotFound):
-		s.fail(c, httpError{http.StatusNotFound, "not_found", "not found"}, nil)
-	case errors.Is(err, auth.ErrUnauthenticated):
-		s.fail(c, errUnauthenticated, nil)
-	case errors.Is(err, auth.ErrForbidden):
-		s.fail(c, errAdminOnly, nil)
-	default:
-		s.fail(c, httpError{http.StatusServiceUnavailable, "unavailable", "the directory is unavailable; retry later"}, err)
+	e := adminErrorOf(err)
+	var internal error
+	if e.status >= http.StatusInternalServerError {
+		internal = err // Redis: logged, never shown
 	}
+	s.fail(c, e, internal)
 }
 
+// fail answers e, logging internal first when it is not nil.
 func (s *AdminServer) fail(c *gin.Context, e httpError, internal error) {
 	if internal != nil {
 		s.cfg.Log.Warn().Err(internal).Str("route", c.FullPath()).Msg("admin request failed")
@@ -238,7 +222,7 @@ func (s *AdminServer) decode(c *gin.Context, v any) bool {
 		s.fail(c, errTooLarge, nil)
 		return false
 	case err != nil:
-		s.fail(c, httpError{http.StatusBadRequest, "bad_request", "the body could not be read"}, nil)
+		s.fail(c, errUnreadable, nil)
 		return false
 	}
 	if err := wire.DecodeStrict(b, v); err != nil {
@@ -257,13 +241,13 @@ func bodyError(err error) httpError {
 	var syntactic *jsontext.SyntacticError
 	switch {
 	case errors.Is(err, json.ErrUnknownName) && errors.As(err, &semantic):
-		return httpError{http.StatusBadRequest, "invalid", fmt.Sprintf("%q: not a field of this body (names are matched exactly, case included)", member(semantic.JSONPointer))}
+		return invalid(fmt.Sprintf("%q: not a field of this body (names are matched exactly, case included)", member(semantic.JSONPointer)))
 	case errors.Is(err, jsontext.ErrDuplicateName) && errors.As(err, &syntactic):
-		return httpError{http.StatusBadRequest, "invalid", fmt.Sprintf("%q: given twice (a member may appear once)", member(syntactic.JSONPointer))}
+		return invalid(fmt.Sprintf("%q: given twice (a member may appear once)", member(syntactic.JSONPointer)))
 	case errors.As(err, &semantic) && semantic.JSONPointer != "" && semantic.GoType != nil:
-		return httpError{http.StatusBadRequest, "invalid", fmt.Sprintf("%s: must be %s", member(semantic.JSONPointer), jsonKind(semantic.GoType.Kind()))}
+		return invalid(fmt.Sprintf("%s: must be %s", member(semantic.JSONPointer), jsonKind(semantic.GoType.Kind())))
 	default:
-		return httpError{http.StatusBadRequest, "bad_request", "the body is not one JSON object of valid UTF-8"}
+		return errNotAnObject
 	}
 }
 
@@ -296,7 +280,7 @@ func jsonKind(k reflect.Kind) string {
 func (s *AdminServer) pathID(c *gin.Context, param, field string) (string, bool) {
 	id := c.Param(param)
 	if !directory.ValidID(id) {
-		s.fail(c, httpError{http.StatusBadRequest, "invalid", field + ": must be 1 to 64 of A-Z, a-z, 0-9, '_' and '-'"}, nil)
+		s.fail(c, invalid(field+": must be 1 to 64 of A-Z, a-z, 0-9, '_' and '-'"), nil)
 		return "", false
 	}
 	return id, true
@@ -363,7 +347,7 @@ func (s *AdminServer) getMembers(c *gin.Context) {
 	}
 	m, err := s.cfg.Dir.Members(c.Request.Context(), id)
 	if errors.Is(err, directory.ErrNotFound) {
-		s.fail(c, httpError{http.StatusNotFound, "not_found", fmt.Sprintf("team: no team %q", id)}, nil)
+		s.fail(c, missing(fmt.Sprintf("team: no team %q", id)), nil)
 		return
 	}
 	if err != nil {
@@ -383,7 +367,7 @@ func (s *AdminServer) putMembers(c *gin.Context) {
 		return
 	}
 	if body.Members == nil {
-		s.fail(c, httpError{http.StatusBadRequest, "invalid", "members: is required (an empty array removes everyone)"}, nil)
+		s.fail(c, invalid("members: is required (an empty array removes everyone)"), nil)
 		return
 	}
 	added, removed, err := s.cfg.Dir.SetMembers(c.Request.Context(), id, body.Members)
@@ -490,12 +474,12 @@ func (s *AdminServer) createKey(c *gin.Context) {
 		return
 	}
 	if len(body.Scopes) == 0 || len(body.Scopes) > auth.MaxScopes {
-		s.fail(c, httpError{http.StatusBadRequest, "invalid", fmt.Sprintf("scopes: must list 1 to %d scopes", auth.MaxScopes)}, nil)
+		s.fail(c, invalid(fmt.Sprintf("scopes: must list 1 to %d scopes", auth.MaxScopes)), nil)
 		return
 	}
 	for _, sc := range body.Scopes {
 		if !auth.ValidScope(sc) {
-			s.fail(c, httpError{http.StatusBadRequest, "invalid", fmt.Sprintf("scopes: bad scope %q", sc)}, nil)
+			s.fail(c, invalid(fmt.Sprintf("scopes: bad scope %q", sc)), nil)
 			return
 		}
 	}
@@ -524,7 +508,7 @@ func (s *AdminServer) listKeys(c *gin.Context) {
 	}
 	ctx := c.Request.Context()
 	if _, err := s.cfg.Dir.Org(ctx, org); errors.Is(err, directory.ErrNotFound) {
-		s.fail(c, httpError{http.StatusNotFound, "not_found", fmt.Sprintf("org: no organisation %q", org)}, nil)
+		s.fail(c, missing(fmt.Sprintf("org: no organisation %q", org)), nil)
 		return
 	} else if err != nil {
 		s.abort(c, err)
@@ -551,7 +535,7 @@ func (s *AdminServer) revokeKey(c *gin.Context) {
 	}
 	id := c.Param("keyId")
 	if !auth.ValidKeyID(id) {
-		s.fail(c, httpError{http.StatusBadRequest, "invalid", "keyId: must be 16 lowercase hex digits"}, nil)
+		s.fail(c, invalid("keyId: must be 16 lowercase hex digits"), nil)
 		return
 	}
 	deleted, err := s.cfg.Creds.RevokeOrgKey(c.Request.Context(), org, id)

@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -9,57 +10,123 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/agentfy/agentfy/auth"
+	"github.com/agentfy/agentfy/directory"
 	"github.com/agentfy/agentfy/feed"
 	"github.com/agentfy/agentfy/view"
 	"github.com/agentfy/agentfy/wire"
 )
 
-// httpError is one row of the table below.
+// httpError is an answer to a failed request: its HTTP status, a snake_case code and a
+// plain message.
 type httpError struct {
 	status  int
 	code    string
 	message string
 }
 
-// The one place that maps errors to HTTP statuses. Clients see only these plain
-// messages, never an internal error's text.
+// This file is the one place that maps errors to HTTP statuses, for both listeners: the
+// answers below, the public API's table (httpErrorOf) and the admin API's
+// (adminErrorOf). A view's failure takes its status from the reasons' table instead
+// (unavailable, wire.APIStatus), where every hop finds its reason. Clients see only
+// these plain messages, never an internal error's text.
 var (
 	errUnauthenticated = httpError{http.StatusUnauthorized, "unauthenticated", "a valid bearer credential is required"}
 	errForbidden       = httpError{http.StatusForbidden, "forbidden", "this credential may not do that"}
 	errNotFound        = httpError{http.StatusNotFound, "not_found", "agent not found"}
 	errRateLimited     = httpError{http.StatusTooManyRequests, "rate_limited", "one view per agent every " + strconv.Itoa(int(view.GateWindow/time.Second)) + " seconds; retry later"}
-	errUnavailable     = httpError{http.StatusServiceUnavailable, "unavailable", "the browser view is temporarily unavailable; retry later"}
-	errIdentity        = httpError{http.StatusServiceUnavailable, wire.ReasonIdentityUnavailable, "the sign-in service is not answering; retry later (this is not a sign-out)"}
+	errIdentity        = httpError{wire.APIStatus(wire.ReasonIdentityUnavailable), wire.ReasonIdentityUnavailable, "the sign-in service is not answering; retry later (this is not a sign-out)"}
 	errBadRequest      = httpError{http.StatusBadRequest, "bad_request", "the request body is not valid"}
 	errGrant           = httpError{http.StatusNotFound, "not_found", "capability not found"}
 	errStreams         = httpError{http.StatusTooManyRequests, "too_many_streams", "this user holds too many status streams; close one"}
 	errNoRoute         = httpError{http.StatusNotFound, "not_found", "no such route"}
 	errMethod          = httpError{http.StatusMethodNotAllowed, "method_not_allowed", "this route does not take that method"}
+	errMediaType       = httpError{http.StatusUnsupportedMediaType, "unsupported_media_type", "send application/json"}
+	errInternal        = httpError{http.StatusInternalServerError, "internal", "internal error"}
+
+	// Requests that could be read two ways, refused on both listeners before any route's
+	// handler runs (refuseAmbiguous).
+	errTwoCredentials = httpError{http.StatusBadRequest, "bad_request", "send one Authorization header: a request with two is ambiguous"}
+	errEncodedSlash   = httpError{http.StatusBadRequest, "bad_request", "an id never contains '/': the path has an encoded slash (%2F)"}
+
+	// The admin API's own.
+	errAdminOnly     = httpError{http.StatusForbidden, "forbidden", "the admin API takes admin keys only"}
+	errTooLarge      = httpError{http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the body is larger than %d bytes", MaxAdminBody)}
+	errAdminRoute    = httpError{http.StatusNotFound, "not_found", "no such admin route"}
+	errAdminNotFound = httpError{http.StatusNotFound, "not_found", "not found"}
+	errUnreadable    = httpError{http.StatusBadRequest, "bad_request", "the body could not be read"}
+	errNotAnObject   = httpError{http.StatusBadRequest, "bad_request", "the body is not one JSON object of valid UTF-8"}
+	errDirectory     = httpError{http.StatusServiceUnavailable, "unavailable", "the directory is unavailable; retry later"}
 )
 
-// httpErrorOf is the answer to err: the one place an error becomes an HTTP status,
-// code and message.
+// invalid is the admin API's 400 of a refused change, its message naming the field.
+func invalid(message string) httpError {
+	return httpError{http.StatusBadRequest, "invalid", message}
+}
+
+// missing is the admin API's 404 of a change that names something that is not there,
+// its message naming what.
+func missing(message string) httpError {
+	return httpError{http.StatusNotFound, "not_found", message}
+}
+
+// unavailable is the answer to a view that failed for reason (one of wire.Labels): its
+// status from the reasons' table, one body for every reason — the reason is for
+// operators (the log line and agentfy_view_unavailable_total), never the client.
+func unavailable(reason string) httpError {
+	return httpError{wire.APIStatus(reason), "unavailable", "the browser view is temporarily unavailable; retry later"}
+}
+
+// errorTable maps the errors the public API's callers branch on to their answers, in
+// order, and names the failure reason of those that are a 503 raised on this replica
+// (reasonLabel): the edge's identity_unavailable and the replica's own bounds.
+var errorTable = []struct {
+	err    error
+	answer httpError
+	reason string
+}{
+	{auth.ErrUnauthenticated, errUnauthenticated, ""},
+	{auth.ErrIdentityUnavailable, errIdentity, wire.ReasonIdentityUnavailable},
+	{auth.ErrForbidden, errForbidden, ""},
+	{auth.ErrNotFound, errNotFound, ""},
+	{view.ErrRateLimited, errRateLimited, ""},
+	{view.ErrGrantNotFound, errGrant, ""},
+	{view.ErrGrantForged, errGrant, ""},
+	{feed.ErrTooManyForCaller, errStreams, ""},
+	{view.ErrBusy, unavailable(wire.ReasonPendingLimit), wire.ReasonPendingLimit},
+	{view.ErrNotDurable, unavailable(wire.ReasonNotDurable), wire.ReasonNotDurable},
+}
+
+// httpErrorOf is the public API's answer to err: its row in errorTable, or the answer
+// to a view that failed for err's reason (reasonLabel). Redis or NATS failures, old
+// images, refused capabilities, busy brokers, capture failures, tampered envelopes,
+// invalid JPEGs: all unavailable, never "not live".
 func httpErrorOf(err error) httpError {
+	for _, row := range errorTable {
+		if errors.Is(err, row.err) {
+			return row.answer
+		}
+	}
+	return unavailable(reasonLabel(err))
+}
+
+// adminErrorOf is the admin API's answer to err: a refused change names its field (400,
+// or 404 for a reference to nothing), a credential error is 401/403, anything else
+// (Redis) is 503.
+func adminErrorOf(err error) httpError {
+	var fe *directory.FieldError
 	switch {
+	case errors.As(err, &fe) && fe.Unknown:
+		return missing(fe.Error())
+	case errors.As(err, &fe):
+		return invalid(fe.Error())
+	case errors.Is(err, directory.ErrNotFound):
+		return errAdminNotFound
 	case errors.Is(err, auth.ErrUnauthenticated):
 		return errUnauthenticated
-	case errors.Is(err, auth.ErrIdentityUnavailable):
-		return errIdentity
 	case errors.Is(err, auth.ErrForbidden):
-		return errForbidden
-	case errors.Is(err, auth.ErrNotFound):
-		return errNotFound
-	case errors.Is(err, view.ErrRateLimited):
-		return errRateLimited
-	case errors.Is(err, view.ErrGrantNotFound), errors.Is(err, view.ErrGrantForged):
-		return errGrant
-	case errors.Is(err, feed.ErrTooManyForCaller):
-		return errStreams
+		return errAdminOnly
 	default:
-		// Redis or NATS failures, old images, refused capabilities, busy brokers,
-		// capture failures, tampered envelopes, invalid JPEGs: all unavailable, never
-		// "not live".
-		return errUnavailable
+		return errDirectory
 	}
 }
 
@@ -69,7 +136,8 @@ func (e httpError) body() wire.ErrorBody {
 	return b
 }
 
-// abort renders err through the table, logging what the client does not see.
+// abort renders err through the public API's table (httpErrorOf), logging what the
+// client does not see of a 5xx with its reason (reasonLabel).
 func (s *Server) abort(c *gin.Context, err error) {
 	e := httpErrorOf(err)
 	switch {
@@ -120,22 +188,18 @@ func closeIfBody(c *gin.Context) {
 	}
 }
 
-// reasonLabel is why a request failed with 503, from a bounded set: a view's wire reason
-// (wire.Reasons, identity_unavailable among them), pending_limit, not_durable (too few Redis replicas acknowledged a
-// write), or internal (Redis or NATS on this replica).
+// reasonLabel is why a request failed with 503, one of wire.Labels: the reason a view
+// failed for as the view service passed it on (wire.Reasons), or the reason errorTable
+// names for err, or wire.ReasonInternal (Redis or NATS on this replica).
 func reasonLabel(err error) string {
 	var u *view.UnavailableError
 	if errors.As(err, &u) {
 		return u.Reason
 	}
-	if errors.Is(err, auth.ErrIdentityUnavailable) {
-		return wire.ReasonIdentityUnavailable
+	for _, row := range errorTable {
+		if row.reason != "" && errors.Is(err, row.err) {
+			return row.reason
+		}
 	}
-	if errors.Is(err, view.ErrBusy) {
-		return "pending_limit"
-	}
-	if errors.Is(err, view.ErrNotDurable) {
-		return "not_durable"
-	}
-	return "internal"
+	return wire.ReasonInternal
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentfy/agentfy/auth"
+	"github.com/agentfy/agentfy/directory"
 	"github.com/agentfy/agentfy/feed"
 	"github.com/agentfy/agentfy/view"
 	"github.com/agentfy/agentfy/wire"
@@ -43,12 +44,12 @@ func TestHTTPErrorOf(t *testing.T) {
 		{"wrapped rate limited", fmt.Errorf("gate: %w", view.ErrRateLimited), errRateLimited},
 		{"wrapped capability", fmt.Errorf("consume: %w", view.ErrGrantNotFound), errGrant},
 		{"joined with a sentinel", errors.Join(internal, auth.ErrForbidden), errForbidden},
-		{"pending limit", view.ErrBusy, errUnavailable},
-		{"view unavailable", &view.UnavailableError{Reason: wire.ReasonCapture}, errUnavailable},
-		{"not durable", fmt.Errorf("%w: 0 of 1 replicas", view.ErrNotDurable), errUnavailable},
-		{"all listeners", feed.ErrTooManyListeners, errUnavailable},
-		{"internal", internal, errUnavailable},
-		{"wrapped internal", fmt.Errorf("session: get: %w", internal), errUnavailable},
+		{"pending limit", view.ErrBusy, unavailable(wire.ReasonPendingLimit)},
+		{"view unavailable", &view.UnavailableError{Reason: wire.ReasonCapture}, unavailable(wire.ReasonCapture)},
+		{"not durable", fmt.Errorf("%w: 0 of 1 replicas", view.ErrNotDurable), unavailable(wire.ReasonNotDurable)},
+		{"all listeners", feed.ErrTooManyListeners, unavailable(wire.ReasonInternal)},
+		{"internal", internal, unavailable(wire.ReasonInternal)},
+		{"wrapped internal", fmt.Errorf("session: get: %w", internal), unavailable(wire.ReasonInternal)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -57,8 +58,11 @@ func TestHTTPErrorOf(t *testing.T) {
 			}
 		})
 	}
-	if errUnavailable.status != http.StatusServiceUnavailable || errUnavailable.code != "unavailable" {
-		t.Fatalf("errUnavailable = %+v", errUnavailable)
+	// One body for every reason a view fails for: the reason is for operators.
+	for _, r := range wire.Labels() {
+		if got, want := unavailable(r), (httpError{http.StatusServiceUnavailable, "unavailable", "the browser view is temporarily unavailable; retry later"}); got != want {
+			t.Fatalf("unavailable(%s) = %+v, want %+v", r, got, want)
+		}
 	}
 }
 
@@ -86,7 +90,7 @@ func TestReasonLabel(t *testing.T) {
 			want string
 		}{"view " + r, &view.UnavailableError{Reason: r}, r})
 	}
-	labels := append(wire.Reasons(), "pending_limit", "not_durable", "internal")
+	labels := wire.Labels()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := reasonLabel(tt.err)
@@ -128,8 +132,48 @@ func TestRetryAfterSaysTheTimeLeft(t *testing.T) {
 	}
 }
 
+// The admin listener's table: a refused change names its field (400, or 404 for a
+// reference to nothing), a credential error is 401/403, anything else is 503.
+func TestAdminErrorOf(t *testing.T) {
+	redis := errors.New("redis: connection refused")
+	tests := []struct {
+		name string
+		err  error
+		want httpError
+	}{
+		{"unknown reference", fmt.Errorf("put agent: %w", &directory.FieldError{Field: "team", Reason: `no team "t9"`, Unknown: true}), httpError{404, "not_found", `team: no team "t9"`}},
+		{"refused field", &directory.FieldError{Field: "name", Reason: "must be 1 to 200 characters"}, httpError{400, "invalid", "name: must be 1 to 200 characters"}},
+		{"not found", fmt.Errorf("delete agent: %w", directory.ErrNotFound), httpError{404, "not_found", "not found"}},
+		{"unauthenticated", auth.ErrUnauthenticated, errUnauthenticated},
+		{"another credential", auth.ErrForbidden, httpError{403, "forbidden", "the admin API takes admin keys only"}},
+		{"redis", redis, httpError{503, "unavailable", "the directory is unavailable; retry later"}},
+		{"wrapped redis", fmt.Errorf("put user: %w", redis), errDirectory},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := adminErrorOf(tt.err); got != tt.want {
+				t.Fatalf("adminErrorOf(%v) = %+v, want %+v", tt.err, got, tt.want)
+			}
+		})
+	}
+}
+
+// raisedHere is the error each reason this replica raises itself comes as: the edge's
+// identity_unavailable and the replica's own labels (pending_limit, not_durable,
+// internal). Every other reason arrives from the view service in a view.UnavailableError,
+// as the hop that raised it named it.
+var raisedHere = map[string]error{
+	wire.ReasonIdentityUnavailable: fmt.Errorf("verify: %w", auth.ErrIdentityUnavailable),
+	wire.ReasonPendingLimit:        view.ErrBusy,
+	wire.ReasonNotDurable:          fmt.Errorf("%w: 0 of 1 replicas in 500ms", view.ErrNotDurable),
+	wire.ReasonInternal:            errors.New("redis: connection pool timeout"),
+}
+
 // abort renders the table's row; a 503 logs (only) its reason and the internal error, and
-// the client sees the plain message alone.
+// the client sees the plain message alone. Every reason of the table is walked as it
+// reaches this hop (raisedHere, or a view.UnavailableError): it is the log line's reason
+// and the metric's (ctxReason) unchanged, with its status from the table; a reason only
+// this replica raises fails the test until raisedHere raises it.
 func TestAbort(t *testing.T) {
 	gin.SetMode(gin.ReleaseMode)
 	secret := "dial tcp 10.0.0.7:6379: connect: connection refused"
@@ -143,11 +187,34 @@ func TestAbort(t *testing.T) {
 		{"rate limited", view.ErrRateLimited, errRateLimited, ""},
 		{"window taken", &view.RateLimitedError{RetryAfter: view.GateWindow}, errRateLimited, ""},
 		{"not found", auth.ErrNotFound, errNotFound, ""},
-		{"view capture", &view.UnavailableError{Reason: wire.ReasonCapture}, errUnavailable, wire.ReasonCapture},
-		{"view failed with detail", fmt.Errorf("%w: %s", &view.UnavailableError{Reason: wire.ReasonFailed}, secret), errUnavailable, wire.ReasonFailed},
-		{"pending limit", view.ErrBusy, errUnavailable, "pending_limit"},
-		{"internal", errors.New(secret), errUnavailable, "internal"},
+		{"view capture", &view.UnavailableError{Reason: wire.ReasonCapture}, unavailable(wire.ReasonCapture), wire.ReasonCapture},
+		{"view failed with detail", fmt.Errorf("%w: %s", &view.UnavailableError{Reason: wire.ReasonFailed}, secret), unavailable(wire.ReasonFailed), wire.ReasonFailed},
+		{"pending limit", view.ErrBusy, unavailable(wire.ReasonPendingLimit), "pending_limit"},
+		{"internal", errors.New(secret), unavailable(wire.ReasonInternal), "internal"},
 		{"identity provider unavailable", auth.ErrIdentityUnavailable, errIdentity, wire.ReasonIdentityUnavailable},
+	}
+	for _, r := range wire.Labels() {
+		err, ok := raisedHere[r]
+		switch {
+		case !ok && !wire.IsReason(r):
+			t.Errorf("reason %s is raised on this replica alone, and no test raises it (raisedHere)", r)
+			continue
+		case !ok:
+			err = &view.UnavailableError{Reason: r}
+		}
+		want := unavailable(r)
+		if r == wire.ReasonIdentityUnavailable {
+			want = errIdentity
+		}
+		if want.status != wire.APIStatus(r) {
+			t.Errorf("%s is answered %d, the table says %d", r, want.status, wire.APIStatus(r))
+		}
+		tests = append(tests, struct {
+			name       string
+			err        error
+			want       httpError
+			wantReason string
+		}{"reason " + r, err, want, r})
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -39,7 +40,7 @@ func NewMetrics(pending, waiters, workers, listeners func() int) *Metrics {
 		}, []string{"route", "status", "outcome"}),
 		reasons: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentfy_view_unavailable_total",
-			Help: "View requests answered 503, by route and reason: the wire reasons (" + strings.Join(wire.Reasons(), ", ") + "), pending_limit, not_durable or internal.",
+			Help: reasonsHelp(),
 		}, []string{"route", "reason"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "agentfy_view_duration_seconds",
@@ -96,4 +97,12 @@ func (s *Server) metricView(c *gin.Context) {
 		s.cfg.Metrics.reasons.WithLabelValues(route, reason).Inc()
 	}
 	s.cfg.Metrics.latency.WithLabelValues(route, st).Observe(time.Since(start).Seconds())
+}
+
+// reasonsHelp is agentfy_view_unavailable_total's help: every value of its reason label
+// (wire.Labels), those that cross processes first.
+func reasonsHelp() string {
+	own := slices.DeleteFunc(wire.Labels(), wire.IsReason)
+	return "View requests answered 503, by route and reason: the wire reasons (" + strings.Join(wire.Reasons(), ", ") + "), " +
+		strings.Join(own[:len(own)-1], ", ") + " or " + own[len(own)-1] + "."
 }

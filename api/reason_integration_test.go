@@ -24,7 +24,8 @@ import (
 
 // one is replica A of a stack of the test's own (stacktest.Start, one replica), with the
 // directory these tests read: team t1 whose member is u1, and its agents idle (no
-// session), orphan (a session without a worker) and camera (a worker whose broker fails).
+// session), orphan (a session without a worker), camera (a worker whose broker fails)
+// and one relay agent per wire reason (relayAgent).
 type one struct {
 	c     *stacktest.Client
 	r     *stack.Replica
@@ -35,15 +36,19 @@ type one struct {
 func startStack(t *testing.T, ctx context.Context) *one {
 	t.Helper()
 	c := stacktest.Start(t, stack.Options{Replicas: 1})
+	agents := []directory.Agent{
+		{ID: "idle", Name: "No session", TeamID: "t1", OrgID: "o1", Environment: "prod"},
+		{ID: "orphan", Name: "No worker", TeamID: "t1", OrgID: "o1", Environment: "prod"},
+		{ID: "camera", Name: "Capture fails", TeamID: "t1", OrgID: "o1", Environment: "prod"},
+	}
+	for _, r := range wire.Reasons() {
+		agents = append(agents, directory.Agent{ID: relayAgent(r), Name: "Fails for " + r, TeamID: "t1", OrgID: "o1", Environment: "prod"})
+	}
 	err := c.St.Dir.Load(ctx, directory.Seed{
-		Teams: []directory.Team{{ID: "t1", Name: "Team"}},
-		Users: []directory.User{{ID: "u1", Name: "User", Teams: []string{"t1"}}},
-		Orgs:  []directory.Org{{ID: "o1", Name: "Org", Environments: []string{"prod"}}},
-		Agents: []directory.Agent{
-			{ID: "idle", Name: "No session", TeamID: "t1", OrgID: "o1", Environment: "prod"},
-			{ID: "orphan", Name: "No worker", TeamID: "t1", OrgID: "o1", Environment: "prod"},
-			{ID: "camera", Name: "Capture fails", TeamID: "t1", OrgID: "o1", Environment: "prod"},
-		},
+		Teams:  []directory.Team{{ID: "t1", Name: "Team"}},
+		Users:  []directory.User{{ID: "u1", Name: "User", Teams: []string{"t1"}}},
+		Orgs:   []directory.Org{{ID: "o1", Name: "Org", Environments: []string{"prod"}}},
+		Agents: agents,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -51,6 +56,9 @@ func startStack(t *testing.T, ctx context.Context) *one {
 	r := c.St.Replicas[0]
 	return &one{c: c, r: r, base: r.URL, token: c.Token(t, "u1")}
 }
+
+// relayAgent is the agent whose worker answers every view with reason.
+func relayAgent(reason string) string { return "relay-" + reason }
 
 // get fetches path with the member's token.
 func (s *one) get(t *testing.T, ctx context.Context, path string) (int, http.Header, string) {
@@ -149,6 +157,9 @@ func (s *one) attachWorker(t *testing.T, ctx context.Context, agentID, reason st
 // A view's failure reason reaches the API's metric through every hop on real servers
 // (worker answer → owner replica's NATS header → view service → reasonLabel), while the
 // client sees the plain 503 body only; an answer that is not a 503 counts no reason.
+// Every reason of the table that crosses processes (wire.Reasons) is walked from the
+// worker, the hop furthest from the viewer that names it: a new one is tested as soon as
+// it is a row. Those raised on the requesting replica alone are walked by TestAbort.
 func TestViewUnavailableReasonEndToEnd(t *testing.T) {
 	t.Parallel()
 	ctx := testenv.Context(t, 60*time.Second)
@@ -157,6 +168,7 @@ func TestViewUnavailableReasonEndToEnd(t *testing.T) {
 	if _, _, err := s.c.St.Sess.Start(ctx, "orphan"); err != nil {
 		t.Fatal(err)
 	}
+	const unavailable = `{"error":{"code":"unavailable","message":"the browser view is temporarily unavailable; retry later"}}`
 
 	tests := []struct {
 		name       string
@@ -166,8 +178,18 @@ func TestViewUnavailableReasonEndToEnd(t *testing.T) {
 		wantReason string // "" when no reason may move
 	}{
 		{"no session", "idle", http.StatusOK, `{"live":false}`, ""},
-		{"no worker socket", "orphan", http.StatusServiceUnavailable, `{"error":{"code":"unavailable","message":"the browser view is temporarily unavailable; retry later"}}`, wire.ReasonNoChannel},
-		{"capture failed at the broker", "camera", http.StatusServiceUnavailable, `{"error":{"code":"unavailable","message":"the browser view is temporarily unavailable; retry later"}}`, wire.ReasonCapture},
+		{"no worker socket", "orphan", http.StatusServiceUnavailable, unavailable, wire.ReasonNoChannel},
+		{"capture failed at the broker", "camera", http.StatusServiceUnavailable, unavailable, wire.ReasonCapture},
+	}
+	for _, r := range wire.Reasons() {
+		s.attachWorker(t, ctx, relayAgent(r), r)
+		tests = append(tests, struct {
+			name       string
+			agent      string
+			wantStatus int
+			wantBody   string
+			wantReason string
+		}{"the worker names " + r, relayAgent(r), wire.APIStatus(r), unavailable, r})
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 func decodeStrict(c *gin.Context, limit int64, v any) bool {
 	if ct := c.ContentType(); ct != "" && !strings.EqualFold(ct, "application/json") {
 		closeIfBody(c) // the body is never read
-		c.AbortWithStatusJSON(http.StatusUnsupportedMediaType, httpError{http.StatusUnsupportedMediaType, "unsupported_media_type", "send application/json"}.body())
+		c.AbortWithStatusJSON(errMediaType.status, errMediaType.body())
 		return false
 	}
 	b, err := wire.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, limit))

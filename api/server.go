@@ -1,6 +1,7 @@
 // Package api is the HTTP edge of an API replica (Gin): it parses requests, calls the
-// services, and renders their results. Every status code comes from one table
-// (errors.go). Routes:
+// services, and renders their results. Every error's status code comes from one file
+// (errors.go: the public API's table and the admin API's, the reasons' table's for a
+// view's failure). Routes:
 //
 //	GET  /v1/agents                                     human JWT           the member's agents
 //	GET  /v1/agents/:id/worker/view                     human JWT           view.Result
@@ -100,7 +101,7 @@ func New(cfg Config) *Server {
 	eng.RedirectFixedPath = false
 	s := &Server{cfg: cfg, eng: eng, done: make(chan struct{}), access: access.New(cfg.Dir, cfg.Creds)}
 	eng.Use(s.requestLog, gin.CustomRecovery(func(c *gin.Context, _ any) {
-		c.AbortWithStatusJSON(http.StatusInternalServerError, httpError{http.StatusInternalServerError, "internal", "internal error"}.body())
+		c.AbortWithStatusJSON(errInternal.status, errInternal.body())
 	}), refuseAmbiguous)
 
 	v1 := eng.Group("/v1", noStore)
@@ -132,17 +133,17 @@ func New(cfg Config) *Server {
 			setNoStore(c)
 		}
 		closeIfBody(c)
-		c.AbortWithStatusJSON(http.StatusMethodNotAllowed, errMethod.body())
+		c.AbortWithStatusJSON(errMethod.status, errMethod.body())
 	})
 	eng.NoRoute(func(c *gin.Context) {
 		closeIfBody(c)
 		if isV1(c.Request.URL.Path) {
 			setNoStore(c)
-			c.AbortWithStatusJSON(http.StatusNotFound, errNoRoute.body())
+			c.AbortWithStatusJSON(errNoRoute.status, errNoRoute.body())
 			return
 		}
 		if static == nil || (c.Request.Method != http.MethodGet && c.Request.Method != http.MethodHead) {
-			c.AbortWithStatusJSON(http.StatusNotFound, errNoRoute.body())
+			c.AbortWithStatusJSON(errNoRoute.status, errNoRoute.body())
 			return
 		}
 		h := c.Writer.Header()
@@ -189,13 +190,6 @@ func setNoStore(c *gin.Context) {
 	c.Header("Cache-Control", "no-store")
 	c.Header("X-Content-Type-Options", "nosniff")
 }
-
-// Requests that could be read two ways, refused on both listeners before any route's
-// handler runs (refuseAmbiguous).
-var (
-	errTwoCredentials = httpError{http.StatusBadRequest, "bad_request", "send one Authorization header: a request with two is ambiguous"}
-	errEncodedSlash   = httpError{http.StatusBadRequest, "bad_request", "an id never contains '/': the path has an encoded slash (%2F)"}
-)
 
 // refuseAmbiguous answers 400, with no-store and the error body, a request that one
 // reader could take one way and another reader another, before any route's handler

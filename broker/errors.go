@@ -51,7 +51,13 @@ type apiError struct {
 	message string
 }
 
-// errorTable is the one place that maps errors to HTTP statuses.
+// errorTable is the one place that maps the broker's errors to what a client sees, in
+// order. A row whose code is a view's failure reason (reasonError) takes its status from
+// the reasons' table (wire.BrokerStatus), where every hop finds the reason, and keeps
+// only its message here: a message is the error's, not the reason's (two errors are
+// bad_request, each with its own). The other rows are the broker's own codes — the tool
+// routes' and the body bound's — which are not view reasons (a worker passes any of
+// them on as broker_error), so their status is decided here.
 var errorTable = []struct {
 	err error
 	apiError
@@ -75,8 +81,16 @@ var errorTable = []struct {
 // internalError is what a client sees of any error not in errorTable.
 var internalError = reasonError(wire.ReasonBrokerError, "internal error")
 
-// reasonError is the answer for a view's failure reason: its status from the reasons'
-// table (wire.BrokerStatus), the reason as its code.
+// The answers of a request no route takes: not errors of an operation, so not in
+// errorTable, but decided here all the same.
+var (
+	errMethod  = apiError{http.StatusMethodNotAllowed, "method_not_allowed", "method not allowed"}
+	errNoRoute = apiError{http.StatusNotFound, "not_found", "no such route"}
+)
+
+// reasonError is the answer for a view's failure reason: the reason as its code and
+// its status looked up in the reasons' table (wire.BrokerStatus); only the message is
+// the error's own.
 func reasonError(reason, message string) apiError {
 	return apiError{wire.BrokerStatus(reason), reason, message}
 }

@@ -40,11 +40,11 @@ func (b *Broker) Handler() http.Handler {
 		mux.Handle(r.method+" "+r.path, b.logged(r.path, r.handle))
 		mux.Handle(r.path, b.logged(r.path, func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Allow", r.method)
-			writeError(w, apiError{http.StatusMethodNotAllowed, "method_not_allowed", "method not allowed"})
+			writeError(w, errMethod)
 		}))
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
-		writeError(w, apiError{http.StatusNotFound, "not_found", "no such route"})
+		writeError(w, errNoRoute)
 	})
 	return mux
 }
@@ -183,7 +183,7 @@ func writeError(w http.ResponseWriter, e apiError) {
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	data, err := json.Marshal(v)
 	if err != nil {
-		status, data = http.StatusInternalServerError, []byte(`{"error":{"code":"`+wire.ReasonBrokerError+`","message":"internal error"}}`)
+		status, data = internalError.status, []byte(`{"error":{"code":"`+internalError.code+`","message":"`+internalError.message+`"}}`)
 	}
 	writeBody(w, status, data)
 }

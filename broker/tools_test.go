@@ -94,6 +94,7 @@ func TestStatusOf(t *testing.T) {
 		{"bad body", ErrBadBody, 400, "bad_request"},
 		{"too large", ErrBodyTooLarge, 413, "body_too_large"},
 		{"timeout", ErrToolTimeout, 504, "tool_timeout"},
+		{"closed", ErrClosed, 503, "broker_down"},
 		{"internal", errors.New("cdp: secret detail"), 500, "broker_error"},
 	}
 	for _, tt := range tests {

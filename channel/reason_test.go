@@ -59,7 +59,7 @@ func TestViewReason(t *testing.T) {
 			name string
 			err  error
 			want string
-		}{"data " + r, rpc(jsonrpc.CodeOf(r), r), r})
+		}{"data " + r, rpc(wire.RPCCodeOf(r), r), r})
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -66,15 +66,12 @@ type ErrorData struct {
 // a worker that names none (an older image), the one its code stands for (the reasons'
 // table, wire.ReasonOfRPCCode). It is always one of wire.Reasons.
 func ReasonOf(e *Error) string {
-	if e.Data != nil && wire.IsReason(e.Data.Reason) {
-		return e.Data.Reason
+	var named string
+	if e.Data != nil {
+		named = e.Data.Reason
 	}
-	return wire.ReasonOfRPCCode(e.Code)
+	return wire.ReasonOr(named, wire.ReasonOfRPCCode(e.Code))
 }
-
-// CodeOf is the error code that stands for a view's wire reason, for replicas that read
-// the code alone (the reasons' table, wire.RPCCodeOf).
-func CodeOf(reason string) int { return wire.RPCCodeOf(reason) }
 
 func (e *Error) Error() string { return fmt.Sprintf("jsonrpc error %d: %s", e.Code, e.Message) }
 
@@ -170,7 +167,7 @@ func NewError(id uint64, code int, message string) ([]byte, error) {
 // in the data member and the code that stands for it.
 func NewViewError(id uint64, reason, message string) []byte {
 	reason = wire.Reason(reason)
-	b, _ := json.Marshal(Message{JSONRPC: Version, ID: &id, Error: &Error{Code: CodeOf(reason), Message: message, Data: &ErrorData{Reason: reason}}})
+	b, _ := json.Marshal(Message{JSONRPC: Version, ID: &id, Error: &Error{Code: wire.RPCCodeOf(reason), Message: message, Data: &ErrorData{Reason: reason}}})
 	return b // a Message of strings and numbers always marshals
 }
 

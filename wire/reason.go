@@ -9,7 +9,8 @@ import (
 // — the broker in its error body, the worker in its JSON-RPC error's data, the owner
 // replica in the NATS reply's header — and every later hop passes it on unchanged. They
 // label the API's outcome metric and its log line, so the set is closed and none holds
-// user, agent or page data. A code that is not in it is read as ReasonFailed.
+// user, agent or page data. A code that is not in it is read as ReasonFailed. Each has
+// one row in reasonTable, below.
 const (
 	// ReasonNoChannel: no replica holds the worker's socket, or it closed meanwhile.
 	ReasonNoChannel = "no_channel"
@@ -47,6 +48,19 @@ const (
 	ReasonFailed = "failed"
 )
 
+// Reasons the requesting replica alone raises, about itself: they label its metric and
+// log line like the others but never cross a process, so they are not in Reasons and
+// Reason reads one that arrives from another process as ReasonFailed.
+const (
+	// ReasonPendingLimit: the replica already waits for its most views at once
+	// (view.ErrBusy).
+	ReasonPendingLimit = "pending_limit"
+	// ReasonNotDurable: too few Redis replicas acknowledged a write (view.ErrNotDurable).
+	ReasonNotDurable = "not_durable"
+	// ReasonInternal: the replica's own Redis or NATS failed.
+	ReasonInternal = "internal"
+)
+
 // The JSON-RPC error codes of a view's error answer (package jsonrpc names them too).
 const (
 	RPCMethodNotFound = -32601
@@ -56,43 +70,61 @@ const (
 	RPCRefused        = -32004
 )
 
-// reasonRow is one reason of the table: the JSON-RPC code a worker's error answer
-// carries it under (its data names the reason itself; the code is for a replica that
-// reads codes alone), whether that code alone stands for it (an older worker's answer
-// without data), and the HTTP status the broker answers it with (0: the broker never
-// names it). Every reason is answered 503 by the API, labels
-// agentfy_view_unavailable_total and the log line as it is, and travels between the
-// replicas in the NATS reply's error header unchanged.
+// reasonRow is one reason of the table, with what every hop needs of it. The reason is
+// its own metric label and log value at every hop — that is what passing it on unchanged
+// means — so it has no column of its own for them. Neither has the message a client
+// reads: the API answers every view's failure with one body (the reason is for
+// operators), and the broker's message is its error's, not its reason's (api/errors.go
+// and broker/errors.go hold those).
 type reasonRow struct {
-	reason   string
+	reason string
+	// local: raised by the requesting replica about itself and never on the wire (not in
+	// Reasons).
+	local bool
+	// rpc is the JSON-RPC code a worker's error answer carries the reason under (its data
+	// names the reason itself; the code is for a replica that reads codes alone), and
+	// fromCode whether that code alone stands for it (an older worker's answer without
+	// data). 0 for a local reason, never sent.
 	rpc      int
 	fromCode bool
-	broker   int
+	// broker is the HTTP status the broker answers the reason with; 0: the broker never
+	// names it.
+	broker int
+	// api is the HTTP status the API answers a view that failed for the reason with.
+	api int
 }
 
-// reasonTable is the one table of a view's failure reasons.
+// reasonTable is the one table of a view's failure reasons: every hop looks a reason up
+// here and none translates it, so a new reason is one row (and its constant).
 var reasonTable = []reasonRow{
-	{ReasonNoChannel, RPCUnavailable, false, 0},
-	{ReasonUnsupported, RPCMethodNotFound, true, 0},
-	{ReasonBusy, RPCBusy, true, http.StatusConflict},
-	{ReasonRefused, RPCRefused, true, http.StatusBadGateway},
-	{ReasonCapture, RPCUnavailable, true, http.StatusServiceUnavailable},
-	{ReasonBrokerDown, RPCUnavailable, false, http.StatusServiceUnavailable},
-	{ReasonBrokerError, RPCUnavailable, false, http.StatusInternalServerError},
-	{ReasonBadRequest, RPCInvalidParams, true, http.StatusBadRequest},
-	{ReasonTimeout, RPCUnavailable, false, 0},
-	{ReasonInvalid, RPCUnavailable, false, 0},
-	{ReasonIdentityUnavailable, RPCUnavailable, false, 0},
-	{ReasonFailed, RPCUnavailable, false, 0},
+	// reason, local, JSON-RPC code, the code alone stands for it, broker's status, API's status
+	{ReasonNoChannel, false, RPCUnavailable, false, 0, http.StatusServiceUnavailable},
+	{ReasonUnsupported, false, RPCMethodNotFound, true, 0, http.StatusServiceUnavailable},
+	{ReasonBusy, false, RPCBusy, true, http.StatusConflict, http.StatusServiceUnavailable},
+	{ReasonRefused, false, RPCRefused, true, http.StatusBadGateway, http.StatusServiceUnavailable},
+	{ReasonCapture, false, RPCUnavailable, true, http.StatusServiceUnavailable, http.StatusServiceUnavailable},
+	{ReasonBrokerDown, false, RPCUnavailable, false, http.StatusServiceUnavailable, http.StatusServiceUnavailable},
+	{ReasonBrokerError, false, RPCUnavailable, false, http.StatusInternalServerError, http.StatusServiceUnavailable},
+	{ReasonBadRequest, false, RPCInvalidParams, true, http.StatusBadRequest, http.StatusServiceUnavailable},
+	{ReasonTimeout, false, RPCUnavailable, false, 0, http.StatusServiceUnavailable},
+	{ReasonInvalid, false, RPCUnavailable, false, 0, http.StatusServiceUnavailable},
+	{ReasonIdentityUnavailable, false, RPCUnavailable, false, 0, http.StatusServiceUnavailable},
+	{ReasonFailed, false, RPCUnavailable, false, 0, http.StatusServiceUnavailable},
+	{ReasonPendingLimit, true, 0, false, 0, http.StatusServiceUnavailable},
+	{ReasonNotDurable, true, 0, false, 0, http.StatusServiceUnavailable},
+	{ReasonInternal, true, 0, false, 0, http.StatusServiceUnavailable},
 }
 
-// reasons is the closed set, in the table's order.
-var reasons = func() []string {
-	r := make([]string, len(reasonTable))
-	for i, row := range reasonTable {
-		r[i] = row.reason
+// reasons is the closed set that crosses processes, and labels every reason, both in
+// the table's order.
+var reasons, labels = func() (crossing, all []string) {
+	for _, row := range reasonTable {
+		if !row.local {
+			crossing = append(crossing, row.reason)
+		}
+		all = append(all, row.reason)
 	}
-	return r
+	return crossing, all
 }()
 
 // row returns reason's row, or ReasonFailed's.
@@ -102,7 +134,7 @@ func row(reason string) reasonRow {
 			return r
 		}
 	}
-	return reasonTable[len(reasonTable)-1]
+	return row(ReasonFailed)
 }
 
 // RPCCodeOf is the JSON-RPC error code a worker's answer carries reason under.
@@ -128,17 +160,32 @@ func BrokerStatus(reason string) int {
 	return http.StatusInternalServerError
 }
 
-// Reasons returns every reason.
+// APIStatus is the HTTP status the API answers a view that failed for reason with
+// (ReasonFailed's for a label that is not in the table).
+func APIStatus(reason string) int { return row(reason).api }
+
+// Reasons returns every reason that crosses processes: the closed set a hop accepts from
+// another (Reason, IsReason).
 func Reasons() []string { return slices.Clone(reasons) }
+
+// Labels returns every reason, the requesting replica's own (ReasonPendingLimit,
+// ReasonNotDurable, ReasonInternal) after those of Reasons: the values of the API's
+// reason label.
+func Labels() []string { return slices.Clone(labels) }
 
 // Reason returns code when it is one of the reasons, and ReasonFailed otherwise: what
 // arrives from another process is never a label of its own choosing.
-func Reason(code string) string {
-	if slices.Contains(reasons, code) {
+func Reason(code string) string { return ReasonOr(code, ReasonFailed) }
+
+// ReasonOr returns code when it is one of the reasons, and otherwise otherwise: the
+// reason a hop passes on for a code it received, which is the code itself or what the
+// hop itself saw (a worker reads a broker's code that is none as ReasonBrokerError).
+func ReasonOr(code, otherwise string) string {
+	if IsReason(code) {
 		return code
 	}
-	return ReasonFailed
+	return otherwise
 }
 
-// IsReason reports whether code is one of the reasons.
+// IsReason reports whether code is one of the reasons that cross processes.
 func IsReason(code string) bool { return slices.Contains(reasons, code) }

@@ -2,6 +2,7 @@ package wire_test
 
 import (
 	"regexp"
+	"slices"
 	"testing"
 
 	"github.com/agentfy/agentfy/wire"
@@ -17,10 +18,29 @@ func TestReason(t *testing.T) {
 		{"capture_failed", "failed"},
 		{"user:alice", "failed"},
 		{"failed", "failed"},
+		{"pending_limit", "failed"},
+		{"not_durable", "failed"},
+		{"internal", "failed"},
 	}
 	for _, tt := range tests {
 		if got := wire.Reason(tt.in); got != tt.want {
 			t.Errorf("Reason(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+// ReasonOr passes a reason on as it came and reads anything else as the hop says.
+func TestReasonOr(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"capture", "capture"},
+		{"failed", "failed"},
+		{"exploded", "broker_error"},
+		{"", "broker_error"},
+		{"internal", "broker_error"},
+	}
+	for _, tt := range tests {
+		if got := wire.ReasonOr(tt.in, wire.ReasonBrokerError); got != tt.want {
+			t.Errorf("ReasonOr(%q, broker_error) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
 }
@@ -37,6 +57,17 @@ func TestReasonsAreLabels(t *testing.T) {
 	}
 	if len(seen) != 12 {
 		t.Errorf("%d reasons, want 12", len(seen))
+	}
+	// The requesting replica's own labels follow, and never cross a process.
+	labels := wire.Labels()
+	if !slices.Equal(labels[:len(seen)], wire.Reasons()) || !slices.Equal(labels[len(seen):], []string{"pending_limit", "not_durable", "internal"}) {
+		t.Errorf("labels %q, want the reasons then pending_limit, not_durable, internal", labels)
+	}
+	for _, l := range labels[len(seen):] {
+		if !token.MatchString(l) || seen[l] || wire.IsReason(l) {
+			t.Errorf("label %q: not a unique snake_case label of the replica's own", l)
+		}
+		seen[l] = true
 	}
 }
 
@@ -85,6 +116,11 @@ func TestReasonTable(t *testing.T) {
 	} {
 		if got := wire.BrokerStatus(reason); got != want {
 			t.Errorf("the broker answers %s with %d, want %d", reason, got, want)
+		}
+	}
+	for _, l := range wire.Labels() {
+		if got := wire.APIStatus(l); got != 503 {
+			t.Errorf("the API answers %s with %d, want 503", l, got)
 		}
 	}
 }

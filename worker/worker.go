@@ -332,14 +332,14 @@ func (w *Worker) observe(ctx context.Context, id uint64, params json.RawMessage)
 }
 
 // brokerReason is the reason of the broker's error body {"error":{"code","message"}}
-// (wire.DecodeStrict): its code when that is one of the wire reasons, ReasonBrokerError
-// for anything else.
+// (wire.DecodeStrict): its code, passed on unchanged when it is one of the wire reasons,
+// and ReasonBrokerError for any other code or a body that does not decode.
 func brokerReason(body []byte) string {
 	var out wire.ErrorBody
-	if err := wire.DecodeStrict(body, &out); err != nil || !wire.IsReason(out.Error.Code) {
+	if err := wire.DecodeStrict(body, &out); err != nil {
 		return wire.ReasonBrokerError
 	}
-	return out.Error.Code
+	return wire.ReasonOr(out.Error.Code, wire.ReasonBrokerError)
 }
 
 // tool relays a tool call to the broker's tool endpoint. The call's params and the
