@@ -225,11 +225,7 @@ func TestLivenessAsTheReplica(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := redisserver.Start(ctx, redisserver.Options{ACL: acl})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
+	srv := testenv.Redis(t, redisserver.Options{ACL: acl})
 	client := func(user string) redis.UniversalClient {
 		c := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{srv.Addr()}, Username: user, Password: secrets.Redis[user]})
 		t.Cleanup(func() { _ = c.Close() })
