@@ -227,24 +227,6 @@ func inProcessIDP() (*idp, *http.Client) {
 	return p, &http.Client{Transport: inProcess{p}}
 }
 
-// clock is a fake clock the test advances.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // logBuffer collects a verifier's log lines.
 type logBuffer struct {
 	mu sync.Mutex

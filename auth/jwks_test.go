@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentfy/agentfy/auth"
+	"github.com/agentfy/agentfy/internal/testenv"
 )
 
 // The tests on a real loopback server use a fake clock (JWTConfig.Now): after the
@@ -29,7 +30,7 @@ import (
 
 // TestJWKSAlgorithms: every algorithm a JWK may verify, decided by the key.
 func TestJWKSAlgorithms(t *testing.T) {
-	clk := &clock{t: now}
+	clk := testenv.NewClock(now)
 	p := (&idp{}).serve(t)
 	p.set(func(p *idp) {
 		p.keys = []json.RawMessage{
@@ -68,7 +69,7 @@ func TestJWKSAlgorithms(t *testing.T) {
 
 // TestJWKSStrict: every token a JWK set source must refuse is ErrUnauthenticated.
 func TestJWKSStrict(t *testing.T) {
-	clk := &clock{t: now}
+	clk := testenv.NewClock(now)
 	rsaPub := key("rsa").public().(*rsa.PublicKey)
 	pkix, err := x509.MarshalPKIXPublicKey(rsaPub)
 	if err != nil {
@@ -177,7 +178,7 @@ func TestJWKSNoKID(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clk := &clock{t: now}
+			clk := testenv.NewClock(now)
 			p := (&idp{}).serve(t)
 			p.set(func(p *idp) {
 				for _, kid := range tt.keys {
@@ -207,7 +208,7 @@ func TestJWKSNoKID(t *testing.T) {
 // trigger at most one refresh per UnknownKIDInterval, however many arrive at once; a
 // removed key stops verifying after the next refresh.
 func TestJWKSRotation(t *testing.T) {
-	clk := &clock{t: now}
+	clk := testenv.NewClock(now)
 	p := (&idp{}).serve(t)
 	p.set(func(p *idp) { p.keys = []json.RawMessage{jwkJSON(t, "ec256", "", "sig", nil)} })
 	cfg := jwksConfig(p)
@@ -261,7 +262,7 @@ func TestJWKSRotation(t *testing.T) {
 // TestJWKSOtherIssuerFetchesNothing: a token of another issuer never makes a source
 // fetch, whatever its kid.
 func TestJWKSOtherIssuerFetchesNothing(t *testing.T) {
-	clk := &clock{t: now}
+	clk := testenv.NewClock(now)
 	p := (&idp{}).serve(t)
 	p.set(func(p *idp) { p.keys = []json.RawMessage{jwkJSON(t, "ec256", "", "sig", nil)} })
 	cfg := jwksConfig(p)
@@ -323,7 +324,7 @@ func TestJWKSMaxStale(t *testing.T) {
 // unavailable (not refused) until a fetch succeeds, on a real server through the
 // unknown-kid refresh.
 func TestJWKSProviderDownAtStart(t *testing.T) {
-	clk := &clock{t: now}
+	clk := testenv.NewClock(now)
 	p := (&idp{status: 503}).serve(t)
 	p.set(func(p *idp) { p.keys = []json.RawMessage{jwkJSON(t, "ec256", "", "sig", nil)} })
 	cfg := jwksConfig(p)
@@ -666,7 +667,7 @@ func TestDiscoveryRetried(t *testing.T) {
 
 // TestDiscoveryRealServer: discovery and the set over a real loopback connection.
 func TestDiscoveryRealServer(t *testing.T) {
-	clk := &clock{t: now}
+	clk := testenv.NewClock(now)
 	p := (&idp{}).serve(t)
 	var issuer string
 	p.set(func(p *idp) {
@@ -683,7 +684,7 @@ func TestDiscoveryRealServer(t *testing.T) {
 // TestVerifierSeveralSources: development HS256 tokens and a provider's tokens are both
 // accepted by one verifier; development tokens never make the JWK set source fetch.
 func TestVerifierSeveralSources(t *testing.T) {
-	clk := &clock{t: now}
+	clk := testenv.NewClock(now)
 	p := (&idp{}).serve(t)
 	p.set(func(p *idp) { p.keys = []json.RawMessage{jwkJSON(t, "ec256", "", "sig", nil)} })
 	ext := jwksConfig(p)

@@ -13,6 +13,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/agentfy/agentfy/auth"
+	"github.com/agentfy/agentfy/internal/testenv"
 )
 
 // ec256Provider starts, inside a synctest bubble, an in-process provider publishing
@@ -178,7 +179,7 @@ func TestJWKSRedirects(t *testing.T) {
 	t.Cleanup(origin.Close)
 
 	t.Run("another origin", func(t *testing.T) {
-		clk := &clock{t: now}
+		clk := testenv.NewClock(now)
 		cfg := auth.JWTConfig{Issuer: idpIssuer, Audience: "agentfy-api", JWKSURL: origin.URL + "/jwks.json", Now: clk.Now}
 		v, logs := newVerifier(t, cfg)
 		good := signKID(t, jwt.SigningMethodES256, key("ec256").priv, "ec256", idpClaims(now, nil))
