@@ -1,7 +1,6 @@
 package auth_test
 
 import (
-	"bytes"
 	"cmp"
 	"crypto"
 	"crypto/ecdsa"
@@ -13,7 +12,6 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -23,6 +21,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentfy/agentfy/auth"
+	"github.com/agentfy/agentfy/internal/testenv"
 )
 
 // idpIssuer is the issuer of the test provider's tokens when it is not discovered.
@@ -227,42 +226,11 @@ func inProcessIDP() (*idp, *http.Client) {
 	return p, &http.Client{Transport: inProcess{p}}
 }
 
-// logBuffer collects a verifier's log lines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-// lines returns the lines at level (e.g. "warn").
-func (l *logBuffer) lines(level string) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []string
-	for _, line := range strings.Split(strings.TrimSpace(l.b.String()), "\n") {
-		if strings.Contains(line, `"level":"`+level+`"`) {
-			out = append(out, line)
-		}
-	}
-	return out
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // newVerifier starts a verifier of cfgs that logs into the returned buffer and is
 // closed when the test ends.
-func newVerifier(t testing.TB, cfgs ...auth.JWTConfig) (*auth.Verifier, *logBuffer) {
+func newVerifier(t testing.TB, cfgs ...auth.JWTConfig) (*auth.Verifier, *testenv.Buffer) {
 	t.Helper()
-	logs := &logBuffer{}
+	logs := &testenv.Buffer{}
 	v, err := auth.NewVerifier(t.Context(), zerolog.New(logs).Level(zerolog.DebugLevel), cfgs...)
 	if err != nil {
 		t.Fatal(err)

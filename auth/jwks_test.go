@@ -306,7 +306,7 @@ func TestJWKSMaxStale(t *testing.T) {
 		if st.Keys != 0 || st.Failures == 0 || st.Successes != 1 || !st.LastSuccess.Equal(fetched) {
 			t.Fatalf("status %+v", st)
 		}
-		if n := len(logs.lines("warn")); uint64(n) != st.Failures {
+		if n := len(logs.Lines("warn")); uint64(n) != st.Failures {
 			t.Fatalf("%d warnings for %d failures", n, st.Failures)
 		}
 
@@ -357,7 +357,7 @@ func TestJWKSProviderDownAtStartRetried(t *testing.T) {
 		// Retries after 1 s, 2 s, 4 s…: at 1 s, 3 s and 7 s.
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
-		if st := v.JWKSStatus()[0]; st.Failures != 4 || len(logs.lines("warn")) != 4 {
+		if st := v.JWKSStatus()[0]; st.Failures != 4 || len(logs.Lines("warn")) != 4 {
 			t.Fatalf("status %+v, log:\n%s", st, logs)
 		}
 
@@ -504,7 +504,7 @@ func TestJWKSFailuresKeepKeys(t *testing.T) {
 				if st.Failures != 1 || st.Successes != 1 || st.Keys != 1 || !st.LastSuccess.Equal(started) {
 					t.Fatalf("status %+v", st)
 				}
-				warns := logs.lines("warn")
+				warns := logs.Lines("warn")
 				if len(warns) != 1 {
 					t.Fatalf("%d warnings, want 1:\n%s", len(warns), logs)
 				}
@@ -512,7 +512,7 @@ func TestJWKSFailuresKeepKeys(t *testing.T) {
 				time.Sleep(time.Second + tt.takes)
 				synctest.Wait()
 				verifyOK(t, v, tok)
-				if st := v.JWKSStatus()[0]; st.Failures != 2 || len(logs.lines("warn")) != 2 {
+				if st := v.JWKSStatus()[0]; st.Failures != 2 || len(logs.Lines("warn")) != 2 {
 					t.Fatalf("status %+v, log:\n%s", st, logs)
 				}
 				ec := key("ec256").public().(*ecdsa.PublicKey)
@@ -623,14 +623,14 @@ func TestDiscovery(t *testing.T) {
 					t.Fatalf("status URL %q", st.URL)
 				}
 				if tt.wantErr {
-					if st.Failures != 1 || st.KeysURL != "" || len(logs.lines("warn")) != 1 {
+					if st.Failures != 1 || st.KeysURL != "" || len(logs.Lines("warn")) != 1 {
 						t.Fatalf("status %+v, log:\n%s", st, logs)
 					}
 					verifyUnavailable(t, v, tok) // no key set could be had: unconfirmed
 					if jwks, _ := p.fetches(); jwks != 0 {
 						t.Fatalf("jwks fetched %d times", jwks)
 					}
-					t.Log(logs.lines("warn")[0])
+					t.Log(logs.Lines("warn")[0])
 					return
 				}
 				verifyOK(t, v, tok)

@@ -19,7 +19,7 @@ import (
 // ec256Provider starts, inside a synctest bubble, an in-process provider publishing
 // the ec256 key and a verifier of it (its options changed by opts), and returns once
 // the first fetch is done.
-func ec256Provider(t *testing.T, opts func(*auth.JWKSOptions)) (*idp, auth.JWTConfig, *auth.Verifier, *logBuffer) {
+func ec256Provider(t *testing.T, opts func(*auth.JWKSOptions)) (*idp, auth.JWTConfig, *auth.Verifier, *testenv.Buffer) {
 	t.Helper()
 	p, client := inProcessIDP()
 	p.set(func(p *idp) { p.keys = []json.RawMessage{jwkJSON(t, "ec256", "", "sig", nil)} })
@@ -118,7 +118,7 @@ func TestJWKSRetryAfterUnknownKIDFetchFailed(t *testing.T) {
 		p.set(func(p *idp) { p.status = http.StatusServiceUnavailable })
 		verifyUnavailable(t, v, signKID(t, jwt.SigningMethodES256, key("ec256-b").priv, "ec256-b", idpClaims(time.Now(), nil)))
 		wantFetches(t, p, 2)
-		if w := logs.lines("warn"); len(w) != 1 || !strings.Contains(w[0], `"retry_in":1000`) {
+		if w := logs.Lines("warn"); len(w) != 1 || !strings.Contains(w[0], `"retry_in":1000`) {
 			t.Fatalf("warnings %q, want one with retry_in 1 s", w)
 		}
 
@@ -200,7 +200,7 @@ func TestJWKSRedirects(t *testing.T) {
 		if st.Failures != 1 || st.Successes != 1 || st.Keys != 1 {
 			t.Fatalf("status %+v, want one failure, one success, one key", st)
 		}
-		w := logs.lines("warn")
+		w := logs.Lines("warn")
 		if len(w) != 1 || !strings.Contains(w[0], "redirect to another origin refused") || !strings.Contains(w[0], evil.URL) {
 			t.Fatalf("warnings %q, want one naming the refused target %s", w, evil.URL)
 		}
@@ -216,7 +216,7 @@ func TestJWKSRedirects(t *testing.T) {
 		if st := v.JWKSStatus()[0]; st.Failures == 0 || st.KeysURL != "" {
 			t.Fatalf("status %+v", st)
 		}
-		if w := logs.lines("warn"); len(w) == 0 || !strings.Contains(w[0], "redirect to another origin refused") {
+		if w := logs.Lines("warn"); len(w) == 0 || !strings.Contains(w[0], "redirect to another origin refused") {
 			t.Fatalf("warnings %q", w)
 		}
 	})
