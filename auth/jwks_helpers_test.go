@@ -1,8 +1,6 @@
 package auth_test
 
 import (
-	"bytes"
-	"cmp"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/ed25519"
@@ -11,18 +9,15 @@ import (
 	"crypto/rsa"
 	"encoding/json"
 	"errors"
-	"net/http"
-	"net/http/httptest"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	jose "github.com/go-jose/go-jose/v4"
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/rs/zerolog"
 
 	"github.com/agentfy/agentfy/auth"
+	"github.com/agentfy/agentfy/internal/testenv"
 )
 
 // idpIssuer is the issuer of the test provider's tokens when it is not discovered.
@@ -80,30 +75,7 @@ var octSecret = []byte("0123456789abcdef0123456789abcdef-oct")
 // jwkJSON is the public JWK of kid (with alg and use when set), extra members merged in.
 func jwkJSON(t testing.TB, kid, alg, use string, extra map[string]any) json.RawMessage {
 	t.Helper()
-	return jwkOf(t, key(kid).public(), kid, alg, use, extra)
-}
-
-func jwkOf(t testing.TB, k any, kid, alg, use string, extra map[string]any) json.RawMessage {
-	t.Helper()
-	b, err := jose.JSONWebKey{Key: k, KeyID: kid, Algorithm: alg, Use: use}.MarshalJSON()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(extra) == 0 {
-		return b
-	}
-	m := map[string]any{}
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range extra {
-		m[k] = v
-	}
-	b, err = json.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return testenv.JWK(t, key(kid).public(), kid, alg, use, extra)
 }
 
 // idpClaims are valid claims of the test provider at now.
@@ -129,158 +101,11 @@ func signKID(t testing.TB, method jwt.SigningMethod, k any, kid string, c jwt.Ma
 	return s
 }
 
-// idp is a test identity provider: a discovery document at
-// /.well-known/openid-configuration and a JWK set at /jwks.json whose keys, headers and
-// failures the test sets, and whose fetches it counts.
-type idp struct {
-	mu sync.Mutex
-	// Guarded by mu.
-	url          string            // base URL, set once the server listens
-	issuer       string            // the discovery document's "issuer"
-	jwksURI      string            // the discovery document's "jwks_uri"; "" means url + "/jwks.json"
-	keys         []json.RawMessage // the set
-	cacheControl string            // the set's Cache-Control header, if any
-	status       int               // non-zero: the set's status instead of 200
-	body         []byte            // non-nil: the set's body instead of the keys
-	hang         bool              // the set is never answered (until the client gives up)
-	down         bool              // in-process transport: the connection is refused
-	jwksFetches  int
-	discoveries  int
-}
-
-func (p *idp) set(f func(p *idp)) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	f(p)
-}
-
-// fetches returns how often the set and the discovery document were asked for.
-func (p *idp) fetches() (jwks, discovery int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.jwksFetches, p.discoveries
-}
-
-func (p *idp) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	p.mu.Lock()
-	switch r.URL.Path {
-	case "/.well-known/openid-configuration":
-		p.discoveries++
-		doc := map[string]string{"issuer": p.issuer, "jwks_uri": cmp.Or(p.jwksURI, p.url+"/jwks.json")}
-		p.mu.Unlock()
-		_ = json.NewEncoder(w).Encode(doc)
-	case "/jwks.json":
-		p.jwksFetches++
-		hang, status, body, cc := p.hang, p.status, p.body, p.cacheControl
-		if body == nil {
-			body, _ = json.Marshal(map[string]any{"keys": p.keys})
-		}
-		p.mu.Unlock()
-		if hang {
-			<-r.Context().Done()
-			return
-		}
-		if cc != "" {
-			w.Header().Set("Cache-Control", cc)
-		}
-		if status != 0 {
-			w.WriteHeader(status)
-		}
-		_, _ = w.Write(body)
-	default:
-		p.mu.Unlock()
-		http.NotFound(w, r)
-	}
-}
-
-// serve starts p on a loopback httptest server.
-func (p *idp) serve(t testing.TB) *idp {
-	t.Helper()
-	srv := httptest.NewServer(p)
-	t.Cleanup(srv.Close)
-	p.set(func(p *idp) { p.url = srv.URL })
-	return p
-}
-
-// inProcess reaches an idp without a network, for tests inside a synctest bubble
-// (where a real socket would keep fake time from advancing).
-type inProcess struct{ p *idp }
-
-func (tr inProcess) RoundTrip(r *http.Request) (*http.Response, error) {
-	tr.p.mu.Lock()
-	down := tr.p.down
-	tr.p.mu.Unlock()
-	if down {
-		return nil, errors.New("dial tcp: connection refused")
-	}
-	rec := httptest.NewRecorder()
-	tr.p.ServeHTTP(rec, r)
-	if err := r.Context().Err(); err != nil {
-		return nil, err
-	}
-	return rec.Result(), nil
-}
-
-// inProcessIDP is an idp at http://idp.test and a client that reaches it.
-func inProcessIDP() (*idp, *http.Client) {
-	p := &idp{url: "http://idp.test", issuer: "http://idp.test"}
-	return p, &http.Client{Transport: inProcess{p}}
-}
-
-// clock is a fake clock the test advances.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-// logBuffer collects a verifier's log lines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-// lines returns the lines at level (e.g. "warn").
-func (l *logBuffer) lines(level string) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []string
-	for _, line := range strings.Split(strings.TrimSpace(l.b.String()), "\n") {
-		if strings.Contains(line, `"level":"`+level+`"`) {
-			out = append(out, line)
-		}
-	}
-	return out
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // newVerifier starts a verifier of cfgs that logs into the returned buffer and is
 // closed when the test ends.
-func newVerifier(t testing.TB, cfgs ...auth.JWTConfig) (*auth.Verifier, *logBuffer) {
+func newVerifier(t testing.TB, cfgs ...auth.JWTConfig) (*auth.Verifier, *testenv.Buffer) {
 	t.Helper()
-	logs := &logBuffer{}
+	logs := &testenv.Buffer{}
 	v, err := auth.NewVerifier(t.Context(), zerolog.New(logs).Level(zerolog.DebugLevel), cfgs...)
 	if err != nil {
 		t.Fatal(err)
@@ -289,11 +114,9 @@ func newVerifier(t testing.TB, cfgs ...auth.JWTConfig) (*auth.Verifier, *logBuff
 	return v, logs
 }
 
-// jwksConfig is a configuration for p's set at /jwks.json.
-func jwksConfig(p *idp) auth.JWTConfig {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return auth.JWTConfig{Issuer: idpIssuer, Audience: "agentfy-api", JWKSURL: p.url + "/jwks.json"}
+// jwksConfig is a configuration for p's set.
+func jwksConfig(p *testenv.IDP) auth.JWTConfig {
+	return auth.JWTConfig{Issuer: idpIssuer, Audience: "agentfy-api", JWKSURL: p.JWKSURL()}
 }
 
 // verifyOK fails the test unless tok verifies as u-alice.
@@ -322,9 +145,9 @@ func verifyUnavailable(t testing.TB, v *auth.Verifier, tok string) {
 }
 
 // wantFetches fails the test unless p's set was fetched n times.
-func wantFetches(t testing.TB, p *idp, n int) {
+func wantFetches(t testing.TB, p *testenv.IDP, n int) {
 	t.Helper()
-	if got, _ := p.fetches(); got != n {
+	if got, _ := p.Fetches(); got != n {
 		t.Fatalf("jwks fetched %d times, want %d", got, n)
 	}
 }

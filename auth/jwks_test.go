@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentfy/agentfy/auth"
+	"github.com/agentfy/agentfy/internal/testenv"
 )
 
 // The tests on a real loopback server use a fake clock (JWTConfig.Now): after the
@@ -29,10 +30,10 @@ import (
 
 // TestJWKSAlgorithms: every algorithm a JWK may verify, decided by the key.
 func TestJWKSAlgorithms(t *testing.T) {
-	clk := &clock{t: now}
-	p := (&idp{}).serve(t)
-	p.set(func(p *idp) {
-		p.keys = []json.RawMessage{
+	clk := testenv.NewClock(now)
+	p := testenv.ServeIDP(t)
+	p.Set(func(s *testenv.IDPState) {
+		s.Keys = []json.RawMessage{
 			jwkJSON(t, "rsa", "", "sig", nil),
 			jwkJSON(t, "rsa-rs256", "RS256", "", nil),
 			jwkJSON(t, "ec256", "", "sig", nil),
@@ -68,16 +69,16 @@ func TestJWKSAlgorithms(t *testing.T) {
 
 // TestJWKSStrict: every token a JWK set source must refuse is ErrUnauthenticated.
 func TestJWKSStrict(t *testing.T) {
-	clk := &clock{t: now}
+	clk := testenv.NewClock(now)
 	rsaPub := key("rsa").public().(*rsa.PublicKey)
 	pkix, err := x509.MarshalPKIXPublicKey(rsaPub)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rsaPEM := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pkix})
-	p := (&idp{}).serve(t)
-	p.set(func(p *idp) {
-		p.keys = []json.RawMessage{
+	p := testenv.ServeIDP(t)
+	p.Set(func(s *testenv.IDPState) {
+		s.Keys = []json.RawMessage{
 			jwkJSON(t, "rsa", "", "sig", nil),
 			jwkJSON(t, "rsa-rs256", "RS256", "sig", nil),
 			jwkJSON(t, "ec256", "", "sig", nil),
@@ -86,8 +87,8 @@ func TestJWKSStrict(t *testing.T) {
 			jwkJSON(t, "ec-ops", "", "", map[string]any{"key_ops": []string{"encrypt"}}),
 			jwkJSON(t, "rsa1024", "", "sig", nil),
 			jwkJSON(t, "ec521", "", "sig", nil),
-			jwkOf(t, key("ec-private").priv, "ec-private", "", "sig", nil), // with "d"
-			jwkOf(t, octSecret, "oct", "HS256", "sig", nil),
+			testenv.JWK(t, key("ec-private").priv, "ec-private", "", "sig", nil), // with "d"
+			testenv.JWK(t, octSecret, "oct", "HS256", "sig", nil),
 			jwkJSON(t, "ec256-b", "RS256", "sig", nil), // alg does not fit the key
 		}
 	})
@@ -177,15 +178,15 @@ func TestJWKSNoKID(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clk := &clock{t: now}
-			p := (&idp{}).serve(t)
-			p.set(func(p *idp) {
+			clk := testenv.NewClock(now)
+			p := testenv.ServeIDP(t)
+			p.Set(func(s *testenv.IDPState) {
 				for _, kid := range tt.keys {
 					use := "sig"
 					if kid == "ec-enc" {
 						use = "enc"
 					}
-					p.keys = append(p.keys, jwkJSON(t, kid, "", use, nil))
+					s.Keys = append(s.Keys, jwkJSON(t, kid, "", use, nil))
 				}
 			})
 			cfg := jwksConfig(p)
@@ -207,9 +208,9 @@ func TestJWKSNoKID(t *testing.T) {
 // trigger at most one refresh per UnknownKIDInterval, however many arrive at once; a
 // removed key stops verifying after the next refresh.
 func TestJWKSRotation(t *testing.T) {
-	clk := &clock{t: now}
-	p := (&idp{}).serve(t)
-	p.set(func(p *idp) { p.keys = []json.RawMessage{jwkJSON(t, "ec256", "", "sig", nil)} })
+	clk := testenv.NewClock(now)
+	p := testenv.ServeIDP(t)
+	p.Set(func(s *testenv.IDPState) { s.Keys = []json.RawMessage{jwkJSON(t, "ec256", "", "sig", nil)} })
 	cfg := jwksConfig(p)
 	cfg.Now = clk.Now
 	v, _ := newVerifier(t, cfg)
@@ -221,7 +222,7 @@ func TestJWKSRotation(t *testing.T) {
 	wantFetches(t, p, 1)
 
 	// The provider rotates: a new key signs from now on.
-	p.set(func(p *idp) { p.keys = append(p.keys, jwkJSON(t, "ec256-b", "", "sig", nil)) })
+	p.Set(func(s *testenv.IDPState) { s.Keys = append(s.Keys, jwkJSON(t, "ec256-b", "", "sig", nil)) })
 	verifyOK(t, v, tok("ec256-b"))
 	wantFetches(t, p, 2)
 
@@ -248,7 +249,7 @@ func TestJWKSRotation(t *testing.T) {
 	wantFetches(t, p, 3)
 
 	// The old key leaves the set: it verifies until the next refresh, then not.
-	p.set(func(p *idp) { p.keys = p.keys[1:] })
+	p.Set(func(s *testenv.IDPState) { s.Keys = s.Keys[1:] })
 	verifyOK(t, v, tok("ec256"))
 	clk.Advance(auth.DefaultJWKSUnknownKIDInterval)
 	verifyRefused(t, v, tok("ec256-c")) // triggers the refresh
@@ -261,9 +262,9 @@ func TestJWKSRotation(t *testing.T) {
 // TestJWKSOtherIssuerFetchesNothing: a token of another issuer never makes a source
 // fetch, whatever its kid.
 func TestJWKSOtherIssuerFetchesNothing(t *testing.T) {
-	clk := &clock{t: now}
-	p := (&idp{}).serve(t)
-	p.set(func(p *idp) { p.keys = []json.RawMessage{jwkJSON(t, "ec256", "", "sig", nil)} })
+	clk := testenv.NewClock(now)
+	p := testenv.ServeIDP(t)
+	p.Set(func(s *testenv.IDPState) { s.Keys = []json.RawMessage{jwkJSON(t, "ec256", "", "sig", nil)} })
 	cfg := jwksConfig(p)
 	cfg.Now = clk.Now
 	v, _ := newVerifier(t, cfg)
@@ -279,8 +280,8 @@ func TestJWKSOtherIssuerFetchesNothing(t *testing.T) {
 // then the source's tokens are unavailable (never refused) until a refresh succeeds.
 func TestJWKSMaxStale(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p, client := inProcessIDP()
-		p.set(func(p *idp) { p.keys = []json.RawMessage{jwkJSON(t, "ec256", "", "sig", nil)} })
+		p, client := testenv.InProcessIDP()
+		p.Set(func(s *testenv.IDPState) { s.Keys = []json.RawMessage{jwkJSON(t, "ec256", "", "sig", nil)} })
 		cfg := jwksConfig(p)
 		cfg.JWKS.HTTPClient = client
 		v, logs := newVerifier(t, cfg)
@@ -291,7 +292,7 @@ func TestJWKSMaxStale(t *testing.T) {
 		}
 		verifyOK(t, v, tok())
 
-		p.set(func(p *idp) { p.status = 500 })
+		p.Set(func(s *testenv.IDPState) { s.Status = 500 })
 		time.Sleep(auth.DefaultJWKSMaxStale)
 		synctest.Wait()
 		verifyOK(t, v, tok()) // exactly MaxStale old: still good
@@ -305,11 +306,11 @@ func TestJWKSMaxStale(t *testing.T) {
 		if st.Keys != 0 || st.Failures == 0 || st.Successes != 1 || !st.LastSuccess.Equal(fetched) {
 			t.Fatalf("status %+v", st)
 		}
-		if n := len(logs.lines("warn")); uint64(n) != st.Failures {
+		if n := len(logs.Lines("warn")); uint64(n) != st.Failures {
 			t.Fatalf("%d warnings for %d failures", n, st.Failures)
 		}
 
-		p.set(func(p *idp) { p.status = 0 })
+		p.Set(func(s *testenv.IDPState) { s.Status = 0 })
 		time.Sleep(auth.DefaultJWKSMinRefresh) // the longest wait between retries
 		synctest.Wait()
 		verifyOK(t, v, tok())
@@ -323,9 +324,12 @@ func TestJWKSMaxStale(t *testing.T) {
 // unavailable (not refused) until a fetch succeeds, on a real server through the
 // unknown-kid refresh.
 func TestJWKSProviderDownAtStart(t *testing.T) {
-	clk := &clock{t: now}
-	p := (&idp{status: 503}).serve(t)
-	p.set(func(p *idp) { p.keys = []json.RawMessage{jwkJSON(t, "ec256", "", "sig", nil)} })
+	clk := testenv.NewClock(now)
+	p := testenv.ServeIDP(t)
+	p.Set(func(s *testenv.IDPState) {
+		s.Status = 503
+		s.Keys = []json.RawMessage{jwkJSON(t, "ec256", "", "sig", nil)}
+	})
 	cfg := jwksConfig(p)
 	cfg.Now = clk.Now
 	v, _ := newVerifier(t, cfg)
@@ -335,7 +339,7 @@ func TestJWKSProviderDownAtStart(t *testing.T) {
 		t.Fatalf("status %+v", st)
 	}
 
-	p.set(func(p *idp) { p.status = 0 })
+	p.Set(func(s *testenv.IDPState) { s.Status = 0 })
 	clk.Advance(auth.DefaultJWKSUnknownKIDInterval)
 	verifyOK(t, v, tok)
 }
@@ -344,8 +348,11 @@ func TestJWKSProviderDownAtStart(t *testing.T) {
 // the provider answers, with no token needed.
 func TestJWKSProviderDownAtStartRetried(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p, client := inProcessIDP()
-		p.set(func(p *idp) { p.down = true; p.keys = []json.RawMessage{jwkJSON(t, "ec256", "", "sig", nil)} })
+		p, client := testenv.InProcessIDP()
+		p.Set(func(s *testenv.IDPState) {
+			s.Down = true
+			s.Keys = []json.RawMessage{jwkJSON(t, "ec256", "", "sig", nil)}
+		})
 		cfg := jwksConfig(p)
 		cfg.JWKS.HTTPClient = client
 		v, logs := newVerifier(t, cfg)
@@ -356,11 +363,11 @@ func TestJWKSProviderDownAtStartRetried(t *testing.T) {
 		// Retries after 1 s, 2 s, 4 s…: at 1 s, 3 s and 7 s.
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
-		if st := v.JWKSStatus()[0]; st.Failures != 4 || len(logs.lines("warn")) != 4 {
+		if st := v.JWKSStatus()[0]; st.Failures != 4 || len(logs.Lines("warn")) != 4 {
 			t.Fatalf("status %+v, log:\n%s", st, logs)
 		}
 
-		p.set(func(p *idp) { p.down = false })
+		p.Set(func(s *testenv.IDPState) { s.Down = false })
 		time.Sleep(auth.DefaultJWKSMinRefresh) // the longest wait between retries
 		synctest.Wait()
 		if st := v.JWKSStatus()[0]; st.Successes != 1 || st.Keys != 1 {
@@ -391,10 +398,10 @@ func TestJWKSRefreshPeriod(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.cacheControl, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				p, client := inProcessIDP()
-				p.set(func(p *idp) {
-					p.keys = []json.RawMessage{jwkJSON(t, "ec256", "", "sig", nil)}
-					p.cacheControl = tt.cacheControl
+				p, client := testenv.InProcessIDP()
+				p.Set(func(s *testenv.IDPState) {
+					s.Keys = []json.RawMessage{jwkJSON(t, "ec256", "", "sig", nil)}
+					s.CacheControl = tt.cacheControl
 				})
 				cfg := jwksConfig(p)
 				cfg.JWKS.HTTPClient = client
@@ -419,10 +426,10 @@ func TestJWKSRefreshPeriod(t *testing.T) {
 // period, with no unknown-kid refresh involved.
 func TestJWKSRemovedKey(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p, client := inProcessIDP()
-		p.set(func(p *idp) {
-			p.keys = []json.RawMessage{jwkJSON(t, "ec256", "", "sig", nil), jwkJSON(t, "ec256-b", "", "sig", nil)}
-			p.cacheControl = "max-age=60"
+		p, client := testenv.InProcessIDP()
+		p.Set(func(s *testenv.IDPState) {
+			s.Keys = []json.RawMessage{jwkJSON(t, "ec256", "", "sig", nil), jwkJSON(t, "ec256-b", "", "sig", nil)}
+			s.CacheControl = "max-age=60"
 		})
 		cfg := jwksConfig(p)
 		cfg.JWKS.HTTPClient = client
@@ -436,7 +443,7 @@ func TestJWKSRemovedKey(t *testing.T) {
 		verifyRefused(t, v, tok("ec256-c")) // spends the unknown-kid refresh of the hour
 		wantFetches(t, p, 2)
 
-		p.set(func(p *idp) { p.keys = p.keys[1:] })
+		p.Set(func(s *testenv.IDPState) { s.Keys = s.Keys[1:] })
 		time.Sleep(59 * time.Second)
 		synctest.Wait()
 		verifyOK(t, v, tok("ec256")) // cached until the period ends
@@ -457,36 +464,36 @@ func TestJWKSFailuresKeepKeys(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		fail func(t testing.TB, p *idp)
+		fail func(t testing.TB, s *testenv.IDPState)
 		// takes is how long a failed refresh lasts.
 		takes time.Duration
 	}{
-		{name: "status 500", fail: func(_ testing.TB, p *idp) { p.status = 500 }},
-		{name: "status 404", fail: func(_ testing.TB, p *idp) { p.status = 404 }},
-		{name: "connection refused", fail: func(_ testing.TB, p *idp) { p.down = true }},
-		{name: "not JSON", fail: func(_ testing.TB, p *idp) { p.body = []byte("<html>maintenance</html>") }},
-		{name: "JSON, not a set", fail: func(_ testing.TB, p *idp) { p.body = []byte(`{"keys":"none"}`) }},
-		{name: "empty set", fail: func(_ testing.TB, p *idp) { p.body = []byte(`{"keys":[]}`) }},
-		{name: "no usable key", fail: func(t testing.TB, p *idp) {
-			p.keys = []json.RawMessage{
+		{name: "status 500", fail: func(_ testing.TB, s *testenv.IDPState) { s.Status = 500 }},
+		{name: "status 404", fail: func(_ testing.TB, s *testenv.IDPState) { s.Status = 404 }},
+		{name: "connection refused", fail: func(_ testing.TB, s *testenv.IDPState) { s.Down = true }},
+		{name: "not JSON", fail: func(_ testing.TB, s *testenv.IDPState) { s.Body = []byte("<html>maintenance</html>") }},
+		{name: "JSON, not a set", fail: func(_ testing.TB, s *testenv.IDPState) { s.Body = []byte(`{"keys":"none"}`) }},
+		{name: "empty set", fail: func(_ testing.TB, s *testenv.IDPState) { s.Body = []byte(`{"keys":[]}`) }},
+		{name: "no usable key", fail: func(t testing.TB, s *testenv.IDPState) {
+			s.Keys = []json.RawMessage{
 				jwkJSON(t, "ec-enc", "", "enc", nil),
-				jwkOf(t, octSecret, "oct", "", "", nil),
+				testenv.JWK(t, octSecret, "oct", "", "", nil),
 				json.RawMessage(`{"kty":"RSA","kid":"broken","n":"AQAB"}`),
 				json.RawMessage(`{"kty":"EC","kid":"off-curve","crv":"P-256","x":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA","y":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}`),
 				json.RawMessage(`{"kty":"OKP","kid":"x448","crv":"X448","x":"AAAA"}`),
 			}
 		}},
-		{name: "body over 1 MiB", fail: func(t testing.TB, p *idp) {
+		{name: "body over 1 MiB", fail: func(t testing.TB, s *testenv.IDPState) {
 			// A good set, then whitespace: its first MiB alone would parse.
-			p.body = append(set(t), strings.Repeat(" ", auth.MaxJWKSBytes)...)
+			s.Body = append(set(t), strings.Repeat(" ", auth.MaxJWKSBytes)...)
 		}},
-		{name: "hangs", fail: func(_ testing.TB, p *idp) { p.hang = true }, takes: auth.DefaultJWKSFetchTimeout},
+		{name: "hangs", fail: func(_ testing.TB, s *testenv.IDPState) { s.Hang = true }, takes: auth.DefaultJWKSFetchTimeout},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				p, client := inProcessIDP()
-				p.set(func(p *idp) { p.body = set(t); p.cacheControl = "max-age=60" })
+				p, client := testenv.InProcessIDP()
+				p.Set(func(s *testenv.IDPState) { s.Body = set(t); s.CacheControl = "max-age=60" })
 				cfg := jwksConfig(p)
 				cfg.JWKS.HTTPClient = client
 				v, logs := newVerifier(t, cfg)
@@ -495,7 +502,7 @@ func TestJWKSFailuresKeepKeys(t *testing.T) {
 				verifyOK(t, v, tok)
 				started := time.Now()
 
-				p.set(func(p *idp) { p.body = nil; p.keys = nil; tt.fail(t, p) })
+				p.Set(func(s *testenv.IDPState) { s.Body = nil; s.Keys = nil; tt.fail(t, s) })
 				time.Sleep(time.Minute + tt.takes)
 				synctest.Wait()
 				verifyOK(t, v, tok)
@@ -503,7 +510,7 @@ func TestJWKSFailuresKeepKeys(t *testing.T) {
 				if st.Failures != 1 || st.Successes != 1 || st.Keys != 1 || !st.LastSuccess.Equal(started) {
 					t.Fatalf("status %+v", st)
 				}
-				warns := logs.lines("warn")
+				warns := logs.Lines("warn")
 				if len(warns) != 1 {
 					t.Fatalf("%d warnings, want 1:\n%s", len(warns), logs)
 				}
@@ -511,7 +518,7 @@ func TestJWKSFailuresKeepKeys(t *testing.T) {
 				time.Sleep(time.Second + tt.takes)
 				synctest.Wait()
 				verifyOK(t, v, tok)
-				if st := v.JWKSStatus()[0]; st.Failures != 2 || len(logs.lines("warn")) != 2 {
+				if st := v.JWKSStatus()[0]; st.Failures != 2 || len(logs.Lines("warn")) != 2 {
 					t.Fatalf("status %+v, log:\n%s", st, logs)
 				}
 				ec := key("ec256").public().(*ecdsa.PublicKey)
@@ -540,14 +547,14 @@ func ecX(t testing.TB, k *ecdsa.PublicKey) []byte {
 // provider waits FetchTimeout at most.
 func TestJWKSFetchTimeoutBoundsRequests(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p, client := inProcessIDP()
-		p.set(func(p *idp) { p.keys = []json.RawMessage{jwkJSON(t, "ec256", "", "sig", nil)} })
+		p, client := testenv.InProcessIDP()
+		p.Set(func(s *testenv.IDPState) { s.Keys = []json.RawMessage{jwkJSON(t, "ec256", "", "sig", nil)} })
 		cfg := jwksConfig(p)
 		cfg.JWKS.HTTPClient = client
 		cfg.JWKS.FetchTimeout = 500 * time.Millisecond
 		v, _ := newVerifier(t, cfg)
 		synctest.Wait()
-		p.set(func(p *idp) { p.hang = true })
+		p.Set(func(s *testenv.IDPState) { s.Hang = true })
 		start := time.Now()
 		verifyUnavailable(t, v, signKID(t, jwt.SigningMethodES256, key("ec256-b").priv, "ec256-b", idpClaims(start, nil)))
 		if waited := time.Since(start); waited != cfg.JWKS.FetchTimeout {
@@ -560,8 +567,8 @@ func TestJWKSFetchTimeoutBoundsRequests(t *testing.T) {
 // Close waits for it (the bubble fails the test if a goroutine is left).
 func TestJWKSStopsWithContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p, client := inProcessIDP()
-		p.set(func(p *idp) { p.keys = []json.RawMessage{jwkJSON(t, "ec256", "", "sig", nil)} })
+		p, client := testenv.InProcessIDP()
+		p.Set(func(s *testenv.IDPState) { s.Keys = []json.RawMessage{jwkJSON(t, "ec256", "", "sig", nil)} })
 		cfg := jwksConfig(p)
 		cfg.JWKS.HTTPClient = client
 		ctx, cancel := context.WithCancel(t.Context())
@@ -608,10 +615,10 @@ func TestDiscovery(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				p, client := inProcessIDP()
-				p.set(func(p *idp) {
-					p.keys = []json.RawMessage{jwkJSON(t, "ec256", "", "sig", nil)}
-					p.issuer, p.jwksURI = tt.docIssuer, tt.jwksURI
+				p, client := testenv.InProcessIDP()
+				p.Set(func(s *testenv.IDPState) {
+					s.Keys = []json.RawMessage{jwkJSON(t, "ec256", "", "sig", nil)}
+					s.Issuer, s.JWKSURI = tt.docIssuer, tt.jwksURI
 				})
 				cfg := auth.JWTConfig{Issuer: tt.issuer, Audience: "agentfy-api", Discovery: true, JWKS: auth.JWKSOptions{HTTPClient: client}}
 				v, logs := newVerifier(t, cfg)
@@ -622,14 +629,14 @@ func TestDiscovery(t *testing.T) {
 					t.Fatalf("status URL %q", st.URL)
 				}
 				if tt.wantErr {
-					if st.Failures != 1 || st.KeysURL != "" || len(logs.lines("warn")) != 1 {
+					if st.Failures != 1 || st.KeysURL != "" || len(logs.Lines("warn")) != 1 {
 						t.Fatalf("status %+v, log:\n%s", st, logs)
 					}
 					verifyUnavailable(t, v, tok) // no key set could be had: unconfirmed
-					if jwks, _ := p.fetches(); jwks != 0 {
+					if jwks, _ := p.Fetches(); jwks != 0 {
 						t.Fatalf("jwks fetched %d times", jwks)
 					}
-					t.Log(logs.lines("warn")[0])
+					t.Log(logs.Lines("warn")[0])
 					return
 				}
 				verifyOK(t, v, tok)
@@ -639,7 +646,7 @@ func TestDiscovery(t *testing.T) {
 				// Refreshes fetch the set only: the URL is kept.
 				time.Sleep(auth.DefaultJWKSRefresh)
 				synctest.Wait()
-				if jwks, discovery := p.fetches(); jwks != 2 || discovery != 1 {
+				if jwks, discovery := p.Fetches(); jwks != 2 || discovery != 1 {
 					t.Fatalf("fetches: jwks %d, discovery %d", jwks, discovery)
 				}
 			})
@@ -651,13 +658,16 @@ func TestDiscovery(t *testing.T) {
 // answers.
 func TestDiscoveryRetried(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p, client := inProcessIDP()
-		p.set(func(p *idp) { p.down = true; p.keys = []json.RawMessage{jwkJSON(t, "ec256", "", "sig", nil)} })
+		p, client := testenv.InProcessIDP()
+		p.Set(func(s *testenv.IDPState) {
+			s.Down = true
+			s.Keys = []json.RawMessage{jwkJSON(t, "ec256", "", "sig", nil)}
+		})
 		v, _ := newVerifier(t, auth.JWTConfig{Issuer: "http://idp.test", Audience: "agentfy-api", Discovery: true, JWKS: auth.JWKSOptions{HTTPClient: client}})
 		synctest.Wait()
 		tok := signKID(t, jwt.SigningMethodES256, key("ec256").priv, "ec256", idpClaims(time.Now(), func(c jwt.MapClaims) { c["iss"] = "http://idp.test" }))
 		verifyUnavailable(t, v, tok)
-		p.set(func(p *idp) { p.down = false })
+		p.Set(func(s *testenv.IDPState) { s.Down = false })
 		time.Sleep(auth.DefaultJWKSMinRefresh)
 		synctest.Wait()
 		verifyOK(t, v, tok)
@@ -666,16 +676,16 @@ func TestDiscoveryRetried(t *testing.T) {
 
 // TestDiscoveryRealServer: discovery and the set over a real loopback connection.
 func TestDiscoveryRealServer(t *testing.T) {
-	clk := &clock{t: now}
-	p := (&idp{}).serve(t)
-	var issuer string
-	p.set(func(p *idp) {
-		p.issuer, issuer = p.url, p.url
-		p.keys = []json.RawMessage{jwkJSON(t, "rsa", "RS256", "sig", nil)}
+	clk := testenv.NewClock(now)
+	p := testenv.ServeIDP(t)
+	issuer := p.URL()
+	p.Set(func(s *testenv.IDPState) {
+		s.Issuer = issuer
+		s.Keys = []json.RawMessage{jwkJSON(t, "rsa", "RS256", "sig", nil)}
 	})
 	v, _ := newVerifier(t, auth.JWTConfig{Issuer: issuer, Audience: "agentfy-api", Discovery: true, Now: clk.Now})
 	verifyOK(t, v, signKID(t, jwt.SigningMethodRS256, key("rsa").priv, "rsa", idpClaims(now, func(c jwt.MapClaims) { c["iss"] = issuer })))
-	if jwks, discovery := p.fetches(); jwks != 1 || discovery != 1 {
+	if jwks, discovery := p.Fetches(); jwks != 1 || discovery != 1 {
 		t.Fatalf("fetches: jwks %d, discovery %d", jwks, discovery)
 	}
 }
@@ -683,9 +693,9 @@ func TestDiscoveryRealServer(t *testing.T) {
 // TestVerifierSeveralSources: development HS256 tokens and a provider's tokens are both
 // accepted by one verifier; development tokens never make the JWK set source fetch.
 func TestVerifierSeveralSources(t *testing.T) {
-	clk := &clock{t: now}
-	p := (&idp{}).serve(t)
-	p.set(func(p *idp) { p.keys = []json.RawMessage{jwkJSON(t, "ec256", "", "sig", nil)} })
+	clk := testenv.NewClock(now)
+	p := testenv.ServeIDP(t)
+	p.Set(func(s *testenv.IDPState) { s.Keys = []json.RawMessage{jwkJSON(t, "ec256", "", "sig", nil)} })
 	ext := jwksConfig(p)
 	ext.Now = clk.Now
 	ext.UserClaim = "email"

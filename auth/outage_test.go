@@ -13,15 +13,16 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/agentfy/agentfy/auth"
+	"github.com/agentfy/agentfy/internal/testenv"
 )
 
 // ec256Provider starts, inside a synctest bubble, an in-process provider publishing
 // the ec256 key and a verifier of it (its options changed by opts), and returns once
 // the first fetch is done.
-func ec256Provider(t *testing.T, opts func(*auth.JWKSOptions)) (*idp, auth.JWTConfig, *auth.Verifier, *logBuffer) {
+func ec256Provider(t *testing.T, opts func(*auth.JWKSOptions)) (*testenv.IDP, auth.JWTConfig, *auth.Verifier, *testenv.Buffer) {
 	t.Helper()
-	p, client := inProcessIDP()
-	p.set(func(p *idp) { p.keys = []json.RawMessage{jwkJSON(t, "ec256", "", "sig", nil)} })
+	p, client := testenv.InProcessIDP()
+	p.Set(func(s *testenv.IDPState) { s.Keys = []json.RawMessage{jwkJSON(t, "ec256", "", "sig", nil)} })
 	cfg := jwksConfig(p)
 	cfg.JWKS.HTTPClient = client
 	if opts != nil {
@@ -47,12 +48,12 @@ func TestJWKSShortMaxStale(t *testing.T) {
 		// Refreshed at least twice within the bound: after 12 s up, the set is fresh.
 		time.Sleep(12 * time.Second)
 		synctest.Wait()
-		if jwks, _ := p.fetches(); jwks < 3 {
+		if jwks, _ := p.Fetches(); jwks < 3 {
 			t.Fatalf("%d fetches in 12 s with a 10-s bound, want at least 3", jwks)
 		}
 		verifyOK(t, v, good())
 
-		p.set(func(p *idp) { p.down = true })
+		p.Set(func(s *testenv.IDPState) { s.Down = true })
 		time.Sleep(auth.MinJWKSMaxStale + time.Second)
 		synctest.Wait()
 		verifyUnavailable(t, v, good())
@@ -69,7 +70,7 @@ func TestJWKSShortMaxStale(t *testing.T) {
 			}
 		}
 
-		p.set(func(p *idp) { p.down = false })
+		p.Set(func(s *testenv.IDPState) { s.Down = false })
 		time.Sleep(cfg.JWKS.MaxStale / 2) // the longest wait between two retries
 		synctest.Wait()
 		verifyOK(t, v, good())
@@ -85,7 +86,7 @@ func TestJWKSUnknownKIDWhileProviderDown(t *testing.T) {
 		p, _, v, _ := ec256Provider(t, nil)
 		rotated := signKID(t, jwt.SigningMethodES256, key("ec256-b").priv, "ec256-b", idpClaims(time.Now(), nil))
 
-		p.set(func(p *idp) { p.status = http.StatusBadGateway })
+		p.Set(func(s *testenv.IDPState) { s.Status = http.StatusBadGateway })
 		verifyUnavailable(t, v, rotated)
 		verifyOK(t, v, signKID(t, jwt.SigningMethodES256, key("ec256").priv, "ec256", idpClaims(time.Now(), nil)))
 		// Within UnknownKIDInterval no fetch is tried again; the last one failed, so
@@ -93,13 +94,13 @@ func TestJWKSUnknownKIDWhileProviderDown(t *testing.T) {
 		verifyUnavailable(t, v, rotated)
 
 		// Back, without the key: the set confirms the kid is not the provider's.
-		p.set(func(p *idp) { p.status = 0 })
+		p.Set(func(s *testenv.IDPState) { s.Status = 0 })
 		time.Sleep(auth.DefaultJWKSUnknownKIDInterval)
 		verifyRefused(t, v, rotated)
 
 		// And with it, after rotating to it.
-		p.set(func(p *idp) {
-			p.keys = append(p.keys, jwkJSON(t, "ec256-b", "", "sig", nil))
+		p.Set(func(s *testenv.IDPState) {
+			s.Keys = append(s.Keys, jwkJSON(t, "ec256-b", "", "sig", nil))
 		})
 		time.Sleep(auth.DefaultJWKSUnknownKIDInterval)
 		verifyOK(t, v, rotated)
@@ -114,16 +115,16 @@ func TestJWKSRetryAfterUnknownKIDFetchFailed(t *testing.T) {
 		p, _, v, logs := ec256Provider(t, nil) // the next fetch is due in DefaultJWKSRefresh (5 min)
 		wantFetches(t, p, 1)
 
-		p.set(func(p *idp) { p.status = http.StatusServiceUnavailable })
+		p.Set(func(s *testenv.IDPState) { s.Status = http.StatusServiceUnavailable })
 		verifyUnavailable(t, v, signKID(t, jwt.SigningMethodES256, key("ec256-b").priv, "ec256-b", idpClaims(time.Now(), nil)))
 		wantFetches(t, p, 2)
-		if w := logs.lines("warn"); len(w) != 1 || !strings.Contains(w[0], `"retry_in":1000`) {
+		if w := logs.Lines("warn"); len(w) != 1 || !strings.Contains(w[0], `"retry_in":1000`) {
 			t.Fatalf("warnings %q, want one with retry_in 1 s", w)
 		}
 
-		p.set(func(p *idp) {
-			p.status = 0
-			p.keys = append(p.keys, jwkJSON(t, "ec256-b", "", "sig", nil))
+		p.Set(func(s *testenv.IDPState) {
+			s.Status = 0
+			s.Keys = append(s.Keys, jwkJSON(t, "ec256-b", "", "sig", nil))
 		})
 		time.Sleep(time.Second) // the retry the warning announced
 		synctest.Wait()
@@ -137,20 +138,17 @@ func TestJWKSRetryAfterUnknownKIDFetchFailed(t *testing.T) {
 // keys stay — and follows at most three to its own origin.
 func TestJWKSRedirects(t *testing.T) {
 	// The other origin serves keys of its own: adopting them would let its tokens in.
-	var evilFetches atomic.Int32
-	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		evilFetches.Add(1)
-		_ = json.NewEncoder(w).Encode(map[string]any{
-			"issuer": idpIssuer, "jwks_uri": "http://" + r.Host + "/jwks.json",
-			"keys": []json.RawMessage{jwkJSON(t, "ec256-c", "", "sig", nil)},
-		})
-	}))
-	t.Cleanup(evil.Close)
+	evil := testenv.ServeIDP(t)
+	evil.Set(func(s *testenv.IDPState) {
+		s.Issuer = idpIssuer
+		s.Keys = []json.RawMessage{jwkJSON(t, "ec256-c", "", "sig", nil)}
+	})
+	evilFetches := func() int { jwks, discovery := evil.Fetches(); return jwks + discovery }
 
 	// hops answers /hop/N with a redirect to /hop/N-1 on its own origin, and /hop/0 with
 	// the real set.
-	p := (&idp{}).serve(t)
-	p.set(func(p *idp) { p.keys = []json.RawMessage{jwkJSON(t, "ec256", "", "sig", nil)} })
+	p := testenv.ServeIDP(t)
+	p.Set(func(s *testenv.IDPState) { s.Keys = []json.RawMessage{jwkJSON(t, "ec256", "", "sig", nil)} })
 	var target atomic.Value // where /jwks.json redirects; "" answers the set
 	target.Store("")
 	mux := http.NewServeMux()
@@ -172,19 +170,19 @@ func TestJWKSRedirects(t *testing.T) {
 		http.Redirect(w, r, "/hop/"+string(rune(n[0]-1)), http.StatusFound)
 	})
 	mux.HandleFunc("/.well-known/openid-configuration", func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, evil.URL+"/.well-known/openid-configuration", http.StatusFound)
+		http.Redirect(w, r, evil.URL()+"/.well-known/openid-configuration", http.StatusFound)
 	})
 	origin := httptest.NewServer(mux)
 	t.Cleanup(origin.Close)
 
 	t.Run("another origin", func(t *testing.T) {
-		clk := &clock{t: now}
+		clk := testenv.NewClock(now)
 		cfg := auth.JWTConfig{Issuer: idpIssuer, Audience: "agentfy-api", JWKSURL: origin.URL + "/jwks.json", Now: clk.Now}
 		v, logs := newVerifier(t, cfg)
 		good := signKID(t, jwt.SigningMethodES256, key("ec256").priv, "ec256", idpClaims(now, nil))
 		verifyOK(t, v, good)
 
-		target.Store(evil.URL + "/jwks.json")
+		target.Store(evil.URL() + "/jwks.json")
 		t.Cleanup(func() { target.Store("") })
 		clk.Advance(auth.DefaultJWKSUnknownKIDInterval)
 		forged := signKID(t, jwt.SigningMethodES256, key("ec256-c").priv, "ec256-c", idpClaims(now, nil))
@@ -192,16 +190,16 @@ func TestJWKSRedirects(t *testing.T) {
 			t.Fatal("a token signed by the other origin's key verified")
 		}
 		verifyOK(t, v, good) // the last good keys stay
-		if n := evilFetches.Load(); n != 0 {
+		if n := evilFetches(); n != 0 {
 			t.Fatalf("the other origin was asked %d times", n)
 		}
 		st := v.JWKSStatus()[0]
 		if st.Failures != 1 || st.Successes != 1 || st.Keys != 1 {
 			t.Fatalf("status %+v, want one failure, one success, one key", st)
 		}
-		w := logs.lines("warn")
-		if len(w) != 1 || !strings.Contains(w[0], "redirect to another origin refused") || !strings.Contains(w[0], evil.URL) {
-			t.Fatalf("warnings %q, want one naming the refused target %s", w, evil.URL)
+		w := logs.Lines("warn")
+		if len(w) != 1 || !strings.Contains(w[0], "redirect to another origin refused") || !strings.Contains(w[0], evil.URL()) {
+			t.Fatalf("warnings %q, want one naming the refused target %s", w, evil.URL())
 		}
 	})
 
@@ -209,13 +207,13 @@ func TestJWKSRedirects(t *testing.T) {
 		v, logs := newVerifier(t, auth.JWTConfig{Issuer: origin.URL, Audience: "agentfy-api", Discovery: true})
 		tok := signKID(t, jwt.SigningMethodES256, key("ec256-c").priv, "ec256-c", idpClaims(time.Now(), func(c jwt.MapClaims) { c["iss"] = origin.URL }))
 		verifyUnavailable(t, v, tok)
-		if n := evilFetches.Load(); n != 0 {
+		if n := evilFetches(); n != 0 {
 			t.Fatalf("the other origin was asked %d times", n)
 		}
 		if st := v.JWKSStatus()[0]; st.Failures == 0 || st.KeysURL != "" {
 			t.Fatalf("status %+v", st)
 		}
-		if w := logs.lines("warn"); len(w) == 0 || !strings.Contains(w[0], "redirect to another origin refused") {
+		if w := logs.Lines("warn"); len(w) == 0 || !strings.Contains(w[0], "redirect to another origin refused") {
 			t.Fatalf("warnings %q", w)
 		}
 	})

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,42 +18,6 @@ import (
 	"github.com/agentfy/agentfy/internal/testenv"
 	"github.com/agentfy/agentfy/wire"
 )
-
-// fakeClock is a Clock that moves only when the test says so. Every After
-// call is handed to the test on timers.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time // guarded by mu
-	timers chan fakeTimer
-}
-
-type fakeTimer struct {
-	d time.Duration
-	c chan time.Time
-}
-
-func newFakeClock(now time.Time) *fakeClock {
-	return &fakeClock{now: now, timers: make(chan fakeTimer, 8)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) After(d time.Duration) <-chan time.Time {
-	t := fakeTimer{d: d, c: make(chan time.Time, 1)}
-	c.timers <- t
-	return t.c
-}
-
-func (c *fakeClock) Advance(d time.Duration) time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	return c.now
-}
 
 // describe shows a page without its image.
 func describe(p *Page) string {
@@ -376,7 +339,7 @@ func TestObserveSpacing(t *testing.T) {
 func TestObserveSpacingClock(t *testing.T) {
 	s := newSite(t)
 	t0 := time.Date(2030, 1, 2, 3, 4, 5, 678_000_000, time.UTC)
-	clock := newFakeClock(t0)
+	clock := testenv.NewClock(t0)
 	tb := newTestBroker(t, clock, nil)
 	tb.open(t, s.URL+"/color/a")
 
@@ -388,16 +351,16 @@ func TestObserveSpacingClock(t *testing.T) {
 	clock.Advance(500 * time.Millisecond)
 	done := make(chan *Page, 1)
 	go func() { done <- tb.observePage(t) }()
-	timer := <-clock.timers
-	if timer.d != 1500*time.Millisecond {
-		t.Fatalf("broker waits %v, want 1.5s", timer.d)
+	timer := <-clock.Timers()
+	if timer.D != 1500*time.Millisecond {
+		t.Fatalf("broker waits %v, want 1.5s", timer.D)
 	}
 	select {
 	case p := <-done:
 		t.Fatalf("observation finished before its wait: %s", describe(p))
 	default:
 	}
-	timer.c <- clock.Advance(timer.d)
+	timer.C <- clock.Advance(timer.D)
 	second := <-done
 	gap := parseCapturedAt(t, second.CapturedAt).Sub(parseCapturedAt(t, first.CapturedAt))
 	if gap != 2*time.Second {
@@ -420,8 +383,8 @@ func TestObserveSpacingClock(t *testing.T) {
 		t.Error("a capture ran")
 	}
 	select {
-	case timer := <-clock.timers:
-		t.Errorf("broker started a wait of %v", timer.d)
+	case timer := <-clock.Timers():
+		t.Errorf("broker started a wait of %v", timer.D)
 	default:
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -129,7 +128,7 @@ func TestRequestReply(t *testing.T) {
 // server drops does.
 func TestCloseIsNoWarning(t *testing.T) {
 	srv := testenv.NATS(t)
-	var logs lockedLog
+	var logs testenv.Buffer
 	nc, err := bus.Connect(bus.Config{Servers: []string{srv.ClientURL()}, Name: t.Name()}, zerolog.New(&logs).Level(zerolog.DebugLevel))
 	if err != nil {
 		t.Fatal(err)
@@ -148,21 +147,4 @@ func TestCloseIsNoWarning(t *testing.T) {
 	t.Cleanup(nc2.Close)
 	other.Shutdown()
 	testenv.WaitFor(t, 5*time.Second, "a warning for the lost server", func() bool { return strings.Contains(logs.String(), `"message":"nats disconnected"`) })
-}
-
-type lockedLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -42,13 +42,6 @@ func startServers(t *testing.T) *servers {
 	return &servers{redis: testenv.Redis(t), owner: testenv.NATSConn(t, ns), other: testenv.NATSConn(t, ns)}
 }
 
-// clock is a settable clock for the session store and the hub.
-type clock struct{ ns atomic.Int64 }
-
-func newClock() *clock                   { c := &clock{}; c.ns.Store(time.Now().UnixNano()); return c }
-func (c *clock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
-func (c *clock) advance(d time.Duration) { c.ns.Add(int64(d)) }
-
 // eventLog records the status events a hub publishes.
 type eventLog chan session.Event
 
@@ -71,7 +64,7 @@ type hubEnv struct {
 	hub      *Hub
 	url      string
 	events   eventLog
-	clock    *clock
+	clock    *testenv.Clock
 	serving  atomic.Int32 // hub handlers running
 }
 
@@ -80,9 +73,9 @@ type hubEnv struct {
 func newHubEnv(t *testing.T, s *servers, hubSessions func(*hubEnv) *session.Store) *hubEnv {
 	t.Helper()
 	dep := testenv.Deployment(t)
-	e := &hubEnv{rdb: testenv.RedisClient(t, s.redis, 0), events: make(eventLog, 16), clock: newClock(), other: s.other}
+	e := &hubEnv{rdb: testenv.RedisClient(t, s.redis, 0), events: make(eventLog, 16), clock: testenv.NewClock(time.Now()), other: s.other}
 	e.creds = auth.NewStore(e.rdb, dep, nil)
-	e.sessions = session.NewStore(e.rdb, e.creds, dep, session.Policy{}, e.clock.now)
+	e.sessions = session.NewStore(e.rdb, e.creds, dep, session.Policy{}, e.clock.Now)
 	e.caps = view.NewGrants(e.rdb, dep, view.GrantKeys{make([]byte, view.GrantKeyBytes)}, 0)
 	ns, err := bus.NewNamespace(dep, 0)
 	if err != nil {
@@ -95,7 +88,7 @@ func newHubEnv(t *testing.T, s *servers, hubSessions func(*hubEnv) *session.Stor
 	}
 	e.hub = NewHub(Config{
 		ReplicaID: "r1", Creds: e.creds, Sessions: sessions, Grants: e.caps, NATS: s.owner,
-		Namespace: ns, Events: e.events, Log: testenv.Logger(t), Now: e.clock.now,
+		Namespace: ns, Events: e.events, Log: testenv.Logger(t), Now: e.clock.Now,
 	})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		e.serving.Add(1)
@@ -276,7 +269,7 @@ func TestHubStopsIdleSessionOnReturn(t *testing.T) {
 	e := newHubEnv(t, s, nil)
 	ctx := testenv.Context(t, 30*time.Second)
 	sess, passes := e.start(t, ctx)
-	e.clock.advance(session.DefaultPolicy.StopAfter + time.Second)
+	e.clock.Advance(session.DefaultPolicy.StopAfter + time.Second)
 
 	if ws, status := e.dial(t, ctx, passes.Worker); ws != nil || status != http.StatusUnauthorized {
 		t.Fatalf("upgrade answered %d, want 401", status)
@@ -311,7 +304,7 @@ func TestHubSessionStoreDownIsUnavailable(t *testing.T) {
 	t.Cleanup(func() { _ = deadClient.Close() })
 	dead.Stop()
 	e := newHubEnv(t, s, func(e *hubEnv) *session.Store {
-		return session.NewStore(deadClient, e.creds, e.ns.Deployment(), session.Policy{}, e.clock.now)
+		return session.NewStore(deadClient, e.creds, e.ns.Deployment(), session.Policy{}, e.clock.Now)
 	})
 	ctx := testenv.Context(t, 30*time.Second)
 	_, passes := e.start(t, ctx)
@@ -586,7 +579,7 @@ func TestHubRelaysToolCall(t *testing.T) {
 	ctx := testenv.Context(t, 60*time.Second)
 	sess, passes := e.start(t, ctx)
 	ws := e.attach(t, ctx, sess, passes.Worker, []string{wire.CapabilityBrowserView})
-	e.clock.advance(time.Minute)
+	e.clock.Advance(time.Minute)
 	attached, err := e.sessions.Get(ctx, sess.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -705,7 +698,7 @@ func TestHubSessionEnd(t *testing.T) {
 	}{
 		{"operator stops it", func(t *testing.T, e *hubEnv, ctx context.Context, id string) { e.operatorStop(t, ctx, id) }, "operator"},
 		{"idle timeout on a held socket", func(_ *testing.T, e *hubEnv, ctx context.Context, _ string) {
-			e.clock.advance(session.DefaultPolicy.StopAfter + time.Second)
+			e.clock.Advance(session.DefaultPolicy.StopAfter + time.Second)
 			e.hub.check(ctx)
 		}, "idle timeout"},
 	} {

@@ -33,25 +33,12 @@ func natsCluster(t *testing.T, secrets deploy.Secrets) []*server.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, err := natsserver.Run(natsserver.Options{Name: "n1", Port: -1, ClusterName: "agentfy", ClusterPort: -1, Config: cfg})
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := testenv.NATS(t, natsserver.Options{Name: "n1", ClusterName: "agentfy", Config: cfg})
 	nodes := []*server.Server{first}
 	route := "nats-route://" + first.ClusterAddr().String()
 	for _, name := range []string{"n2", "n3"} {
-		n, err := natsserver.Run(natsserver.Options{Name: name, Port: -1, ClusterName: "agentfy", ClusterPort: -1, Routes: []string{route}, Config: cfg})
-		if err != nil {
-			t.Fatal(err)
-		}
-		nodes = append(nodes, n)
+		nodes = append(nodes, testenv.NATS(t, natsserver.Options{Name: name, ClusterName: "agentfy", Routes: []string{route}, Config: cfg}))
 	}
-	t.Cleanup(func() {
-		for _, n := range nodes {
-			n.Shutdown()
-			n.WaitForShutdown()
-		}
-	})
 	testenv.WaitFor(t, 10*time.Second, "a full mesh of routes", func() bool {
 		for _, n := range nodes {
 			if n.NumRoutes() < 2 {

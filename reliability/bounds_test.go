@@ -23,6 +23,7 @@ import (
 	"github.com/agentfy/agentfy/internal/natsserver"
 	"github.com/agentfy/agentfy/internal/replica"
 	"github.com/agentfy/agentfy/internal/stack"
+	"github.com/agentfy/agentfy/internal/testenv"
 	"github.com/agentfy/agentfy/view"
 	"github.com/agentfy/agentfy/wire"
 )
@@ -213,11 +214,7 @@ func TestReplicaRefusesASmallMaxPayload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := natsserver.Run(natsserver.Options{Name: "small-payload", Port: -1, Config: strings.Replace(cfg, "max_payload: 8MB", "max_payload: 1MB", 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	srv := testenv.NATS(t, natsserver.Options{Name: "small-payload", Config: strings.Replace(cfg, "max_payload: 8MB", "max_payload: 1MB", 1)})
 	natsCfg := st.NATSConfig(bus.RoleReplica, "small")
 	natsCfg.Servers = []string{srv.ClientURL()}
 	_, err = replica.New(client.Context(t), replica.Options{ReplicaID: "small", Deployment: "dev", Redis: st.RedisOptions(deploy.RedisReplica), NATS: natsCfg, JWT: []auth.JWTConfig{st.JWTConfig()}, OpenAPI: []byte("x")})

@@ -6,18 +6,15 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
-	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	jose "github.com/go-jose/go-jose/v4"
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/agentfy/agentfy/auth"
@@ -25,19 +22,17 @@ import (
 	"github.com/agentfy/agentfy/wire"
 )
 
-// provider is an identity provider's JWK set the suite controls: it serves its keys,
-// garbage, or nothing (down), and the replicas of the suite's stack accept its tokens
-// besides the stack's own (stack.Options.ExtraJWT).
+// provider is an identity provider's JWK set the suite controls (a testenv.IDP): it
+// serves its keys, garbage, or nothing (down), and the replicas of the suite's stack
+// accept its tokens besides the stack's own (stack.Options.ExtraJWT).
 type provider struct {
-	srv   *httptest.Server
-	rsa   *rsa.PrivateKey
-	ec    *ecdsa.PrivateKey
-	state atomic.Value // "up", "garbage", "down" or "redirect"
+	srv *testenv.IDP
+	rsa *rsa.PrivateKey
+	ec  *ecdsa.PrivateKey
 	// other is another origin with a key set of its own (an attacker's), where the
-	// provider redirects in state "redirect"; otherAsked counts its requests.
-	other      *httptest.Server
-	otherKey   *rsa.PrivateKey
-	otherAsked atomic.Int32
+	// provider redirects in state "redirect".
+	other    *testenv.IDP
+	otherKey *rsa.PrivateKey
 }
 
 // The provider's settings: a short cache period and the shortest staleness bound, so
@@ -49,6 +44,7 @@ const (
 	providerMaxStale = auth.MinJWKSMaxStale
 )
 
+// startProvider starts the provider and the other origin, up; the caller closes both.
 func startProvider() (*provider, error) {
 	p := &provider{}
 	var err error
@@ -61,46 +57,54 @@ func startProvider() (*provider, error) {
 	if p.otherKey, err = rsa.GenerateKey(rand.Reader, 2048); err != nil {
 		return nil, err
 	}
-	p.state.Store("up")
-	b64 := base64.RawURLEncoding.EncodeToString
-	otherSet, err := json.Marshal(map[string]any{"keys": []map[string]string{
-		{"kty": "RSA", "kid": "rsa-other", "use": "sig", "n": b64(p.otherKey.N.Bytes()), "e": b64(big.NewInt(int64(p.otherKey.E)).Bytes())},
-	}})
+	jwk := func(key any, kid string) (json.RawMessage, error) {
+		return jose.JSONWebKey{Key: key, KeyID: kid, Use: "sig"}.MarshalJSON()
+	}
+	otherKey, err := jwk(&p.otherKey.PublicKey, "rsa-other")
 	if err != nil {
 		return nil, err
 	}
-	p.other = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		p.otherAsked.Add(1)
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(otherSet)
-	}))
-	set, err := json.Marshal(map[string]any{"keys": []map[string]string{
-		{"kty": "RSA", "kid": "rsa-1", "use": "sig", "n": b64(p.rsa.N.Bytes()), "e": b64(big.NewInt(int64(p.rsa.E)).Bytes())},
-		{"kty": "EC", "crv": "P-256", "kid": "ec-1", "use": "sig", "x": b64(p.ec.X.FillBytes(make([]byte, 32))), "y": b64(p.ec.Y.FillBytes(make([]byte, 32)))},
-	}})
+	rsaKey, err := jwk(&p.rsa.PublicKey, "rsa-1")
 	if err != nil {
 		return nil, err
 	}
-	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch p.state.Load() {
-		case "garbage":
-			_, _ = w.Write([]byte(`{"keys":[{"kty":"RSA","kid":"rsa-1","n":"!!","e":"AQAB"}`))
-		case "down":
-			http.Error(w, "down", http.StatusServiceUnavailable)
-		case "redirect":
-			http.Redirect(w, r, p.other.URL+"/jwks.json", http.StatusFound)
-		default:
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write(set)
-		}
-	}))
+	ecKey, err := jwk(&p.ec.PublicKey, "ec-1")
+	if err != nil {
+		return nil, err
+	}
+	p.other = testenv.StartIDP()
+	p.other.Set(func(s *testenv.IDPState) { s.Keys = []json.RawMessage{otherKey} })
+	p.srv = testenv.StartIDP()
+	p.srv.Set(func(s *testenv.IDPState) { s.Keys = []json.RawMessage{rsaKey, ecKey} })
 	return p, nil
+}
+
+// to puts the provider's key set in state: "up", "garbage" (a set that does not
+// parse), "down" (503) or "redirect" (to the other origin's set).
+func (p *provider) to(state string) {
+	p.srv.Set(func(s *testenv.IDPState) {
+		s.Status, s.Body, s.Redirect = 0, nil, ""
+		switch state {
+		case "garbage":
+			s.Body = []byte(`{"keys":[{"kty":"RSA","kid":"rsa-1","n":"!!","e":"AQAB"}`)
+		case "down":
+			s.Status, s.Body = http.StatusServiceUnavailable, []byte("down")
+		case "redirect":
+			s.Redirect = p.other.JWKSURL()
+		}
+	})
+}
+
+// otherAsked counts the other origin's requests.
+func (p *provider) otherAsked() int {
+	jwks, discovery := p.other.Fetches()
+	return jwks + discovery
 }
 
 // config is how the replicas verify the provider's tokens.
 func (p *provider) config() auth.JWTConfig {
 	return auth.JWTConfig{
-		Issuer: providerIssuer, Audience: "agentfy-api", JWKSURL: p.srv.URL + "/jwks.json",
+		Issuer: providerIssuer, Audience: "agentfy-api", JWKSURL: p.srv.JWKSURL(),
 		JWKS: auth.JWKSOptions{MinRefresh: providerPeriod, MaxRefresh: providerPeriod, DefaultRefresh: providerPeriod, MaxStale: providerMaxStale},
 	}
 }
@@ -219,8 +223,8 @@ func TestIdentityProvider(t *testing.T) {
 	unknownKid := sign(t, jwt.SigningMethodRS256, otherRSA, "rsa-2", p.claims("u-alice"))
 	stale := func(t *testing.T, state string) string {
 		t.Helper()
-		p.state.Store(state)
-		t.Cleanup(func() { p.state.Store("up") })
+		p.to(state)
+		t.Cleanup(func() { p.to("up") })
 		before := failures()
 		testenv.WaitFor(t, 5*providerPeriod, "a failed refresh on each replica", func() bool { return failures() >= before+2 })
 		start := time.Now()
@@ -250,11 +254,11 @@ func TestIdentityProvider(t *testing.T) {
 		observed := ""
 		const want = "known key 503 identity_unavailable / 503 identity_unavailable (fail closed, nobody signed out); provider back: 200 / 200"
 		record(t, area, want, &observed)
-		p.state.Store("down")
-		t.Cleanup(func() { p.state.Store("up") })
+		p.to("down")
+		t.Cleanup(func() { p.to("up") })
 		testenv.WaitFor(t, providerMaxStale+5*providerPeriod, "no key left on either replica", func() bool { return keys() == 0 })
 		observed = "known key " + both(good) + " (fail closed, nobody signed out)"
-		p.state.Store("up")
+		p.to("up")
 		testenv.WaitFor(t, 5*providerPeriod, "the keys back on both replicas", func() bool { return keys() >= 4 })
 		observed += "; provider back: " + both(good)
 		if observed != want {
@@ -265,12 +269,12 @@ func TestIdentityProvider(t *testing.T) {
 		observed := ""
 		const want = "the other origin's token 503 identity_unavailable / 503 identity_unavailable, never 200; the provider's 200 / 200; the other origin asked 0 times"
 		record(t, area, want, &observed)
-		p.state.Store("redirect")
-		t.Cleanup(func() { p.state.Store("up") })
+		p.to("redirect")
+		t.Cleanup(func() { p.to("up") })
 		before := failures()
 		testenv.WaitFor(t, 5*providerPeriod, "a refused redirect on each replica", func() bool { return failures() >= before+2 })
 		forged := sign(t, jwt.SigningMethodRS256, p.otherKey, "rsa-other", p.claims("u-alice"))
-		observed = fmt.Sprintf("the other origin's token %s, never 200; the provider's %s; the other origin asked %d times", both(forged), both(good), p.otherAsked.Load())
+		observed = fmt.Sprintf("the other origin's token %s, never 200; the provider's %s; the other origin asked %d times", both(forged), both(good), p.otherAsked())
 		if observed != want {
 			t.Errorf("got %s", observed)
 		}

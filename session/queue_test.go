@@ -29,7 +29,7 @@ type queueEnv struct {
 	st  *session.Store
 	rdb redis.UniversalClient
 	srv *redisserver.Server
-	clk *clock
+	clk *testenv.Clock
 	dep string
 }
 
@@ -38,7 +38,7 @@ func newQueueEnv(t *testing.T) queueEnv {
 	srv := testenv.Redis(t)
 	rdb := testenv.RedisClient(t, srv, 0)
 	dep := testenv.Deployment(t)
-	clk := &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	clk := testenv.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	creds := auth.NewStore(rdb, dep, clk.Now)
 	return queueEnv{st: session.NewStore(rdb, creds, dep, queuePolicy, clk.Now), rdb: rdb, srv: srv, clk: clk, dep: dep}
 }

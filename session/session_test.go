@@ -2,7 +2,6 @@ package session_test
 
 import (
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,21 +16,14 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// clock is a settable clock for the store; Redis itself keeps no session timers.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time          { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
-
-func newStores(t *testing.T) (*session.Store, *auth.Store, *clock) {
+// newStores returns the stores on a fake clock the test advances: Redis itself keeps no
+// session timers.
+func newStores(t *testing.T) (*session.Store, *auth.Store, *testenv.Clock) {
 	t.Helper()
 	srv := testenv.Redis(t)
 	rdb := testenv.RedisClient(t, srv, 2)
 	dep := testenv.Deployment(t)
-	clk := &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	clk := testenv.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	creds := auth.NewStore(rdb, dep, clk.Now)
 	return session.NewStore(rdb, creds, dep, session.Policy{IdleAfter: time.Minute, StopAfter: 5 * time.Minute}, clk.Now), creds, clk
 }
@@ -225,11 +217,7 @@ func TestLivenessAsTheReplica(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := redisserver.Start(ctx, redisserver.Options{ACL: acl})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
+	srv := testenv.Redis(t, redisserver.Options{ACL: acl})
 	client := func(user string) redis.UniversalClient {
 		c := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{srv.Addr()}, Username: user, Password: secrets.Redis[user]})
 		t.Cleanup(func() { _ = c.Close() })
@@ -256,7 +244,7 @@ func TestRecordsReadStrictly(t *testing.T) {
 	srv := testenv.Redis(t)
 	rdb := testenv.RedisClient(t, srv, 2)
 	dep := testenv.Deployment(t)
-	clk := &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	clk := testenv.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	st := session.NewStore(rdb, auth.NewStore(rdb, dep, clk.Now), dep, session.Policy{IdleAfter: time.Minute, StopAfter: 5 * time.Minute}, clk.Now)
 	ctx := testenv.Context(t, 30*time.Second)
 	sess, _, err := st.Start(ctx, "agent-1")

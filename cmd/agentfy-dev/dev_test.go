@@ -8,7 +8,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,16 +41,12 @@ func TestDevStackStartsAndStopsCleanly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jwks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		x, y := idpKey.X.FillBytes(make([]byte, 32)), idpKey.Y.FillBytes(make([]byte, 32))
-		_ = json.NewEncoder(w).Encode(map[string]any{"keys": []map[string]string{{
-			"kty": "EC", "crv": "P-256", "kid": "company-1", "use": "sig", "alg": "ES256",
-			"x": base64.RawURLEncoding.EncodeToString(x), "y": base64.RawURLEncoding.EncodeToString(y),
-		}}})
-	}))
-	t.Cleanup(jwks.Close)
+	idp := testenv.ServeIDP(t)
+	idp.Set(func(s *testenv.IDPState) {
+		s.Keys = []json.RawMessage{testenv.JWK(t, &idpKey.PublicKey, "company-1", "ES256", "sig", nil)}
+	})
 	cmd := exec.CommandContext(ctx, bin, "dev", "--ready-file", ready)
-	cmd.Env = append(os.Environ(), "AGENTFY_JWT_JWKS_URL="+jwks.URL, "AGENTFY_JWT_ISSUER=https://idp.example.com", "AGENTFY_JWT_AUDIENCE=agentfy-api")
+	cmd.Env = append(os.Environ(), "AGENTFY_JWT_JWKS_URL="+idp.JWKSURL(), "AGENTFY_JWT_ISSUER=https://idp.example.com", "AGENTFY_JWT_AUDIENCE=agentfy-api")
 	cmd.Dir = "../.."
 	cmd.Stdout, cmd.Stderr = &strings.Builder{}, &strings.Builder{}
 	start := time.Now()

@@ -67,11 +67,7 @@ func TestSecretsCommand(t *testing.T) {
 		t.Fatalf("the capability key made on the second run: %v", err)
 	}
 
-	rs, err := redisserver.Start(ctx, redisserver.Options{ACL: read("redis/users.acl") + "\n"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rs.Stop)
+	rs := testenv.Redis(t, redisserver.Options{ACL: read("redis/users.acl") + "\n"})
 	for user, file := range map[string]string{"agentfy-replica": "replica/redis", "agentfy-operator": "operator/redis", "": ""} {
 		pw := ""
 		if file != "" {
@@ -85,11 +81,7 @@ func TestSecretsCommand(t *testing.T) {
 		}
 	}
 
-	srv, err := natsserver.Run(natsserver.Options{Name: "secrets-test", Port: -1, Config: read("nats/nats-server.conf")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	srv := testenv.NATS(t, natsserver.Options{Name: "secrets-test", Config: read("nats/nats-server.conf")})
 	ns, _ := bus.NewNamespace("compose", 0)
 	for _, role := range bus.Roles {
 		nc, err := bus.Connect(bus.Config{Servers: []string{srv.ClientURL()}, User: role.User(), Password: read(string(role) + "/nats"), InboxPrefix: ns.InboxPrefix(role)}, testenv.Logger(t))

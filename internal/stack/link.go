@@ -1,7 +1,6 @@
 package stack
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net"
@@ -91,22 +90,4 @@ func (l *link) cut() {
 func (l *link) close() {
 	_ = l.ln.Close()
 	l.cut()
-}
-
-// syncBuffer is a bytes.Buffer safe for a process's writer and a test's reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/agentfy/agentfy/broker"
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/channel"
+	"github.com/agentfy/agentfy/internal/testenv"
 	"github.com/agentfy/agentfy/session"
 	"github.com/agentfy/agentfy/worker"
 )
@@ -63,9 +64,9 @@ type Session struct {
 
 	stack      *Stack
 	brokerOpts SessionOptions
-	brokerProc *exec.Cmd     // with Options.BrokerBin
-	brokerLog  *syncBuffer   // the broker process's stderr
-	brokerDone chan struct{} // closed when brokerProc exits
+	brokerProc *exec.Cmd       // with Options.BrokerBin
+	brokerLog  *testenv.Buffer // the broker process's stderr
+	brokerDone chan struct{}   // closed when brokerProc exits
 	link       *link
 	worker     *worker.Worker
 	stopWorker context.CancelFunc
@@ -228,7 +229,7 @@ func (ss *Session) startBrokerProcess(ctx context.Context) error {
 		"AGENTFY_API_URL=" + strings.Join(ss.brokerAPIURLs(), ","), "AGENTFY_BROKER_PASS_FILE=" + passFile,
 		"AGENTFY_IPC_DIR=" + ss.IPCDir, "AGENTFY_CHROMIUM=" + chromium, "AGENTFY_LOG_LEVEL=debug",
 	}
-	ss.brokerLog = &syncBuffer{}
+	ss.brokerLog = &testenv.Buffer{}
 	cmd.Stdout, cmd.Stderr = ss.brokerLog, ss.brokerLog
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

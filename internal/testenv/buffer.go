@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"bytes"
+	"strings"
 	"sync"
 )
 
@@ -25,6 +26,18 @@ func (b *Buffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
+}
+
+// Lines returns, in order, the lines of a zerolog JSON log written so far whose level
+// is level ("warn", "debug"…).
+func (b *Buffer) Lines(level string) []string {
+	var out []string
+	for _, line := range strings.Split(strings.TrimSpace(b.String()), "\n") {
+		if strings.Contains(line, `"level":"`+level+`"`) {
+			out = append(out, line)
+		}
+	}
+	return out
 }
 
 // Cap is the buffer's capacity: the memory it holds.

@@ -1,11 +1,13 @@
 // Package testenv is the lower layer of the project's one test harness: what a test
-// needs that is not a running stack. It starts the real servers — redis-server, an
-// embedded NATS server, Ory Hydra as an identity provider — on free loopback ports and
-// stops them when the test ends; it gives tests a logger, contexts and WaitFor, a Buffer
-// for what a process logs, ConsumeAPI (the replicas' consume route as a broker meets
-// it, for a broker tested alone), and the Node reference of the envelope (NodeOpen,
-// NodeSeal). It imports only leaf packages (bus, wire, envelope), so any package's own
-// tests may use it — internal/stack imports the broker, which tests itself with this.
+// needs that is not a running stack. It starts the real servers — redis-server (with an
+// ACL if asked), an embedded NATS server (with a configuration or cluster routes if
+// asked), Ory Hydra as an identity provider — and an IDP whose key set the test
+// controls, on free loopback ports, and stops them when the test ends; it gives tests a
+// logger, contexts and WaitFor, a fake Clock, a Buffer for what a process logs,
+// ConsumeAPI (the replicas' consume route as a broker meets it, for a broker tested
+// alone), and the Node reference of the envelope (NodeOpen, NodeSeal). It imports only
+// leaf packages (bus, wire, envelope), so any package's own tests may use it —
+// internal/stack imports the broker, which tests itself with this.
 //
 // The upper layer, internal/stacktest, drives a whole stack (internal/stack) for the
 // api, e2e and reliability suites. Where a case lives: a route's table of answers in
@@ -13,6 +15,7 @@
 package testenv
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -31,12 +34,15 @@ import (
 	"github.com/agentfy/agentfy/internal/redisserver"
 )
 
-// Redis starts a redis-server for the test and stops it at cleanup.
-func Redis(tb testing.TB) *redisserver.Server {
+// Redis starts a redis-server for the test and stops it at cleanup. Without options its
+// default user has no password; opts, at most one, sets what the test needs instead (an
+// ACL file, say: deploy.RedisACL, or the compose stack's).
+func Redis(tb testing.TB, opts ...redisserver.Options) *redisserver.Server {
 	tb.Helper()
+	o := oneOption(tb, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), redisserver.StartTimeout)
 	defer cancel()
-	s, err := redisserver.Start(ctx, redisserver.Options{})
+	s, err := redisserver.Start(ctx, o)
 	if err != nil {
 		tb.Fatalf("start redis: %v", err)
 	}
@@ -61,15 +67,38 @@ func RedisClient(tb testing.TB, s *redisserver.Server, db int) redis.UniversalCl
 	return c
 }
 
-// NATS starts an embedded NATS server for the test and shuts it down at cleanup.
-func NATS(tb testing.TB) *server.Server {
+// NATS starts an embedded NATS server for the test and shuts it down at cleanup. Without
+// options it has a fresh name and no accounts or authentication; opts, at most one,
+// gives it a configuration (deploy.NATSConfig) or joins it to a cluster. An empty Name
+// is still a fresh one, and a zero Port or ClusterPort a free one.
+func NATS(tb testing.TB, opts ...natsserver.Options) *server.Server {
 	tb.Helper()
-	s, err := natsserver.Run(natsserver.Options{Name: "test-" + Deployment(tb), Port: -1})
+	o := oneOption(tb, opts)
+	o.Name = cmp.Or(o.Name, "test-"+Deployment(tb))
+	o.Port = cmp.Or(o.Port, -1)
+	if o.ClusterName != "" {
+		o.ClusterPort = cmp.Or(o.ClusterPort, -1)
+	}
+	s, err := natsserver.Run(o)
 	if err != nil {
 		tb.Fatalf("start nats: %v", err)
 	}
 	tb.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
 	return s
+}
+
+// oneOption returns the one options value of a variadic starter, or the zero value.
+func oneOption[O any](tb testing.TB, opts []O) O {
+	tb.Helper()
+	var o O
+	switch len(opts) {
+	case 0:
+	case 1:
+		o = opts[0]
+	default:
+		tb.Fatalf("testenv: %d options given, want at most one", len(opts))
+	}
+	return o
 }
 
 // NATSConn connects to s and closes the connection at cleanup.
