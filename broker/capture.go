@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"image"
 	"image/jpeg"
 	"math"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"github.com/go-rod/rod"
 	"github.com/go-rod/rod/lib/proto"
 
+	"github.com/agentfy/agentfy/broker/jpegmask"
 	"github.com/agentfy/agentfy/wire"
 )
 
@@ -288,7 +290,7 @@ func captureMasked(ctx context.Context, s cdpSession, target proto.TargetTargetI
 	if len(boxes) == 0 {
 		return shot, nil
 	}
-	data, err := paintMasks(shot.data, boxes)
+	data, err := jpegmask.Paint(shot.data, boxes, CaptureQuality)
 	if err != nil {
 		return frame{}, maskError("paint", err)
 	}
@@ -397,7 +399,7 @@ func maskWhole(shot frame, n int) (frame, error) {
 	if err != nil {
 		return frame{}, errNotJPEG
 	}
-	data, err := paintMasks(shot.data, []maskBox{{0, 0, cfg.Width, cfg.Height}})
+	data, err := jpegmask.Paint(shot.data, []image.Rectangle{image.Rect(0, 0, cfg.Width, cfg.Height)}, CaptureQuality)
 	if err != nil {
 		return frame{}, maskError("paint", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"image"
 	"math"
 	"slices"
 	"strings"
@@ -751,34 +752,32 @@ func labelledSecrets(doc snapshotDocument, str func(int) (string, bool)) (labell
 	return labelled, true
 }
 
-// maskBox is a mask in image pixels, [X0, X1) × [Y0, Y1).
-type maskBox struct{ X0, Y0, X1, Y1 int }
-
 // maskBoxes places the secret regions on an image of w × h pixels of clip: each
 // region's rectangles, scaled, rounded outwards, padded and clamped to the image. It
 // returns the boxes to paint and how many regions show in the image.
-func maskBoxes(sec secrets, clip *proto.PageViewport, w, h int) (boxes []maskBox, shown int) {
+func maskBoxes(sec secrets, clip *proto.PageViewport, w, h int) (boxes []image.Rectangle, shown int) {
 	if clip == nil || !(clip.Width > 0) || !(clip.Height > 0) {
 		return nil, 0
 	}
 	if sec.whole {
 		// A secret whose ink cannot be placed: the whole frame is one mask, and every
 		// region counts as masked.
-		return []maskBox{{0, 0, w, h}}, min(max(len(sec.regions), 1), wire.MaxMasked)
+		return []image.Rectangle{image.Rect(0, 0, w, h)}, min(max(len(sec.regions), 1), wire.MaxMasked)
 	}
 	kx, ky := float64(w)/clip.Width, float64(h)/clip.Height
 	for _, region := range sec.regions {
 		seen := false
 		for _, r := range region {
-			b := maskBox{
-				X0: int(math.Floor((r.X-clip.X)*kx)) - maskPadding,
-				Y0: int(math.Floor((r.Y-clip.Y)*ky)) - maskPadding,
-				X1: int(math.Ceil((r.X+r.W-clip.X)*kx)) + maskPadding,
-				Y1: int(math.Ceil((r.Y+r.H-clip.Y)*ky)) + maskPadding,
+			// Rounded outwards and padded, then clamped to the image.
+			b := image.Rectangle{
+				Min: image.Pt(
+					max(int(math.Floor((r.X-clip.X)*kx))-maskPadding, 0),
+					max(int(math.Floor((r.Y-clip.Y)*ky))-maskPadding, 0)),
+				Max: image.Pt(
+					min(int(math.Ceil((r.X+r.W-clip.X)*kx))+maskPadding, w),
+					min(int(math.Ceil((r.Y+r.H-clip.Y)*ky))+maskPadding, h)),
 			}
-			b.X0, b.Y0 = max(b.X0, 0), max(b.Y0, 0)
-			b.X1, b.Y1 = min(b.X1, w), min(b.Y1, h)
-			if b.X0 >= b.X1 || b.Y0 >= b.Y1 {
+			if b.Min.X >= b.Max.X || b.Min.Y >= b.Max.Y {
 				continue
 			}
 			boxes = append(boxes, b)

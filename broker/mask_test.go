@@ -1,13 +1,10 @@
 package broker
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"image"
-	"image/color"
-	"image/jpeg"
 	"slices"
 	"testing"
 
@@ -348,10 +345,10 @@ func TestMaskBoxes(t *testing.T) {
 		{{10.2, 150.6, 0.5, 0.5}},                  // a fraction of a pixel
 	}}
 	boxes, shown := maskBoxes(sec, clip, 640, 400)
-	want := []maskBox{
-		{3, 3, 57, 17},
-		{633, 388, 640, 400},
-		{3, 23, 8, 28},
+	want := []image.Rectangle{
+		image.Rect(3, 3, 57, 17),
+		image.Rect(633, 388, 640, 400),
+		image.Rect(3, 23, 8, 28),
 	}
 	if !slices.Equal(boxes, want) || shown != 3 {
 		t.Fatalf("boxes %v shown %d, want %v and 3", boxes, shown, want)
@@ -472,133 +469,6 @@ func TestValidMaskName(t *testing.T) {
 	}
 	if err := cfg.validate(); err == nil {
 		t.Fatalf("%d classes passed", MaxMaskNames+1)
-	}
-}
-
-// TestPaintMasks paints a box, decoding and encoding the frame, on a yellow JPEG, as
-// Chromium writes it (YCbCr), and on a grey one: inside the box every pixel is the
-// mask's grey; outside, the colour stays.
-func TestPaintMasks(t *testing.T) {
-	yellow := image.NewRGBA(image.Rect(0, 0, 96, 64))
-	grey := image.NewGray(image.Rect(0, 0, 96, 64))
-	for y := range 64 {
-		for x := range 96 {
-			yellow.Set(x, y, color.RGBA{0xff, 0xf2, 0xa8, 0xff})
-			grey.Set(x, y, color.Gray{Y: 0xe0})
-		}
-	}
-	for _, tt := range []struct {
-		name string
-		img  image.Image
-		want [3]uint8
-	}{
-		{"ycbcr", yellow, [3]uint8{0xff, 0xf2, 0xa8}},
-		{"grey", grey, [3]uint8{0xe0, 0xe0, 0xe0}},
-	} {
-		var buf bytes.Buffer
-		if err := jpeg.Encode(&buf, tt.img, &jpeg.Options{Quality: 90}); err != nil {
-			t.Fatal(err)
-		}
-		out, err := paintMasksPixels(buf.Bytes(), []maskBox{{9, 7, 61, 45}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := decodeJPEG(t, out)
-		for y := range 64 {
-			for x := range 96 {
-				p := rgbOf(got.At(x, y))
-				inside := x >= 9 && x < 61 && y >= 7 && y < 45
-				deep := x >= 12 && x < 58 && y >= 10 && y < 42
-				switch {
-				case deep:
-					if mask, _ := isMaskPixel(p); !mask {
-						t.Fatalf("%s: (%d, %d) inside the mask is %v", tt.name, x, y, p)
-					}
-				case !inside && (x < 4 || x >= 68 || y >= 50):
-					if !near(color3(p), tt.want) {
-						t.Fatalf("%s: (%d, %d) away from the mask is %v", tt.name, x, y, p)
-					}
-				}
-			}
-		}
-	}
-	if _, err := paintMasks([]byte("not a jpeg"), nil); err == nil {
-		t.Fatal("painted on something that is not a JPEG")
-	}
-}
-
-// TestPaintMasksDCT paints boxes in the DCT domain on a 4:2:0 JPEG of a photo-like
-// gradient with text-like detail: every pixel of a box is the mask's, every pixel
-// outside the boxes grown to the 16-pixel blocks of chroma is exactly what the frame
-// decoded to before; with no box the frame comes back byte for byte. A JPEG it does
-// not re-code (grey, progressive-like, cut short) is refused, and paintMasks paints
-// it by decoding.
-func TestPaintMasksDCT(t *testing.T) {
-	src := image.NewRGBA(image.Rect(0, 0, 203, 117)) // not a multiple of the blocks
-	for y := range 117 {
-		for x := range 203 {
-			v := uint8((x*7 + y*13) % 256)
-			if (x/3+y/5)%4 == 0 {
-				v = 255 - v // detail in every block
-			}
-			src.Set(x, y, color.RGBA{v, uint8(x), uint8(y * 2), 0xff})
-		}
-	}
-	for _, q := range []int{30, 60, 95} {
-		var buf bytes.Buffer
-		if err := jpeg.Encode(&buf, src, &jpeg.Options{Quality: q}); err != nil {
-			t.Fatal(err)
-		}
-		if same, err := paintMasksDCT(buf.Bytes(), nil); err != nil || !bytes.Equal(same, buf.Bytes()) {
-			t.Fatalf("q%d: no box changed the frame (%v)", q, err)
-		}
-		boxes := []maskBox{{9, 7, 61, 45}, {150, 90, 203, 117}, {100, 20, 101, 21}}
-		out, err := paintMasksDCT(buf.Bytes(), boxes)
-		if err != nil {
-			t.Fatalf("q%d: %v", q, err)
-		}
-		before, after := decodeJPEG(t, buf.Bytes()), decodeJPEG(t, out)
-		grown := func(x, y int) bool { // within a 16-px block that touches a box
-			for _, b := range boxes {
-				if x/16*16 < b.X1 && b.X0 < x/16*16+16 && y/16*16 < b.Y1 && b.Y0 < y/16*16+16 {
-					return true
-				}
-			}
-			return false
-		}
-		for y := range 117 {
-			for x := range 203 {
-				p := rgbOf(after.At(x, y))
-				in := false
-				for _, b := range boxes {
-					in = in || (x >= b.X0 && x < b.X1 && y >= b.Y0 && y < b.Y1)
-				}
-				switch {
-				case in:
-					if mask, grey := isMaskPixel(p); !mask || !grey {
-						t.Fatalf("q%d: (%d, %d) inside a box is %v", q, x, y, p)
-					}
-				case !grown(x, y):
-					if o := rgbOf(before.At(x, y)); o != p {
-						t.Fatalf("q%d: (%d, %d) away from the boxes changed from %v to %v", q, x, y, o, p)
-					}
-				}
-			}
-		}
-	}
-
-	var grey bytes.Buffer
-	_ = jpeg.Encode(&grey, image.NewGray(image.Rect(0, 0, 32, 32)), nil)
-	var colour bytes.Buffer
-	_ = jpeg.Encode(&colour, src, nil)
-	cut := colour.Bytes()[:colour.Len()-40]
-	for name, b := range map[string][]byte{"grey": grey.Bytes(), "cut short": cut, "empty": nil} {
-		if _, err := paintMasksDCT(b, []maskBox{{0, 0, 8, 8}}); err == nil {
-			t.Errorf("%s: re-coded", name)
-		}
-	}
-	if _, err := paintMasks(grey.Bytes(), []maskBox{{0, 0, 8, 8}}); err != nil {
-		t.Errorf("a grey JPEG was not painted by decoding: %v", err)
 	}
 }
 
