@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/go-rod/rod/lib/proto"
+
+	"github.com/agentfy/agentfy/broker/masks"
 )
 
 // BenchmarkObserveVsBareCapture measures a whole observation through the
@@ -114,7 +116,7 @@ func BenchmarkMask(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			run := func(mask *maskRules) func() {
+			run := func(mask *masks.Rules) func() {
 				return func() {
 					if _, err := capture(b.Context(), s, target, time.Now(), mask); err != nil {
 						b.Fatal(err)

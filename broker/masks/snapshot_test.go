@@ -1,4 +1,4 @@
-package broker
+package masks
 
 import (
 	"encoding/json"
@@ -7,8 +7,6 @@ import (
 	"image"
 	"slices"
 	"testing"
-
-	"github.com/go-rod/rod/lib/proto"
 )
 
 // snap builds DOMSnapshot.captureSnapshot results for the tests.
@@ -115,8 +113,7 @@ func oneElement(name string, attrs ...string) *snap {
 }
 
 func TestMaskRules(t *testing.T) {
-	rules := newMaskRules([]string{"Data-Secret"}, []string{"pii"})
-	rules.opaqueFrames = false // the iframes here hold no document: TestOpaqueFrames
+	rules := NewRules([]string{"Data-Secret"}, []string{"pii"}, true) // the iframes here hold no document: TestOpaqueFrames
 	for _, c := range []struct {
 		name   string
 		attrs  []string
@@ -206,7 +203,7 @@ func TestMaskRules(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s %q: %v", c.name, c.attrs, err)
 		}
-		if got := len(sec.regions) == 1; got != c.secret {
+		if got := len(sec.Regions) == 1; got != c.secret {
 			t.Errorf("%s %q: secret %t, want %t", c.name, c.attrs, got, c.secret)
 		}
 	}
@@ -235,13 +232,13 @@ func TestLabelledSecrets(t *testing.T) {
 		node{parent: 13, name: "#text", value: "PIN"},                                                                      // 14
 		node{parent: 2, name: "INPUT", attrs: []string{"id", "f4", "type", "checkbox"}, bounds: []float64{0, 100, 10, 10}}, // 15: no text
 	)
-	sec, err := findSecrets(s.json(t), newMaskRules(nil, nil))
+	sec, err := findSecrets(s.json(t), NewRules(nil, nil, false))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := [][]rect{{{0, 10, 100, 20}}, {{0, 40, 100, 20}}}
-	if !slices.EqualFunc(sec.regions, want, slices.Equal) {
-		t.Fatalf("regions %v, want %v", sec.regions, want)
+	want := [][]Rect{{{0, 10, 100, 20}}, {{0, 40, 100, 20}}}
+	if !slices.EqualFunc(sec.Regions, want, slices.Equal) {
+		t.Fatalf("regions %v, want %v", sec.Regions, want)
 	}
 }
 
@@ -269,27 +266,27 @@ func TestFindSecrets(t *testing.T) {
 		node{parent: -1, name: "#document", bounds: []float64{0, 0, 400, 100}},
 		node{parent: 0, name: "P", bounds: []float64{8, 8, 100, 20}},
 	)
-	sec, err := findSecrets(s.json(t), newMaskRules(nil, nil))
+	sec, err := findSecrets(s.json(t), NewRules(nil, nil, false))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := [][]rect{
+	want := [][]Rect{
 		{{10, 10, 50, 20}, {10, 40, 80, 20}, {12, 42, 10, 10}},
 		{{300, 400, 400, 100}},
 	}
-	if !slices.EqualFunc(sec.regions, want, slices.Equal) {
-		t.Fatalf("regions %v, want %v", sec.regions, want)
+	if !slices.EqualFunc(sec.Regions, want, slices.Equal) {
+		t.Fatalf("regions %v, want %v", sec.Regions, want)
 	}
-	if sec.scrollY != 100 || sec.height != 3000 {
-		t.Fatalf("scroll %v, content height %v", sec.scrollY, sec.height)
+	if sec.ScrollY != 100 || sec.height != 3000 {
+		t.Fatalf("scroll %v, content height %v", sec.ScrollY, sec.height)
 	}
 	if !sec.equal(sec) {
 		t.Fatal("secrets differ from themselves")
 	}
 	moved := sec
-	moved.regions = [][]rect{want[0], {{300, 401, 400, 100}}}
+	moved.Regions = [][]Rect{want[0], {{300, 401, 400, 100}}}
 	scrolled := sec
-	scrolled.scrollY = 101
+	scrolled.ScrollY = 101
 	if sec.equal(moved) || sec.equal(scrolled) {
 		t.Fatal("a moved secret or a scrolled page reads as the same")
 	}
@@ -298,7 +295,7 @@ func TestFindSecrets(t *testing.T) {
 // TestFindSecretsRefuses feeds snapshots the broker cannot make sense of: each fails,
 // none is read as a page without secrets.
 func TestFindSecretsRefuses(t *testing.T) {
-	rules := newMaskRules(nil, nil)
+	rules := NewRules(nil, nil, false)
 	edit := func(f func(d map[string]any, s *snap)) []byte {
 		s := oneElement("DIV")
 		f(s.docs[0], s)
@@ -337,14 +334,14 @@ func TestFindSecretsRefuses(t *testing.T) {
 }
 
 func TestMaskBoxes(t *testing.T) {
-	clip := &proto.PageViewport{X: 0, Y: 100, Width: 1280, Height: 800, Scale: 0.5}
-	sec := secrets{regions: [][]rect{
+	clip := Rect{X: 0, Y: 100, W: 1280, H: 800}
+	sec := Secrets{Regions: [][]Rect{
 		{{10, 110, 100, 20}},                       // in view
 		{{0, 0, 50, 50}},                           // above the viewport
 		{{1270, 880, 100, 100}, {0, 1000, 10, 10}}, // over the bottom right corner; the rest below
 		{{10.2, 150.6, 0.5, 0.5}},                  // a fraction of a pixel
 	}}
-	boxes, shown := maskBoxes(sec, clip, 640, 400)
+	boxes, shown := sec.Boxes(clip, 640, 400)
 	want := []image.Rectangle{
 		image.Rect(3, 3, 57, 17),
 		image.Rect(633, 388, 640, 400),
@@ -353,7 +350,7 @@ func TestMaskBoxes(t *testing.T) {
 	if !slices.Equal(boxes, want) || shown != 3 {
 		t.Fatalf("boxes %v shown %d, want %v and 3", boxes, shown, want)
 	}
-	if boxes, shown := maskBoxes(sec, &proto.PageViewport{}, 640, 400); boxes != nil || shown != 0 {
+	if boxes, shown := sec.Boxes(Rect{}, 640, 400); boxes != nil || shown != 0 {
 		t.Fatalf("an empty clip placed %v", boxes)
 	}
 }
@@ -361,114 +358,104 @@ func TestMaskBoxes(t *testing.T) {
 // TestSpanSecrets: two reads around a screenshot that disagree are masked where each
 // secret was in either and on its way between, or cannot be related (masked whole).
 func TestSpanSecrets(t *testing.T) {
-	frameA := opaqueFrame{backend: 9, rects: []rect{{0, 400, 300, 150}}}
-	frameB := opaqueFrame{backend: 9, rects: []rect{{0, 500, 300, 150}}}
-	base := secrets{
-		regions: [][]rect{{{40, 120, 420, 50}}, {{600, 0, 10, 10}, {600, 20, 10, 10}}, {{5, 405, 20, 20}}},
-		roots:   []int{3, 4, 9},
+	frameA := Frame{Backend: 9, rects: []Rect{{0, 400, 300, 150}}}
+	frameB := Frame{Backend: 9, rects: []Rect{{0, 500, 300, 150}}}
+	base := Secrets{
+		Regions: [][]Rect{{{40, 120, 420, 50}}, {{600, 0, 10, 10}, {600, 20, 10, 10}}, {{5, 405, 20, 20}}},
+		Roots:   []int{3, 4, 9},
 		placed:  []placedFrame{{from: 2, to: 3, frame: frameA}},
 	}
-	with := func(edit func(*secrets)) secrets {
+	with := func(edit func(*Secrets)) Secrets {
 		s := base
-		s.regions = slices.Clone(base.regions)
-		s.roots = slices.Clone(base.roots)
+		s.Regions = slices.Clone(base.Regions)
+		s.Roots = slices.Clone(base.Roots)
 		s.placed = slices.Clone(base.placed)
 		edit(&s)
 		return s
 	}
 	tests := []struct {
 		name   string
-		b      secrets
-		want   [][]rect
+		b      Secrets
+		want   [][]Rect
 		wantOK bool
 		whole  bool
-		frame  []rect // the placed frame's rects, for masking it whole
+		frame  []Rect // the placed frame's rects, for masking it whole
 	}{
-		{name: "the same reads", b: base, want: base.regions, wantOK: true, frame: frameA.rects},
+		{name: "the same reads", b: base, want: base.Regions, wantOK: true, frame: frameA.rects},
 		{
 			name: "a secret moved down",
-			b:    with(func(s *secrets) { s.regions[0] = []rect{{40, 320, 420, 50}} }),
-			want: [][]rect{{{40, 120, 420, 250}}, base.regions[1], base.regions[2]}, wantOK: true, frame: frameA.rects,
+			b:    with(func(s *Secrets) { s.Regions[0] = []Rect{{40, 320, 420, 50}} }),
+			want: [][]Rect{{{40, 120, 420, 250}}, base.Regions[1], base.Regions[2]}, wantOK: true, frame: frameA.rects,
 		},
 		{
 			name: "a secret moved up and left, a frame moved",
-			b: with(func(s *secrets) {
-				s.regions[1] = []rect{{500, -30, 10, 10}, {600, 20, 10, 10}}
-				s.regions[2] = []rect{{5, 505, 20, 20}}
+			b: with(func(s *Secrets) {
+				s.Regions[1] = []Rect{{500, -30, 10, 10}, {600, 20, 10, 10}}
+				s.Regions[2] = []Rect{{5, 505, 20, 20}}
 				s.placed = []placedFrame{{from: 2, to: 3, frame: frameB}}
 			}),
-			want:   [][]rect{base.regions[0], {{500, -30, 110, 40}, {600, 20, 10, 10}}, {{5, 405, 20, 120}}},
-			wantOK: true, frame: []rect{{0, 400, 300, 250}},
+			want:   [][]Rect{base.Regions[0], {{500, -30, 110, 40}, {600, 20, 10, 10}}, {{5, 405, 20, 120}}},
+			wantOK: true, frame: []Rect{{0, 400, 300, 250}},
 		},
 		{
 			name:   "a secret drew one more box",
-			b:      with(func(s *secrets) { s.regions[1] = append(s.regions[1], rect{700, 700, 5, 5}) }),
-			want:   [][]rect{base.regions[0], {{600, 0, 105, 705}}, base.regions[2]},
+			b:      with(func(s *Secrets) { s.Regions[1] = append(s.Regions[1], Rect{700, 700, 5, 5}) }),
+			want:   [][]Rect{base.Regions[0], {{600, 0, 105, 705}}, base.Regions[2]},
 			wantOK: true, frame: frameA.rects,
 		},
 		{
 			name:   "whole in one read",
-			b:      with(func(s *secrets) { s.whole = true; s.regions[0] = []rect{{40, 121, 420, 50}} }),
-			want:   [][]rect{{{40, 120, 420, 51}}, base.regions[1], base.regions[2]},
+			b:      with(func(s *Secrets) { s.Whole = true; s.Regions[0] = []Rect{{40, 121, 420, 50}} }),
+			want:   [][]Rect{{{40, 120, 420, 51}}, base.Regions[1], base.Regions[2]},
 			wantOK: true, whole: true, frame: frameA.rects,
 		},
-		{name: "a secret appeared", b: with(func(s *secrets) { s.regions = append(s.regions, []rect{{1, 1, 1, 1}}); s.roots = append(s.roots, 5) })},
-		{name: "a secret left", b: with(func(s *secrets) { s.regions = s.regions[:2]; s.roots = s.roots[:2]; s.placed = nil })},
-		{name: "another secret in its place", b: with(func(s *secrets) { s.roots[0] = 7; s.regions[0] = []rect{{40, 121, 420, 50}} })},
-		{name: "scrolled", b: with(func(s *secrets) { s.scrollY = 100 })},
-		{name: "a frame's secrets placed otherwise", b: with(func(s *secrets) {
+		{name: "a secret appeared", b: with(func(s *Secrets) { s.Regions = append(s.Regions, []Rect{{1, 1, 1, 1}}); s.Roots = append(s.Roots, 5) })},
+		{name: "a secret left", b: with(func(s *Secrets) { s.Regions = s.Regions[:2]; s.Roots = s.Roots[:2]; s.placed = nil })},
+		{name: "another secret in its place", b: with(func(s *Secrets) { s.Roots[0] = 7; s.Regions[0] = []Rect{{40, 121, 420, 50}} })},
+		{name: "scrolled", b: with(func(s *Secrets) { s.ScrollY = 100 })},
+		{name: "a frame's secrets placed otherwise", b: with(func(s *Secrets) {
 			s.placed = []placedFrame{{from: 1, to: 3, frame: frameA}}
-			s.regions[2] = []rect{{5, 505, 20, 20}}
+			s.Regions[2] = []Rect{{5, 505, 20, 20}}
 		})},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := spanSecrets(base, tt.b)
+			got, ok := Span(base, tt.b)
 			if ok != tt.wantOK {
 				t.Fatalf("ok %v, want %v", ok, tt.wantOK)
 			}
 			if !ok {
 				return
 			}
-			if !slices.EqualFunc(got.regions, tt.want, slices.Equal) || got.whole != tt.whole {
-				t.Fatalf("regions %v whole %v, want %v whole %v", got.regions, got.whole, tt.want, tt.whole)
+			if !slices.EqualFunc(got.Regions, tt.want, slices.Equal) || got.Whole != tt.whole {
+				t.Fatalf("regions %v whole %v, want %v whole %v", got.Regions, got.Whole, tt.want, tt.whole)
 			}
 			if len(got.placed) != 1 || !slices.Equal(got.placed[0].frame.rects, tt.frame) {
 				t.Fatalf("placed %+v, want its frame at %v", got.placed, tt.frame)
 			}
 			// Masked whole, the frame covers where it was in either read.
-			got.maskPlacedWhole(0)
-			if !slices.Equal(got.regions[2], tt.frame) {
-				t.Fatalf("the frame masked whole at %v, want %v", got.regions[2], tt.frame)
+			got.MaskPlacedWhole(0)
+			if !slices.Equal(got.Regions[2], tt.frame) {
+				t.Fatalf("the frame masked whole at %v, want %v", got.Regions[2], tt.frame)
 			}
 		})
 	}
 	if !slices.Equal(base.placed[0].frame.rects, frameA.rects) {
-		t.Fatal("spanSecrets changed its argument")
+		t.Fatal("Span changed its argument")
 	}
 }
 
-func TestValidMaskName(t *testing.T) {
+// TestCheckName: a deployment's extra attribute or class is a name, not a selector;
+// the broker's Config checks its lists with it (TestConfigMaskNames).
+func TestCheckName(t *testing.T) {
 	for name, ok := range map[string]bool{
 		"data-secret": true, "pii": true, "x:y_z.1": true,
 		"": false, "a b": false, `a"`: false, "a=b": false, "a>b": false, "ж": false,
-		string(make([]byte, MaxMaskNameBytes+1)): false,
+		string(make([]byte, MaxNameBytes+1)): false,
 	} {
-		if validMaskName(name) != ok {
-			t.Errorf("validMaskName(%q) = %t", name, !ok)
+		if err := CheckName(name); (err == nil) != ok {
+			t.Errorf("CheckName(%q) = %v", name, err)
 		}
-	}
-	cfg := DefaultConfig()
-	cfg.MaskClasses = []string{"ok", "not ok"}
-	if err := cfg.validate(); err == nil {
-		t.Fatal("a class with a space passed")
-	}
-	cfg.MaskClasses = make([]string, MaxMaskNames+1)
-	for i := range cfg.MaskClasses {
-		cfg.MaskClasses[i] = "c"
-	}
-	if err := cfg.validate(); err == nil {
-		t.Fatalf("%d classes passed", MaxMaskNames+1)
 	}
 }
 
@@ -479,9 +466,9 @@ func TestParseMaskSwitch(t *testing.T) {
 		noMask  bool
 		wantErr bool
 	}{{"on", false, false}, {"off", true, false}, {"", false, true}, {"OFF", false, true}, {"no", false, true}} {
-		noMask, err := ParseMaskSwitch(tt.v)
+		noMask, err := ParseSwitch(tt.v)
 		if noMask != tt.noMask || (err != nil) != tt.wantErr {
-			t.Errorf("ParseMaskSwitch(%q) = %v, %v; want %v, error %v", tt.v, noMask, err, tt.noMask, tt.wantErr)
+			t.Errorf("ParseSwitch(%q) = %v, %v; want %v, error %v", tt.v, noMask, err, tt.noMask, tt.wantErr)
 		}
 	}
 }
