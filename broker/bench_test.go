@@ -1,16 +1,14 @@
 package broker
 
 import (
-	"bytes"
-	"image"
-	"image/color"
-	"image/jpeg"
 	"net/http"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/go-rod/rod/lib/proto"
+
+	"github.com/agentfy/agentfy/broker/masks"
 )
 
 // BenchmarkObserveVsBareCapture measures a whole observation through the
@@ -118,7 +116,7 @@ func BenchmarkMask(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			run := func(mask *maskRules) func() {
+			run := func(mask *masks.Rules) func() {
 				return func() {
 					if _, err := capture(b.Context(), s, target, time.Now(), mask); err != nil {
 						b.Fatal(err)
@@ -134,44 +132,6 @@ func BenchmarkMask(b *testing.B) {
 			b.ReportMetric(float64(bar.Microseconds())/1000, "bare-p50-ms")
 			if bar > 0 {
 				b.ReportMetric(float64(m)/float64(bar), "masked/bare")
-			}
-		})
-	}
-}
-
-// BenchmarkPaintMasks paints the checkout page's eleven masks on a 1280×800 frame of
-// photo-like detail encoded as Chromium does (JPEG q60, 4:2:0): in the DCT domain, as
-// the broker does, against decoding, painting and encoding again, in one run.
-func BenchmarkPaintMasks(b *testing.B) {
-	src := image.NewRGBA(image.Rect(0, 0, 1280, 800))
-	for y := range 800 {
-		for x := range 1280 {
-			v := uint8((x*7 + y*13) % 256)
-			if (x/3+y/5)%4 == 0 {
-				v = 255 - v
-			}
-			src.Set(x, y, color.RGBA{v, uint8(x), uint8(y), 0xff})
-		}
-	}
-	var buf bytes.Buffer
-	if err := jpeg.Encode(&buf, src, &jpeg.Options{Quality: CaptureQuality}); err != nil {
-		b.Fatal(err)
-	}
-	var boxes []maskBox
-	for i := range 11 { // eleven fields of 300×44, as the checkout page's
-		x, y := 40+(i%3)*340, 160+(i/3)*150
-		boxes = append(boxes, maskBox{x, y, x + 300, y + 44})
-	}
-	for _, p := range []struct {
-		name  string
-		paint func([]byte, []maskBox) ([]byte, error)
-	}{{"dct", paintMasksDCT}, {"pixels", paintMasksPixels}} {
-		b.Run(p.name, func(b *testing.B) {
-			b.SetBytes(int64(buf.Len()))
-			for b.Loop() {
-				if _, err := p.paint(buf.Bytes(), boxes); err != nil {
-					b.Fatal(err)
-				}
 			}
 		})
 	}

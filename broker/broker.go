@@ -11,6 +11,8 @@ import (
 	"github.com/go-rod/rod"
 	"github.com/go-rod/rod/lib/proto"
 	"github.com/rs/zerolog"
+
+	"github.com/agentfy/agentfy/broker/masks"
 )
 
 // startTimeout bounds the CDP calls New makes.
@@ -24,7 +26,7 @@ type Broker struct {
 	consume *ConsumeClient
 	cfg     Config
 	// mask is what the captures mask; nil when Config.NoMask.
-	mask   *maskRules
+	mask   *masks.Rules
 	logger zerolog.Logger
 	clock  Clock
 	rand   io.Reader // source of the envelope's randomness
@@ -92,8 +94,7 @@ func New(ctx context.Context, browser *rod.Browser, consume *ConsumeClient, cfg 
 		done:      make(chan struct{}),
 	}
 	if !cfg.NoMask {
-		rules := newMaskRules(cfg.MaskAttributes, cfg.MaskClasses)
-		rules.opaqueFrames = !cfg.ShowOpaqueFrames
+		rules := masks.NewRules(cfg.MaskAttributes, cfg.MaskClasses, cfg.ShowOpaqueFrames)
 		b.mask = &rules
 	}
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"image"
 	"image/jpeg"
 	"math"
 	"slices"
@@ -14,6 +15,8 @@ import (
 	"github.com/go-rod/rod"
 	"github.com/go-rod/rod/lib/proto"
 
+	"github.com/agentfy/agentfy/broker/jpegmask"
+	"github.com/agentfy/agentfy/broker/masks"
 	"github.com/agentfy/agentfy/wire"
 )
 
@@ -129,7 +132,7 @@ const maskAttempts = 3
 // DOM snapshot are read before the screenshot and again after it, and the secret
 // regions are painted over (see captureMasked); the target's URL and title are read
 // meanwhile.
-func capture(ctx context.Context, s cdpSession, target proto.TargetTargetID, at time.Time, mask *maskRules) (*Page, error) {
+func capture(ctx context.Context, s cdpSession, target proto.TargetTargetID, at time.Time, mask *masks.Rules) (*Page, error) {
 	s.ctx = ctx
 	var (
 		info *proto.TargetGetTargetInfoResult
@@ -234,7 +237,7 @@ func checkFrame(f frame) (frame, error) {
 // spanning a secret's two places when it moved, and the whole frame when that cannot be
 // told. No frame leaves with a secret unmasked. A failed or unreadable read fails the
 // capture.
-func captureMasked(ctx context.Context, s cdpSession, target proto.TargetTargetID, rules maskRules) (frame, error) {
+func captureMasked(ctx context.Context, s cdpSession, target proto.TargetTargetID, rules masks.Rules) (frame, error) {
 	if s.tab == nil {
 		s.tab = &tabState{}
 	}
@@ -256,17 +259,17 @@ func captureMasked(ctx context.Context, s cdpSession, target proto.TargetTargetI
 	if err != nil {
 		return frame{}, err
 	}
-	m1, s2, err := readLayout(ctx, s, frames, 0)
+	m1, s2, _, err := readLayout(ctx, s, frames, 0)
 	if err != nil {
 		return frame{}, err
 	}
-	regions := max(len(b.sec.regions), len(s2.regions), 1)
+	regions := max(len(b.sec.Regions), len(s2.Regions), 1)
 	if b.unsteady || b.moving.ViewTransition || b.transition {
 		// A view transition paints images of the page as it was, which no snapshot
 		// holds: a secret the page no longer has may be in them.
 		return maskWhole(shot, regions)
 	}
-	if len(b.sec.regions) == 0 && len(s2.regions) == 0 {
+	if len(b.sec.Regions) == 0 && len(s2.Regions) == 0 {
 		return shot, nil
 	}
 	sec, ok, err := b.placeAfter(s, m1, s2)
@@ -284,11 +287,11 @@ func captureMasked(ctx context.Context, s cdpSession, target proto.TargetTargetI
 	if err != nil {
 		return frame{}, errNotJPEG
 	}
-	boxes, shown := maskBoxes(sec, clip, cfg.Width, cfg.Height)
+	boxes, shown := sec.Boxes(masks.Rect{X: clip.X, Y: clip.Y, W: clip.Width, H: clip.Height}, cfg.Width, cfg.Height)
 	if len(boxes) == 0 {
 		return shot, nil
 	}
-	data, err := paintMasks(shot.data, boxes)
+	data, err := jpegmask.Paint(shot.data, boxes, CaptureQuality)
 	if err != nil {
 		return frame{}, maskError("paint", err)
 	}
@@ -298,16 +301,19 @@ func captureMasked(ctx context.Context, s cdpSession, target proto.TargetTargetI
 // beforeShot is what a masked capture reads of the page before its screenshot.
 type beforeShot struct {
 	metrics *proto.PageGetLayoutMetricsResult // M0: the screenshot's clip is placed from it
-	sec     secrets                           // S1
+	sec     masks.Secrets                     // S1
+	// watch is what is watched in the frames of another process S1 read into.
+	watch frameWatch
 	// moving is what runs on the page (motion.go), with the secrets' elements when
 	// something moves.
 	moving motion
-	// framesWhole are the frames of sec.placed to mask whole, and transition whether a
-	// view transition runs in any frame (framesMotion).
+	// framesWhole are the frames whose secrets sec placed from their documents
+	// (indices of its PlacedViews) to mask whole, and transition whether a view
+	// transition runs in any frame (framesMotion).
 	framesWhole []int
 	transition  bool
-	// work are the work counters of the page and of the frames sec.placed, read when
-	// sec holds a secret.
+	// work are the work counters of the page and of those frames (watch.placed), read
+	// when sec holds a secret.
 	work work
 	// unsteady says the reads disagree: the page scrolled between the metrics and the
 	// snapshot, a secret left the page, or a frame went away. The rest was not read.
@@ -319,12 +325,12 @@ type beforeShot struct {
 // a secret), what moves in its frames, and the work counters. Reads that disagree are
 // not an error: they come back unsteady, to be read again.
 func readBefore(ctx context.Context, s cdpSession, target proto.TargetTargetID, frames *frameReader) (beforeShot, error) {
-	m0, s1, err := readLayout(ctx, s, frames, 0)
+	m0, s1, w1, err := readLayout(ctx, s, frames, 0)
 	if err != nil {
 		return beforeShot{}, err
 	}
-	b := beforeShot{metrics: m0, sec: s1}
-	secret := len(s1.regions) > 0
+	b := beforeShot{metrics: m0, sec: s1, watch: w1}
+	secret := len(s1.Regions) > 0
 	if secret && !scrolledAs(s1, m0) {
 		b.unsteady = true
 		return b, nil
@@ -334,7 +340,7 @@ func readBefore(ctx context.Context, s cdpSession, target proto.TargetTargetID, 
 	}
 	if b.moving.Moving > 0 && secret {
 		// Something moves its subtree: does it hold a secret, or a secret it?
-		b.moving, err = readMotion(s, target, s1.roots)
+		b.moving, err = readMotion(s, target, s1.Roots)
 		if errors.Is(err, errSecretGone) {
 			b.unsteady = true
 			return b, nil
@@ -344,12 +350,12 @@ func readBefore(ctx context.Context, s cdpSession, target proto.TargetTargetID, 
 		}
 	}
 	// What moves in the page's other frames and in those of another process.
-	b.framesWhole, b.transition = framesMotion(s, s1)
+	b.framesWhole, b.transition = framesMotion(s, s1, w1)
 	if secret {
 		if b.work, err = readWork(s); err != nil {
 			return beforeShot{}, err
 		}
-		if b.work, err = addFramesWork(b.work, s1); err != nil {
+		if b.work, err = addFramesWork(b.work, w1); err != nil {
 			b.unsteady = true // a frame went away
 		}
 	}
@@ -363,30 +369,30 @@ func readBefore(ctx context.Context, s cdpSession, target proto.TargetTargetID, 
 // it move, before the screenshot); when a script or a layout ran while the screenshot
 // was taken (it may have moved a secret and back), or a frame went away; when the page
 // scrolled or resized between the reads; and when the two snapshots' secrets cannot be
-// related (spanSecrets). Otherwise the masks span the places of each secret in both
+// related (masks.Span). Otherwise the masks span the places of each secret in both
 // snapshots, and motion decides what else is masked whole.
-func (b beforeShot) placeAfter(s cdpSession, m1 *proto.PageGetLayoutMetricsResult, s2 secrets) (sec secrets, ok bool, err error) {
-	if len(b.sec.regions) == 0 {
-		return secrets{}, false, nil
+func (b beforeShot) placeAfter(s cdpSession, m1 *proto.PageGetLayoutMetricsResult, s2 masks.Secrets) (sec masks.Secrets, ok bool, err error) {
+	if len(b.sec.Regions) == 0 {
+		return masks.Secrets{}, false, nil
 	}
 	after, err := readWork(s)
 	if err != nil {
-		return secrets{}, false, err
+		return masks.Secrets{}, false, err
 	}
-	if after, err = addFramesWork(after, b.sec); err != nil {
-		return secrets{}, false, nil // a frame went away
+	if after, err = addFramesWork(after, b.watch); err != nil {
+		return masks.Secrets{}, false, nil // a frame went away
 	}
 	if !b.work.quiet(after) || !sameViewport(b.metrics, m1) || !scrolledAs(s2, m1) {
-		return secrets{}, false, nil
+		return masks.Secrets{}, false, nil
 	}
-	if sec, ok = spanSecrets(b.sec, s2); !ok {
-		return secrets{}, false, nil
+	if sec, ok = masks.Span(b.sec, s2); !ok {
+		return masks.Secrets{}, false, nil
 	}
 	if b.moving.whole() {
-		sec.whole = true
+		sec.Whole = true
 	}
 	for _, i := range slices.Backward(b.framesWhole) {
-		sec.maskPlacedWhole(i)
+		sec.MaskPlacedWhole(i)
 	}
 	return sec, true, nil
 }
@@ -397,18 +403,25 @@ func maskWhole(shot frame, n int) (frame, error) {
 	if err != nil {
 		return frame{}, errNotJPEG
 	}
-	data, err := paintMasks(shot.data, []maskBox{{0, 0, cfg.Width, cfg.Height}})
+	data, err := jpegmask.Paint(shot.data, []image.Rectangle{image.Rect(0, 0, cfg.Width, cfg.Height)}, CaptureQuality)
 	if err != nil {
 		return frame{}, maskError("paint", err)
 	}
 	return checkFrame(frame{data: data, masked: min(n, wire.MaxMasked)})
 }
 
+// snapshotRequest reads the DOM, its layout and the computed styles that paint ink
+// outside a box (masks.ComputedStyles), and nothing else: no paint order, no
+// rectangles beyond the layout's bounds. Chromium runs no script of the page for it and
+// changes nothing in it (it brings the layout up to date, as a paint would).
+// DOMSnapshot.enable is never called: no events follow.
+var snapshotRequest = proto.DOMSnapshotCaptureSnapshot{ComputedStyles: masks.ComputedStyles()}
+
 // readLayout reads the layout metrics and a DOM snapshot at once (two commands in
 // flight on the session, answered in order by the page) and finds the snapshot's
 // secrets, reading into its frames of another process (frames.go) at depth (0: the
-// tab's document).
-func readLayout(ctx context.Context, s cdpSession, frames *frameReader, depth int) (*proto.PageGetLayoutMetricsResult, secrets, error) {
+// tab's document); it returns what to watch in those frames too.
+func readLayout(ctx context.Context, s cdpSession, frames *frameReader, depth int) (*proto.PageGetLayoutMetricsResult, masks.Secrets, frameWatch, error) {
 	if depth == 0 {
 		frames.read = 0
 	}
@@ -424,14 +437,43 @@ func readLayout(ctx context.Context, s cdpSession, frames *frameReader, depth in
 	metrics, err := proto.PageGetLayoutMetrics{}.Call(s)
 	got := <-done
 	if err != nil {
-		return nil, secrets{}, fmt.Errorf("get layout metrics: %w", err)
+		return nil, masks.Secrets{}, frameWatch{}, fmt.Errorf("get layout metrics: %w", err)
 	}
 	if got.err != nil {
-		return nil, secrets{}, maskError("capture snapshot", got.err)
+		return nil, masks.Secrets{}, frameWatch{}, maskError("capture snapshot", got.err)
 	}
-	sec, err := parseSecrets(got.raw, frames.rules)
+	sec, err := masks.Parse(got.raw, frames.rules)
 	if err != nil {
-		return nil, secrets{}, maskError("read snapshot", err)
+		return nil, masks.Secrets{}, frameWatch{}, maskError("read snapshot", err)
 	}
-	return metrics, frames.see(ctx, s, sec, depth), nil
+	sec, w := frames.see(ctx, s, sec, depth)
+	return metrics, sec, w, nil
+}
+
+// sameViewport reports whether two reads of the layout metrics saw the same viewport
+// at the same scroll position.
+func sameViewport(a, b *proto.PageGetLayoutMetricsResult) bool {
+	if a == nil || b == nil || a.CSSVisualViewport == nil || b.CSSVisualViewport == nil ||
+		a.CSSLayoutViewport == nil || b.CSSLayoutViewport == nil {
+		return false
+	}
+	va, vb := *a.CSSVisualViewport, *b.CSSVisualViewport
+	va.Zoom, vb.Zoom = nil, nil
+	return va == vb && *a.CSSLayoutViewport == *b.CSSLayoutViewport
+}
+
+// scrolledAs reports whether a snapshot's top document is scrolled where the layout
+// metrics' visual viewport is (within a pixel: one reports the layout viewport in
+// whole pixels).
+func scrolledAs(s masks.Secrets, m *proto.PageGetLayoutMetricsResult) bool {
+	vv := m.CSSVisualViewport
+	if vv == nil {
+		return false
+	}
+	return math.Abs(s.ScrollX-(vv.PageX-vv.OffsetX)) <= 1 && math.Abs(s.ScrollY-(vv.PageY-vv.OffsetY)) <= 1
+}
+
+// maskError wraps a failure of the masking reads.
+func maskError(step string, err error) error {
+	return fmt.Errorf("mask: %s: %w", step, err)
 }

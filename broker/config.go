@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/agentfy/agentfy/broker/masks"
 	"github.com/agentfy/agentfy/wire"
 )
 
@@ -100,7 +101,8 @@ type Config struct {
 	NoMask bool
 	// MaskAttributes and MaskClasses are the deployment's own attributes (any value)
 	// and classes that mark an element private, besides the built-in ones
-	// ([MaskAttributes], [MaskClasses]); at most MaxMaskNames each.
+	// ([masks.Attributes], [masks.Classes]): names [masks.CheckName] accepts, at most
+	// [masks.MaxNames] of each.
 	MaskAttributes []string
 	MaskClasses    []string
 	// ShowOpaqueFrames leaves unmasked the frames the broker cannot read into (an
@@ -176,12 +178,12 @@ func (c Config) validate() error {
 		what  string
 		names []string
 	}{{"mask attributes", c.MaskAttributes}, {"mask classes", c.MaskClasses}} {
-		if len(names.names) > MaxMaskNames {
-			errs = append(errs, fmt.Errorf("%s: at most %d", names.what, MaxMaskNames))
+		if len(names.names) > masks.MaxNames {
+			errs = append(errs, fmt.Errorf("%s: at most %d", names.what, masks.MaxNames))
 		}
 		for _, n := range names.names {
-			if !validMaskName(n) {
-				errs = append(errs, fmt.Errorf("%s: %w", names.what, errMaskName(n)))
+			if err := masks.CheckName(n); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", names.what, err))
 			}
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/go-rod/rod/lib/proto"
+
+	"github.com/agentfy/agentfy/broker/jpegmask"
 )
 
 // The demo site's leak pages (testdata/site/leaks) paint a secret where no box of it
@@ -139,7 +141,7 @@ func TestMaskMotionElsewhere(t *testing.T) {
 }
 
 // TestPaintMasksDCTOnChromium: the frames Chromium encodes are ones the masks re-code
-// in the DCT domain (paintMasksDCT), not decoded and encoded again — at the sizes a
+// in the DCT domain (jpegmask.PaintDCT), not decoded and encoded again — at the sizes a
 // viewport takes, with boxes at its edges.
 func TestPaintMasksDCTOnChromium(t *testing.T) {
 	site := demoSite(t)
@@ -155,7 +157,7 @@ func TestPaintMasksDCTOnChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := decodeJPEG(t, page.Data).Bounds()
-	out, err := paintMasksDCT(page.Data, []maskBox{{0, 0, 40, 40}, {b.Dx() - 33, b.Dy() - 21, b.Dx(), b.Dy()}, {300, 200, 700, 260}})
+	out, err := jpegmask.PaintDCT(page.Data, []image.Rectangle{image.Rect(0, 0, 40, 40), image.Rect(b.Dx()-33, b.Dy()-21, b.Dx(), b.Dy()), image.Rect(300, 200, 700, 260)})
 	if err != nil {
 		t.Fatalf("Chromium's frame was not re-coded: %v", err)
 	}

@@ -27,6 +27,8 @@ var development = []string{
 var own = map[string][]string{
 	"github.com/go-rod/rod":                       {"agentfy-broker"},
 	"github.com/agentfy/agentfy/broker":           {"agentfy-broker"},
+	"github.com/agentfy/agentfy/broker/masks":     {"agentfy-broker"},
+	"github.com/agentfy/agentfy/broker/jpegmask":  {"agentfy-broker"},
 	"github.com/agentfy/agentfy/worker":           {"agentfy-worker"},
 	"github.com/agentfy/agentfy/channel":          {"agentfy-api", "agentfy"},
 	"github.com/agentfy/agentfy/api":              {"agentfy-api"},

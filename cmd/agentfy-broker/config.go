@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentfy/agentfy/broker"
+	"github.com/agentfy/agentfy/broker/masks"
 )
 
 // maxPassFileBytes bounds the pass file.
@@ -96,16 +97,16 @@ func loadConfig(args []string, getenv func(string) string) (config, error) {
 		errs = append(errs, fmt.Errorf("%s: unknown level %q", envLogLevel, *logLevel))
 	}
 	c.logLevel = level
-	if c.mask.off, err = broker.ParseMaskSwitch(*mask); err != nil {
+	if c.mask.off, err = masks.ParseSwitch(*mask); err != nil {
 		errs = append(errs, fmt.Errorf("%s: %w", envMask, err))
 	}
-	if c.mask.attributes, err = broker.ParseMaskNames(*maskAttributes); err != nil {
+	if c.mask.attributes, err = masks.ParseNames(*maskAttributes); err != nil {
 		errs = append(errs, fmt.Errorf("%s: %w", envMaskAttributes, err))
 	}
-	if c.mask.classes, err = broker.ParseMaskNames(*maskClasses); err != nil {
+	if c.mask.classes, err = masks.ParseNames(*maskClasses); err != nil {
 		errs = append(errs, fmt.Errorf("%s: %w", envMaskClasses, err))
 	}
-	if c.mask.showFrames, err = broker.ParseMaskSwitch(*maskFrames); err != nil {
+	if c.mask.showFrames, err = masks.ParseSwitch(*maskFrames); err != nil {
 		errs = append(errs, fmt.Errorf("%s: %w", envMaskOpaqueFrames, err))
 	}
 	switch inline := getenv(envPass); {

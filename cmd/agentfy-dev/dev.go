@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/broker"
+	"github.com/agentfy/agentfy/broker/masks"
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/cmd/internal/apiconf"
 	"github.com/agentfy/agentfy/deploy"
@@ -105,7 +106,7 @@ func cmdDev(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	brokerCfg := broker.DefaultConfig()
-	noMask, err := broker.ParseMaskSwitch(*mask)
+	noMask, err := masks.ParseSwitch(*mask)
 	if err != nil {
 		return fmt.Errorf("-mask: %w", err)
 	}

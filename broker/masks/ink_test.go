@@ -1,10 +1,9 @@
-package broker
+package masks
 
 import (
+	"image"
 	"slices"
 	"testing"
-
-	"github.com/go-rod/rod/lib/proto"
 )
 
 // page is a snapshot of a top document whose body holds nodes (their parents counted
@@ -19,7 +18,7 @@ func page(nodes ...node) *snap {
 	return s
 }
 
-func regionsOf(t *testing.T, s *snap, rules maskRules) secrets {
+func regionsOf(t *testing.T, s *snap, rules Rules) Secrets {
 	t.Helper()
 	sec, err := findSecrets(s.json(t), rules)
 	if err != nil {
@@ -38,60 +37,60 @@ func TestMaskInk(t *testing.T) {
 	tests := []struct {
 		name  string
 		nodes []node
-		want  [][]rect
+		want  [][]Rect
 		whole bool
 	}{
 		{"text shadow 80 px below", []node{
 			{parent: 2, name: "INPUT", attrs: pw, bounds: box, style: map[string]string{"text-shadow": "rgb(0, 200, 0) 0px 80px 0px"}},
-		}, [][]rect{{{100, 100, 200, 120}}}, false},
+		}, [][]Rect{{{100, 100, 200, 120}}}, false},
 		{"blurred shadows left and up, an inset box shadow", []node{
 			{parent: 2, name: "INPUT", attrs: pw, bounds: box, style: map[string]string{
 				"text-shadow": "red -10px 0px 4px, blue 0px -5px 0px", "box-shadow": "rgb(0, 0, 0) 0px 0px 0px 3px inset"}},
-		}, [][]rect{{{84, 94, 216, 52}}}, false},
+		}, [][]Rect{{{84, 94, 216, 52}}}, false},
 		{"an ancestor's drop shadow and blur", []node{
 			{parent: 2, name: "DIV", bounds: []float64{0, 90, 1265, 60}, style: map[string]string{"filter": "drop-shadow(rgb(255, 0, 0) 0px 80px 0px) blur(2px) grayscale(1)"}},
 			{parent: 3, name: "INPUT", attrs: pw, bounds: box},
-		}, [][]rect{{{94, 94, 212, 132}}}, false},
+		}, [][]Rect{{{94, 94, 212, 132}}}, false},
 		{"a shadow in a scaled ancestor", []node{
 			{parent: 2, name: "DIV", bounds: []float64{0, 0, 1265, 600}, style: map[string]string{"transform": "matrix(3, 0, 0, 3, 0, 0)"}},
 			{parent: 3, name: "INPUT", attrs: pw, bounds: box, style: map[string]string{"text-shadow": "red 0px 10px 0px", "transform": "matrix(3, 0, 0, 3, 0, 0)"}},
-		}, [][]rect{{{100, 100, 200, 130}}}, false},
+		}, [][]Rect{{{100, 100, 200, 130}}}, false},
 		{"a reflection of the secret", []node{
 			{parent: 2, name: "SPAN", attrs: []string{"class", "rr-block"}, bounds: box, style: map[string]string{"-webkit-box-reflect": "below 10px none"}},
-		}, [][]rect{{{100, 100, 200, 40}, {100, 150, 200, 40}}}, false},
+		}, [][]Rect{{{100, 100, 200, 40}, {100, 150, 200, 40}}}, false},
 		{"a reflection of its ancestor", []node{
 			{parent: 2, name: "DIV", bounds: []float64{0, 90, 1265, 60}, style: map[string]string{"-webkit-box-reflect": "right 0px none"}},
 			{parent: 3, name: "INPUT", attrs: pw, bounds: box},
-		}, [][]rect{{{100, 100, 200, 40}, {1265, 90, 1265, 60}}}, false},
+		}, [][]Rect{{{100, 100, 200, 40}, {1265, 90, 1265, 60}}}, false},
 		{"an SVG filter on the secret", []node{
 			{parent: 2, name: "INPUT", attrs: pw, bounds: box, style: map[string]string{"filter": `url("#f")`}},
-		}, [][]rect{{{100, 100, 200, 40}}}, true},
+		}, [][]Rect{{{100, 100, 200, 40}}}, true},
 		{"an SVG filter elsewhere on a page with a secret", []node{
 			{parent: 2, name: "INPUT", attrs: pw, bounds: box},
 			{parent: 2, name: "DIV", bounds: []float64{0, 500, 100, 100}, style: map[string]string{"filter": `url("#feimage")`}},
-		}, [][]rect{{{100, 100, 200, 40}}}, true},
+		}, [][]Rect{{{100, 100, 200, 40}}}, true},
 		{"a perspective", []node{
 			{parent: 2, name: "DIV", bounds: []float64{0, 0, 1265, 600}, style: map[string]string{"transform": "matrix3d(1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, -0.002, 0, 0, 0, 1)"}},
 			{parent: 3, name: "INPUT", attrs: pw, bounds: box},
-		}, [][]rect{{{100, 100, 200, 40}}}, true},
+		}, [][]Rect{{{100, 100, 200, 40}}}, true},
 		{"a shadow a screen away", []node{
 			{parent: 2, name: "INPUT", attrs: pw, bounds: box, style: map[string]string{"text-shadow": "red 0px 9000px 0px"}},
-		}, [][]rect{{{100, 100, 200, 9040}}}, true},
+		}, [][]Rect{{{100, 100, 200, 9040}}}, true},
 		{"ink of a control is no secret's", []node{
 			{parent: 2, name: "INPUT", attrs: pw, bounds: box},
 			{parent: 2, name: "INPUT", bounds: []float64{100, 300, 200, 40}, style: map[string]string{"text-shadow": "red 0px 80px 0px", "filter": "blur(4px)"}},
-		}, [][]rect{{{100, 100, 200, 40}}}, false},
+		}, [][]Rect{{{100, 100, 200, 40}}}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			sec := regionsOf(t, page(tt.nodes...), newMaskRules(nil, nil))
-			if !slices.EqualFunc(sec.regions, tt.want, slices.Equal) || sec.whole != tt.whole {
-				t.Fatalf("regions %v whole %t, want %v whole %t", sec.regions, sec.whole, tt.want, tt.whole)
+			sec := regionsOf(t, page(tt.nodes...), NewRules(nil, nil, false))
+			if !slices.EqualFunc(sec.Regions, tt.want, slices.Equal) || sec.Whole != tt.whole {
+				t.Fatalf("regions %v whole %t, want %v whole %t", sec.Regions, sec.Whole, tt.want, tt.whole)
 			}
 		})
 	}
-	whole := secrets{whole: true, regions: [][]rect{{{0, 0, 1, 1}}, {{5, 5, 1, 1}}}}
-	if boxes, shown := maskBoxes(whole, &proto.PageViewport{Width: 1280, Height: 800, Scale: 0.5}, 640, 400); !slices.Equal(boxes, []maskBox{{0, 0, 640, 400}}) || shown != 2 {
+	whole := Secrets{Whole: true, Regions: [][]Rect{{{0, 0, 1, 1}}, {{5, 5, 1, 1}}}}
+	if boxes, shown := whole.Boxes(Rect{W: 1280, H: 800}, 640, 400); !slices.Equal(boxes, []image.Rectangle{image.Rect(0, 0, 640, 400)}) || shown != 2 {
 		t.Fatalf("masked whole: %v, %d shown", boxes, shown)
 	}
 }
@@ -112,10 +111,10 @@ func TestMaskSVGUse(t *testing.T) {
 		node{parent: 3, name: "use", attrs: []string{"href", "other.svg#t"}, bounds: []float64{400, 100, 50, 20}},       // 12
 		node{parent: 3, name: "use", attrs: []string{"href", "#v"}, bounds: []float64{500, 100, 50, 20}},                // 13: a use of a use of a secret
 		node{parent: 3, name: "use", attrs: []string{"id", "v", "href", "#t"}, bounds: []float64{500, 200, 50, 20}},     // 14
-	), newMaskRules(nil, nil))
-	want := [][]rect{{{0, 0, 50, 20}}, {{100, 100, 50, 20}}, {{200, 100, 50, 20}}, {{500, 200, 50, 20}}, {{500, 100, 50, 20}}}
-	if !slices.EqualFunc(sec.regions, want, slices.Equal) {
-		t.Fatalf("regions %v, want %v", sec.regions, want)
+	), NewRules(nil, nil, false))
+	want := [][]Rect{{{0, 0, 50, 20}}, {{100, 100, 50, 20}}, {{200, 100, 50, 20}}, {{500, 200, 50, 20}}, {{500, 100, 50, 20}}}
+	if !slices.EqualFunc(sec.Regions, want, slices.Equal) {
+		t.Fatalf("regions %v, want %v", sec.Regions, want)
 	}
 }
 
@@ -130,15 +129,14 @@ func TestOpaqueFrames(t *testing.T) {
 		node{parent: 2, name: "DIV", bounds: []float64{0, 600, 300, 150}},                                  // 6
 	)
 	s.doc(node{parent: -1, name: "#document", bounds: []float64{0, 0, 300, 150}}, node{parent: 0, name: "P", bounds: []float64{8, 8, 100, 20}})
-	sec := regionsOf(t, s, newMaskRules(nil, nil))
-	want := [][]rect{{{0, 0, 300, 150}}, {{0, 400, 300, 150}}}
-	if !slices.EqualFunc(sec.regions, want, slices.Equal) {
-		t.Fatalf("regions %v, want %v", sec.regions, want)
+	sec := regionsOf(t, s, NewRules(nil, nil, false))
+	want := [][]Rect{{{0, 0, 300, 150}}, {{0, 400, 300, 150}}}
+	if !slices.EqualFunc(sec.Regions, want, slices.Equal) {
+		t.Fatalf("regions %v, want %v", sec.Regions, want)
 	}
-	shown := newMaskRules(nil, nil)
-	shown.opaqueFrames = false
-	if sec := regionsOf(t, s, shown); len(sec.regions) != 0 {
-		t.Fatalf("with opaque frames shown: regions %v", sec.regions)
+	shown := NewRules(nil, nil, true)
+	if sec := regionsOf(t, s, shown); len(sec.Regions) != 0 {
+		t.Fatalf("with opaque frames shown: regions %v", sec.Regions)
 	}
 }
 

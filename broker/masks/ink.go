@@ -1,4 +1,4 @@
-package broker
+package masks
 
 import (
 	"math"
@@ -36,8 +36,8 @@ func (o outset) scaled(k float64) outset {
 }
 
 // grow widens r by o.
-func (r rect) grow(o outset) rect {
-	return rect{r.X - o.left, r.Y - o.top, r.W + o.left + o.right, r.H + o.top + o.bottom}
+func (r Rect) grow(o outset) Rect {
+	return Rect{r.X - o.left, r.Y - o.top, r.W + o.left + o.right, r.H + o.top + o.bottom}
 }
 
 // blurReach is how far a blur of radius r spreads ink, as a multiple of r: a Gaussian
@@ -143,16 +143,16 @@ func parseReflect(v string) (r *reflection, ok bool) {
 }
 
 // mirror is the box the reflection of box b is drawn in.
-func (r reflection) mirror(b rect) rect {
+func (r reflection) mirror(b Rect) Rect {
 	switch r.side {
 	case "above":
-		return rect{b.X, b.Y - r.offset - b.H, b.W, b.H}
+		return Rect{b.X, b.Y - r.offset - b.H, b.W, b.H}
 	case "below":
-		return rect{b.X, b.Y + b.H + r.offset, b.W, b.H}
+		return Rect{b.X, b.Y + b.H + r.offset, b.W, b.H}
 	case "left":
-		return rect{b.X - r.offset - b.W, b.Y, b.W, b.H}
+		return Rect{b.X - r.offset - b.W, b.Y, b.W, b.H}
 	default:
-		return rect{b.X + b.W + r.offset, b.Y, b.W, b.H}
+		return Rect{b.X + b.W + r.offset, b.Y, b.W, b.H}
 	}
 }
 
@@ -275,7 +275,7 @@ type ink struct {
 
 type mirrorOf struct {
 	r   reflection
-	box rect
+	box Rect
 }
 
 // inkOf reads the ink of every node of doc from its computed styles (the snapshot's
@@ -343,7 +343,7 @@ func inkOf(doc snapshotDocument, str func(int) (string, bool)) (inks []ink, own 
 				in.whole = true
 			} else if r != nil && j < len(doc.Layout.Bounds) && len(doc.Layout.Bounds[j]) == 4 {
 				b := doc.Layout.Bounds[j]
-				in.mirrors = append(in.mirrors, mirrorOf{*r, rect{b[0], b[1], b[2], b[3]}.grow(in.reach)})
+				in.mirrors = append(in.mirrors, mirrorOf{*r, Rect{b[0], b[1], b[2], b[3]}.grow(in.reach)})
 			}
 		}
 		if t := in.reach.add(own[i]); max(t.left, t.top, t.right, t.bottom) > maxInk {

@@ -1,13 +1,14 @@
-package broker
+package jpegmask
 
 import (
 	"errors"
+	"image"
 	"slices"
 )
 
 // Painting masks without decoding the frame. A baseline JPEG is a Huffman-coded
 // stream of 8×8 blocks of quantised DCT coefficients; a block whose coefficients are
-// all zero but the first (DC) is one flat colour. paintMasksDCT re-codes the stream as
+// all zero but the first (DC) is one flat colour. PaintDCT re-codes the stream as
 // it is read: every block that touches a mask box — luma and chroma alike, so a chroma
 // block covers 16×16 pixels of a 4:2:0 frame — becomes a flat block of the mask's grey
 // (two greys, in diagonal stripes one block wide), and every other block is copied
@@ -17,10 +18,10 @@ import (
 //
 // Only what Chromium writes is taken: 8-bit baseline (SOF0), Huffman, one scan with
 // every component, no restart interval, and Huffman tables that can code the mask's
-// symbols. Anything else is errDCTUnsupported, and paintMasks decodes, paints and
-// encodes the frame instead.
+// symbols. Anything else is errDCTUnsupported, and Paint decodes, paints and encodes
+// the frame instead.
 
-// errDCTUnsupported is a JPEG paintMasksDCT does not re-code.
+// errDCTUnsupported is a JPEG PaintDCT does not re-code.
 var errDCTUnsupported = errors.New("jpeg: not a frame the masks re-code in the DCT domain")
 
 // errDCTCorrupt is a JPEG whose data does not decode.
@@ -219,9 +220,13 @@ type jpegComponent struct {
 	dc, ac *huffTable
 }
 
-// paintMasksDCT returns jpg with every block that touches a box made a flat block of
-// the mask (see above), or errDCTUnsupported for a JPEG it does not re-code.
-func paintMasksDCT(jpg []byte, boxes []maskBox) ([]byte, error) {
+// PaintDCT returns jpg with every block that touches a box (in image pixels) made a
+// flat block of the mask, without decoding the frame (see above): the rest of the frame
+// is bit for bit what the encoder wrote. It refuses, with an error, a JPEG it does not
+// re-code (not 8-bit baseline Huffman with three components in one scan, a restart
+// interval, tables that cannot code the mask) and one whose data does not decode;
+// Paint falls back to decoding for those.
+func PaintDCT(jpg []byte, boxes []image.Rectangle) ([]byte, error) {
 	if len(jpg) < 4 || jpg[0] != 0xFF || jpg[1] != 0xD8 {
 		return nil, errDCTUnsupported
 	}
@@ -273,7 +278,7 @@ func paintMasksDCT(jpg []byte, boxes []maskBox) ([]byte, error) {
 	}
 }
 
-// jpegHeader is what paintMasksDCT reads of a JPEG's header segments.
+// jpegHeader is what PaintDCT reads of a JPEG's header segments.
 type jpegHeader struct {
 	quant     [4][64]uint16
 	haveQuant [4]bool
@@ -388,7 +393,7 @@ func flatDC(level uint8, q uint16) int32 {
 
 // recodeScan re-codes the entropy-coded data of a baseline 3-component scan (its
 // data up to the EOI marker).
-func recodeScan(data []byte, comps []jpegComponent, quant [4][64]uint16, width, height int, boxes []maskBox) ([]byte, error) {
+func recodeScan(data []byte, comps []jpegComponent, quant [4][64]uint16, width, height int, boxes []image.Rectangle) ([]byte, error) {
 	hmax, vmax := comps[0].h, comps[0].v
 	mcuW, mcuH := 8*hmax, 8*vmax
 	mcusX, mcusY := (width+mcuW-1)/mcuW, (height+mcuH-1)/mcuH
@@ -398,7 +403,7 @@ func recodeScan(data []byte, comps []jpegComponent, quant [4][64]uint16, width, 
 		sx, sy := 8*hmax/c.h, 8*vmax/c.v
 		x0, y0 := bx*sx, by*sy
 		for _, b := range boxes {
-			if x0 < b.X1 && b.X0 < x0+sx && y0 < b.Y1 && b.Y0 < y0+sy {
+			if x0 < b.Max.X && b.Min.X < x0+sx && y0 < b.Max.Y && b.Min.Y < y0+sy {
 				return true
 			}
 		}
