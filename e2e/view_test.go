@@ -17,6 +17,7 @@ import (
 	"github.com/agentfy/agentfy/internal/stack"
 	"github.com/agentfy/agentfy/internal/stacktest"
 	"github.com/agentfy/agentfy/internal/testenv"
+	"github.com/agentfy/agentfy/keyspace"
 	"github.com/agentfy/agentfy/openapi"
 	"github.com/agentfy/agentfy/view"
 )
@@ -164,8 +165,8 @@ func TestNoSessionIsNotLive(t *testing.T) {
 			}
 		}
 	}
-	gate := view.NewGate(st.Client, "dev", 0, 0)
-	if n, err := st.AdminClient().Exists(client.Context(t), gate.Key(agent), gate.PaceKey(agent, "user:u-alice")).Result(); err != nil || n != 0 {
+	keys := keyspace.For("dev")
+	if n, err := st.AdminClient().Exists(client.Context(t), keys.Gate(agent), keys.Pace(agent, "user:u-alice")).Result(); err != nil || n != 0 {
 		t.Fatalf("polling an agent without a session took %d gate keys (%v)", n, err)
 	}
 	startSession(t, agent, stack.SessionOptions{})
