@@ -78,11 +78,11 @@ func TestRequestReply(t *testing.T) {
 	gotA := make(chan string, 4)
 	if _, err := bus.Subscribe(owner, viewA, func(m *nats.Msg) {
 		gotA <- string(m.Data)
-		_ = bus.Respond(m, append([]byte("reply:"), m.Data...))
+		_ = bus.Respond(owner, m, append([]byte("reply:"), m.Data...))
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := bus.Subscribe(owner, viewB, func(m *nats.Msg) { _ = bus.RespondError(m, "unsupported", "old worker image") }); err != nil {
+	if _, err := bus.Subscribe(owner, viewB, func(m *nats.Msg) { _ = bus.RespondError(owner, m, "unsupported", "old worker image") }); err != nil {
 		t.Fatal(err)
 	}
 	hold := make(chan struct{})

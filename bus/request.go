@@ -62,24 +62,47 @@ func Request(ctx context.Context, nc *nats.Conn, subject string, data []byte) ([
 	return msg.Data, nil
 }
 
-// Respond answers a request with data.
-func Respond(msg *nats.Msg, data []byte) error {
+// Client is a NATS connection as a requester sees it: Request, and whether a request can
+// leave now. The view service takes one (view.Requester).
+type Client struct{ conn *nats.Conn }
+
+// NewClient returns nc as a Client.
+func NewClient(nc *nats.Conn) Client { return Client{conn: nc} }
+
+// Connected reports whether the connection is up: while it reconnects, a request would
+// wait in the reconnect buffer until its deadline.
+func (c Client) Connected() bool { return c.conn.IsConnected() }
+
+// Request is Request on c's connection.
+func (c Client) Request(ctx context.Context, subject string, data []byte) ([]byte, error) {
+	return Request(ctx, c.conn, subject, data)
+}
+
+// Publisher sends a message: a *nats.Conn, or a wrapper of one.
+type Publisher interface {
+	PublishMsg(m *nats.Msg) error
+}
+
+// Respond answers a request with data, sent on p: the connection the request arrived on
+// (or a wrapper of it).
+func Respond(p Publisher, msg *nats.Msg, data []byte) error {
 	if msg.Reply == "" {
 		return errors.New("bus: message has no reply subject")
 	}
-	return msg.RespondMsg(&nats.Msg{Data: data})
+	return p.PublishMsg(&nats.Msg{Subject: msg.Reply, Data: data})
 }
 
-// RespondError answers a request with an error code and a plain description (never an
-// internal error text, which may hold details the requester must not see).
-func RespondError(msg *nats.Msg, code, description string) error {
+// RespondError answers a request, on p as Respond does, with an error code and a plain
+// description (never an internal error text, which may hold details the requester must
+// not see).
+func RespondError(p Publisher, msg *nats.Msg, code, description string) error {
 	if msg.Reply == "" {
 		return errors.New("bus: message has no reply subject")
 	}
 	reply := nats.NewMsg(msg.Reply)
 	reply.Header.Set(HeaderErrorCode, code)
 	reply.Header.Set(HeaderErrorDescription, description)
-	return msg.RespondMsg(reply)
+	return p.PublishMsg(reply)
 }
 
 // Subscribe subscribes handler to subject with bounded pending limits. The handler runs

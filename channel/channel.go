@@ -104,6 +104,15 @@ type Grants interface {
 	Pending(ctx context.Context, requestID, sessionID string) (bool, error)
 }
 
+// Bus is the hub's side of NATS, a *nats.Conn: it subscribes to the view and tool
+// subjects of the sessions it holds and answers their requests (bus.Respond). The
+// development stack wraps it to alter the answers on their way out (internal/stack).
+type Bus interface {
+	ChanSubscribe(subject string, ch chan *nats.Msg) (*nats.Subscription, error)
+	FlushTimeout(timeout time.Duration) error
+	bus.Publisher
+}
+
 // Status events are published by this package through an EventPublisher.
 type EventPublisher interface {
 	Publish(ctx context.Context, ev session.Event)
@@ -117,7 +126,7 @@ type Config struct {
 	// Grants proves that a view request on the bus comes from a replica that
 	// stored its capability: any other request is refused before it reaches the worker.
 	Grants    Grants
-	NATS      *nats.Conn
+	NATS      Bus
 	Namespace bus.Namespace
 	Events    EventPublisher
 	Log       zerolog.Logger
@@ -129,6 +138,11 @@ type Config struct {
 	PingInterval, PingTimeout time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// RelayClock is the clock of each connection's relay pace (ObservationBurst,
+	// ObservationRate); nil means time.Now. It is apart from Now, which stamps events and
+	// the session clock, so that the development stack can let pace time pass — standing
+	// in for a client's wait between two polls — and move no session's clock.
+	RelayClock func() time.Time
 }
 
 // Hub holds this replica's worker connections.
@@ -140,8 +154,6 @@ type Hub struct {
 	closed bool             // guarded by mu
 
 	wg sync.WaitGroup
-
-	hooks atomic.Pointer[Hooks] // the testing seam; nil in production
 
 	// Counts of the view requests that arrived on the bus: relayed to a worker, refused
 	// because no replica stored their capability, or answered busy by the pace.
@@ -168,6 +180,9 @@ func NewHub(cfg Config) *Hub {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.RelayClock == nil {
+		cfg.RelayClock = time.Now
 	}
 	if cfg.PingInterval == 0 {
 		cfg.PingInterval = PingInterval

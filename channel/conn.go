@@ -40,8 +40,8 @@ type Conn struct {
 	observing atomic.Int32 // observation waiters in use
 	tooling   atomic.Int32 // tool waiters in use
 	// relays paces the view requests relayed to the worker (ObservationBurst,
-	// ObservationRate); it is safe for concurrent use, and replaced by RefillPace.
-	relays atomic.Pointer[rate.Limiter]
+	// ObservationRate) on the hub's RelayClock; it is safe for concurrent use.
+	relays *rate.Limiter
 
 	mu sync.Mutex
 	// Two waiter maps, so that observations never share a bound or a table with tool
@@ -64,8 +64,8 @@ func (h *Hub) serve(parent context.Context, ws *websocket.Conn, sess session.Ses
 		viewWaiters: map[uint64]chan *jsonrpc.Message{},
 		toolWaiters: map[uint64]chan *jsonrpc.Message{},
 		helloed:     make(chan struct{}),
+		relays:      rate.NewLimiter(ObservationRate, ObservationBurst),
 	}
-	c.relays.Store(rate.NewLimiter(ObservationRate, ObservationBurst))
 	defer c.close(websocket.StatusNormalClosure, "bye")
 
 	hello, helloID, err := c.readHello(ctx)
@@ -91,9 +91,6 @@ func (h *Hub) serve(parent context.Context, ws *websocket.Conn, sess session.Ses
 	if err := c.subscribe(); err != nil {
 		c.log.Error().Err(err).Msg("subscribe session subjects")
 		return
-	}
-	if k := h.hooks.Load(); k != nil && k.OnHello != nil {
-		k.OnHello(c)
 	}
 	res, _ := json.Marshal(jsonrpc.HelloResult{SessionID: sess.ID})
 	if err := c.write(ctx, encoded(jsonrpc.NewResult(helloID, res))); err != nil {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -65,7 +66,15 @@ type hubEnv struct {
 	url      string
 	events   eventLog
 	clock    *testenv.Clock
-	serving  atomic.Int32 // hub handlers running
+	relays   *testenv.Clock // the hub's relay clock (Config.RelayClock)
+	serving  atomic.Int32   // hub handlers running
+}
+
+// refillPace fills the relay pace of the hub's connections, as if each had been quiet
+// for a while: it moves the hub's relay clock on by the time the pace takes to fill,
+// and no other clock.
+func (e *hubEnv) refillPace() {
+	e.relays.Advance(time.Duration(float64(ObservationBurst) / float64(ObservationRate) * float64(time.Second)))
 }
 
 // newHubEnv starts a hub; sessions, when not nil, replaces the session store the hub
@@ -73,7 +82,7 @@ type hubEnv struct {
 func newHubEnv(t *testing.T, s *servers, hubSessions func(*hubEnv) *session.Store) *hubEnv {
 	t.Helper()
 	dep := testenv.Deployment(t)
-	e := &hubEnv{rdb: testenv.RedisClient(t, s.redis, 0), events: make(eventLog, 16), clock: testenv.NewClock(time.Now()), other: s.other}
+	e := &hubEnv{rdb: testenv.RedisClient(t, s.redis, 0), events: make(eventLog, 16), clock: testenv.NewClock(time.Now()), relays: testenv.NewClock(time.Now()), other: s.other}
 	e.creds = auth.NewStore(e.rdb, dep, nil)
 	e.sessions = session.NewStore(e.rdb, e.creds, dep, session.Policy{}, e.clock.Now)
 	e.caps = view.NewGrants(e.rdb, dep, view.GrantKeys{make([]byte, view.GrantKeyBytes)}, 0)
@@ -88,7 +97,7 @@ func newHubEnv(t *testing.T, s *servers, hubSessions func(*hubEnv) *session.Stor
 	}
 	e.hub = NewHub(Config{
 		ReplicaID: "r1", Creds: e.creds, Sessions: sessions, Grants: e.caps, NATS: s.owner,
-		Namespace: ns, Events: e.events, Log: testenv.Logger(t), Now: e.clock.Now,
+		Namespace: ns, Events: e.events, Log: testenv.Logger(t), Now: e.clock.Now, RelayClock: e.relays.Now,
 	})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		e.serving.Add(1)
@@ -456,7 +465,7 @@ func TestHubRelaysView(t *testing.T) {
 	// answer(id); it returns the requester's reply.
 	relay := func(t *testing.T, answer func(id uint64) []byte) reply {
 		t.Helper()
-		e.hub.RefillPace()
+		e.refillPace()
 		rid := randomHex(t, 32)
 		if err := e.caps.Put(ctx, rid, sess.ID, envelope.PublicKeyHex(dest)); err != nil {
 			t.Fatal(err)
@@ -543,7 +552,7 @@ func TestHubRelaysView(t *testing.T) {
 	}
 
 	t.Run("worker drops the socket", func(t *testing.T) {
-		e.hub.RefillPace()
+		e.refillPace()
 		rid := randomHex(t, 32)
 		if err := e.caps.Put(ctx, rid, sess.ID, envelope.PublicKeyHex(dest)); err != nil {
 			t.Fatal(err)
@@ -820,35 +829,53 @@ func TestHubReconnectKeepsOwner(t *testing.T) {
 
 // A call that reaches the subscriptions before the worker has read its hello's answer
 // waits for that answer: the worker's first message is always the answer (a worker takes
-// anything else as a refusal and backs off — CI once saw browser_open fail so). The hook
-// holds the answer back until the call is waiting on the connection.
+// anything else as a refusal and backs off — CI once saw browser_open fail so). The
+// hub's last step before the answer, the flush that confirms the subscriptions, is held
+// back, as a slow NATS server would hold it, until the call is waiting on the connection.
 func TestHubAnswersHelloBeforeAnyCall(t *testing.T) {
 	t.Parallel()
 	s := startServers(t)
 	e := newHubEnv(t, s, nil)
 	ctx := testenv.Context(t, 30*time.Second)
 	sess, passes := e.start(t, ctx)
-	called := make(chan error, 1)
-	hook := func(c *Conn) {
-		attached, err := e.sessions.Get(ctx, sess.ID)
-		if err != nil {
-			called <- err
-			return
-		}
-		go func() {
-			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			defer cancel()
-			_, err := CallTool(cctx, e.other, e.ns, attached, wire.ToolOpen, map[string]string{"url": "https://example.com/"})
-			called <- err
-		}()
-		testenv.WaitFor(t, 10*time.Second, "the tool call to wait on the connection", func() bool {
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			return len(c.toolWaiters) == 1
-		})
+	held, release := e.holdFlush(t)
+	ws, status := e.dial(t, ctx, passes.Worker)
+	if ws == nil {
+		t.Fatalf("upgrade refused with %d", status)
 	}
-	e.hub.SetHooks(&Hooks{OnHello: hook})
-	ws := e.attach(t, ctx, sess, passes.Worker, []string{wire.CapabilityBrowserView}) // fails unless the answer comes first
+	send(t, ctx, ws, must(jsonrpc.NewRequest(1, jsonrpc.MethodHello, jsonrpc.HelloParams{ImageTag: "worker:test", BootstrapRevision: wire.BootstrapRevision, Capabilities: []string{wire.CapabilityBrowserView}})))
+	select {
+	case <-held: // the hub attached the session and the server has its subscriptions
+	case <-ctx.Done():
+		t.Fatal("the hub never subscribed the session's subjects")
+	}
+	attached, err := e.sessions.Get(ctx, sess.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	called := make(chan error, 1)
+	go func() {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		_, err := CallTool(cctx, e.other, e.ns, attached, wire.ToolOpen, map[string]string{"url": "https://example.com/"})
+		called <- err
+	}()
+	testenv.WaitFor(t, 10*time.Second, "the tool call to wait on the connection", func() bool {
+		e.hub.mu.Lock()
+		c := e.hub.conns[sess.ID]
+		e.hub.mu.Unlock()
+		if c == nil {
+			return false
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.toolWaiters) == 1
+	})
+	release()
+	var res jsonrpc.HelloResult
+	if m := receive(t, ctx, ws); !m.IsResponse() || m.Error != nil || json.Unmarshal(m.Result, &res) != nil || res.SessionID != sess.ID {
+		t.Fatalf("first message %s %+v %s, want the hello's answer", m.Method, m.Error, m.Result)
+	}
 	m := receive(t, ctx, ws)
 	if m.Method != jsonrpc.MethodToolsCall {
 		t.Fatalf("second message %s, want the tool call", m.Method)
@@ -857,6 +884,35 @@ func TestHubAnswersHelloBeforeAnyCall(t *testing.T) {
 	if err := <-called; err != nil {
 		t.Fatalf("CallTool: %v", err)
 	}
+}
+
+// holdFlush makes the flush that confirms the next session's subscriptions (the last
+// step before the hello's answer) return only once release is called, as a NATS server
+// slow to answer it would; held is closed once the server has the subscriptions.
+func (e *hubEnv) holdFlush(t *testing.T) (held <-chan struct{}, release func()) {
+	t.Helper()
+	b := &flushHold{Bus: e.hub.cfg.NATS, held: make(chan struct{}), release: make(chan struct{})}
+	var once sync.Once
+	release = func() { once.Do(func() { close(b.release) }) }
+	t.Cleanup(release)
+	e.hub.cfg.NATS = b
+	return b.held, release
+}
+
+// flushHold is a hub's NATS connection whose first flush waits (holdFlush).
+type flushHold struct {
+	Bus
+	once          sync.Once
+	held, release chan struct{}
+}
+
+func (b *flushHold) FlushTimeout(timeout time.Duration) error {
+	err := b.Bus.FlushTimeout(timeout)
+	b.once.Do(func() {
+		close(b.held)
+		<-b.release
+	})
+	return err
 }
 
 // A worker that stops answering pings is dropped, and one that answers stays: the hub

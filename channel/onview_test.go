@@ -73,7 +73,7 @@ func TestOnViewRefusals(t *testing.T) {
 		{name: "waiters full", data: testRequestID, caps: &stubCaps{ok: true}, wantCode: wire.ReasonBusy, wantCheck: true,
 			prep: func(c *Conn) { c.observing.Store(MaxObservationWaiters) }},
 		{name: "paced", data: testRequestID, caps: &stubCaps{ok: true}, wantCode: wire.ReasonBusy, wantCheck: true,
-			prep:      func(c *Conn) { c.relays.Store(rate.NewLimiter(ObservationRate, 0)) },
+			prep:      func(c *Conn) { c.relays = rate.NewLimiter(ObservationRate, 0) },
 			wantCount: func(h *Hub) int64 { return h.ViewsPaced.Load() }},
 	}
 	for _, tt := range tests {
@@ -95,8 +95,7 @@ func TestOnViewRefusals(t *testing.T) {
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			t.Cleanup(cancel)
-			c := &Conn{hub: h, session: session.Session{ID: "s1", Hello: hello}, ctx: ctx, cancel: cancel, log: testenv.Logger(t)}
-			c.relays.Store(rate.NewLimiter(ObservationRate, ObservationBurst))
+			c := &Conn{hub: h, session: session.Session{ID: "s1", Hello: hello}, ctx: ctx, cancel: cancel, log: testenv.Logger(t), relays: rate.NewLimiter(ObservationRate, ObservationBurst)}
 			observing := int32(0)
 			if tt.prep != nil {
 				tt.prep(c)

@@ -127,12 +127,12 @@ func openToolRequest(key *ecdh.PrivateKey, data []byte) (req toolRequest, p json
 func (c *Conn) onTool(msg *nats.Msg) {
 	req, p, replyKey, err := openToolRequest(c.hub.key, msg.Data)
 	if err != nil {
-		_ = bus.RespondError(msg, "bad_request", err.Error())
+		_ = bus.RespondError(c.hub.cfg.NATS, msg, "bad_request", err.Error())
 		return
 	}
 	if c.tooling.Add(1) > MaxToolWaiters {
 		c.tooling.Add(-1)
-		_ = bus.RespondError(msg, "busy", "too many tool calls on this connection")
+		_ = bus.RespondError(c.hub.cfg.NATS, msg, "busy", "too many tool calls on this connection")
 		return
 	}
 	go func() {
@@ -154,21 +154,21 @@ func (c *Conn) onTool(msg *nats.Msg) {
 			// the session store: a result from anyone else on the bus does not open.
 			env, serr := envelope.SealFrom(rand.Reader, c.hub.key, replyKey, req.RequestID, res)
 			if serr != nil {
-				_ = bus.RespondError(msg, "unavailable", "cannot seal the result")
+				_ = bus.RespondError(c.hub.cfg.NATS, msg, "unavailable", "cannot seal the result")
 				return
 			}
 			b, _ := json.Marshal(envelope.Sealed{Envelope: env})
-			if err := bus.Respond(msg, b); err != nil {
+			if err := bus.Respond(c.hub.cfg.NATS, msg, b); err != nil {
 				c.log.Warn().Err(err).Int("bytes", len(b)).Msg("tool result not sent")
-				_ = bus.RespondError(msg, "unavailable", "result not sent")
+				_ = bus.RespondError(c.hub.cfg.NATS, msg, "unavailable", "result not sent")
 			}
 		case errors.As(err, &rpcErr):
 			// Broker error messages are plain and carry no URL or page text.
-			_ = bus.RespondError(msg, "tool_failed", rpcErr.Message)
+			_ = bus.RespondError(c.hub.cfg.NATS, msg, "tool_failed", rpcErr.Message)
 		case errors.Is(err, context.DeadlineExceeded):
-			_ = bus.RespondError(msg, "timeout", "tool call timed out")
+			_ = bus.RespondError(c.hub.cfg.NATS, msg, "timeout", "tool call timed out")
 		default:
-			_ = bus.RespondError(msg, "unavailable", "worker unavailable")
+			_ = bus.RespondError(c.hub.cfg.NATS, msg, "unavailable", "worker unavailable")
 		}
 	}()
 }

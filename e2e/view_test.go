@@ -17,8 +17,8 @@ import (
 	"github.com/agentfy/agentfy/internal/stack"
 	"github.com/agentfy/agentfy/internal/stacktest"
 	"github.com/agentfy/agentfy/internal/testenv"
+	"github.com/agentfy/agentfy/keyspace"
 	"github.com/agentfy/agentfy/openapi"
-	"github.com/agentfy/agentfy/view"
 )
 
 // replicaA and replicaB: requests go to A, workers attach to B.
@@ -164,8 +164,8 @@ func TestNoSessionIsNotLive(t *testing.T) {
 			}
 		}
 	}
-	gate := view.NewGate(st.Client, "dev", 0, 0)
-	if n, err := st.AdminClient().Exists(client.Context(t), gate.Key(agent), gate.PaceKey(agent, "user:u-alice")).Result(); err != nil || n != 0 {
+	keys := keyspace.For("dev")
+	if n, err := st.AdminClient().Exists(client.Context(t), keys.Gate(agent), keys.Pace(agent, "user:u-alice")).Result(); err != nil || n != 0 {
 		t.Fatalf("polling an agent without a session took %d gate keys (%v)", n, err)
 	}
 	startSession(t, agent, stack.SessionOptions{})
@@ -180,11 +180,11 @@ func TestRechecksAfterCapture(t *testing.T) {
 	if _, err := ss.Tool(client.Context(t), "browser_open", map[string]string{"url": st.Site + "/account.html"}); err != nil {
 		t.Fatal(err)
 	}
-	views := st.Replicas[0].Views
+	views := st.Replicas[0]
 	t.Cleanup(func() { views.SetHooks(nil) })
 
 	// Membership revoked while the capture runs: 404, no frame.
-	views.SetHooks(&view.Hooks{OnReply: func(b []byte) []byte {
+	views.SetHooks(&stack.Hooks{OnReply: func(b []byte) []byte {
 		if err := st.Dir.RemoveMember(client.Context(t), "team-atlas", "u-bob"); err != nil {
 			t.Error(err)
 		}
@@ -206,7 +206,7 @@ func TestRechecksAfterCapture(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	views.SetHooks(&view.Hooks{OnReply: func(b []byte) []byte {
+	views.SetHooks(&stack.Hooks{OnReply: func(b []byte) []byte {
 		if _, err := st.Creds.RevokeOrgKey(client.Context(t), "org-acme", orgKey.ID); err != nil {
 			t.Error(err)
 		}
@@ -219,7 +219,7 @@ func TestRechecksAfterCapture(t *testing.T) {
 
 	// Session stopped while the capture runs: live:false, never a frame.
 	client.OpenGate(t, agent)
-	views.SetHooks(&view.Hooks{OnReply: func(b []byte) []byte {
+	views.SetHooks(&stack.Hooks{OnReply: func(b []byte) []byte {
 		if err := ss.Stop(client.Context(t)); err != nil {
 			t.Error(err)
 		}

@@ -65,7 +65,7 @@ func TestPendingLimitPerReplica(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, m := range held {
-			_ = bus.RespondError(m, wire.ReasonCapture, "released by the test")
+			_ = bus.RespondError(st.Bus, m, wire.ReasonCapture, "released by the test")
 		}
 		held = nil
 	}
@@ -191,8 +191,8 @@ func TestOversizedReplyFailsAtOnce(t *testing.T) {
 	record(t, "Bounds", "a reply larger than NATS's max_payload is answered with an error at once (503), not after the 9-s deadline", &observed)
 	agent := "agent-oversized"
 	liveSession(t, agent, stack.SessionOptions{})
-	owner := st.Replicas[1].Hub
-	owner.SetHooks(&channel.Hooks{OnEnvelope: func([]byte) []byte { return make([]byte, bus.MaxPayload+1) }})
+	owner := st.Replicas[1]
+	owner.SetHooks(&stack.Hooks{OnEnvelope: func([]byte) []byte { return make([]byte, bus.MaxPayload+1) }})
 	t.Cleanup(func() { owner.SetHooks(nil) })
 	start := time.Now()
 	a := client.Poll(t, agent)

@@ -19,7 +19,6 @@ import (
 	"github.com/agentfy/agentfy/internal/testenv"
 	"github.com/agentfy/agentfy/jsonrpc"
 	"github.com/agentfy/agentfy/session"
-	"github.com/agentfy/agentfy/view"
 	"github.com/agentfy/agentfy/wire"
 )
 
@@ -171,9 +170,9 @@ func TestPartnerKeyRevokedDuringCapture(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	views := st.Replicas[0].Views
+	views := st.Replicas[0]
 	t.Cleanup(func() { views.SetHooks(nil) })
-	views.SetHooks(&view.Hooks{OnReply: func(b []byte) []byte {
+	views.SetHooks(&stack.Hooks{OnReply: func(b []byte) []byte {
 		if _, err := st.Creds.RevokeOrgKey(ctx, "org-acme", orgKey.ID); err != nil {
 			t.Error(err)
 		}

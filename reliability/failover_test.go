@@ -19,7 +19,7 @@ import (
 	"github.com/agentfy/agentfy/internal/redisserver"
 	"github.com/agentfy/agentfy/internal/stack"
 	"github.com/agentfy/agentfy/internal/stacktest"
-	"github.com/agentfy/agentfy/view"
+	"github.com/agentfy/agentfy/keyspace"
 )
 
 // seen is one poll of the failover test.
@@ -232,7 +232,7 @@ func failover(t *testing.T, kind string) string {
 
 	// Stop the master that holds the agent's gate (and its session pointer's slot, for
 	// the Cluster: the agent's keys share its hash tag).
-	gateKey := view.NewGate(fc.St.Client, "dev", 0, 0).Key(agent)
+	gateKey := keyspace.For("dev").Gate(agent)
 	var master *redisserver.Server
 	var err error
 	if topo.Cluster != nil {

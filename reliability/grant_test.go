@@ -12,7 +12,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/agentfy/agentfy/channel"
 	"github.com/agentfy/agentfy/envelope"
 	"github.com/agentfy/agentfy/internal/stack"
 	"github.com/agentfy/agentfy/internal/stacktest"
@@ -156,8 +155,8 @@ func TestGrantRedirectedInTheRace(t *testing.T) {
 	}
 	before := forgedCount()
 	rewrote := make(chan error, 1)
-	owner := st.Replicas[1].Hub
-	owner.SetHooks(&channel.Hooks{OnRelay: func(requestID string) {
+	owner := st.Replicas[1]
+	owner.SetHooks(&stack.Hooks{OnRelay: func(requestID string) {
 		k := keyspace.For("dev").Grant(requestID)
 		var stored map[string]string
 		err := json.Unmarshal([]byte(st.AdminClient().Get(c, k).Val()), &stored)

@@ -79,7 +79,7 @@ func TestBoundsUnderLoad(t *testing.T) {
 		}
 	}
 	for _, r := range st.Replicas {
-		r.Views.SetHooks(&view.Hooks{OnGate: func(agent string, allowed bool, asked time.Time) {
+		r.SetHooks(&stack.Hooks{OnGate: func(agent string, allowed bool, asked time.Time) {
 			if allowed {
 				answered := time.Now()
 				mu.Lock()
@@ -87,7 +87,7 @@ func TestBoundsUnderLoad(t *testing.T) {
 				mu.Unlock()
 			}
 		}})
-		t.Cleanup(func() { r.Views.SetHooks(nil) })
+		t.Cleanup(func() { r.SetHooks(nil) })
 	}
 
 	tr := &http.Transport{MaxIdleConnsPerHost: loadPollers, IdleConnTimeout: 30 * time.Second}

@@ -16,7 +16,6 @@ import (
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/internal/stack"
 	"github.com/agentfy/agentfy/internal/stacktest"
-	"github.com/agentfy/agentfy/view"
 	"github.com/agentfy/agentfy/wire"
 )
 
@@ -58,8 +57,8 @@ func TestNothingPersists(t *testing.T) {
 	}
 	var keys [][]byte
 	for _, r := range st.Replicas {
-		r.Views.SetHooks(&view.Hooks{OnKey: func(_ string, priv []byte) { mu.Lock(); keys = append(keys, priv); mu.Unlock() }})
-		t.Cleanup(func() { r.Views.SetHooks(nil) })
+		r.SetHooks(&stack.Hooks{OnKey: func(priv []byte) { mu.Lock(); keys = append(keys, priv); mu.Unlock() }})
+		t.Cleanup(func() { r.SetHooks(nil) })
 	}
 
 	var needles []needle

@@ -18,7 +18,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/agentfy/agentfy/channel"
 	"github.com/agentfy/agentfy/envelope"
 	"github.com/agentfy/agentfy/internal/stack"
 	"github.com/agentfy/agentfy/internal/stacktest"
@@ -60,12 +59,12 @@ func flip(s string) string {
 func TestTampering(t *testing.T) {
 	agent := "agent-tamper"
 	liveSession(t, agent, stack.SessionOptions{})
-	owner := st.Replicas[1].Hub
+	owner := st.Replicas[1]
 	t.Cleanup(func() { owner.SetHooks(nil) })
 
 	// A real envelope of an earlier request, to replay against a later one.
 	var earlier atomic.Pointer[[]byte]
-	owner.SetHooks(&channel.Hooks{OnEnvelope: func(b []byte) []byte { c := append([]byte(nil), b...); earlier.Store(&c); return b }})
+	owner.SetHooks(&stack.Hooks{OnEnvelope: func(b []byte) []byte { c := append([]byte(nil), b...); earlier.Store(&c); return b }})
 	if a := client.Poll(t, agent); a.Summary() != "200 frame" {
 		t.Fatalf("control: %s", a.Summary())
 	}
@@ -99,7 +98,7 @@ func TestTampering(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			observed := ""
 			record(t, "Tampering (envelope altered at the owning replica)", "503; never a frame, never live:false", &observed)
-			owner.SetHooks(&channel.Hooks{OnEnvelope: tc.tamper})
+			owner.SetHooks(&stack.Hooks{OnEnvelope: tc.tamper})
 			a := client.Poll(t, agent)
 			owner.SetHooks(nil)
 			observed = a.Summary()

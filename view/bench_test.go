@@ -102,21 +102,21 @@ func BenchmarkGateAllow(b *testing.B) {
 		i := 0
 		for b.Loop() {
 			i++
-			ok, err := gate.Allow(ctx, fmt.Sprintf("agent-b%08d", i), "bench")
-			if err != nil || !ok {
-				b.Fatalf("allow = %v, %v", ok, err)
+			d, err := gate.Decide(ctx, fmt.Sprintf("agent-b%08d", i), "bench")
+			if err != nil || !d.Allowed {
+				b.Fatalf("decide = %+v, %v", d, err)
 			}
 		}
 	})
 	b.Run("lost", func(b *testing.B) {
 		ctx := b.Context()
-		if _, err := gate.Allow(ctx, "agent-busy", "bench"); err != nil {
+		if _, err := gate.Decide(ctx, "agent-busy", "bench"); err != nil {
 			b.Fatal(err)
 		}
 		b.ReportAllocs()
 		for b.Loop() {
 			// Once in a long run the 2 s window ends and one call wins: same cost.
-			if _, err := gate.Allow(ctx, "agent-busy", "bench"); err != nil {
+			if _, err := gate.Decide(ctx, "agent-busy", "bench"); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -48,9 +48,6 @@ func NewGate(rdb redis.UniversalClient, deployment string, window, pace time.Dur
 	return &Gate{rdb: rdb, keys: keyspace.For(deployment), window: window, pace: pace}
 }
 
-// Window is the gate's window.
-func (g *Gate) Window() time.Duration { return g.window }
-
 // gateScript decides one request in one step on two keys of the agent's slot: a caller
 // whose pace (KEYS[1]) still runs is refused with the milliseconds left of it; otherwise
 // the agent's window (KEYS[2]) is tried, and only a caller who wins it takes its pace. A
@@ -79,7 +76,9 @@ type Decision struct {
 // may view agentID now: its own pace is free and it won the agent's current window. A
 // Redis error is returned as such (the caller answers 503), never as a refusal.
 func (g *Gate) Decide(ctx context.Context, agentID, caller string) (Decision, error) {
-	keys := []string{g.PaceKey(agentID, caller), g.Key(agentID)}
+	// The caller's pace and the agent's window (keyspace.Keys.Pace, Gate): the caller
+	// appears in its key only as a hash.
+	keys := []string{g.keys.Pace(agentID, caller), g.keys.Gate(agentID)}
 	// Durable, so that a failover cannot lose a granted window and let a second view in.
 	reply, err := runScript(ctx, g.rdb, g.acks, gateScript, keys, g.pace.Milliseconds(), g.window.Milliseconds()).Int64Slice()
 	if err != nil {
@@ -97,16 +96,3 @@ func (g *Gate) Decide(ctx context.Context, agentID, caller string) (Decision, er
 		return Decision{RetryAfter: g.window}, nil
 	}
 }
-
-// Allow is Decide's verdict alone.
-func (g *Gate) Allow(ctx context.Context, agentID, caller string) (bool, error) {
-	d, err := g.Decide(ctx, agentID, caller)
-	return d.Allowed, err
-}
-
-// Key is the Redis key of agentID's window.
-func (g *Gate) Key(agentID string) string { return g.keys.Gate(agentID) }
-
-// PaceKey is the Redis key of caller's pace for agentID; the caller appears only as a
-// hash.
-func (g *Gate) PaceKey(agentID, caller string) string { return g.keys.Pace(agentID, caller) }

@@ -1,6 +1,7 @@
 package view_test
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -263,6 +264,12 @@ func TestGrantRedisDown(t *testing.T) {
 	}
 }
 
+// allow is the gate's verdict alone (Gate.Decide's Allowed).
+func allow(ctx context.Context, g *view.Gate, agentID, caller string) (bool, error) {
+	d, err := g.Decide(ctx, agentID, caller)
+	return d.Allowed, err
+}
+
 func TestGateOneWinnerOf64AcrossTwoClients(t *testing.T) {
 	srv := testenv.Redis(t)
 	clients := []redis.UniversalClient{testenv.RedisClient(t, srv, 1), testenv.RedisClient(t, srv, 1)}
@@ -277,7 +284,7 @@ func TestGateOneWinnerOf64AcrossTwoClients(t *testing.T) {
 	for i := range 64 {
 		wg.Go(func() {
 			<-start
-			ok, err := gates[i%2].Allow(ctx, "agent-1", fmt.Sprintf("caller-%d", i))
+			ok, err := allow(ctx, gates[i%2], "agent-1", fmt.Sprintf("caller-%d", i))
 			if err != nil {
 				errs <- err
 				return
@@ -297,7 +304,7 @@ func TestGateOneWinnerOf64AcrossTwoClients(t *testing.T) {
 		t.Fatalf("winners = %d, want exactly 1", n)
 	}
 	// Another agent has its own window.
-	if ok, err := gates[0].Allow(ctx, "agent-2", "caller-0"); err != nil || !ok {
+	if ok, err := allow(ctx, gates[0], "agent-2", "caller-0"); err != nil || !ok {
 		t.Fatalf("other agent: %v, %v", ok, err)
 	}
 	// The window is 2 s, kept by Redis.
@@ -312,14 +319,14 @@ func TestGateOpensAfterWindow(t *testing.T) {
 	rdb := testenv.RedisClient(t, srv, 0)
 	ctx := testenv.Context(t, 30*time.Second)
 	g := view.NewGate(rdb, testenv.Deployment(t), 50*time.Millisecond, 50*time.Millisecond)
-	if ok, _ := g.Allow(ctx, "a", "u1"); !ok {
+	if ok, _ := allow(ctx, g, "a", "u1"); !ok {
 		t.Fatal("first request refused")
 	}
-	if ok, _ := g.Allow(ctx, "a", "u2"); ok {
+	if ok, _ := allow(ctx, g, "a", "u2"); ok {
 		t.Fatal("second request within the window allowed")
 	}
 	testenv.WaitFor(t, 5*time.Second, "expiry", func() bool { n, _ := rdb.DBSize(ctx).Result(); return n == 0 })
-	if ok, err := g.Allow(ctx, "a", "u1"); !ok || err != nil {
+	if ok, err := allow(ctx, g, "a", "u1"); !ok || err != nil {
 		t.Fatalf("after the window: %v, %v", ok, err)
 	}
 }
@@ -332,7 +339,8 @@ func TestLosingTheWindowTakesNoPace(t *testing.T) {
 	srv := testenv.Redis(t)
 	rdb := testenv.RedisClient(t, srv, 0)
 	ctx := testenv.Context(t, 30*time.Second)
-	g := view.NewGate(rdb, testenv.Deployment(t), time.Minute, time.Minute)
+	dep := testenv.Deployment(t)
+	g := view.NewGate(rdb, dep, time.Minute, time.Minute)
 	if d, err := g.Decide(ctx, "agent-1", "user:alice"); err != nil || !d.Allowed {
 		t.Fatalf("first request: %+v %v", d, err)
 	}
@@ -340,10 +348,10 @@ func TestLosingTheWindowTakesNoPace(t *testing.T) {
 	if err != nil || d.Allowed || d.RetryAfter != time.Minute {
 		t.Fatalf("the window's loser: %+v %v, want refused with the window", d, err)
 	}
-	if n, _ := rdb.Exists(ctx, g.PaceKey("agent-1", "key:partner")).Result(); n != 0 {
+	if n, _ := rdb.Exists(ctx, keyspace.For(dep).Pace("agent-1", "key:partner")).Result(); n != 0 {
 		t.Fatal("the window's loser had its pace taken")
 	}
-	if err := rdb.Del(ctx, g.Key("agent-1")).Err(); err != nil { // the window ends
+	if err := rdb.Del(ctx, keyspace.For(dep).Gate("agent-1")).Err(); err != nil { // the window ends
 		t.Fatal(err)
 	}
 	if d, err := g.Decide(ctx, "agent-1", "key:partner"); err != nil || !d.Allowed {
@@ -360,23 +368,23 @@ func TestCallerPace(t *testing.T) {
 	ctx := testenv.Context(t, 30*time.Second)
 	dep := testenv.Deployment(t)
 	g := view.NewGate(rdb, dep, 50*time.Millisecond, time.Minute)
-	if ok, _ := g.Allow(ctx, "agent-1", "user:alice"); !ok {
+	if ok, _ := allow(ctx, g, "agent-1", "user:alice"); !ok {
 		t.Fatal("first request refused")
 	}
-	if ok, _ := g.Allow(ctx, "agent-2", "user:alice"); !ok {
+	if ok, _ := allow(ctx, g, "agent-2", "user:alice"); !ok {
 		t.Fatal("the pace of one agent held back another")
 	}
 	testenv.WaitFor(t, 5*time.Second, "the window's end", func() bool {
-		n, _ := rdb.Exists(ctx, g.Key("agent-1")).Result()
+		n, _ := rdb.Exists(ctx, keyspace.For(dep).Gate("agent-1")).Result()
 		return n == 0
 	})
-	if ok, _ := g.Allow(ctx, "agent-1", "user:alice"); ok {
+	if ok, _ := allow(ctx, g, "agent-1", "user:alice"); ok {
 		t.Fatal("the same caller passed again within its pace")
 	}
-	if ok, _ := g.Allow(ctx, "agent-1", "key:partner"); !ok {
+	if ok, _ := allow(ctx, g, "agent-1", "key:partner"); !ok {
 		t.Fatal("a paced caller's refusal took the window from another caller")
 	}
-	ttl, err := rdb.PTTL(ctx, g.PaceKey("agent-1", "user:alice")).Result()
+	ttl, err := rdb.PTTL(ctx, keyspace.For(dep).Pace("agent-1", "user:alice")).Result()
 	if err != nil || ttl <= 50*time.Second || ttl > time.Minute {
 		t.Fatalf("pace ttl %v, %v", ttl, err)
 	}
@@ -384,7 +392,7 @@ func TestCallerPace(t *testing.T) {
 	if d, err := g.Decide(ctx, "agent-1", "user:alice"); err != nil || d.Allowed || d.RetryAfter <= 50*time.Second || d.RetryAfter > time.Minute {
 		t.Fatalf("a paced caller's decision %+v, %v: want the pace's time left", d, err)
 	}
-	if strings.Contains(g.PaceKey("agent-1", "user:alice"), "alice") {
+	if strings.Contains(keyspace.For(dep).Pace("agent-1", "user:alice"), "alice") {
 		t.Fatal("the pace key names the caller")
 	}
 }

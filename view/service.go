@@ -7,10 +7,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
@@ -83,34 +81,58 @@ func (e *RateLimitedError) Is(target error) bool { return target == ErrRateLimit
 // Service runs a view request on the requesting replica: authorization, gate, session,
 // capability, the NATS request, opening and validating the page, and the re-checks.
 type Service struct {
-	rdb      redis.UniversalClient // for the pipelines that batch the checks' reads
-	gate     *Gate
-	caps     *Grants
-	sessions Sessions
-	nc       *nats.Conn
-	ns       bus.Namespace
-	log      zerolog.Logger
-	pending  chan struct{}         // a slot per pending request; guarded by channel semantics
-	hooks    atomic.Pointer[Hooks] // test hooks; nil in production
+	rdb       redis.UniversalClient // for the pipelines that batch the checks' reads
+	gate      Decider
+	caps      *Grants
+	sessions  Sessions
+	requester Requester
+	newKey    func() (*ecdh.PrivateKey, error)
+	ns        bus.Namespace
+	log       zerolog.Logger
+	pending   chan struct{} // a slot per pending request; guarded by channel semantics
 }
 
-// Hooks let tests look into a running service. Production never sets them.
-type Hooks struct {
-	// OnReply may replace a sealed reply before it is opened (tampering, or acting
-	// "while the capture runs").
-	OnReply func([]byte) []byte
-	// OnKey sees each request's private key, to prove that no key material reaches Redis.
-	OnKey func(requestID string, privateKey []byte)
-	// OnGate sees each gate decision, with the time just before the gate was asked.
-	OnGate func(agentID string, allowed bool, asked time.Time)
+// Decider decides whether a view request may go ahead now: the Gate.
+type Decider interface {
+	// Decide is Gate.Decide: a refusal is a Decision, an error means it cannot decide.
+	Decide(ctx context.Context, agentID, caller string) (Decision, error)
 }
 
-// SetHooks installs test hooks (nil removes them).
-func (s *Service) SetHooks(h *Hooks) { s.hooks.Store(h) }
+// Requester carries a view request to the replica that holds the worker's socket: the
+// replica's NATS connection (bus.Client).
+type Requester interface {
+	// Connected reports whether a request can leave now.
+	Connected() bool
+	// Request sends data to subject and waits for the reply until ctx ends; its errors
+	// are bus.Request's (bus.ErrNoResponders, bus.ErrTimeout, *bus.RemoteError).
+	Request(ctx context.Context, subject string, data []byte) ([]byte, error)
+}
+
+// ServiceConfig wires a Service. Its collaborators are interfaces so that the
+// development stack (internal/stack) can wrap them to watch and steer a running replica
+// — the gate's decisions, the replies, each request's key — from outside this package.
+type ServiceConfig struct {
+	Redis     redis.UniversalClient // for the pipelines that batch the checks' reads
+	Gate      Decider
+	Grants    *Grants
+	Sessions  Sessions
+	Requester Requester
+	Namespace bus.Namespace
+	Log       zerolog.Logger
+	// NewKey makes the key pair each request's frame is sealed to; nil means a fresh
+	// P-256 key from crypto/rand (envelope.GenerateKey).
+	NewKey func() (*ecdh.PrivateKey, error)
+}
 
 // NewService wires the view service of one replica.
-func NewService(rdb redis.UniversalClient, gate *Gate, caps *Grants, sessions Sessions, nc *nats.Conn, ns bus.Namespace, log zerolog.Logger) *Service {
-	return &Service{rdb: rdb, gate: gate, caps: caps, sessions: sessions, nc: nc, ns: ns, log: log, pending: make(chan struct{}, MaxPending)}
+func NewService(cfg ServiceConfig) *Service {
+	if cfg.NewKey == nil {
+		cfg.NewKey = func() (*ecdh.PrivateKey, error) { return envelope.GenerateKey(rand.Reader) }
+	}
+	return &Service{
+		rdb: cfg.Redis, gate: cfg.Gate, caps: cfg.Grants, sessions: cfg.Sessions, requester: cfg.Requester,
+		newKey: cfg.NewKey, ns: cfg.Namespace, log: cfg.Log, pending: make(chan struct{}, MaxPending),
+	}
 }
 
 // Pending is the number of view requests this replica waits for now.
@@ -152,13 +174,9 @@ func (s *Service) View(ctx context.Context, agentID, caller string, authorize Au
 	if err != nil {
 		return Result{}, err
 	}
-	asked := time.Now()
 	decision, err := s.gate.Decide(ctx, agentID, caller)
 	if err != nil {
 		return Result{}, err
-	}
-	if h := s.hooks.Load(); h != nil && h.OnGate != nil {
-		h.OnGate(agentID, decision.Allowed, asked)
 	}
 	if !decision.Allowed {
 		return Result{}, &RateLimitedError{RetryAfter: decision.RetryAfter}
@@ -204,7 +222,7 @@ func (s *Service) Observe(ctx context.Context, sess session.Session) (*Page, err
 		// dispatching anything.
 		return nil, unavailable(wire.ReasonUnsupported)
 	}
-	if !s.nc.IsConnected() {
+	if !s.requester.Connected() {
 		// While NATS reconnects a request would sit in the reconnect buffer until its
 		// deadline; answer at once instead.
 		return nil, unavailable(wire.ReasonNoChannel)
@@ -217,13 +235,9 @@ func (s *Service) Observe(ctx context.Context, sess session.Session) (*Page, err
 		return nil, fmt.Errorf("view: request id: %w", err)
 	}
 	requestID := hex.EncodeToString(idb)
-	priv, err := envelope.GenerateKey(rand.Reader)
+	priv, err := s.newKey()
 	if err != nil {
 		return nil, fmt.Errorf("view: key: %w", err)
-	}
-	hooks := s.hooks.Load()
-	if hooks != nil && hooks.OnKey != nil {
-		hooks.OnKey(requestID, priv.Bytes())
 	}
 	if err := s.caps.Put(ctx, requestID, sess.ID, envelope.PublicKeyHex(priv)); err != nil {
 		return nil, err
@@ -234,7 +248,7 @@ func (s *Service) Observe(ctx context.Context, sess session.Session) (*Page, err
 	}
 	// Only the request id travels on NATS: the public key goes from Redis to the broker
 	// alone (whoever knows it could seal a forged page).
-	reply, err := bus.Request(ctx, s.nc, subject, []byte(requestID))
+	reply, err := s.requester.Request(ctx, subject, []byte(requestID))
 	if err != nil {
 		// The capability may not have been redeemed; do not leave it for 10 s. The
 		// request's own context may be over, so use a short one of our own.
@@ -242,9 +256,6 @@ func (s *Service) Observe(ctx context.Context, sess session.Session) (*Page, err
 		_ = s.caps.Delete(dctx, requestID)
 		dcancel()
 		return nil, unavailableFrom(err)
-	}
-	if hooks != nil && hooks.OnReply != nil {
-		reply = hooks.OnReply(reply)
 	}
 	page, err := openReply(priv, requestID, reply)
 	if err != nil {

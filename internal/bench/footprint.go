@@ -113,7 +113,7 @@ func benchMemory(ctx context.Context, st *stack.Stack, token string, r *footprin
 		mu.Lock()
 		defer mu.Unlock()
 		for _, m := range held {
-			_ = bus.RespondError(m, wire.ReasonCapture, "released by the bench")
+			_ = bus.RespondError(st.Bus, m, wire.ReasonCapture, "released by the bench")
 		}
 		held = nil
 	}

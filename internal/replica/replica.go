@@ -55,6 +55,13 @@ type Options struct {
 	// the capabilities' consumption (view.Acks). Nil means view.DefaultAcks for a
 	// Cluster or Sentinel set and none for one server.
 	RedisAcks *view.Acks
+	// Views and Hub, when set, see the view service's and the worker hub's
+	// configurations, the production collaborators in them, just before each is built,
+	// and may wrap any of those: the development stack (internal/stack) watches and
+	// steers a running replica so, from outside the production packages. Nil in
+	// production.
+	Views func(*view.ServiceConfig)
+	Hub   func(*channel.Config)
 }
 
 // replicated reports whether o describes a Cluster or a Sentinel set: deployments where
@@ -143,15 +150,26 @@ func New(ctx context.Context, o Options) (*Replica, error) {
 		}
 	}
 	caps := view.NewGrants(rdb, o.Deployment, capKeys, 0).WithAcks(acks)
-	r.Views = view.NewService(rdb, view.NewGate(rdb, o.Deployment, 0, 0).WithAcks(acks), caps, r.Sessions, nc, ns, o.Log)
+	views := view.ServiceConfig{
+		Redis: rdb, Gate: view.NewGate(rdb, o.Deployment, 0, 0).WithAcks(acks), Grants: caps, Sessions: r.Sessions,
+		Requester: bus.NewClient(nc), Namespace: ns, Log: o.Log,
+	}
+	if o.Views != nil {
+		o.Views(&views)
+	}
+	r.Views = view.NewService(views)
 	if r.Feed, err = feed.New(nc, ns, r.Sessions, o.Log); err != nil {
 		r.close()
 		return nil, err
 	}
-	r.Hub = channel.NewHub(channel.Config{
+	hub := channel.Config{
 		ReplicaID: o.ReplicaID, Creds: r.Creds, Sessions: r.Sessions, Grants: caps, NATS: nc, Namespace: ns,
 		Events: r.Feed, Log: o.Log, Tick: o.Tick,
-	})
+	}
+	if o.Hub != nil {
+		o.Hub(&hub)
+	}
+	r.Hub = channel.NewHub(hub)
 	metrics := api.NewMetrics(r.Views.Pending, r.Hub.ObservationWaiters, r.Hub.Conns, r.Feed.Listeners)
 	metrics.WatchJWKS(verifier.JWKSStatus)
 	r.Server = api.New(api.Config{

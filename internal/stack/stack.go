@@ -29,6 +29,7 @@ import (
 
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/bus"
+	"github.com/agentfy/agentfy/channel"
 	"github.com/agentfy/agentfy/deploy"
 	"github.com/agentfy/agentfy/directory"
 	"github.com/agentfy/agentfy/internal/natsserver"
@@ -132,6 +133,9 @@ type Stack struct {
 	natsURLs []string
 
 	consumeHook atomic.Pointer[func()] // called by the balancer before it forwards a consume
+	// relayAhead is how far the replicas' relay clock (relayClock) runs ahead of time.Now,
+	// in nanoseconds; it only grows.
+	relayAhead atomic.Int64
 }
 
 // StopRedis stops the Redis server, keeping its data when Options.PersistRedis. With
@@ -189,6 +193,7 @@ type Replica struct {
 	cancel   context.CancelFunc
 	done     chan error
 	ln       net.Listener
+	hooks    *atomic.Pointer[Hooks] // SetHooks; the wrappers of the replica's collaborators read it
 
 	stopOnce sync.Once
 	stopErr  error
@@ -451,17 +456,18 @@ func (s *Stack) ConnectNATS(role bus.Role, name string) (*nats.Conn, error) {
 	return bus.Connect(s.NATSConfig(role, name), s.opts.Log)
 }
 
-// refillRelayPaces refills every replica's relay pace (channel.Hub.RefillPace).
-func (s *Stack) refillRelayPaces() {
-	s.mu.Lock()
-	replicas := append([]*Replica(nil), s.Replicas...)
-	s.mu.Unlock()
-	for _, r := range replicas {
-		if r != nil {
-			r.Hub.RefillPace()
-		}
-	}
-}
+// relayRefill is the time a connection's relay pace takes to fill from empty
+// (channel.ObservationBurst at channel.ObservationRate).
+const relayRefill = time.Duration(float64(channel.ObservationBurst) / float64(channel.ObservationRate) * float64(time.Second))
+
+// relayClock is the clock of every replica's relay pace (channel.Config.RelayClock): the
+// time, moved ahead by refillRelayPaces.
+func (s *Stack) relayClock() time.Time { return time.Now().Add(time.Duration(s.relayAhead.Load())) }
+
+// refillRelayPaces fills the relay pace of every replica's connections, as if each had
+// been quiet for a while: it moves the relay clock ahead by relayRefill, and no other
+// clock (sessions, events and the gate keep the real time).
+func (s *Stack) refillRelayPaces() { s.relayAhead.Add(int64(relayRefill)) }
 
 // OpenGateFor is OpenGate for one caller (api.UserCaller, api.KeyCaller): it deletes
 // the agent's gate and that caller's pace by name, in one command, where OpenGate scans
@@ -487,8 +493,7 @@ var errNoAdmin = errors.New("stack: no Redis administrator to open a gate with (
 
 // OpenGate stands for the time between two polls of a client that respects the gate:
 // it clears the agent's 2-s gate and every caller's pace for it in Redis, and refills
-// every replica's relay pace
-// (channel.Hub.RefillPace), so a test may view again at once.
+// every replica's relay pace (refillRelayPaces), so a test may view again at once.
 func (s *Stack) OpenGate(ctx context.Context, agentID string) error {
 	if s.adminClient == nil {
 		return errNoAdmin
@@ -541,11 +546,14 @@ func (s *Stack) StartReplica(ctx context.Context, i int, natsURL string) (*Repli
 	log := s.opts.Log.With().Str("replica", id).Logger()
 	natsCfg := s.NATSConfig(bus.RoleReplica, "agentfy-api "+id)
 	natsCfg.Servers = []string{natsURL}
+	hooks := new(atomic.Pointer[Hooks])
+	views, hub := s.hooked(hooks)
 	r, err := replica.New(ctx, replica.Options{
 		ReplicaID: id, Deployment: s.opts.Deployment, Redis: s.RedisOptions(deploy.RedisReplica),
 		NATS: natsCfg, JWT: append([]auth.JWTConfig{s.JWTConfig()}, s.opts.ExtraJWT...),
 		Policy: s.opts.Policy, Tick: s.opts.Tick, GrantKeys: s.GrantKeys,
 		OpenAPI: openapi.Document, WebApp: s.opts.WebApp, Log: log, DrainTimeout: 10 * time.Second,
+		Views: views, Hub: hub,
 	})
 	if err != nil {
 		_ = ln.Close()
@@ -559,7 +567,7 @@ func (s *Stack) StartReplica(ctx context.Context, i int, natsURL string) (*Repli
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	h := &Replica{
 		Replica: r, ID: id, URL: "http://" + ln.Addr().String(), AdminURL: "http://" + adminLn.Addr().String(),
-		cancel: cancel, done: make(chan error, 1), ln: ln,
+		cancel: cancel, done: make(chan error, 1), ln: ln, hooks: hooks,
 	}
 	adminDone := make(chan error, 1)
 	go func() { adminDone <- r.ServeAdmin(rctx, adminLn) }()
