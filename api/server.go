@@ -98,7 +98,7 @@ func New(cfg Config) *Server {
 	// no-store like every /v1 answer, never a cacheable 301.
 	eng.RedirectTrailingSlash = false
 	eng.RedirectFixedPath = false
-	s := &Server{cfg: cfg, eng: eng, done: make(chan struct{}), access: access.New(cfg.Dir, cfg.Creds)}
+	s := &Server{cfg: cfg, eng: eng, done: make(chan struct{}), access: access.New(cfg.Dir)}
 	eng.Use(s.requestLog, gin.CustomRecovery(func(c *gin.Context, _ any) {
 		c.AbortWithStatusJSON(http.StatusInternalServerError, httpError{http.StatusInternalServerError, "internal", "internal error"}.body())
 	}), refuseAmbiguous)

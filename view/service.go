@@ -14,7 +14,10 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
+	"github.com/agentfy/agentfy/access"
+	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/bus"
+	"github.com/agentfy/agentfy/directory"
 	"github.com/agentfy/agentfy/envelope"
 	"github.com/agentfy/agentfy/session"
 	"github.com/agentfy/agentfy/wire"
@@ -52,23 +55,6 @@ func (e *UnavailableError) Error() string   { return "view: unavailable: " + e.R
 func (e *UnavailableError) Is(t error) bool { return t == ErrUnavailable }
 func unavailable(reason string) error       { return &UnavailableError{Reason: reason} }
 
-// Sessions is what the view needs of the session store (session.Store).
-type Sessions interface {
-	Current(ctx context.Context, agentID string) (session.Session, error)
-	QueueCurrentID(p redis.Pipeliner, agentID string) func() (string, error)
-	Live(ctx context.Context, id string) (session.Session, error)
-	QueueStillCurrent(p redis.Pipeliner, agentID, id string) func() (session.Session, error)
-}
-
-// Authorize is one caller's access check for one agent. It queues the Redis reads it
-// needs on p, so that they share a round trip with the view's own, and returns the
-// verdict, to call once p ran: nil, auth.ErrNotFound or auth.ErrForbidden for a refusal,
-// another error when it cannot decide (then 503). A verdict may read more itself.
-// recheck is set for the check before a frame leaves, which must read every record
-// again (a key revoked since the first check, a membership removed while the capture
-// ran). A first check that queues nothing is decided before any round trip.
-type Authorize func(p redis.Pipeliner, recheck bool) (verdict func(ctx context.Context) error)
-
 // RateLimitedError is a request the gate refused; it is ErrRateLimited. RetryAfter is
 // how long the caller should wait: what is really left of its own pace, or the window.
 type RateLimitedError struct{ RetryAfter time.Duration }
@@ -80,13 +66,16 @@ func (e *RateLimitedError) Error() string {
 // Is makes errors.Is(err, ErrRateLimited) hold.
 func (e *RateLimitedError) Is(target error) bool { return target == ErrRateLimited }
 
-// Service runs a view request on the requesting replica: authorization, gate, session,
-// capability, the NATS request, opening and validating the page, and the re-checks.
+// Service runs a view request on the requesting replica: the access check, the
+// session, the gate, the capability, the NATS request, opening and validating the page,
+// and the re-checks.
 type Service struct {
-	rdb      redis.UniversalClient // for the pipelines that batch the checks' reads
+	rdb      redis.UniversalClient // for the two round trips of the checks (check.go)
 	gate     *Gate
 	caps     *Grants
-	sessions Sessions
+	sessions *session.Store
+	dir      *directory.Store // an access check's records (check.go)
+	creds    *auth.Store      // a partner's key, verified again (check.go)
 	nc       *nats.Conn
 	ns       bus.Namespace
 	log      zerolog.Logger
@@ -108,39 +97,41 @@ type Hooks struct {
 // SetHooks installs test hooks (nil removes them).
 func (s *Service) SetHooks(h *Hooks) { s.hooks.Store(h) }
 
-// NewService wires the view service of one replica.
-func NewService(rdb redis.UniversalClient, gate *Gate, caps *Grants, sessions Sessions, nc *nats.Conn, ns bus.Namespace, log zerolog.Logger) *Service {
-	return &Service{rdb: rdb, gate: gate, caps: caps, sessions: sessions, nc: nc, ns: ns, log: log, pending: make(chan struct{}, MaxPending)}
+// NewService wires the view service of one replica: the session, directory and
+// credential stores are those its access checks and session reads use.
+func NewService(rdb redis.UniversalClient, gate *Gate, caps *Grants, sessions *session.Store, dir *directory.Store, creds *auth.Store, nc *nats.Conn, ns bus.Namespace, log zerolog.Logger) *Service {
+	return &Service{rdb: rdb, gate: gate, caps: caps, sessions: sessions, dir: dir, creds: creds, nc: nc, ns: ns, log: log, pending: make(chan struct{}, MaxPending)}
 }
 
 // Pending is the number of view requests this replica waits for now.
 func (s *Service) Pending() int { return len(s.pending) }
 
-// View answers one view request for agentID. authorize runs before the gate (so that
-// strangers cannot burn another team's window) and again, reading the truth, before a
-// frame is returned. Each check shares one Redis round trip with the session reads
-// beside it: the first check's reads with the agent's current session id, the re-check's
-// with the agent's pointer and the session's record.
-func (s *Service) View(ctx context.Context, agentID, caller string, authorize Authorize) (Result, error) {
-	p := s.rdb.Pipeline()
-	verdict := authorize(p, false)
-	if p.Len() == 0 {
-		// Decided without a read (a refusal the replica remembers): no round trip.
-		if err := verdict(ctx); err != nil {
-			return Result{}, err
-		}
-	}
-	currentID := s.sessions.QueueCurrentID(p, agentID)
-	_, _ = p.Exec(ctx) // each read's error is its own: the verdict and currentID see them
-	if err := verdict(ctx); err != nil {
+// View answers one view request for agentID, from caller (who asks, for the per-caller
+// pace), if check lets caller see the agent. Its Redis round trips, in order:
+//
+//  1. the first check's reads with the agent's current session id (none when the check
+//     is decided without a read; a member's check may read more, access.Check);
+//  2. that session's record (and Current's two reads when it has ended meanwhile);
+//  3. the gate (Gate.Decide), only after access is granted, so that strangers cannot
+//     burn another team's window, and only for a running or idle session;
+//  4. the capture's capability (Observe), then the frame's NATS request;
+//  5. the re-check's reads with the agent's session pointer and the session's record,
+//     before any pixel leaves.
+func (s *Service) View(ctx context.Context, agentID, caller string, check access.Check) (Result, error) {
+	// 1. The first check.
+	reads, err := check.Reads(false)
+	if err != nil {
 		return Result{}, err
 	}
-	// The gate limits capture requests: a request that finds no running or idle session
-	// is answered before it (SPEC §3.2), takes no window and no pace.
-	id, err := currentID()
+	facts, currentID, err := s.firstRead(ctx, agentID, reads) // err: the session pointer's
+	if authErr := check.Decide(ctx, facts); authErr != nil {
+		return Result{}, authErr
+	}
+	// 2. The session. The gate limits capture requests: a request that finds no running
+	// or idle session is answered before it (SPEC §3.2), takes no window and no pace.
 	var sess session.Session
 	if err == nil {
-		sess, err = s.sessions.Live(ctx, id)
+		sess, err = s.sessions.Live(ctx, currentID)
 		if errors.Is(err, session.ErrNoSession) {
 			// The session the pointer named has ended: the agent may have a new one since.
 			sess, err = s.sessions.Current(ctx, agentID)
@@ -152,6 +143,7 @@ func (s *Service) View(ctx context.Context, agentID, caller string, authorize Au
 	if err != nil {
 		return Result{}, err
 	}
+	// 3. The gate.
 	asked := time.Now()
 	decision, err := s.gate.Decide(ctx, agentID, caller)
 	if err != nil {
@@ -163,19 +155,19 @@ func (s *Service) View(ctx context.Context, agentID, caller string, authorize Au
 	if !decision.Allowed {
 		return Result{}, &RateLimitedError{RetryAfter: decision.RetryAfter}
 	}
+	// 4. The capture.
 	page, obsErr := s.Observe(ctx, sess)
-	// The capture took time: the session may have stopped and access may have been
-	// revoked meanwhile. Check both before any pixel leaves. A session that stopped
-	// explains a failed capture too (its passes were revoked, its socket closed): that
-	// is "not live", which is true, rather than "unavailable".
-	p = s.rdb.Pipeline()
-	verdict = authorize(p, true)
-	still := s.sessions.QueueStillCurrent(p, agentID, sess.ID)
-	_, _ = p.Exec(ctx)
-	_, err = still()
+	// 5. The re-check. The capture took time: the session may have stopped and access
+	// may have been revoked meanwhile. Check both before any pixel leaves. A session
+	// that stopped explains a failed capture too (its passes were revoked, its socket
+	// closed): that is "not live", which is true, rather than "unavailable".
+	if reads, err = check.Reads(true); err != nil {
+		return Result{}, err
+	}
+	facts, err = s.recheckRead(ctx, agentID, sess.ID, reads)
 	switch {
 	case errors.Is(err, session.ErrNoSession):
-		if authErr := verdict(ctx); authErr != nil {
+		if authErr := check.Decide(ctx, facts); authErr != nil {
 			return Result{}, authErr
 		}
 		return Result{Live: false}, nil
@@ -184,7 +176,7 @@ func (s *Service) View(ctx context.Context, agentID, caller string, authorize Au
 	case err != nil:
 		return Result{}, err
 	}
-	if err := verdict(ctx); err != nil {
+	if err := check.Decide(ctx, facts); err != nil {
 		return Result{}, err
 	}
 	return Result{Live: true, Page: page}, nil

@@ -143,7 +143,7 @@ func New(ctx context.Context, o Options) (*Replica, error) {
 		}
 	}
 	caps := view.NewGrants(rdb, o.Deployment, capKeys, 0).WithAcks(acks)
-	r.Views = view.NewService(rdb, view.NewGate(rdb, o.Deployment, 0, 0).WithAcks(acks), caps, r.Sessions, nc, ns, o.Log)
+	r.Views = view.NewService(rdb, view.NewGate(rdb, o.Deployment, 0, 0).WithAcks(acks), caps, r.Sessions, r.Dir, r.Creds, nc, ns, o.Log)
 	if r.Feed, err = feed.New(nc, ns, r.Sessions, o.Log); err != nil {
 		r.close()
 		return nil, err
