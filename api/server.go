@@ -99,7 +99,7 @@ func New(cfg Config) *Server {
 	// no-store like every /v1 answer, never a cacheable 301.
 	eng.RedirectTrailingSlash = false
 	eng.RedirectFixedPath = false
-	s := &Server{cfg: cfg, eng: eng, done: make(chan struct{}), access: access.New(cfg.Dir, cfg.Creds)}
+	s := &Server{cfg: cfg, eng: eng, done: make(chan struct{}), access: access.New(cfg.Dir)}
 	eng.Use(s.requestLog, gin.CustomRecovery(func(c *gin.Context, _ any) {
 		c.AbortWithStatusJSON(errInternal.status, errInternal.body())
 	}), refuseAmbiguous)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/agentfy/agentfy/access"
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/view"
 )
@@ -32,7 +33,7 @@ func (s *Server) partnerView(c *gin.Context) {
 		return
 	}
 	agentID := c.Param("id")
-	s.renderView(c, agentID, KeyCaller(key.ID), s.access.Partner(token, key, c.Param("orgId"), agentID, auth.ScopeWorkerLogsRead))
+	s.renderView(c, agentID, KeyCaller(key.ID), access.Partner(token, key, c.Param("orgId"), agentID, auth.ScopeWorkerLogsRead))
 }
 
 // UserCaller and KeyCaller name who asks for a view, for the per-caller pace: a member
@@ -43,8 +44,8 @@ func UserCaller(userID string) string { return "user:" + userID }
 func KeyCaller(keyID string) string { return "key:" + keyID }
 
 // renderView answers a view of agentID for caller (who asks, for the per-caller pace).
-func (s *Server) renderView(c *gin.Context, agentID, caller string, authorize view.Authorize) {
-	res, err := s.cfg.Views.View(c.Request.Context(), agentID, caller, authorize)
+func (s *Server) renderView(c *gin.Context, agentID, caller string, check access.Check) {
+	res, err := s.cfg.Views.View(c.Request.Context(), agentID, caller, check)
 	if err != nil {
 		s.abort(c, err)
 		return

@@ -40,7 +40,7 @@ func TestQueueVerifyOrgKeyMatchesVerifyOrgKey(t *testing.T) {
 	queued := func(tok string) (auth.OrgKey, error) {
 		t.Helper()
 		p := rdb.Pipeline()
-		f := st.QueueVerifyOrgKey(p, tok)
+		f := st.QueueVerifyOrgKey(ctx, p, tok)
 		if n := p.Len(); n != 1 {
 			t.Fatalf("QueueVerifyOrgKey queued %d commands for a well-formed token; want 1", n)
 		}
@@ -90,7 +90,7 @@ func TestQueueVerifyOrgKeyMatchesVerifyOrgKey(t *testing.T) {
 		"truncated":   other[:len(other)-2],
 	} {
 		p := rdb.Pipeline()
-		f := st.QueueVerifyOrgKey(p, tok)
+		f := st.QueueVerifyOrgKey(ctx, p, tok)
 		if n := p.Len(); n != 0 {
 			t.Errorf("%s: queued %d commands for a malformed token", name, n)
 		}
@@ -114,7 +114,7 @@ func TestQueueVerifyOrgKeyReadsAtExec(t *testing.T) {
 	}
 	// Queued while the key was valid, run after it was revoked: the revocation counts.
 	p := rdb.Pipeline()
-	f := st.QueueVerifyOrgKey(p, token)
+	f := st.QueueVerifyOrgKey(ctx, p, token)
 	if _, err := st.RevokeOrgKey(ctx, key.OrgID, key.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestQueueVerifyOrgKeyRedisError(t *testing.T) {
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
 	p := rdb.Pipeline()
-	f := st.QueueVerifyOrgKey(p, token)
+	f := st.QueueVerifyOrgKey(ctx, p, token)
 	if _, err := p.Exec(cancelled); err == nil {
 		t.Fatal("Exec with a cancelled context succeeded")
 	}

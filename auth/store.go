@@ -143,12 +143,12 @@ func (s *Store) VerifyOrgKey(ctx context.Context, token string) (OrgKey, error) 
 // QueueVerifyOrgKey queues on p the read VerifyOrgKey makes, so that it can share a
 // round trip with other reads; the function, called after p ran, returns what
 // VerifyOrgKey would.
-func (s *Store) QueueVerifyOrgKey(p redis.Pipeliner, token string) func() (OrgKey, error) {
+func (s *Store) QueueVerifyOrgKey(ctx context.Context, p redis.Pipeliner, token string) func() (OrgKey, error) {
 	sec, ok := parseSecret(token, prefixOrgKey)
 	if !ok {
 		return func() (OrgKey, error) { return OrgKey{}, ErrUnauthenticated }
 	}
-	cmd := p.HGetAll(context.Background(), s.orgKeyKey(sec.id))
+	cmd := p.HGetAll(ctx, s.orgKeyKey(sec.id))
 	return func() (OrgKey, error) { return s.orgKeyFrom(sec, cmd) }
 }
 

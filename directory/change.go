@@ -101,8 +101,8 @@ func (s *Store) Generation(ctx context.Context) (int64, error) {
 
 // QueueGeneration queues the read of the generation on p; the function, called after p
 // ran, returns what Generation would.
-func (s *Store) QueueGeneration(p redis.Pipeliner) func() (int64, error) {
-	cmd := p.Get(context.Background(), s.keys.DirectoryGeneration())
+func (s *Store) QueueGeneration(ctx context.Context, p redis.Pipeliner) func() (int64, error) {
+	cmd := p.Get(ctx, s.keys.DirectoryGeneration())
 	return func() (int64, error) { return s.generationFrom(cmd) }
 }
 

@@ -34,13 +34,14 @@ func (s *Store) AgentHint(id string) (Agent, bool) {
 }
 
 // QueueAgent queues on p the read of an agent's record, so that it can share a round
-// trip with other reads; the function, called after p ran, returns what Agent would.
-// Each read refreshes the agent's hint.
-func (s *Store) QueueAgent(p redis.Pipeliner, id string) func() (Agent, error) {
+// trip with the reads of other stores (a view's access check, view.Service); the
+// function, called after p ran, returns what Agent would. An id no record can have
+// queues nothing. Each read refreshes the agent's hint.
+func (s *Store) QueueAgent(ctx context.Context, p redis.Pipeliner, id string) func() (Agent, error) {
 	if !ValidID(id) {
 		return func() (Agent, error) { return Agent{}, ErrNotFound }
 	}
-	cmd := p.HGetAll(context.Background(), s.agentKey(id))
+	cmd := p.HGetAll(ctx, s.agentKey(id))
 	return func() (Agent, error) { return s.agentFrom(id, cmd) }
 }
 
@@ -61,8 +62,8 @@ func (s *Store) agentFrom(id string, cmd *redis.MapStringStringCmd) (Agent, erro
 
 // QueueIsMember queues on p the read of one membership (the team's member set, the
 // truth); the function, called after p ran, returns what IsMember would.
-func (s *Store) QueueIsMember(p redis.Pipeliner, teamID, userID string) func() (bool, error) {
-	cmd := p.SIsMember(context.Background(), s.membersKey(teamID), userID)
+func (s *Store) QueueIsMember(ctx context.Context, p redis.Pipeliner, teamID, userID string) func() (bool, error) {
+	cmd := p.SIsMember(ctx, s.membersKey(teamID), userID)
 	return func() (bool, error) {
 		ok, err := cmd.Result()
 		if err != nil && !errors.Is(err, redis.Nil) {

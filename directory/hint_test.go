@@ -51,9 +51,10 @@ func newHintEnv(t *testing.T) hintEnv {
 // queuedAgent runs QueueAgent through a pipeline of its own.
 func (e hintEnv) queuedAgent(t *testing.T, id string) (directory.Agent, error) {
 	t.Helper()
+	ctx := testenv.Context(t, 10*time.Second)
 	p := e.rdb.Pipeline()
-	f := e.st.QueueAgent(p, id)
-	_, _ = p.Exec(testenv.Context(t, 10*time.Second))
+	f := e.st.QueueAgent(ctx, p, id)
+	_, _ = p.Exec(ctx)
 	return f()
 }
 
@@ -72,7 +73,7 @@ func TestQueueAgentMatchesAgent(t *testing.T) {
 	}
 	for _, id := range []string{"agent-missing", "bad id!", "", strings.Repeat("x", 65)} {
 		p := e.rdb.Pipeline()
-		f := e.st.QueueAgent(p, id)
+		f := e.st.QueueAgent(ctx, p, id)
 		queued := p.Len()
 		_, _ = p.Exec(ctx)
 		got, err := f()
@@ -98,10 +99,10 @@ func TestQueueAgentSharesPipeline(t *testing.T) {
 	ctx := testenv.Context(t, 30*time.Second)
 	// Both reads and a membership, in one pipeline, each answered on its own.
 	p := e.rdb.Pipeline()
-	a := e.st.QueueAgent(p, "a")
-	missing := e.st.QueueAgent(p, "agent-missing")
-	b := e.st.QueueAgent(p, "b")
-	member := e.st.QueueIsMember(p, "t2", "u2")
+	a := e.st.QueueAgent(ctx, p, "a")
+	missing := e.st.QueueAgent(ctx, p, "agent-missing")
+	b := e.st.QueueAgent(ctx, p, "b")
+	member := e.st.QueueIsMember(ctx, p, "t2", "u2")
 	if n := p.Len(); n != 4 {
 		t.Fatalf("queued %d commands; want 4", n)
 	}
@@ -214,7 +215,7 @@ func TestQueueIsMemberMatchesIsMember(t *testing.T) {
 	queued := func(team, user string) (bool, error) {
 		t.Helper()
 		p := e.rdb.Pipeline()
-		f := e.st.QueueIsMember(p, team, user)
+		f := e.st.QueueIsMember(ctx, p, team, user)
 		_, _ = p.Exec(ctx)
 		return f()
 	}
@@ -243,7 +244,7 @@ func TestQueueIsMemberMatchesIsMember(t *testing.T) {
 
 	// Queued before a removal, run after it: the removal counts.
 	p := e.rdb.Pipeline()
-	f := e.st.QueueIsMember(p, "t1", "u1")
+	f := e.st.QueueIsMember(ctx, p, "t1", "u1")
 	if err := e.st.RemoveMember(ctx, "t1", "u1"); err != nil {
 		t.Fatal(err)
 	}
@@ -262,8 +263,8 @@ func TestQueuedReadsRedisError(t *testing.T) {
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
 	p := e.rdb.Pipeline()
-	agent := e.st.QueueAgent(p, "a")
-	member := e.st.QueueIsMember(p, "t1", "u1")
+	agent := e.st.QueueAgent(ctx, p, "a")
+	member := e.st.QueueIsMember(ctx, p, "t1", "u1")
 	if _, err := p.Exec(cancelled); err == nil {
 		t.Fatal("Exec with a cancelled context succeeded")
 	}
@@ -308,7 +309,7 @@ func TestAgentHintsBounded(t *testing.T) {
 	p := rdb.Pipeline()
 	fs := make([]func() (directory.Agent, error), n)
 	for i, a := range seed.Agents {
-		fs[i] = st.QueueAgent(p, a.ID)
+		fs[i] = st.QueueAgent(ctx, p, a.ID)
 	}
 	if _, err := p.Exec(ctx); err != nil {
 		t.Fatal(err)

@@ -46,7 +46,7 @@ func newQueueEnv(t *testing.T) queueEnv {
 // queuedCurrentID runs QueueCurrentID through a pipeline of its own.
 func queuedCurrentID(ctx context.Context, e queueEnv, agentID string) (string, error) {
 	p := e.rdb.Pipeline()
-	f := e.st.QueueCurrentID(p, agentID)
+	f := e.st.QueueCurrentID(ctx, p, agentID)
 	_, _ = p.Exec(ctx)
 	return f()
 }
@@ -54,7 +54,7 @@ func queuedCurrentID(ctx context.Context, e queueEnv, agentID string) (string, e
 // queuedStillCurrent runs QueueStillCurrent through a pipeline of its own.
 func queuedStillCurrent(ctx context.Context, e queueEnv, agentID, id string) (session.Session, error) {
 	p := e.rdb.Pipeline()
-	f := e.st.QueueStillCurrent(p, agentID, id)
+	f := e.st.QueueStillCurrent(ctx, p, agentID, id)
 	_, _ = p.Exec(ctx)
 	return f()
 }
@@ -142,7 +142,7 @@ func TestQueueCurrentIDReadsAtExec(t *testing.T) {
 	// Queued while the agent has no session, run after one started: the answer is the
 	// state at Exec, not at queueing.
 	p := e.rdb.Pipeline()
-	f := e.st.QueueCurrentID(p, "agent-1")
+	f := e.st.QueueCurrentID(ctx, p, "agent-1")
 	sess, _, err := e.st.Start(ctx, "agent-1")
 	if err != nil {
 		t.Fatal(err)
@@ -156,7 +156,7 @@ func TestQueueCurrentIDReadsAtExec(t *testing.T) {
 
 	// And QueueStillCurrent, queued while the session was current, run after it stopped.
 	p = e.rdb.Pipeline()
-	g := e.st.QueueStillCurrent(p, "agent-1", sess.ID)
+	g := e.st.QueueStillCurrent(ctx, p, "agent-1", sess.ID)
 	if _, err := e.st.Stop(ctx, sess.ID, "operator"); err != nil {
 		t.Fatal(err)
 	}
@@ -350,9 +350,9 @@ func TestQueuedReadsShareOneRoundTrip(t *testing.T) {
 	e.rdb.AddHook(hook)
 
 	p := e.rdb.Pipeline()
-	id := e.st.QueueCurrentID(p, "agent-1")
-	still := e.st.QueueStillCurrent(p, "agent-2", b.ID)
-	none := e.st.QueueCurrentID(p, "agent-3")
+	id := e.st.QueueCurrentID(ctx, p, "agent-1")
+	still := e.st.QueueStillCurrent(ctx, p, "agent-2", b.ID)
+	none := e.st.QueueCurrentID(ctx, p, "agent-3")
 	if hook.single.Load() != 0 || hook.pipelines.Load() != 0 {
 		t.Fatalf("queueing sent %d commands and %d pipelines", hook.single.Load(), hook.pipelines.Load())
 	}
@@ -386,9 +386,9 @@ func TestQueueRedisErrorsAreNotNoSession(t *testing.T) {
 		cancel()
 
 		p := e.rdb.Pipeline()
-		id := e.st.QueueCurrentID(p, "agent-1")
-		still := e.st.QueueStillCurrent(p, "agent-1", sess.ID)
-		noID := e.st.QueueCurrentID(p, "agent-without-session")
+		id := e.st.QueueCurrentID(ctx, p, "agent-1")
+		still := e.st.QueueStillCurrent(ctx, p, "agent-1", sess.ID)
+		noID := e.st.QueueCurrentID(ctx, p, "agent-without-session")
 		if _, err := p.Exec(cancelled); err == nil {
 			t.Fatal("Exec with a cancelled context succeeded")
 		}

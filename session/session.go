@@ -250,8 +250,8 @@ func (s *Store) parse(id string, cmd *redis.MapStringStringCmd) (Session, error)
 // QueueCurrentID queues on p the read of agentID's current session id, so that it can
 // share a round trip with other reads; the function, called after p ran, returns the
 // id, or ErrNoSession when the agent has none. Current reads the session it names.
-func (s *Store) QueueCurrentID(p redis.Pipeliner, agentID string) func() (string, error) {
-	cmd := p.Get(context.Background(), s.currentKey(agentID))
+func (s *Store) QueueCurrentID(ctx context.Context, p redis.Pipeliner, agentID string) func() (string, error) {
+	cmd := p.Get(ctx, s.currentKey(agentID))
 	return func() (string, error) {
 		id, err := cmd.Result()
 		if errors.Is(err, redis.Nil) {
@@ -268,9 +268,9 @@ func (s *Store) QueueCurrentID(p redis.Pipeliner, agentID string) func() (string
 // (the agent's pointer and that session's record, in one round trip instead of two);
 // the function, called after p ran, returns what Current would: the session while it is
 // still the agent's current one and not stopped, ErrNoSession once it is not.
-func (s *Store) QueueStillCurrent(p redis.Pipeliner, agentID, id string) func() (Session, error) {
-	current := s.QueueCurrentID(p, agentID)
-	rec := p.HGetAll(context.Background(), s.sessionKey(id))
+func (s *Store) QueueStillCurrent(ctx context.Context, p redis.Pipeliner, agentID, id string) func() (Session, error) {
+	current := s.QueueCurrentID(ctx, p, agentID)
+	rec := p.HGetAll(ctx, s.sessionKey(id))
 	return func() (Session, error) {
 		now, err := current()
 		if err != nil {

@@ -12,7 +12,10 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
+	"github.com/agentfy/agentfy/access"
+	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/bus"
+	"github.com/agentfy/agentfy/directory"
 	"github.com/agentfy/agentfy/envelope"
 	"github.com/agentfy/agentfy/session"
 	"github.com/agentfy/agentfy/wire"
@@ -50,23 +53,6 @@ func (e *UnavailableError) Error() string   { return "view: unavailable: " + e.R
 func (e *UnavailableError) Is(t error) bool { return t == ErrUnavailable }
 func unavailable(reason string) error       { return &UnavailableError{Reason: reason} }
 
-// Sessions is what the view needs of the session store (session.Store).
-type Sessions interface {
-	Current(ctx context.Context, agentID string) (session.Session, error)
-	QueueCurrentID(p redis.Pipeliner, agentID string) func() (string, error)
-	Live(ctx context.Context, id string) (session.Session, error)
-	QueueStillCurrent(p redis.Pipeliner, agentID, id string) func() (session.Session, error)
-}
-
-// Authorize is one caller's access check for one agent. It queues the Redis reads it
-// needs on p, so that they share a round trip with the view's own, and returns the
-// verdict, to call once p ran: nil, auth.ErrNotFound or auth.ErrForbidden for a refusal,
-// another error when it cannot decide (then 503). A verdict may read more itself.
-// recheck is set for the check before a frame leaves, which must read every record
-// again (a key revoked since the first check, a membership removed while the capture
-// ran). A first check that queues nothing is decided before any round trip.
-type Authorize func(p redis.Pipeliner, recheck bool) (verdict func(ctx context.Context) error)
-
 // RateLimitedError is a request the gate refused; it is ErrRateLimited. RetryAfter is
 // how long the caller should wait: what is really left of its own pace, or the window.
 type RateLimitedError struct{ RetryAfter time.Duration }
@@ -78,13 +64,16 @@ func (e *RateLimitedError) Error() string {
 // Is makes errors.Is(err, ErrRateLimited) hold.
 func (e *RateLimitedError) Is(target error) bool { return target == ErrRateLimited }
 
-// Service runs a view request on the requesting replica: authorization, gate, session,
-// capability, the NATS request, opening and validating the page, and the re-checks.
+// Service runs a view request on the requesting replica: the access check, the
+// session, the gate, the capability, the NATS request, opening and validating the page,
+// and the re-checks.
 type Service struct {
-	rdb       redis.UniversalClient // for the pipelines that batch the checks' reads
+	rdb       redis.UniversalClient // for the two round trips of the checks (check.go)
 	gate      Decider
 	caps      *Grants
-	sessions  Sessions
+	sessions  *session.Store
+	dir       *directory.Store // an access check's records (check.go)
+	creds     *auth.Store      // a partner's key, verified again (check.go)
 	requester Requester
 	newKey    func() (*ecdh.PrivateKey, error)
 	ns        bus.Namespace
@@ -112,10 +101,12 @@ type Requester interface {
 // development stack (internal/stack) can wrap them to watch and steer a running replica
 // — the gate's decisions, the replies, each request's key — from outside this package.
 type ServiceConfig struct {
-	Redis     redis.UniversalClient // for the pipelines that batch the checks' reads
+	Redis     redis.UniversalClient // for the two round trips of the checks (check.go)
 	Gate      Decider
 	Grants    *Grants
-	Sessions  Sessions
+	Sessions  *session.Store   // the session reads of both round trips
+	Directory *directory.Store // an access check's records
+	Creds     *auth.Store      // a partner's key, verified again at the re-check
 	Requester Requester
 	Namespace bus.Namespace
 	Log       zerolog.Logger
@@ -130,39 +121,40 @@ func NewService(cfg ServiceConfig) *Service {
 		cfg.NewKey = func() (*ecdh.PrivateKey, error) { return envelope.GenerateKey(rand.Reader) }
 	}
 	return &Service{
-		rdb: cfg.Redis, gate: cfg.Gate, caps: cfg.Grants, sessions: cfg.Sessions, requester: cfg.Requester,
-		newKey: cfg.NewKey, ns: cfg.Namespace, log: cfg.Log, pending: make(chan struct{}, MaxPending),
+		rdb: cfg.Redis, gate: cfg.Gate, caps: cfg.Grants, sessions: cfg.Sessions, dir: cfg.Directory, creds: cfg.Creds,
+		requester: cfg.Requester, newKey: cfg.NewKey, ns: cfg.Namespace, log: cfg.Log, pending: make(chan struct{}, MaxPending),
 	}
 }
 
 // Pending is the number of view requests this replica waits for now.
 func (s *Service) Pending() int { return len(s.pending) }
 
-// View answers one view request for agentID. authorize runs before the gate (so that
-// strangers cannot burn another team's window) and again, reading the truth, before a
-// frame is returned. Each check shares one Redis round trip with the session reads
-// beside it: the first check's reads with the agent's current session id, the re-check's
-// with the agent's pointer and the session's record.
-func (s *Service) View(ctx context.Context, agentID, caller string, authorize Authorize) (Result, error) {
-	p := s.rdb.Pipeline()
-	verdict := authorize(p, false)
-	if p.Len() == 0 {
-		// Decided without a read (a refusal the replica remembers): no round trip.
-		if err := verdict(ctx); err != nil {
-			return Result{}, err
-		}
-	}
-	currentID := s.sessions.QueueCurrentID(p, agentID)
-	_, _ = p.Exec(ctx) // each read's error is its own: the verdict and currentID see them
-	if err := verdict(ctx); err != nil {
+// View answers one view request for agentID, from caller (who asks, for the per-caller
+// pace), if check lets caller see the agent. Its Redis round trips, in order:
+//
+//  1. the first check's reads with the agent's current session id (none when the check
+//     is decided without a read; a member's check may read more, access.Check);
+//  2. that session's record (and Current's two reads when it has ended meanwhile);
+//  3. the gate (Gate.Decide), only after access is granted, so that strangers cannot
+//     burn another team's window, and only for a running or idle session;
+//  4. the capture's capability (Observe), then the frame's NATS request;
+//  5. the re-check's reads with the agent's session pointer and the session's record,
+//     before any pixel leaves.
+func (s *Service) View(ctx context.Context, agentID, caller string, check access.Check) (Result, error) {
+	// 1. The first check.
+	reads, err := check.Reads(false)
+	if err != nil {
 		return Result{}, err
 	}
-	// The gate limits capture requests: a request that finds no running or idle session
-	// is answered before it (SPEC §3.2), takes no window and no pace.
-	id, err := currentID()
+	facts, currentID, err := s.firstRead(ctx, agentID, reads) // err: the session pointer's
+	if authErr := check.Decide(ctx, facts); authErr != nil {
+		return Result{}, authErr
+	}
+	// 2. The session. The gate limits capture requests: a request that finds no running
+	// or idle session is answered before it (SPEC §3.2), takes no window and no pace.
 	var sess session.Session
 	if err == nil {
-		sess, err = s.sessions.Live(ctx, id)
+		sess, err = s.sessions.Live(ctx, currentID)
 		if errors.Is(err, session.ErrNoSession) {
 			// The session the pointer named has ended: the agent may have a new one since.
 			sess, err = s.sessions.Current(ctx, agentID)
@@ -174,6 +166,7 @@ func (s *Service) View(ctx context.Context, agentID, caller string, authorize Au
 	if err != nil {
 		return Result{}, err
 	}
+	// 3. The gate.
 	decision, err := s.gate.Decide(ctx, agentID, caller)
 	if err != nil {
 		return Result{}, err
@@ -181,19 +174,19 @@ func (s *Service) View(ctx context.Context, agentID, caller string, authorize Au
 	if !decision.Allowed {
 		return Result{}, &RateLimitedError{RetryAfter: decision.RetryAfter}
 	}
+	// 4. The capture.
 	page, obsErr := s.Observe(ctx, sess)
-	// The capture took time: the session may have stopped and access may have been
-	// revoked meanwhile. Check both before any pixel leaves. A session that stopped
-	// explains a failed capture too (its passes were revoked, its socket closed): that
-	// is "not live", which is true, rather than "unavailable".
-	p = s.rdb.Pipeline()
-	verdict = authorize(p, true)
-	still := s.sessions.QueueStillCurrent(p, agentID, sess.ID)
-	_, _ = p.Exec(ctx)
-	_, err = still()
+	// 5. The re-check. The capture took time: the session may have stopped and access
+	// may have been revoked meanwhile. Check both before any pixel leaves. A session
+	// that stopped explains a failed capture too (its passes were revoked, its socket
+	// closed): that is "not live", which is true, rather than "unavailable".
+	if reads, err = check.Reads(true); err != nil {
+		return Result{}, err
+	}
+	facts, err = s.recheckRead(ctx, agentID, sess.ID, reads)
 	switch {
 	case errors.Is(err, session.ErrNoSession):
-		if authErr := verdict(ctx); authErr != nil {
+		if authErr := check.Decide(ctx, facts); authErr != nil {
 			return Result{}, authErr
 		}
 		return Result{Live: false}, nil
@@ -202,7 +195,7 @@ func (s *Service) View(ctx context.Context, agentID, caller string, authorize Au
 	case err != nil:
 		return Result{}, err
 	}
-	if err := verdict(ctx); err != nil {
+	if err := check.Decide(ctx, facts); err != nil {
 		return Result{}, err
 	}
 	return Result{Live: true, Page: page}, nil

@@ -151,7 +151,7 @@ func New(ctx context.Context, o Options) (*Replica, error) {
 	}
 	caps := view.NewGrants(rdb, o.Deployment, capKeys, 0).WithAcks(acks)
 	views := view.ServiceConfig{
-		Redis: rdb, Gate: view.NewGate(rdb, o.Deployment, 0, 0).WithAcks(acks), Grants: caps, Sessions: r.Sessions,
+		Redis: rdb, Gate: view.NewGate(rdb, o.Deployment, 0, 0).WithAcks(acks), Grants: caps, Sessions: r.Sessions, Directory: r.Dir, Creds: r.Creds,
 		Requester: bus.NewClient(nc), Namespace: ns, Log: o.Log,
 	}
 	if o.Views != nil {
