@@ -16,7 +16,7 @@ import (
 // the broker's masks painted in the DCT domain against a decode, paint and encode (its
 // other benchmarks need Chromium and are the suites above).
 var goBenchRuns = []struct{ pkg, pattern string }{
-	{"./view/", "."}, {"./wire/", "^BenchmarkDecodePage$"}, {"./envelope/", "."}, {"./broker/", "^BenchmarkPaintMasks$"},
+	{"./view/", "."}, {"./wire/", "^BenchmarkDecodePage$"}, {"./envelope/", "."}, {"./broker/jpegmask/", "^BenchmarkPaintMasks$"},
 }
 
 // goBench is one line of `go test -bench` output.
