@@ -18,8 +18,8 @@ import (
 	"github.com/agentfy/agentfy/api"
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/directory"
-	"github.com/agentfy/agentfy/internal/oas"
-	"github.com/agentfy/agentfy/internal/testenv"
+	"github.com/agentfy/agentfy/internal/test/oas"
+	"github.com/agentfy/agentfy/internal/test/testenv"
 	"github.com/agentfy/agentfy/keyspace"
 	"github.com/agentfy/agentfy/openapi"
 )

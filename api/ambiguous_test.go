@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/agentfy/agentfy/auth"
-	"github.com/agentfy/agentfy/internal/oas"
-	"github.com/agentfy/agentfy/internal/testenv"
+	"github.com/agentfy/agentfy/internal/test/oas"
+	"github.com/agentfy/agentfy/internal/test/testenv"
 	"github.com/agentfy/agentfy/wire"
 )
 

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/agentfy/agentfy/auth"
-	"github.com/agentfy/agentfy/internal/redisserver"
-	"github.com/agentfy/agentfy/internal/testenv"
+	"github.com/agentfy/agentfy/internal/dev/redisserver"
+	"github.com/agentfy/agentfy/internal/test/testenv"
 )
 
 // assertNotInRedis scans every key and value of DB 0 for needle.

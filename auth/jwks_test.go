@@ -19,7 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentfy/agentfy/auth"
-	"github.com/agentfy/agentfy/internal/testenv"
+	"github.com/agentfy/agentfy/internal/test/testenv"
 )
 
 // The tests on a real loopback server use a fake clock (JWTConfig.Now): after the

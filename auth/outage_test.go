@@ -13,7 +13,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/agentfy/agentfy/auth"
-	"github.com/agentfy/agentfy/internal/testenv"
+	"github.com/agentfy/agentfy/internal/test/testenv"
 )
 
 // ec256Provider starts, inside a synctest bubble, an in-process provider publishing

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/agentfy/agentfy/auth"
-	"github.com/agentfy/agentfy/internal/testenv"
+	"github.com/agentfy/agentfy/internal/test/testenv"
 )
 
 func TestOrgKeys(t *testing.T) {

@@ -22,7 +22,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentfy/agentfy/envelope"
-	"github.com/agentfy/agentfy/internal/testenv"
+	"github.com/agentfy/agentfy/internal/test/testenv"
 )
 
 // testChromium is the one Chromium the package's tests share: the machine

@@ -15,7 +15,7 @@ import (
 
 	"github.com/go-rod/rod/lib/proto"
 
-	"github.com/agentfy/agentfy/internal/testenv"
+	"github.com/agentfy/agentfy/internal/test/testenv"
 	"github.com/agentfy/agentfy/wire"
 )
 

@@ -2,7 +2,7 @@
 // names (Namespace), Redis key names (Keys), connections, and request/reply with
 // deadlines and error codes carried in headers. Nothing else in the module builds a
 // subject or a key, or dials NATS. The embedded server of the development stack and the
-// tests is internal/natsserver, so that no production binary links a NATS server.
+// tests is internal/dev/natsserver, so that no production binary links a NATS server.
 package bus
 
 import (

@@ -106,7 +106,7 @@ type Grants interface {
 
 // Bus is the hub's side of NATS, a *nats.Conn: it subscribes to the view and tool
 // subjects of the sessions it holds and answers their requests (bus.Respond). The
-// development stack wraps it to alter the answers on their way out (internal/stack).
+// development stack wraps it to alter the answers on their way out (internal/dev/stack).
 type Bus interface {
 	ChanSubscribe(subject string, ch chan *nats.Msg) (*nats.Subscription, error)
 	FlushTimeout(timeout time.Duration) error

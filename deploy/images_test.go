@@ -11,15 +11,23 @@ import (
 )
 
 // development is what no binary of a production image may link: the embedded NATS
-// server, the local stack and its test servers, the benchmark, and the development
-// CLI's commands.
+// server, and everything in the development and test places of internal/ (the local
+// stack, its servers, the benchmark, the test harness).
 var development = []string{
 	"github.com/nats-io/nats-server/v2/server",
-	"github.com/agentfy/agentfy/internal/stack",
-	"github.com/agentfy/agentfy/internal/testenv",
-	"github.com/agentfy/agentfy/internal/natsserver",
-	"github.com/agentfy/agentfy/internal/redisserver",
-	"github.com/agentfy/agentfy/internal/bench",
+	"github.com/agentfy/agentfy/internal/dev/",
+	"github.com/agentfy/agentfy/internal/test/",
+}
+
+// isDevelopment reports whether package p is development's (a prefix of the list, or
+// one of its packages).
+func isDevelopment(p string) bool {
+	for _, d := range development {
+		if p == d || (strings.HasSuffix(d, "/") && strings.HasPrefix(p, d)) {
+			return true
+		}
+	}
+	return false
 }
 
 // own are the packages only the binary of their part may link: Chromium's driver and
@@ -66,8 +74,8 @@ func TestProductionImagesLinkNoDevelopment(t *testing.T) {
 						t.Fatalf("go list -deps ./cmd/%s: %v", bin, err)
 					}
 					deps := strings.Fields(string(out))
-					for _, p := range development {
-						if slices.Contains(deps, p) {
+					for _, p := range deps {
+						if isDevelopment(p) {
 							t.Errorf("%s links %s", bin, p)
 						}
 					}
@@ -113,5 +121,35 @@ func TestAPIImportsNoRedisClient(t *testing.T) {
 		if strings.HasPrefix(imp, "github.com/redis/") {
 			t.Errorf("api imports %s", imp)
 		}
+	}
+}
+
+// TestLayers: internal/ has three places — production helpers (internal/ttlmap,
+// internal/redisclient, internal/replica), development (internal/dev: the stack, its
+// servers, the benchmark) and tests (internal/test: the harness). Only the binaries
+// (cmd/) and the development and test places themselves may import from the last two;
+// tests of any package may (go list's Imports are the non-test imports).
+func TestLayers(t *testing.T) {
+	out, err := exec.CommandContext(t.Context(), "go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "../...").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const module = "github.com/agentfy/agentfy/"
+	checked := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg := fields[0]
+		if strings.HasPrefix(pkg, module+"cmd/") || isDevelopment(pkg) {
+			continue
+		}
+		checked++
+		for _, imp := range fields[1:] {
+			if isDevelopment(imp) {
+				t.Errorf("%s imports %s (development or test)", pkg, imp)
+			}
+		}
+	}
+	if checked < 20 {
+		t.Fatalf("checked %d packages; go list ../... found too few", checked)
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/agentfy/agentfy/directory"
-	"github.com/agentfy/agentfy/internal/testenv"
+	"github.com/agentfy/agentfy/internal/test/testenv"
 	"github.com/agentfy/agentfy/keyspace"
 )
 

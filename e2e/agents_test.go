@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/agentfy/agentfy/auth"
-	"github.com/agentfy/agentfy/internal/stack"
+	"github.com/agentfy/agentfy/internal/dev/stack"
 )
 
 // agentList is the body of GET /v1/agents.

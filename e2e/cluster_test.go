@@ -15,10 +15,10 @@ import (
 
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/deploy"
-	"github.com/agentfy/agentfy/internal/natsserver"
-	"github.com/agentfy/agentfy/internal/stack"
-	"github.com/agentfy/agentfy/internal/stacktest"
-	"github.com/agentfy/agentfy/internal/testenv"
+	"github.com/agentfy/agentfy/internal/dev/natsserver"
+	"github.com/agentfy/agentfy/internal/dev/stack"
+	"github.com/agentfy/agentfy/internal/test/stacktest"
+	"github.com/agentfy/agentfy/internal/test/testenv"
 )
 
 // natsCluster starts three embedded NATS servers routed to each other on loopback, each

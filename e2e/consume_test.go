@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentfy/agentfy/internal/stacktest"
+	"github.com/agentfy/agentfy/internal/test/stacktest"
 	"github.com/agentfy/agentfy/view"
 	"github.com/agentfy/agentfy/wire"
 )

@@ -12,8 +12,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/agentfy/agentfy/internal/stack"
-	"github.com/agentfy/agentfy/internal/stacktest"
+	"github.com/agentfy/agentfy/internal/dev/stack"
+	"github.com/agentfy/agentfy/internal/test/stacktest"
 	"github.com/agentfy/agentfy/session"
 	"github.com/agentfy/agentfy/worker"
 )

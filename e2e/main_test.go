@@ -12,9 +12,9 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/agentfy/agentfy/internal/oas"
-	"github.com/agentfy/agentfy/internal/stack"
-	"github.com/agentfy/agentfy/internal/stacktest"
+	"github.com/agentfy/agentfy/internal/dev/stack"
+	"github.com/agentfy/agentfy/internal/test/oas"
+	"github.com/agentfy/agentfy/internal/test/stacktest"
 )
 
 var (

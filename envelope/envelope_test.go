@@ -20,7 +20,7 @@ import (
 	"testing/iotest"
 
 	"github.com/agentfy/agentfy/envelope"
-	"github.com/agentfy/agentfy/internal/testenv"
+	"github.com/agentfy/agentfy/internal/test/testenv"
 )
 
 // vector is one file of testdata/envelope, written by scripts/envelope.mjs.

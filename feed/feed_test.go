@@ -12,7 +12,7 @@ import (
 
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/feed"
-	"github.com/agentfy/agentfy/internal/testenv"
+	"github.com/agentfy/agentfy/internal/test/testenv"
 	"github.com/agentfy/agentfy/session"
 )
 

@@ -14,7 +14,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/agentfy/agentfy/auth"
-	"github.com/agentfy/agentfy/internal/stacktest"
+	"github.com/agentfy/agentfy/internal/test/stacktest"
 )
 
 func TestAccess(t *testing.T) {

@@ -14,8 +14,8 @@ import (
 
 	"github.com/agentfy/agentfy/api"
 	"github.com/agentfy/agentfy/auth"
+	"github.com/agentfy/agentfy/internal/dev/stack"
 	"github.com/agentfy/agentfy/internal/replica"
-	"github.com/agentfy/agentfy/internal/stack"
 	"github.com/agentfy/agentfy/wire"
 )
 

@@ -20,10 +20,10 @@ import (
 	"github.com/agentfy/agentfy/deploy"
 	"github.com/agentfy/agentfy/directory"
 	"github.com/agentfy/agentfy/envelope"
-	"github.com/agentfy/agentfy/internal/natsserver"
+	"github.com/agentfy/agentfy/internal/dev/natsserver"
+	"github.com/agentfy/agentfy/internal/dev/stack"
 	"github.com/agentfy/agentfy/internal/replica"
-	"github.com/agentfy/agentfy/internal/stack"
-	"github.com/agentfy/agentfy/internal/testenv"
+	"github.com/agentfy/agentfy/internal/test/testenv"
 	"github.com/agentfy/agentfy/view"
 	"github.com/agentfy/agentfy/wire"
 )

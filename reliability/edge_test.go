@@ -15,10 +15,10 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/agentfy/agentfy/feed"
+	"github.com/agentfy/agentfy/internal/dev/stack"
 	"github.com/agentfy/agentfy/internal/replica"
-	"github.com/agentfy/agentfy/internal/stack"
-	"github.com/agentfy/agentfy/internal/stacktest"
-	"github.com/agentfy/agentfy/internal/testenv"
+	"github.com/agentfy/agentfy/internal/test/stacktest"
+	"github.com/agentfy/agentfy/internal/test/testenv"
 	"github.com/agentfy/agentfy/jsonrpc"
 )
 

@@ -16,9 +16,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentfy/agentfy/deploy"
-	"github.com/agentfy/agentfy/internal/redisserver"
-	"github.com/agentfy/agentfy/internal/stack"
-	"github.com/agentfy/agentfy/internal/stacktest"
+	"github.com/agentfy/agentfy/internal/dev/redisserver"
+	"github.com/agentfy/agentfy/internal/dev/stack"
+	"github.com/agentfy/agentfy/internal/test/stacktest"
 	"github.com/agentfy/agentfy/keyspace"
 )
 

@@ -13,9 +13,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentfy/agentfy/envelope"
-	"github.com/agentfy/agentfy/internal/stack"
-	"github.com/agentfy/agentfy/internal/stacktest"
-	"github.com/agentfy/agentfy/internal/testenv"
+	"github.com/agentfy/agentfy/internal/dev/stack"
+	"github.com/agentfy/agentfy/internal/test/stacktest"
+	"github.com/agentfy/agentfy/internal/test/testenv"
 	"github.com/agentfy/agentfy/keyspace"
 	"github.com/agentfy/agentfy/view"
 )

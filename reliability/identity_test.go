@@ -18,7 +18,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/agentfy/agentfy/auth"
-	"github.com/agentfy/agentfy/internal/testenv"
+	"github.com/agentfy/agentfy/internal/test/testenv"
 	"github.com/agentfy/agentfy/wire"
 )
 

@@ -20,10 +20,10 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentfy/agentfy/auth"
-	"github.com/agentfy/agentfy/internal/oas"
-	"github.com/agentfy/agentfy/internal/stack"
-	"github.com/agentfy/agentfy/internal/stacktest"
-	"github.com/agentfy/agentfy/internal/testenv"
+	"github.com/agentfy/agentfy/internal/dev/stack"
+	"github.com/agentfy/agentfy/internal/test/oas"
+	"github.com/agentfy/agentfy/internal/test/stacktest"
+	"github.com/agentfy/agentfy/internal/test/testenv"
 )
 
 var (

@@ -6,8 +6,8 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/agentfy/agentfy/internal/stack"
-	"github.com/agentfy/agentfy/internal/stacktest"
+	"github.com/agentfy/agentfy/internal/dev/stack"
+	"github.com/agentfy/agentfy/internal/test/stacktest"
 	"github.com/agentfy/agentfy/view"
 	"github.com/agentfy/agentfy/wire"
 )

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentfy/agentfy/internal/stack"
+	"github.com/agentfy/agentfy/internal/dev/stack"
 	"github.com/agentfy/agentfy/wire"
 )
 

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/agentfy/agentfy/bus"
-	"github.com/agentfy/agentfy/internal/stack"
-	"github.com/agentfy/agentfy/internal/stacktest"
+	"github.com/agentfy/agentfy/internal/dev/stack"
+	"github.com/agentfy/agentfy/internal/test/stacktest"
 	"github.com/agentfy/agentfy/wire"
 )
 

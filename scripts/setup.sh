@@ -54,7 +54,7 @@ done
 go mod download
 
 # The Ory Hydra binary the OpenID tests run, built into the user cache by
-# internal/testenv.HydraBinary when missing (CGO: 4-6 min cold on two cores; a few
+# internal/test/testenv.HydraBinary when missing (CGO: 4-6 min cold on two cores; a few
 # seconds when it is there already). A failed build prints the compiler's output.
 echo "setup: hydra binary for the OpenID tests (internal/tools/hydra)" >&2
-go test -count=1 -timeout 20m -run '^TestHydraBinary$' ./internal/testenv >&2
+go test -count=1 -timeout 20m -run '^TestHydraBinary$' ./internal/test/testenv >&2

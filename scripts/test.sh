@@ -26,7 +26,7 @@ echo "== reliability suite (faults, tampering, capabilities, load, leaks, access
 go test -count=1 -timeout 15m ./reliability
 echo "== Redis Cluster and Sentinel: end-to-end, route-table, capability and CLI tests on each" >&2
 # Three masters with a replica each, and a master, a replica and three sentinels, all
-# with the deployment's ACL users (internal/redisserver). The failover under load runs
+# with the deployment's ACL users (internal/dev/redisserver). The failover under load runs
 # in the reliability suite above, on both.
 e2e_on_topology='^(TestAgentList|TestConsumeRoute|TestPollingDoesNotKeepASessionAlive|TestWorkerEndsItsSession|TestFrameOfTheOpenedPage|TestNoTabIsPageNull|TestNoSessionIsNotLive|TestRechecksAfterCapture|TestGateAcrossReplicas|TestUnavailable|TestServiceRoutes|TestAdminRoutes)$'
 for topology in cluster sentinel; do

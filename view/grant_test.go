@@ -16,7 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/agentfy/agentfy/internal/testenv"
+	"github.com/agentfy/agentfy/internal/test/testenv"
 	"github.com/agentfy/agentfy/keyspace"
 	"github.com/agentfy/agentfy/view"
 )

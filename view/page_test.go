@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentfy/agentfy/internal/oas"
+	"github.com/agentfy/agentfy/internal/test/oas"
 	"github.com/agentfy/agentfy/view"
 	"github.com/agentfy/agentfy/wire"
 )

@@ -98,7 +98,7 @@ type Requester interface {
 }
 
 // ServiceConfig wires a Service. Its collaborators are interfaces so that the
-// development stack (internal/stack) can wrap them to watch and steer a running replica
+// development stack (internal/dev/stack) can wrap them to watch and steer a running replica
 // — the gate's decisions, the replies, each request's key — from outside this package.
 type ServiceConfig struct {
 	Redis     redis.UniversalClient // for the two round trips of the checks (check.go)

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentfy/agentfy/internal/testenv"
+	"github.com/agentfy/agentfy/internal/test/testenv"
 	"github.com/agentfy/agentfy/jsonrpc"
 	"github.com/agentfy/agentfy/wire"
 )

@@ -23,7 +23,7 @@ import (
 
 	"github.com/agentfy/agentfy/broker"
 	"github.com/agentfy/agentfy/envelope"
-	"github.com/agentfy/agentfy/internal/testenv"
+	"github.com/agentfy/agentfy/internal/test/testenv"
 )
 
 const e2ePass = "e2e-broker-pass-4f1c9a"

@@ -23,7 +23,7 @@ import (
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/cmd/internal/apiconf"
 	"github.com/agentfy/agentfy/deploy"
-	"github.com/agentfy/agentfy/internal/stack"
+	"github.com/agentfy/agentfy/internal/dev/stack"
 	"github.com/agentfy/agentfy/session"
 	"github.com/agentfy/agentfy/web"
 	"github.com/agentfy/agentfy/wire"

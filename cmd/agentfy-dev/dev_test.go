@@ -20,7 +20,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/agentfy/agentfy/bus"
-	"github.com/agentfy/agentfy/internal/testenv"
+	"github.com/agentfy/agentfy/internal/test/testenv"
 )
 
 // TestDevStackStartsAndStopsCleanly runs `agentfy-dev dev` as a user would: it becomes ready

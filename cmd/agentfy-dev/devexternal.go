@@ -10,7 +10,7 @@ import (
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/cmd/internal/apiconf"
 	"github.com/agentfy/agentfy/deploy"
-	"github.com/agentfy/agentfy/internal/stack"
+	"github.com/agentfy/agentfy/internal/dev/stack"
 )
 
 // external is what `agentfy-dev dev` uses instead of its own servers: a Redis (server,

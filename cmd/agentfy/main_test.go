@@ -14,8 +14,8 @@ import (
 	"github.com/agentfy/agentfy/cmd/internal/operator"
 	"github.com/agentfy/agentfy/deploy"
 	"github.com/agentfy/agentfy/directory"
-	"github.com/agentfy/agentfy/internal/stack"
-	"github.com/agentfy/agentfy/internal/testenv"
+	"github.com/agentfy/agentfy/internal/dev/stack"
+	"github.com/agentfy/agentfy/internal/test/testenv"
 )
 
 const devSecret = "test-secret-test-secret-test-secret!"

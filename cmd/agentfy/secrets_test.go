@@ -11,9 +11,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentfy/agentfy/bus"
-	"github.com/agentfy/agentfy/internal/natsserver"
-	"github.com/agentfy/agentfy/internal/redisserver"
-	"github.com/agentfy/agentfy/internal/testenv"
+	"github.com/agentfy/agentfy/internal/dev/natsserver"
+	"github.com/agentfy/agentfy/internal/dev/redisserver"
+	"github.com/agentfy/agentfy/internal/test/testenv"
 	"github.com/agentfy/agentfy/view"
 )
 

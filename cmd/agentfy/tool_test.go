@@ -13,8 +13,8 @@ import (
 
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/deploy"
-	"github.com/agentfy/agentfy/internal/stack"
-	"github.com/agentfy/agentfy/internal/testenv"
+	"github.com/agentfy/agentfy/internal/dev/stack"
+	"github.com/agentfy/agentfy/internal/test/testenv"
 )
 
 // TestToolCommandGoesThroughTheOwner runs `agentfy tool` against a stack whose worker is

@@ -57,7 +57,7 @@ type Options struct {
 	RedisAcks *view.Acks
 	// Views and Hub, when set, see the view service's and the worker hub's
 	// configurations, the production collaborators in them, just before each is built,
-	// and may wrap any of those: the development stack (internal/stack) watches and
+	// and may wrap any of those: the development stack (internal/dev/stack) watches and
 	// steers a running replica so, from outside the production packages. Nil in
 	// production.
 	Views func(*view.ServiceConfig)

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/agentfy/agentfy/internal/oas"
+	"github.com/agentfy/agentfy/internal/test/oas"
 )
 
 // adminDoc is the admin API's document, loaded once for every Client.

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/agentfy/agentfy/bus"
-	"github.com/agentfy/agentfy/internal/stack"
+	"github.com/agentfy/agentfy/internal/dev/stack"
 )
 
 // routingResult is one replica count of the routing suite.

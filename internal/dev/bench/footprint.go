@@ -17,7 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/agentfy/agentfy/bus"
-	"github.com/agentfy/agentfy/internal/stack"
+	"github.com/agentfy/agentfy/internal/dev/stack"
 	"github.com/agentfy/agentfy/view"
 	"github.com/agentfy/agentfy/wire"
 )
@@ -78,7 +78,7 @@ func toInt64(v uint64) int64 {
 }
 
 // benchMemory measures what one more replica costs idle, then with view.MaxPending
-// views waiting in it. The replicas run inside this process (internal/stack), so the
+// views waiting in it. The replicas run inside this process (internal/dev/stack), so the
 // figures are deltas of this process's RSS and heap around starting the replica and
 // around filling it. The pending views are for agents with sessions but no worker; a
 // silent NATS subscriber on every view subject holds the requests until released; the

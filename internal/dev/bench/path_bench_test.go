@@ -9,7 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/agentfy/agentfy/internal/stack"
+	"github.com/agentfy/agentfy/internal/dev/stack"
 )
 
 // processCPU is this process's user and system CPU time (getrusage, microseconds).

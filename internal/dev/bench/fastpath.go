@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/agentfy/agentfy/directory"
-	"github.com/agentfy/agentfy/internal/stack"
+	"github.com/agentfy/agentfy/internal/dev/stack"
 	"github.com/agentfy/agentfy/keyspace"
 )
 

@@ -25,8 +25,8 @@ import (
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/deploy"
 	"github.com/agentfy/agentfy/directory"
-	"github.com/agentfy/agentfy/internal/stack"
-	"github.com/agentfy/agentfy/internal/testenv"
+	"github.com/agentfy/agentfy/internal/dev/stack"
+	"github.com/agentfy/agentfy/internal/test/testenv"
 )
 
 // capacityOptions size the capacity suite.

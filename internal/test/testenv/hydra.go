@@ -23,7 +23,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentfy/agentfy/internal/redisserver"
+	"github.com/agentfy/agentfy/internal/dev/redisserver"
 )
 
 // HydraVersion is the Ory Hydra release internal/tools/hydra pins (its go.mod says the
@@ -110,7 +110,7 @@ func HydraBinary(tb testing.TB) string {
 // path is known, otherwise from the root module of the working directory.
 func hydraToolDir() (string, error) {
 	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
-		dir := filepath.Join(filepath.Dir(file), "..", "tools", "hydra")
+		dir := filepath.Join(filepath.Dir(file), "..", "..", "tools", "hydra")
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
 			return dir, nil
 		}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/deploy"
-	"github.com/agentfy/agentfy/internal/redisserver"
+	"github.com/agentfy/agentfy/internal/dev/redisserver"
 )
 
 // TopologyEnv names the Redis topology the integration suites run on: "" or "server"

@@ -17,7 +17,7 @@ import (
 	"github.com/agentfy/agentfy/broker"
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/channel"
-	"github.com/agentfy/agentfy/internal/testenv"
+	"github.com/agentfy/agentfy/internal/test/testenv"
 	"github.com/agentfy/agentfy/session"
 	"github.com/agentfy/agentfy/worker"
 )

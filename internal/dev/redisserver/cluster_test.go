@@ -10,8 +10,8 @@ import (
 
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/deploy"
+	"github.com/agentfy/agentfy/internal/dev/redisserver"
 	"github.com/agentfy/agentfy/internal/redisclient"
-	"github.com/agentfy/agentfy/internal/redisserver"
 	"github.com/agentfy/agentfy/keyspace"
 )
 

@@ -1,5 +1,5 @@
 // Package stacktest is the upper layer of the project's one test harness (the lower is
-// internal/testenv): it drives a running stack (internal/stack) for the api, e2e and
+// internal/test/testenv): it drives a running stack (internal/dev/stack) for the api, e2e and
 // reliability suites — test contexts, tokens, agents, the gate, and requests to the
 // view, status and consume routes whose every answer is checked against the OpenAPI
 // document. Start gives a test a stack of its own; a suite that shares one starts it in
@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"github.com/agentfy/agentfy/directory"
-	"github.com/agentfy/agentfy/internal/oas"
-	"github.com/agentfy/agentfy/internal/stack"
-	"github.com/agentfy/agentfy/internal/testenv"
+	"github.com/agentfy/agentfy/internal/dev/stack"
+	"github.com/agentfy/agentfy/internal/test/oas"
+	"github.com/agentfy/agentfy/internal/test/testenv"
 	"github.com/agentfy/agentfy/wire"
 )
 

@@ -18,7 +18,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/agentfy/agentfy/internal/stack"
+	"github.com/agentfy/agentfy/internal/dev/stack"
 	"github.com/agentfy/agentfy/view"
 )
 

@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/agentfy/agentfy/bus"
-	"github.com/agentfy/agentfy/internal/stack"
+	"github.com/agentfy/agentfy/internal/dev/stack"
 )
 
 // e2eResult is the end-to-end view against the bare capture on the same tab.

@@ -7,7 +7,7 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/agentfy/agentfy/internal/stack"
+	"github.com/agentfy/agentfy/internal/dev/stack"
 	"github.com/agentfy/agentfy/wire"
 )
 

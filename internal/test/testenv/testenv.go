@@ -7,9 +7,9 @@
 // ConsumeAPI (the replicas' consume route as a broker meets it, for a broker tested
 // alone), and the Node reference of the envelope (NodeOpen, NodeSeal). It imports only
 // leaf packages (bus, wire, envelope), so any package's own tests may use it —
-// internal/stack imports the broker, which tests itself with this.
+// internal/dev/stack imports the broker, which tests itself with this.
 //
-// The upper layer, internal/stacktest, drives a whole stack (internal/stack) for the
+// The upper layer, internal/test/stacktest, drives a whole stack (internal/dev/stack) for the
 // api, e2e and reliability suites. Where a case lives: a route's table of answers in
 // api/, one happy path per route in e2e/, faults and attacks in reliability/.
 package testenv
@@ -30,8 +30,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentfy/agentfy/bus"
-	"github.com/agentfy/agentfy/internal/natsserver"
-	"github.com/agentfy/agentfy/internal/redisserver"
+	"github.com/agentfy/agentfy/internal/dev/natsserver"
+	"github.com/agentfy/agentfy/internal/dev/redisserver"
 )
 
 // Redis starts a redis-server for the test and stops it at cleanup. Without options its

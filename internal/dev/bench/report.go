@@ -216,7 +216,7 @@ func renderFootprint(b *strings.Builder, r *Results, full bool) {
 	e, f := r.E2E, r.Footprint
 	p("%s\n\n", benchSections[4])
 	if full {
-		p("The replicas run inside the bench's process (internal/stack), so a replica's memory is the delta of this process around starting one more replica ")
+		p("The replicas run inside the bench's process (internal/dev/stack), so a replica's memory is the delta of this process around starting one more replica ")
 		p("and around filling it with %d pending views, each after two garbage collections and `debug.FreeOSMemory`: VmRSS from /proc/self/status and the live heap from runtime/metrics. ", f.PendingViews)
 		p("The pending views are for %d agents with sessions but no worker; a silent NATS subscriber on every view subject holds the requests; ", f.PendingViews)
 		p("the viewers are raw TCP connections with a request written and nothing read, so the client side adds no goroutine. ")
@@ -272,7 +272,7 @@ func renderGoBench(b *strings.Builder, r *Results, full bool) {
 	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
 	p("%s\n\n", benchSections[5])
 	if full {
-		p("`go test -run '^$' -benchmem` with %s (real redis-server from internal/testenv). ", goBenchCommands())
+		p("`go test -run '^$' -benchmem` with %s (real redis-server from internal/test/testenv). ", goBenchCommands())
 		p("The capability and the gate are Redis round trips, so their floor is `BenchmarkRedisPing` on the same server, run in the same command.\n\n")
 	}
 	var ping float64

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/agentfy/agentfy/api"
-	"github.com/agentfy/agentfy/internal/stack"
+	"github.com/agentfy/agentfy/internal/dev/stack"
 	"github.com/agentfy/agentfy/wire"
 )
 

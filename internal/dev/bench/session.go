@@ -16,7 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentfy/agentfy/broker"
-	"github.com/agentfy/agentfy/internal/stack"
+	"github.com/agentfy/agentfy/internal/dev/stack"
 	"github.com/agentfy/agentfy/wire"
 )
 
