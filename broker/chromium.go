@@ -391,6 +391,10 @@ func (t *tailBuffer) String() string {
 const (
 	profilePrefix = "agentfy-chromium-"
 	ownerFile     = "agentfy-owner"
+	// sweptPrefix names a profile a sweep has claimed (renamed) and not yet removed
+	// whole: a child of the dead Chromium may still write into it for a moment, which
+	// makes the removal fail with "directory not empty". The next sweep removes it.
+	sweptPrefix = "agentfy-swept-"
 	// orphanAge is how old a profile without an owner file must be to count as left
 	// behind (the owner file is written right after the directory is made).
 	orphanAge = time.Minute
@@ -415,8 +419,8 @@ func processIdentity(pid int) string {
 
 // SweepProfiles removes the Chromium profiles under parent ("" means the temporary
 // directory) whose broker is no longer running, and those without an owner that are
-// older than orphanAge. It returns how many it removed; a profile it cannot read is
-// left alone.
+// older than orphanAge, and what earlier sweeps claimed but could not remove. It
+// returns how many profiles it removed; a profile it cannot read is left alone.
 func SweepProfiles(parent string) int {
 	if parent == "" {
 		parent = os.TempDir()
@@ -425,6 +429,7 @@ func SweepProfiles(parent string) int {
 	if err != nil {
 		return 0
 	}
+	removeSwept(parent)
 	removed := 0
 	for _, dir := range dirs {
 		fi, err := os.Lstat(dir)
@@ -448,11 +453,29 @@ func SweepProfiles(parent string) int {
 				continue
 			}
 		}
-		if os.RemoveAll(dir) == nil {
-			removed++
+		// Claim it first: the rename takes the profile away at once, even while a
+		// dying child of its Chromium still writes into it, and the removal follows.
+		swept := filepath.Join(parent, sweptPrefix+strings.TrimPrefix(filepath.Base(dir), profilePrefix))
+		if os.Rename(dir, swept) != nil {
+			continue
 		}
+		removed++
+		_ = os.RemoveAll(swept)
 	}
 	return removed
+}
+
+// removeSwept removes what earlier sweeps claimed but could not remove whole.
+func removeSwept(parent string) {
+	dirs, err := filepath.Glob(filepath.Join(parent, sweptPrefix+"*"))
+	if err != nil {
+		return
+	}
+	for _, dir := range dirs {
+		if fi, err := os.Lstat(dir); err == nil && fi.IsDir() {
+			_ = os.RemoveAll(dir)
+		}
+	}
 }
 
 // ownerAlive reports whether the process that wrote identity still runs: its pid

@@ -50,6 +50,12 @@ func TestSweepProfiles(t *testing.T) {
 		{"fresh without an owner", mk("starting", "", 0), false},
 		{"garbage owner", mk("garbage", "not a pid", time.Hour), false},
 	}
+	// What an earlier sweep claimed and could not remove whole (a dying Chromium's child
+	// still wrote into it) goes too.
+	claimed := filepath.Join(parent, sweptPrefix+"earlier")
+	if err := os.MkdirAll(filepath.Join(claimed, "Default"), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	other := filepath.Join(parent, "someone-else")
 	if err := os.Mkdir(other, 0o700); err != nil {
 		t.Fatal(err)
@@ -65,5 +71,11 @@ func TestSweepProfiles(t *testing.T) {
 	}
 	if _, err := os.Stat(other); err != nil {
 		t.Errorf("a directory that is no profile was touched: %v", err)
+	}
+	if _, err := os.Stat(claimed); !os.IsNotExist(err) {
+		t.Errorf("a profile an earlier sweep claimed is still there (%v)", err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(parent, sweptPrefix+"*")); len(left) != 0 {
+		t.Errorf("claimed profiles left behind: %v", left)
 	}
 }
