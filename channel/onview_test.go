@@ -140,16 +140,16 @@ func TestOnViewRefusals(t *testing.T) {
 				if got.requestID != tt.data || got.sessionID != "s1" {
 					t.Errorf("capability check of %q for %q, want %q for s1", got.requestID, got.sessionID, tt.data)
 				}
-				if !got.hasDeadline || got.budget > GrantCheckTimeout {
-					t.Errorf("capability check had %v (deadline %v), want at most %v", got.budget, got.hasDeadline, GrantCheckTimeout)
+				if !got.hasDeadline || got.budget > wire.OwnerCheckTimeout {
+					t.Errorf("capability check had %v (deadline %v), want at most %v", got.budget, got.hasDeadline, wire.OwnerCheckTimeout)
 				}
 			default:
 				if tt.wantCheck {
 					t.Fatal("capability not looked up")
 				}
 			}
-			if tt.caps != nil && tt.caps.block && took > GrantCheckTimeout+wire.HopMargin {
-				t.Errorf("a hanging check was answered after %v, want within %v", took, GrantCheckTimeout+wire.HopMargin)
+			if tt.caps != nil && tt.caps.block && took > wire.OwnerCheckTimeout+wire.HopMargin {
+				t.Errorf("a hanging check was answered after %v, want within %v", took, wire.OwnerCheckTimeout+wire.HopMargin)
 			}
 			if got := c.observing.Load(); got != observing {
 				t.Errorf("%d observation waiters after a refusal, want %d", got, observing)

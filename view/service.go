@@ -26,9 +26,6 @@ const (
 	// MaxPending is the most view requests one replica waits for at once; the next is
 	// refused at once with ErrBusy.
 	MaxPending = 128
-	// RequestTimeout bounds the whole wait for a frame, NATS to reply (the outermost
-	// hop of wire.Budget).
-	RequestTimeout = wire.ViewTimeout
 	// MaxReply bounds the sealed reply read from NATS.
 	MaxReply = 8 << 20 // 8 MiB
 )
@@ -203,7 +200,7 @@ func (s *Service) View(ctx context.Context, agentID, caller string, check access
 
 // Observe asks the replica holding sess's worker socket for a frame and opens it. A nil
 // page with a nil error means the worker has no tab open.
-func (s *Service) Observe(ctx context.Context, sess session.Session) (*Page, error) {
+func (s *Service) Observe(ctx context.Context, sess session.Session) (*wire.Page, error) {
 	select {
 	case s.pending <- struct{}{}:
 		defer func() { <-s.pending }()
@@ -220,7 +217,7 @@ func (s *Service) Observe(ctx context.Context, sess session.Session) (*Page, err
 		// deadline; answer at once instead.
 		return nil, unavailable(wire.ReasonNoChannel)
 	}
-	ctx, cancel := context.WithTimeout(ctx, RequestTimeout)
+	ctx, cancel := context.WithTimeout(ctx, wire.ViewTimeout)
 	defer cancel()
 
 	idb := make([]byte, 32)
@@ -275,7 +272,7 @@ func unavailableFrom(err error) error {
 
 // openReply decodes the wire body strictly, opens it and validates the page. Every
 // failure is the same to the caller.
-func openReply(priv *ecdh.PrivateKey, requestID string, reply []byte) (*Page, error) {
+func openReply(priv *ecdh.PrivateKey, requestID string, reply []byte) (*wire.Page, error) {
 	if len(reply) > MaxReply {
 		return nil, wire.ErrInvalidPage
 	}

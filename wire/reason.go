@@ -61,13 +61,19 @@ const (
 	ReasonInternal = "internal"
 )
 
-// The JSON-RPC error codes of a view's error answer (package jsonrpc names them too).
+// The JSON-RPC error codes of a view's error answer, which tool calls use too (package
+// jsonrpc has the channel's other codes).
 const (
+	// RPCMethodNotFound: JSON-RPC's own, for a method the worker does not know.
 	RPCMethodNotFound = -32601
-	RPCInvalidParams  = -32602
-	RPCBusy           = -32001
-	RPCUnavailable    = -32002
-	RPCRefused        = -32004
+	// RPCInvalidParams: JSON-RPC's own, for params that do not decode.
+	RPCInvalidParams = -32602
+	// RPCBusy: a bound was reached (too many views or tool calls in flight).
+	RPCBusy = -32001
+	// RPCUnavailable: the broker or browser could not serve the request.
+	RPCUnavailable = -32002
+	// RPCRefused: the broker could not redeem the view's grant.
+	RPCRefused = -32004
 )
 
 // reasonRow is one reason of the table, with what every hop needs of it. The reason is
