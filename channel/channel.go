@@ -92,9 +92,9 @@ const (
 
 // Grants is what the hub needs of the view capabilities (view.Grants).
 type Grants interface {
-	// Pending reports whether requestID names a capability of sessionID still to be
+	// Redeemable reports whether requestID names a capability of sessionID still to be
 	// redeemed; an error means it cannot tell (Redis unreachable).
-	Pending(ctx context.Context, requestID, sessionID string) (bool, error)
+	Redeemable(ctx context.Context, requestID, sessionID string) (bool, error)
 }
 
 // Bus is the hub's side of NATS, a *nats.Conn: it subscribes to the view and tool

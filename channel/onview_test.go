@@ -22,7 +22,7 @@ type capCheck struct {
 	hasDeadline          bool
 }
 
-// stubCaps answers Pending as told and records every call. It stands in for
+// stubCaps answers Redeemable as told and records every call. It stands in for
 // view.Capabilities (Redis) only where the decision logic is under test; TestHub*
 // run the real one.
 type stubCaps struct {
@@ -32,7 +32,7 @@ type stubCaps struct {
 	calls chan capCheck
 }
 
-func (s *stubCaps) Pending(ctx context.Context, requestID, sessionID string) (bool, error) {
+func (s *stubCaps) Redeemable(ctx context.Context, requestID, sessionID string) (bool, error) {
 	dl, has := ctx.Deadline()
 	s.calls <- capCheck{requestID, sessionID, time.Until(dl), has}
 	if s.block {

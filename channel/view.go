@@ -38,7 +38,7 @@ func (c *Conn) onView(msg *nats.Msg) {
 	// the owner's hop of the budget.
 	ctx, cancel := context.WithTimeout(c.ctx, wire.ChannelObserveTimeout)
 	cctx, ccancel := context.WithTimeout(ctx, wire.OwnerCheckTimeout)
-	ok, err := c.hub.cfg.Grants.Pending(cctx, requestID, c.session.ID)
+	ok, err := c.hub.cfg.Grants.Redeemable(cctx, requestID, c.session.ID)
 	ccancel()
 	switch {
 	case err != nil:

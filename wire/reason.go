@@ -52,9 +52,9 @@ const (
 // log line like the others but never cross a process, so they are not in Reasons and
 // Reason reads one that arrives from another process as ReasonFailed.
 const (
-	// ReasonPendingLimit: the replica already waits for its most views at once
+	// ReasonInFlightLimit: the replica already has its most views in flight
 	// (view.ErrBusy).
-	ReasonPendingLimit = "pending_limit"
+	ReasonInFlightLimit = "pending_limit"
 	// ReasonNotDurable: too few Redis replicas acknowledged a write (view.ErrNotDurable).
 	ReasonNotDurable = "not_durable"
 	// ReasonInternal: the replica's own Redis or NATS failed.
@@ -116,7 +116,7 @@ var reasonTable = []reasonRow{
 	{ReasonInvalid, false, RPCUnavailable, false, 0, http.StatusServiceUnavailable},
 	{ReasonIdentityUnavailable, false, RPCUnavailable, false, 0, http.StatusServiceUnavailable},
 	{ReasonFailed, false, RPCUnavailable, false, 0, http.StatusServiceUnavailable},
-	{ReasonPendingLimit, true, 0, false, 0, http.StatusServiceUnavailable},
+	{ReasonInFlightLimit, true, 0, false, 0, http.StatusServiceUnavailable},
 	{ReasonNotDurable, true, 0, false, 0, http.StatusServiceUnavailable},
 	{ReasonInternal, true, 0, false, 0, http.StatusServiceUnavailable},
 }
@@ -174,7 +174,7 @@ func APIStatus(reason string) int { return row(reason).api }
 // another (Reason, IsReason).
 func Reasons() []string { return slices.Clone(reasons) }
 
-// Labels returns every reason, the requesting replica's own (ReasonPendingLimit,
+// Labels returns every reason, the requesting replica's own (ReasonInFlightLimit,
 // ReasonNotDurable, ReasonInternal) after those of Reasons: the values of the API's
 // reason label.
 func Labels() []string { return slices.Clone(labels) }
