@@ -92,7 +92,7 @@ var errorTable = []struct {
 	{view.ErrGrantNotFound, errGrant, ""},
 	{view.ErrGrantForged, errGrant, ""},
 	{feed.ErrTooManyForCaller, errStreams, ""},
-	{view.ErrBusy, unavailable(wire.ReasonPendingLimit), wire.ReasonPendingLimit},
+	{view.ErrBusy, unavailable(wire.ReasonInFlightLimit), wire.ReasonInFlightLimit},
 	{view.ErrNotDurable, unavailable(wire.ReasonNotDurable), wire.ReasonNotDurable},
 }
 

@@ -44,7 +44,7 @@ func TestHTTPErrorOf(t *testing.T) {
 		{"wrapped rate limited", fmt.Errorf("gate: %w", view.ErrRateLimited), errRateLimited},
 		{"wrapped capability", fmt.Errorf("consume: %w", view.ErrGrantNotFound), errGrant},
 		{"joined with a sentinel", errors.Join(internal, auth.ErrForbidden), errForbidden},
-		{"pending limit", view.ErrBusy, unavailable(wire.ReasonPendingLimit)},
+		{"pending limit", view.ErrBusy, unavailable(wire.ReasonInFlightLimit)},
 		{"view unavailable", &view.UnavailableError{Reason: wire.ReasonCapture}, unavailable(wire.ReasonCapture)},
 		{"not durable", fmt.Errorf("%w: 0 of 1 replicas", view.ErrNotDurable), unavailable(wire.ReasonNotDurable)},
 		{"all listeners", feed.ErrTooManyListeners, unavailable(wire.ReasonInternal)},
@@ -164,7 +164,7 @@ func TestAdminErrorOf(t *testing.T) {
 // as the hop that raised it named it.
 var raisedHere = map[string]error{
 	wire.ReasonIdentityUnavailable: fmt.Errorf("verify: %w", auth.ErrIdentityUnavailable),
-	wire.ReasonPendingLimit:        view.ErrBusy,
+	wire.ReasonInFlightLimit:       view.ErrBusy,
 	wire.ReasonNotDurable:          fmt.Errorf("%w: 0 of 1 replicas in 500ms", view.ErrNotDurable),
 	wire.ReasonInternal:            errors.New("redis: connection pool timeout"),
 }
@@ -189,7 +189,7 @@ func TestAbort(t *testing.T) {
 		{"not found", auth.ErrNotFound, errNotFound, ""},
 		{"view capture", &view.UnavailableError{Reason: wire.ReasonCapture}, unavailable(wire.ReasonCapture), wire.ReasonCapture},
 		{"view failed with detail", fmt.Errorf("%w: %s", &view.UnavailableError{Reason: wire.ReasonFailed}, secret), unavailable(wire.ReasonFailed), wire.ReasonFailed},
-		{"pending limit", view.ErrBusy, unavailable(wire.ReasonPendingLimit), "pending_limit"},
+		{"pending limit", view.ErrBusy, unavailable(wire.ReasonInFlightLimit), "pending_limit"},
 		{"internal", errors.New(secret), unavailable(wire.ReasonInternal), "internal"},
 		{"identity provider unavailable", auth.ErrIdentityUnavailable, errIdentity, wire.ReasonIdentityUnavailable},
 	}

@@ -64,7 +64,7 @@ func NewMetrics(pending, waiters, workers, listeners func() int) *Metrics {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return float64(f()) })
 	}
 	reg.MustRegister(m.outcomes, m.reasons, m.latency, m.gate, m.forged, m.identity,
-		gauge("agentfy_view_pending", "View requests this replica waits for (bound "+strconv.Itoa(view.MaxPending)+").", pending),
+		gauge("agentfy_view_pending", "View requests this replica waits for (bound "+strconv.Itoa(view.MaxInFlight)+").", pending),
 		gauge("agentfy_observation_waiters", "View requests relayed to workers held by this replica (bound "+strconv.Itoa(channel.MaxObservationWaiters)+" per connection).", waiters),
 		gauge("agentfy_worker_connections", "Worker sockets held by this replica.", workers),
 		gauge("agentfy_status_listeners", "Open status-feed streams.", listeners),

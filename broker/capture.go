@@ -29,7 +29,7 @@ type Page struct {
 	Title string `json:"title"`
 	// CapturedAt is when the capture started (wire.FormatCapturedAt).
 	CapturedAt string `json:"capturedAt"`
-	// ContentType is always CaptureContentType.
+	// ContentType is always wire.ContentTypeJPEG.
 	ContentType string `json:"contentType"`
 	// Data is the JPEG; encoding/json writes it as standard base64.
 	Data []byte `json:"data"`
@@ -54,7 +54,7 @@ func screenshotData(raw []byte) ([]byte, error) {
 // complete JPEG.
 var errNotJPEG = errors.New("capture is not a jpeg")
 
-// errFrameTooLarge is a capture larger than MaxFrameBytes.
+// errFrameTooLarge is a capture larger than wire.MaxFrameBytes.
 var errFrameTooLarge = errors.New("capture is larger than the frame limit")
 
 // cdpSession sends CDP commands to one attached target session under one
@@ -85,11 +85,11 @@ func (s cdpSession) GetSessionID() proto.TargetSessionID { return s.id }
 func (s cdpSession) GetContext() context.Context { return s.ctx }
 
 // captureClip returns the screenshot clip for a CSS visual viewport and a
-// device pixel ratio: the visible part of the page, at most MaxCaptureHeight
-// CSS pixels tall, scaled so the image is at most MaxCaptureWidth pixels
+// device pixel ratio: the visible part of the page, at most wire.MaxFrameHeight
+// CSS pixels tall, scaled so the image is at most wire.MaxFrameWidth pixels
 // wide. The image never has more than one pixel per CSS pixel, whatever the
-// device pixel ratio: so a frame is at most MaxCaptureHeight image pixels
-// tall exactly when its clip is at most MaxCaptureHeight CSS pixels, which is
+// device pixel ratio: so a frame is at most wire.MaxFrameHeight image pixels
+// tall exactly when its clip is at most wire.MaxFrameHeight CSS pixels, which is
 // what the API checks. It fails for an empty viewport.
 func captureClip(vv *proto.PageVisualViewport, dpr float64) (*proto.PageViewport, error) {
 	if vv == nil || !(vv.ClientWidth >= 1 && vv.ClientHeight >= 1) {
@@ -102,13 +102,13 @@ func captureClip(vv *proto.PageVisualViewport, dpr float64) (*proto.PageViewport
 		X:      vv.PageX,
 		Y:      vv.PageY,
 		Width:  vv.ClientWidth,
-		Height: min(vv.ClientHeight, MaxCaptureHeight),
+		Height: min(vv.ClientHeight, wire.MaxFrameHeight),
 		Scale:  1,
 	}
 	// The image has ClientWidth × Scale × dpr pixels across: Scale × dpr is the
 	// image pixels per CSS pixel, at most 1, and less when the viewport is wider
-	// than MaxCaptureWidth.
-	clip.Scale = min(1, MaxCaptureWidth/vv.ClientWidth) / dpr
+	// than wire.MaxFrameWidth.
+	clip.Scale = min(1, wire.MaxFrameWidth/vv.ClientWidth) / dpr
 	return clip, nil
 }
 
@@ -176,7 +176,7 @@ func capture(ctx context.Context, s cdpSession, target proto.TargetTargetID, at 
 		URL:         info.TargetInfo.URL,
 		Title:       info.TargetInfo.Title,
 		CapturedAt:  wire.FormatCapturedAt(at),
-		ContentType: CaptureContentType,
+		ContentType: wire.ContentTypeJPEG,
 		Data:        shot.data,
 		Masked:      shot.masked,
 	}, nil
@@ -212,10 +212,10 @@ func screenshot(ctx context.Context, s cdpSession, metrics *proto.PageGetLayoutM
 }
 
 // checkFrame refuses a frame the API would refuse, so it is never sealed and carried
-// that far: larger than MaxFrameBytes, or not the markers, header and size of a JPEG
+// that far: larger than wire.MaxFrameBytes, or not the markers, header and size of a JPEG
 // the requesting replica accepts (wire.CheckFrame).
 func checkFrame(f frame) (frame, error) {
-	if len(f.data) > MaxFrameBytes {
+	if len(f.data) > wire.MaxFrameBytes {
 		return frame{}, errFrameTooLarge
 	}
 	if wire.CheckFrame(f.data) != nil {

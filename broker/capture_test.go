@@ -78,7 +78,7 @@ func TestCaptureClip(t *testing.T) {
 			if !(dpr > 0) {
 				dpr = 1
 			}
-			if w := got.Width * got.Scale * dpr; math.Abs(w-tt.wantWidth) > 1e-9 || w > MaxCaptureWidth {
+			if w := got.Width * got.Scale * dpr; math.Abs(w-tt.wantWidth) > 1e-9 || w > wire.MaxFrameWidth {
 				t.Errorf("output width %v, want %v", w, tt.wantWidth)
 			}
 		})

@@ -13,8 +13,6 @@ import (
 // Names and limits of the broker. Limits carry their unit in the comment; the
 // durations are defaults that [Config] may override.
 const (
-	// SocketName is the file name of the broker's socket inside the IPC directory.
-	SocketName = wire.SocketName
 	// SocketMode is the permission of the socket: the worker shares the group.
 	SocketMode os.FileMode = 0o660
 
@@ -35,21 +33,10 @@ const (
 	// MaxScroll bounds the distance of one scroll step, in CSS pixels.
 	MaxScroll = 100_000
 
-	// MaxPageURLBytes and MaxPageTitleBytes bound the URL and title of a page
-	// (the API's limits): longer ones are shortened on a character boundary.
-	MaxPageURLBytes   = wire.MaxURLBytes
-	MaxPageTitleBytes = wire.MaxTitleBytes
-	// MaxFrameBytes bounds a capture's JPEG (the API's limit); a larger one fails.
-	MaxFrameBytes = wire.MaxFrameBytes
-	// CaptureQuality is the JPEG quality of every capture.
+	// CaptureQuality is the JPEG quality of every capture. The page's own limits —
+	// the URL's and title's bytes (shortened on a character boundary), the frame's
+	// bytes and pixels, its media type — are the API's, in package wire.
 	CaptureQuality = 60
-	// MaxCaptureWidth bounds the width of a capture, in image pixels.
-	MaxCaptureWidth = wire.MaxFrameWidth
-	// MaxCaptureHeight bounds the height of the captured viewport, in CSS
-	// pixels, before scaling.
-	MaxCaptureHeight = wire.MaxFrameHeight
-	// CaptureContentType is the media type of every capture.
-	CaptureContentType = wire.ContentTypeJPEG
 
 	// DefaultToolQueueSize is how many tool operations may be queued,
 	// the running one included; one more is refused with queue_full.
@@ -62,15 +49,6 @@ const (
 	// DefaultMaxTabs bounds the tabs browser_open may create.
 	DefaultMaxTabs = 32
 
-	// DefaultObserveTimeout bounds a whole observation: the broker's hop of
-	// wire.Budget, inside the worker's.
-	DefaultObserveTimeout = wire.BrokerObserveTimeout
-	// DefaultConsumeTimeout bounds the redemption of a request id at the API.
-	DefaultConsumeTimeout = wire.BrokerConsumeTimeout
-	// DefaultCaptureTimeout bounds the CDP calls of one capture. A tab that
-	// does not paint makes captureScreenshot hang; this turns it into a
-	// clean capture_failed.
-	DefaultCaptureTimeout = wire.BrokerCaptureTimeout
 	// DefaultMinCaptureInterval spaces real captures apart.
 	DefaultMinCaptureInterval = 2 * time.Second
 )
@@ -136,9 +114,9 @@ func DefaultConfig() Config {
 		ToolTimeout:        DefaultToolTimeout,
 		LoadTimeout:        DefaultLoadTimeout,
 		MaxTabs:            DefaultMaxTabs,
-		ObserveTimeout:     DefaultObserveTimeout,
-		ConsumeTimeout:     DefaultConsumeTimeout,
-		CaptureTimeout:     DefaultCaptureTimeout,
+		ObserveTimeout:     wire.BrokerObserveTimeout,
+		ConsumeTimeout:     wire.BrokerConsumeTimeout,
+		CaptureTimeout:     wire.BrokerCaptureTimeout,
 		MinCaptureInterval: DefaultMinCaptureInterval,
 	}
 }

@@ -17,9 +17,6 @@ import (
 	"github.com/agentfy/agentfy/wire"
 )
 
-// ConsumePath is the API route that redeems an observation request id.
-const ConsumePath = wire.ConsumePath
-
 // MaxConsumeURLs bounds the API base URLs a ConsumeClient tries in turn.
 const MaxConsumeURLs = 16
 
@@ -65,7 +62,7 @@ func NewFailoverConsumeClient(client *http.Client, baseURLs []string, pass strin
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, fmt.Errorf("consume client: API URL %d of %d must be an absolute http or https URL", i+1, len(baseURLs))
 		}
-		endpoints[i] = u.JoinPath(ConsumePath).String()
+		endpoints[i] = u.JoinPath(wire.ConsumePath).String()
 	}
 	if pass == "" {
 		return nil, errors.New("consume client: empty broker pass")

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentfy/agentfy/envelope"
+	"github.com/agentfy/agentfy/wire"
 )
 
 func TestConsumeClient(t *testing.T) {
@@ -77,7 +78,7 @@ func TestConsumeClient(t *testing.T) {
 			if err == nil && !k.Equal(key.PublicKey()) {
 				t.Error("Consume() returned another key")
 			}
-			if got.method != http.MethodPost || got.path != ConsumePath || got.auth != "Bearer the-pass" || got.body != `{"requestId":"`+id+`"}` {
+			if got.method != http.MethodPost || got.path != wire.ConsumePath || got.auth != "Bearer the-pass" || got.body != `{"requestId":"`+id+`"}` {
 				t.Errorf("request %+v", got)
 			}
 		})
@@ -91,7 +92,7 @@ func TestConsumeClientRefusesTransportErrorsAndRedirects(t *testing.T) {
 	}))
 	defer target.Close()
 	redirect := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, target.URL+ConsumePath, http.StatusTemporaryRedirect)
+		http.Redirect(w, r, target.URL+wire.ConsumePath, http.StatusTemporaryRedirect)
 	}))
 	defer redirect.Close()
 	down := httptest.NewServer(http.NotFoundHandler())
@@ -164,7 +165,7 @@ func newConsumeRoute(tb testing.TB, code int, body string) *consumeRoute {
 		r.calls.Add(1)
 		// Reading the body lets the server notice when the client goes away.
 		_, _ = io.Copy(io.Discard, req.Body)
-		if req.Method != http.MethodPost || req.URL.Path != ConsumePath || req.Header.Get("Authorization") != "Bearer the-pass" {
+		if req.Method != http.MethodPost || req.URL.Path != wire.ConsumePath || req.Header.Get("Authorization") != "Bearer the-pass" {
 			tb.Errorf("replica got %s %s with %q", req.Method, req.URL.Path, req.Header.Get("Authorization"))
 		}
 		r.mu.Lock()
@@ -245,7 +246,7 @@ func TestConsumeClientFailover(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ctx, cancel := context.WithTimeout(t.Context(), DefaultConsumeTimeout)
+			ctx, cancel := context.WithTimeout(t.Context(), wire.BrokerConsumeTimeout)
 			defer cancel()
 			k, err := c.Consume(ctx, id)
 			if (err != nil) != tt.wantErr {
@@ -288,7 +289,7 @@ func TestConsumeClientFailoverOrder(t *testing.T) {
 	}
 	consume := func() error {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(t.Context(), DefaultConsumeTimeout)
+		ctx, cancel := context.WithTimeout(t.Context(), wire.BrokerConsumeTimeout)
 		defer cancel()
 		_, err := c.Consume(ctx, id)
 		return err
@@ -342,7 +343,7 @@ func TestConsumeClientFailoverWithinDeadline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), DefaultConsumeTimeout)
+	ctx, cancel := context.WithTimeout(t.Context(), wire.BrokerConsumeTimeout)
 	defer cancel()
 	if _, err := c.Consume(ctx, id); err != nil {
 		t.Fatalf("Consume() = %v, want the second replica's key within the deadline", err)

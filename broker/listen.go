@@ -9,20 +9,22 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/agentfy/agentfy/wire"
 )
 
 // staleDialTimeout bounds the check whether an existing socket still has a
 // listener.
 const staleDialTimeout = 500 * time.Millisecond
 
-// Listen listens on SocketName in dir with mode SocketMode. A stale socket
+// Listen listens on wire.SocketName in dir with mode SocketMode. A stale socket
 // left by a dead broker is removed; a socket that still answers, or a path
 // that is not a socket, is an error. The socket is made in a private
 // directory and renamed into place, so nobody can reach it before its mode
 // is set.
 // Closing the listener removes the socket.
 func Listen(ctx context.Context, dir string) (net.Listener, error) {
-	path := filepath.Join(dir, SocketName)
+	path := filepath.Join(dir, wire.SocketName)
 	if fi, err := os.Lstat(path); err == nil {
 		if fi.Mode().Type() != fs.ModeSocket {
 			return nil, fmt.Errorf("listen: %s exists and is not a socket", path)
@@ -41,12 +43,12 @@ func Listen(ctx context.Context, dir string) (net.Listener, error) {
 
 	// Make the socket in a private directory (0700, so nobody else can reach
 	// it whatever its mode), set its mode, then move it into place.
-	private, err := os.MkdirTemp(dir, "."+SocketName+"-")
+	private, err := os.MkdirTemp(dir, "."+wire.SocketName+"-")
 	if err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
 	}
 	defer os.RemoveAll(private)
-	tmp := filepath.Join(private, SocketName)
+	tmp := filepath.Join(private, wire.SocketName)
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: tmp, Net: "unix"})
 	if err != nil {
 		return nil, fmt.Errorf("listen: %w", err)

@@ -11,6 +11,7 @@ import (
 	"github.com/go-rod/rod/lib/proto"
 
 	"github.com/agentfy/agentfy/envelope"
+	"github.com/agentfy/agentfy/wire"
 )
 
 // nullPage is the plaintext of an observation when no tab is open.
@@ -146,8 +147,8 @@ func (b *Broker) captureTab(ctx context.Context, id proto.TargetTargetID, at tim
 	// the API accepts would make every view of the tab fail, so it hides nothing, it
 	// is shortened. A URL Chromium does not report while the tab navigates is the
 	// last one seen.
-	page.URL = truncateUTF8(b.pageURL(id, page.URL), MaxPageURLBytes)
-	page.Title = truncateUTF8(page.Title, MaxPageTitleBytes)
+	page.URL = truncateUTF8(b.pageURL(id, page.URL), wire.MaxURLBytes)
+	page.Title = truncateUTF8(page.Title, wire.MaxTitleBytes)
 	return page, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/agentfy/agentfy/wire"
 	"github.com/go-rod/rod/lib/proto"
 )
 
@@ -66,10 +67,10 @@ func TestPageCannotHideFromViewers(t *testing.T) {
 			break
 		}
 	}
-	if p == nil || len(p.URL) != MaxPageURLBytes || !strings.HasPrefix(p.URL, s.URL+"/hiding?qqq") {
+	if p == nil || len(p.URL) != wire.MaxURLBytes || !strings.HasPrefix(p.URL, s.URL+"/hiding?qqq") {
 		t.Fatalf("URL of %d bytes: %.80q", len(p.URL), p.URL)
 	}
-	if len(p.Title) > MaxPageTitleBytes || len(p.Title) < MaxPageTitleBytes-3 || !utf8.ValidString(p.Title) || strings.Contains(p.Title, "end") {
+	if len(p.Title) > wire.MaxTitleBytes || len(p.Title) < wire.MaxTitleBytes-3 || !utf8.ValidString(p.Title) || strings.Contains(p.Title, "end") {
 		t.Fatalf("title of %d bytes, valid %v", len(p.Title), utf8.ValidString(p.Title))
 	}
 }

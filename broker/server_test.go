@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentfy/agentfy/wire"
 )
 
 // TestHTTPErrors checks the status, code and JSON shape of every refusal
@@ -198,7 +200,7 @@ func TestListen(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	path := filepath.Join(dir, SocketName)
+	path := filepath.Join(dir, wire.SocketName)
 
 	// A stale socket, left by a listener that did not remove it, is replaced.
 	stale, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})

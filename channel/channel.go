@@ -4,7 +4,7 @@
 // so requests from any replica reach the one holding the socket and no other.
 //
 // Views and tools are kept apart: a view request takes a slot of its connection's
-// observation waiter map (MaxObservationWaiters, ObservationTimeout) and is relayed as
+// observation waiter map (MaxObservationWaiters, wire.ChannelObserveTimeout) and is relayed as
 // agentfy/browserView; it never touches tool routing, the session clock or the activity
 // log. Only tool calls do.
 package channel
@@ -26,7 +26,6 @@ import (
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/envelope"
 	"github.com/agentfy/agentfy/session"
-	"github.com/agentfy/agentfy/wire"
 )
 
 // Limits of one worker connection.
@@ -34,9 +33,6 @@ const (
 	// MaxObservationWaiters is how many view requests one connection relays at once; the
 	// next is refused at once.
 	MaxObservationWaiters = 8
-	// ObservationTimeout bounds one relayed view request from its arrival, the
-	// capability check included: the owner's hop of wire.Budget.
-	ObservationTimeout = wire.ChannelObserveTimeout
 	// MaxToolWaiters is how many tool calls one connection relays at once.
 	MaxToolWaiters = 16
 	// ToolTimeout bounds one tool call.
@@ -58,9 +54,6 @@ const (
 	// worker or the consume route.
 	ObservationBurst = 3
 	ObservationRate  = rate.Limit(1) // per second
-	// GrantCheckTimeout bounds the Redis lookup that proves a view request was
-	// made by a replica that stored its capability.
-	GrantCheckTimeout = wire.OwnerCheckTimeout
 )
 
 // Deadlines of the hub's own calls to the session store (Redis), the event publisher
@@ -99,9 +92,9 @@ const (
 
 // Grants is what the hub needs of the view capabilities (view.Grants).
 type Grants interface {
-	// Pending reports whether requestID names a capability of sessionID still to be
+	// Redeemable reports whether requestID names a capability of sessionID still to be
 	// redeemed; an error means it cannot tell (Redis unreachable).
-	Pending(ctx context.Context, requestID, sessionID string) (bool, error)
+	Redeemable(ctx context.Context, requestID, sessionID string) (bool, error)
 }
 
 // Bus is the hub's side of NATS, a *nats.Conn: it subscribes to the view and tool

@@ -16,6 +16,7 @@ import (
 	"github.com/agentfy/agentfy/envelope"
 	"github.com/agentfy/agentfy/jsonrpc"
 	"github.com/agentfy/agentfy/session"
+	"github.com/agentfy/agentfy/wire"
 )
 
 // Conn is one worker connection.
@@ -198,7 +199,7 @@ func (c *Conn) readLoop(ctx context.Context) error {
 				}
 			}
 		case m.IsRequest():
-			_ = c.write(ctx, encoded(jsonrpc.NewError(*m.ID, jsonrpc.CodeMethodNotFound, "method not found")))
+			_ = c.write(ctx, encoded(jsonrpc.NewError(*m.ID, wire.RPCMethodNotFound, "method not found")))
 		}
 	}
 }

@@ -31,7 +31,7 @@ func (c *Conn) readHello(ctx context.Context) (session.Hello, uint64, error) {
 	}
 	p, why := helloParams(m.Params)
 	if why != "" {
-		_ = c.write(ctx, encoded(jsonrpc.NewError(*m.ID, jsonrpc.CodeInvalidParams, "hello: "+why)))
+		_ = c.write(ctx, encoded(jsonrpc.NewError(*m.ID, wire.RPCInvalidParams, "hello: "+why)))
 		return session.Hello{}, 0, errors.New(why)
 	}
 	return session.Hello{ImageTag: p.ImageTag, BootstrapRevision: p.BootstrapRevision, Capabilities: p.Capabilities}, *m.ID, nil

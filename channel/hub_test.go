@@ -355,7 +355,7 @@ func TestHubRefusesHello(t *testing.T) {
 			send(t, ctx, ws, tt.first)
 			if tt.wantError {
 				m := receive(t, ctx, ws)
-				if m.Error == nil || m.Error.Code != jsonrpc.CodeInvalidParams {
+				if m.Error == nil || m.Error.Code != wire.RPCInvalidParams {
 					t.Fatalf("hello answered %+v, want invalid params", m.Error)
 				}
 			}
@@ -499,9 +499,9 @@ func TestHubRelaysView(t *testing.T) {
 		want   string
 	}{
 		{"old image", func(id uint64) []byte {
-			return must(jsonrpc.NewError(id, jsonrpc.CodeMethodNotFound, "method not found"))
+			return must(jsonrpc.NewError(id, wire.RPCMethodNotFound, "method not found"))
 		}, wire.ReasonUnsupported},
-		{"worker busy without data", func(id uint64) []byte { return must(jsonrpc.NewError(id, jsonrpc.CodeBusy, "too many")) }, wire.ReasonBusy},
+		{"worker busy without data", func(id uint64) []byte { return must(jsonrpc.NewError(id, wire.RPCBusy, "too many")) }, wire.ReasonBusy},
 		{"made-up reason", func(id uint64) []byte {
 			return []byte(`{"jsonrpc":"2.0","id":` + jsonID(id) + `,"error":{"code":-32004,"message":"m","data":{"reason":"user:alice"}}}`)
 		}, wire.ReasonRefused},

@@ -22,7 +22,7 @@ type capCheck struct {
 	hasDeadline          bool
 }
 
-// stubCaps answers Pending as told and records every call. It stands in for
+// stubCaps answers Redeemable as told and records every call. It stands in for
 // view.Capabilities (Redis) only where the decision logic is under test; TestHub*
 // run the real one.
 type stubCaps struct {
@@ -32,7 +32,7 @@ type stubCaps struct {
 	calls chan capCheck
 }
 
-func (s *stubCaps) Pending(ctx context.Context, requestID, sessionID string) (bool, error) {
+func (s *stubCaps) Redeemable(ctx context.Context, requestID, sessionID string) (bool, error) {
 	dl, has := ctx.Deadline()
 	s.calls <- capCheck{requestID, sessionID, time.Until(dl), has}
 	if s.block {
@@ -140,16 +140,16 @@ func TestOnViewRefusals(t *testing.T) {
 				if got.requestID != tt.data || got.sessionID != "s1" {
 					t.Errorf("capability check of %q for %q, want %q for s1", got.requestID, got.sessionID, tt.data)
 				}
-				if !got.hasDeadline || got.budget > GrantCheckTimeout {
-					t.Errorf("capability check had %v (deadline %v), want at most %v", got.budget, got.hasDeadline, GrantCheckTimeout)
+				if !got.hasDeadline || got.budget > wire.OwnerCheckTimeout {
+					t.Errorf("capability check had %v (deadline %v), want at most %v", got.budget, got.hasDeadline, wire.OwnerCheckTimeout)
 				}
 			default:
 				if tt.wantCheck {
 					t.Fatal("capability not looked up")
 				}
 			}
-			if tt.caps != nil && tt.caps.block && took > GrantCheckTimeout+wire.HopMargin {
-				t.Errorf("a hanging check was answered after %v, want within %v", took, GrantCheckTimeout+wire.HopMargin)
+			if tt.caps != nil && tt.caps.block && took > wire.OwnerCheckTimeout+wire.HopMargin {
+				t.Errorf("a hanging check was answered after %v, want within %v", took, wire.OwnerCheckTimeout+wire.HopMargin)
 			}
 			if got := c.observing.Load(); got != observing {
 				t.Errorf("%d observation waiters after a refusal, want %d", got, observing)

@@ -36,9 +36,9 @@ func (c *Conn) onView(msg *nats.Msg) {
 	}
 	// One deadline from the request's arrival: the check and the relay together fit
 	// the owner's hop of the budget.
-	ctx, cancel := context.WithTimeout(c.ctx, ObservationTimeout)
-	cctx, ccancel := context.WithTimeout(ctx, GrantCheckTimeout)
-	ok, err := c.hub.cfg.Grants.Pending(cctx, requestID, c.session.ID)
+	ctx, cancel := context.WithTimeout(c.ctx, wire.ChannelObserveTimeout)
+	cctx, ccancel := context.WithTimeout(ctx, wire.OwnerCheckTimeout)
+	ok, err := c.hub.cfg.Grants.Redeemable(cctx, requestID, c.session.ID)
 	ccancel()
 	switch {
 	case err != nil:

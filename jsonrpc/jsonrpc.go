@@ -31,21 +31,16 @@ const (
 	MethodBrowserView = "agentfy/browserView"
 )
 
-// Standard and application error codes.
+// Standard and application error codes of the tool channel that are not a view's; a
+// view's error answer carries one of the codes in package wire (wire.RPCMethodNotFound,
+// wire.RPCInvalidParams, wire.RPCBusy, wire.RPCUnavailable, wire.RPCRefused), which
+// tool calls use too.
 const (
 	CodeParseError     = -32700
 	CodeInvalidRequest = -32600
-	CodeMethodNotFound = wire.RPCMethodNotFound
-	CodeInvalidParams  = wire.RPCInvalidParams
 	CodeInternal       = -32603
-	// CodeBusy: a bound was reached (too many observations in flight).
-	CodeBusy = wire.RPCBusy
-	// CodeUnavailable: the broker or browser could not serve the request.
-	CodeUnavailable = wire.RPCUnavailable
 	// CodeToolFailed: the tool ran and failed.
 	CodeToolFailed = -32003
-	// CodeRefused: the broker could not redeem the view capability.
-	CodeRefused = wire.RPCRefused
 )
 
 // Error is a JSON-RPC error object.

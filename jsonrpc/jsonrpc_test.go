@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/agentfy/agentfy/jsonrpc"
+	"github.com/agentfy/agentfy/wire"
 )
 
 func TestParse(t *testing.T) {
@@ -72,8 +73,8 @@ func TestBuildersRoundTrip(t *testing.T) {
 	if m, err := jsonrpc.Parse(b); err != nil || !m.IsResponse() || string(m.Result) != `{"envelope":{"iv":"00"}}` {
 		t.Fatalf("result round trip: %+v %v", m, err)
 	}
-	b, _ = jsonrpc.NewError(3, jsonrpc.CodeMethodNotFound, "method not found")
-	if m, err := jsonrpc.Parse(b); err != nil || m.Error == nil || m.Error.Code != jsonrpc.CodeMethodNotFound {
+	b, _ = jsonrpc.NewError(3, wire.RPCMethodNotFound, "method not found")
+	if m, err := jsonrpc.Parse(b); err != nil || m.Error == nil || m.Error.Code != wire.RPCMethodNotFound {
 		t.Fatalf("error round trip: %+v %v", m, err)
 	}
 }

@@ -15,14 +15,14 @@ func TestReasonOf(t *testing.T) {
 		err  jsonrpc.Error
 		want string
 	}{
-		{"named", jsonrpc.Error{Code: jsonrpc.CodeUnavailable, Data: &jsonrpc.ErrorData{Reason: wire.ReasonBrokerDown}}, wire.ReasonBrokerDown},
-		{"named overrides code", jsonrpc.Error{Code: jsonrpc.CodeBusy, Data: &jsonrpc.ErrorData{Reason: wire.ReasonTimeout}}, wire.ReasonTimeout},
-		{"unknown name, code decides", jsonrpc.Error{Code: jsonrpc.CodeBusy, Data: &jsonrpc.ErrorData{Reason: "user:alice"}}, wire.ReasonBusy},
-		{"method not found", jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound}, wire.ReasonUnsupported},
-		{"busy", jsonrpc.Error{Code: jsonrpc.CodeBusy}, wire.ReasonBusy},
-		{"refused", jsonrpc.Error{Code: jsonrpc.CodeRefused}, wire.ReasonRefused},
-		{"unavailable", jsonrpc.Error{Code: jsonrpc.CodeUnavailable}, wire.ReasonCapture},
-		{"invalid params", jsonrpc.Error{Code: jsonrpc.CodeInvalidParams}, wire.ReasonBadRequest},
+		{"named", jsonrpc.Error{Code: wire.RPCUnavailable, Data: &jsonrpc.ErrorData{Reason: wire.ReasonBrokerDown}}, wire.ReasonBrokerDown},
+		{"named overrides code", jsonrpc.Error{Code: wire.RPCBusy, Data: &jsonrpc.ErrorData{Reason: wire.ReasonTimeout}}, wire.ReasonTimeout},
+		{"unknown name, code decides", jsonrpc.Error{Code: wire.RPCBusy, Data: &jsonrpc.ErrorData{Reason: "user:alice"}}, wire.ReasonBusy},
+		{"method not found", jsonrpc.Error{Code: wire.RPCMethodNotFound}, wire.ReasonUnsupported},
+		{"busy", jsonrpc.Error{Code: wire.RPCBusy}, wire.ReasonBusy},
+		{"refused", jsonrpc.Error{Code: wire.RPCRefused}, wire.ReasonRefused},
+		{"unavailable", jsonrpc.Error{Code: wire.RPCUnavailable}, wire.ReasonCapture},
+		{"invalid params", jsonrpc.Error{Code: wire.RPCInvalidParams}, wire.ReasonBadRequest},
 		{"tool failed", jsonrpc.Error{Code: jsonrpc.CodeToolFailed}, wire.ReasonFailed},
 		{"internal", jsonrpc.Error{Code: jsonrpc.CodeInternal}, wire.ReasonFailed},
 	}
@@ -51,8 +51,8 @@ func TestNewViewErrorRoundTrip(t *testing.T) {
 				t.Errorf("%s: code %d alone reads as %q", reason, m.Error.Code, old)
 			}
 		default:
-			if m.Error.Code != jsonrpc.CodeUnavailable {
-				t.Errorf("%s: code %d, want CodeUnavailable", reason, m.Error.Code)
+			if m.Error.Code != wire.RPCUnavailable {
+				t.Errorf("%s: code %d, want wire.RPCUnavailable", reason, m.Error.Code)
 			}
 		}
 	}

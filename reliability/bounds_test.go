@@ -37,7 +37,7 @@ func TestPendingLimitPerReplica(t *testing.T) {
 	record(t, "Bounds", "128 views wait at replica A; the 129th gets 503 at once (under 1 s)", &observed)
 	// 129 agents with sessions whose view requests reach a holder that never answers
 	// until released: 128 of them wait at replica A, the 129th is refused at once.
-	n := view.MaxPending + 1
+	n := view.MaxInFlight + 1
 	seed := directory.Seed{}
 	for i := range n {
 		seed.Agents = append(seed.Agents, directory.Agent{ID: fmt.Sprintf("agent-p%03d", i), TeamID: "team-atlas", OrgID: "org-acme", Environment: "production"})
@@ -75,27 +75,27 @@ func TestPendingLimitPerReplica(t *testing.T) {
 	views := st.Replicas[0].Views
 	statuses := make(chan int, n)
 	var wg sync.WaitGroup
-	for _, a := range seed.Agents[:view.MaxPending] {
+	for _, a := range seed.Agents[:view.MaxInFlight] {
 		wg.Go(func() {
 			statuses <- client.Do(t, http.MethodGet, client.ViewURL(0, a.ID), member, nil).Status
 		})
 	}
 	deadline := time.Now().Add(20 * time.Second)
-	for views.Pending() < view.MaxPending {
+	for views.InFlight() < view.MaxInFlight {
 		if time.Now().After(deadline) {
-			t.Fatalf("only %d pending", views.Pending())
+			t.Fatalf("only %d pending", views.InFlight())
 		}
 		time.Sleep(5 * time.Millisecond) // polling the replica's own gauge
 	}
 	start := time.Now()
-	r := client.Do(t, http.MethodGet, client.ViewURL(0, seed.Agents[view.MaxPending].ID), member, nil)
+	r := client.Do(t, http.MethodGet, client.ViewURL(0, seed.Agents[view.MaxInFlight].ID), member, nil)
 	took := time.Since(start)
-	observed = fmt.Sprintf("%d pending, the 129th answered %d after %v", views.Pending(), r.Status, took.Round(time.Millisecond))
+	observed = fmt.Sprintf("%d pending, the 129th answered %d after %v", views.InFlight(), r.Status, took.Round(time.Millisecond))
 	if r.Status != http.StatusServiceUnavailable || took > refusedAtOnce {
 		t.Fatalf("129th: %d after %v: %s", r.Status, took, r.Body)
 	}
-	if views.Pending() != view.MaxPending {
-		t.Fatalf("pending = %d after the refusal", views.Pending())
+	if views.InFlight() != view.MaxInFlight {
+		t.Fatalf("pending = %d after the refusal", views.InFlight())
 	}
 	release()
 	wg.Wait()

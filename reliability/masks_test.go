@@ -8,7 +8,6 @@ import (
 
 	"github.com/agentfy/agentfy/internal/dev/stack"
 	"github.com/agentfy/agentfy/internal/test/stacktest"
-	"github.com/agentfy/agentfy/view"
 	"github.com/agentfy/agentfy/wire"
 )
 
@@ -194,7 +193,7 @@ func leakBlue(img image.Image) int {
 
 // frameOrRefused views agent once: the page of a 200, or nil for a 503, which must be
 // of reason capture (a capture that failed: Chromium did not answer in time).
-func frameOrRefused(t *testing.T, agent string) *view.Page {
+func frameOrRefused(t *testing.T, agent string) *wire.Page {
 	t.Helper()
 	before := unavailableByReason(t)
 	r := client.Poll(t, agent)

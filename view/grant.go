@@ -177,11 +177,11 @@ func (c *Grants) Put(ctx context.Context, requestID, sessionID, publicKeyHex str
 	return nil
 }
 
-// Pending reports whether requestID names a capability of sessionID that is still to be
+// Redeemable reports whether requestID names a grant of sessionID that is still to be
 // redeemed. It consumes nothing. The owner replica asks it before relaying a view
 // request, so that a request id nobody stored (a flood of random ones) or one already
 // redeemed never reaches the worker or the consume route.
-func (c *Grants) Pending(ctx context.Context, requestID, sessionID string) (bool, error) {
+func (c *Grants) Redeemable(ctx context.Context, requestID, sessionID string) (bool, error) {
 	if !envelope.ValidRequestID(requestID) || sessionID == "" {
 		return false, nil
 	}

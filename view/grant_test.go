@@ -169,7 +169,7 @@ func TestGrantForged(t *testing.T) {
 				m = stored(id)
 			}
 			forge(id, m)
-			if ok, err := caps.Pending(ctx, id, "sessA"); ok || err != nil {
+			if ok, err := caps.Redeemable(ctx, id, "sessA"); ok || err != nil {
 				t.Fatalf("pending = %t, %v: the owner would relay a forged capability", ok, err)
 			}
 			got, err := caps.Consume(ctx, id, "sessA")

@@ -6,15 +6,12 @@ import (
 	"github.com/agentfy/agentfy/wire"
 )
 
-// Page is one frame of the agent's current tab: the wire contract's page (its limits,
-// layout and validation live in package wire).
-type Page = wire.Page
-
 // Result is the body of both view routes: {"live":false}, {"live":true,"page":null} or
-// {"live":true,"page":{…}}. It has no success wrapper.
+// {"live":true,"page":{…}}. It has no success wrapper. The page is the wire contract's
+// (its limits, layout and validation live in package wire).
 type Result struct {
 	Live bool
-	Page *Page
+	Page *wire.Page
 }
 
 // MarshalJSON writes the three shapes exactly: {"live":false}, {"live":true,"page":null}
@@ -24,7 +21,7 @@ func (r Result) MarshalJSON() ([]byte, error) {
 		return []byte(`{"live":false}`), nil
 	}
 	return json.Marshal(struct {
-		Live bool  `json:"live"`
-		Page *Page `json:"page"`
+		Live bool       `json:"live"`
+		Page *wire.Page `json:"page"`
 	}{true, r.Page})
 }

@@ -23,12 +23,9 @@ import (
 
 // Bounds of the requesting replica.
 const (
-	// MaxPending is the most view requests one replica waits for at once; the next is
+	// MaxInFlight is the most view requests one replica waits for at once; the next is
 	// refused at once with ErrBusy.
-	MaxPending = 128
-	// RequestTimeout bounds the whole wait for a frame, NATS to reply (the outermost
-	// hop of wire.Budget).
-	RequestTimeout = wire.ViewTimeout
+	MaxInFlight = 128
 	// MaxReply bounds the sealed reply read from NATS.
 	MaxReply = 8 << 20 // 8 MiB
 )
@@ -38,8 +35,8 @@ var (
 	// ErrRateLimited: the agent's window was taken, or the caller's own pace still runs
 	// (429, Retry-After: see RateLimitedError).
 	ErrRateLimited = errors.New("view: rate limited")
-	// ErrBusy: this replica already waits for MaxPending views (503).
-	ErrBusy = errors.New("view: too many pending views")
+	// ErrBusy: this replica already waits for MaxInFlight views (503).
+	ErrBusy = errors.New("view: too many views in flight")
 	// ErrUnavailable: the frame could not be had — no channel, old image, broker busy or
 	// refused, capture failed, timeout, or a reply that does not open or validate (503).
 	// It is never reported as "not live".
@@ -78,7 +75,7 @@ type Service struct {
 	newKey    func() (*ecdh.PrivateKey, error)
 	ns        bus.Namespace
 	log       zerolog.Logger
-	pending   chan struct{} // a slot per pending request; guarded by channel semantics
+	inFlight  chan struct{} // a slot per view in flight; guarded by channel semantics
 }
 
 // Decider decides whether a view request may go ahead now: the Gate.
@@ -122,12 +119,12 @@ func NewService(cfg ServiceConfig) *Service {
 	}
 	return &Service{
 		rdb: cfg.Redis, gate: cfg.Gate, caps: cfg.Grants, sessions: cfg.Sessions, dir: cfg.Directory, creds: cfg.Creds,
-		requester: cfg.Requester, newKey: cfg.NewKey, ns: cfg.Namespace, log: cfg.Log, pending: make(chan struct{}, MaxPending),
+		requester: cfg.Requester, newKey: cfg.NewKey, ns: cfg.Namespace, log: cfg.Log, inFlight: make(chan struct{}, MaxInFlight),
 	}
 }
 
-// Pending is the number of view requests this replica waits for now.
-func (s *Service) Pending() int { return len(s.pending) }
+// InFlight is the number of view requests this replica waits for now.
+func (s *Service) InFlight() int { return len(s.inFlight) }
 
 // View answers one view request for agentID, from caller (who asks, for the per-caller
 // pace), if check lets caller see the agent. Its Redis round trips, in order:
@@ -203,10 +200,10 @@ func (s *Service) View(ctx context.Context, agentID, caller string, check access
 
 // Observe asks the replica holding sess's worker socket for a frame and opens it. A nil
 // page with a nil error means the worker has no tab open.
-func (s *Service) Observe(ctx context.Context, sess session.Session) (*Page, error) {
+func (s *Service) Observe(ctx context.Context, sess session.Session) (*wire.Page, error) {
 	select {
-	case s.pending <- struct{}{}:
-		defer func() { <-s.pending }()
+	case s.inFlight <- struct{}{}:
+		defer func() { <-s.inFlight }()
 	default:
 		return nil, ErrBusy
 	}
@@ -220,7 +217,7 @@ func (s *Service) Observe(ctx context.Context, sess session.Session) (*Page, err
 		// deadline; answer at once instead.
 		return nil, unavailable(wire.ReasonNoChannel)
 	}
-	ctx, cancel := context.WithTimeout(ctx, RequestTimeout)
+	ctx, cancel := context.WithTimeout(ctx, wire.ViewTimeout)
 	defer cancel()
 
 	idb := make([]byte, 32)
@@ -275,7 +272,7 @@ func unavailableFrom(err error) error {
 
 // openReply decodes the wire body strictly, opens it and validates the page. Every
 // failure is the same to the caller.
-func openReply(priv *ecdh.PrivateKey, requestID string, reply []byte) (*Page, error) {
+func openReply(priv *ecdh.PrivateKey, requestID string, reply []byte) (*wire.Page, error) {
 	if len(reply) > MaxReply {
 		return nil, wire.ErrInvalidPage
 	}

@@ -52,22 +52,28 @@ const (
 // log line like the others but never cross a process, so they are not in Reasons and
 // Reason reads one that arrives from another process as ReasonFailed.
 const (
-	// ReasonPendingLimit: the replica already waits for its most views at once
+	// ReasonInFlightLimit: the replica already has its most views in flight
 	// (view.ErrBusy).
-	ReasonPendingLimit = "pending_limit"
+	ReasonInFlightLimit = "pending_limit"
 	// ReasonNotDurable: too few Redis replicas acknowledged a write (view.ErrNotDurable).
 	ReasonNotDurable = "not_durable"
 	// ReasonInternal: the replica's own Redis or NATS failed.
 	ReasonInternal = "internal"
 )
 
-// The JSON-RPC error codes of a view's error answer (package jsonrpc names them too).
+// The JSON-RPC error codes of a view's error answer, which tool calls use too (package
+// jsonrpc has the channel's other codes).
 const (
+	// RPCMethodNotFound: JSON-RPC's own, for a method the worker does not know.
 	RPCMethodNotFound = -32601
-	RPCInvalidParams  = -32602
-	RPCBusy           = -32001
-	RPCUnavailable    = -32002
-	RPCRefused        = -32004
+	// RPCInvalidParams: JSON-RPC's own, for params that do not decode.
+	RPCInvalidParams = -32602
+	// RPCBusy: a bound was reached (too many views or tool calls in flight).
+	RPCBusy = -32001
+	// RPCUnavailable: the broker or browser could not serve the request.
+	RPCUnavailable = -32002
+	// RPCRefused: the broker could not redeem the view's grant.
+	RPCRefused = -32004
 )
 
 // reasonRow is one reason of the table, with what every hop needs of it. The reason is
@@ -110,7 +116,7 @@ var reasonTable = []reasonRow{
 	{ReasonInvalid, false, RPCUnavailable, false, 0, http.StatusServiceUnavailable},
 	{ReasonIdentityUnavailable, false, RPCUnavailable, false, 0, http.StatusServiceUnavailable},
 	{ReasonFailed, false, RPCUnavailable, false, 0, http.StatusServiceUnavailable},
-	{ReasonPendingLimit, true, 0, false, 0, http.StatusServiceUnavailable},
+	{ReasonInFlightLimit, true, 0, false, 0, http.StatusServiceUnavailable},
 	{ReasonNotDurable, true, 0, false, 0, http.StatusServiceUnavailable},
 	{ReasonInternal, true, 0, false, 0, http.StatusServiceUnavailable},
 }
@@ -168,7 +174,7 @@ func APIStatus(reason string) int { return row(reason).api }
 // another (Reason, IsReason).
 func Reasons() []string { return slices.Clone(reasons) }
 
-// Labels returns every reason, the requesting replica's own (ReasonPendingLimit,
+// Labels returns every reason, the requesting replica's own (ReasonInFlightLimit,
 // ReasonNotDurable, ReasonInternal) after those of Reasons: the values of the API's
 // reason label.
 func Labels() []string { return slices.Clone(labels) }

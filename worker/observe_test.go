@@ -72,19 +72,19 @@ func TestObserveMapsBrokerErrors(t *testing.T) {
 		wantReason string
 		wantCode   int
 	}{
-		{"busy", http.StatusConflict, errBody("busy"), wire.ReasonBusy, jsonrpc.CodeBusy},
-		{"refused", http.StatusBadGateway, errBody("refused"), wire.ReasonRefused, jsonrpc.CodeRefused},
-		{"capture", http.StatusServiceUnavailable, errBody("capture"), wire.ReasonCapture, jsonrpc.CodeUnavailable},
-		{"broker shutting down", http.StatusServiceUnavailable, errBody("broker_down"), wire.ReasonBrokerDown, jsonrpc.CodeUnavailable},
-		{"broker internal error", http.StatusInternalServerError, errBody("broker_error"), wire.ReasonBrokerError, jsonrpc.CodeUnavailable},
-		{"bad request", http.StatusBadRequest, errBody("bad_request"), wire.ReasonBadRequest, jsonrpc.CodeInvalidParams},
-		{"html page", http.StatusBadGateway, "<html><body>502 Bad Gateway</body></html>", wire.ReasonBrokerError, jsonrpc.CodeUnavailable},
-		{"unknown code", http.StatusServiceUnavailable, errBody("exploded"), wire.ReasonBrokerError, jsonrpc.CodeUnavailable},
-		{"code of another case", http.StatusServiceUnavailable, errBody("Capture"), wire.ReasonBrokerError, jsonrpc.CodeUnavailable},
-		{"body too large", http.StatusRequestEntityTooLarge, errBody("body_too_large"), wire.ReasonBrokerError, jsonrpc.CodeUnavailable},
-		{"empty body", http.StatusInternalServerError, "", wire.ReasonBrokerError, jsonrpc.CodeUnavailable},
-		{"error without code", http.StatusServiceUnavailable, `{"error":{"message":"x"}}`, wire.ReasonBrokerError, jsonrpc.CodeUnavailable},
-		{"not 200 but no error", http.StatusAccepted, `{"envelope":{}}`, wire.ReasonBrokerError, jsonrpc.CodeUnavailable},
+		{"busy", http.StatusConflict, errBody("busy"), wire.ReasonBusy, wire.RPCBusy},
+		{"refused", http.StatusBadGateway, errBody("refused"), wire.ReasonRefused, wire.RPCRefused},
+		{"capture", http.StatusServiceUnavailable, errBody("capture"), wire.ReasonCapture, wire.RPCUnavailable},
+		{"broker shutting down", http.StatusServiceUnavailable, errBody("broker_down"), wire.ReasonBrokerDown, wire.RPCUnavailable},
+		{"broker internal error", http.StatusInternalServerError, errBody("broker_error"), wire.ReasonBrokerError, wire.RPCUnavailable},
+		{"bad request", http.StatusBadRequest, errBody("bad_request"), wire.ReasonBadRequest, wire.RPCInvalidParams},
+		{"html page", http.StatusBadGateway, "<html><body>502 Bad Gateway</body></html>", wire.ReasonBrokerError, wire.RPCUnavailable},
+		{"unknown code", http.StatusServiceUnavailable, errBody("exploded"), wire.ReasonBrokerError, wire.RPCUnavailable},
+		{"code of another case", http.StatusServiceUnavailable, errBody("Capture"), wire.ReasonBrokerError, wire.RPCUnavailable},
+		{"body too large", http.StatusRequestEntityTooLarge, errBody("body_too_large"), wire.ReasonBrokerError, wire.RPCUnavailable},
+		{"empty body", http.StatusInternalServerError, "", wire.ReasonBrokerError, wire.RPCUnavailable},
+		{"error without code", http.StatusServiceUnavailable, `{"error":{"message":"x"}}`, wire.ReasonBrokerError, wire.RPCUnavailable},
+		{"not 200 but no error", http.StatusAccepted, `{"envelope":{}}`, wire.ReasonBrokerError, wire.RPCUnavailable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -141,8 +141,8 @@ func TestObserveRefusesBadParams(t *testing.T) {
 				t.Fatal(err)
 			}
 			m := parseResponse(t, got, id)
-			if m.Error == nil || m.Error.Data == nil || m.Error.Data.Reason != wire.ReasonBadRequest || m.Error.Code != jsonrpc.CodeInvalidParams {
-				t.Fatalf("answer %s, want bad_request with CodeInvalidParams", got)
+			if m.Error == nil || m.Error.Data == nil || m.Error.Data.Reason != wire.ReasonBadRequest || m.Error.Code != wire.RPCInvalidParams {
+				t.Fatalf("answer %s, want bad_request with wire.RPCInvalidParams", got)
 			}
 		})
 	}
@@ -190,17 +190,17 @@ func TestObserveBrokerDown(t *testing.T) {
 				t.Fatal(err)
 			}
 			m := parseResponse(t, got, 3)
-			if m.Error == nil || m.Error.Data == nil || m.Error.Data.Reason != wire.ReasonBrokerDown || m.Error.Code != jsonrpc.CodeUnavailable {
+			if m.Error == nil || m.Error.Data == nil || m.Error.Data.Reason != wire.ReasonBrokerDown || m.Error.Code != wire.RPCUnavailable {
 				t.Fatalf("answer %s, want broker_down", got)
 			}
 		})
 	}
 }
 
-// A broker that never answers is a timeout, after ObserveTimeout and not much later.
+// A broker that never answers is a timeout, after wire.WorkerObserveTimeout and not much later.
 func TestObserveTimeout(t *testing.T) {
 	if testing.Short() {
-		t.Skipf("waits ObserveTimeout (%v)", ObserveTimeout)
+		t.Skipf("waits wire.WorkerObserveTimeout (%v)", wire.WorkerObserveTimeout)
 	}
 	t.Parallel()
 	var b *fakeBroker
@@ -212,7 +212,7 @@ func TestObserveTimeout(t *testing.T) {
 	})
 	w := newWorker(t, b.dir)
 	start := time.Now()
-	got, err := w.observe(testenv.Context(t, ObserveTimeout+5*time.Second), 9, viewParams(requestID))
+	got, err := w.observe(testenv.Context(t, wire.WorkerObserveTimeout+5*time.Second), 9, viewParams(requestID))
 	took := time.Since(start)
 	if err != nil {
 		t.Fatal(err)
@@ -221,8 +221,8 @@ func TestObserveTimeout(t *testing.T) {
 	if m.Error == nil || m.Error.Data == nil || m.Error.Data.Reason != wire.ReasonTimeout {
 		t.Fatalf("answer %s, want timeout", got)
 	}
-	if took < ObserveTimeout || took > ObserveTimeout+wire.HopMargin {
-		t.Errorf("answered after %v, want within [%v, %v]", took, ObserveTimeout, ObserveTimeout+wire.HopMargin)
+	if took < wire.WorkerObserveTimeout || took > wire.WorkerObserveTimeout+wire.HopMargin {
+		t.Errorf("answered after %v, want within [%v, %v]", took, wire.WorkerObserveTimeout, wire.WorkerObserveTimeout+wire.HopMargin)
 	}
 }
 
@@ -355,11 +355,11 @@ func TestToolRelay(t *testing.T) {
 			wantPath: "/tools/browser_tabs", wantArgs: `{}`, wantCode: jsonrpc.CodeToolFailed, wantMsg: "tool failed"},
 		{name: "unreadable answer", params: `{"name":"browser_tabs"}`,
 			status: 502, body: `<html>bad gateway</html>`,
-			wantPath: "/tools/browser_tabs", wantArgs: `{}`, wantCode: jsonrpc.CodeUnavailable, wantMsg: "broker answered badly"},
-		{name: "unknown tool", params: `{"name":"browser_view"}`, wantCode: jsonrpc.CodeInvalidParams, wantMsg: "unknown tool"},
-		{name: "path in the name", params: `{"name":"../observe"}`, wantCode: jsonrpc.CodeInvalidParams, wantMsg: "unknown tool"},
-		{name: "no name", params: `{"arguments":{}}`, wantCode: jsonrpc.CodeInvalidParams, wantMsg: "unknown tool"},
-		{name: "malformed params", params: `[1,2]`, wantCode: jsonrpc.CodeInvalidParams, wantMsg: "unknown tool"},
+			wantPath: "/tools/browser_tabs", wantArgs: `{}`, wantCode: wire.RPCUnavailable, wantMsg: "broker answered badly"},
+		{name: "unknown tool", params: `{"name":"browser_view"}`, wantCode: wire.RPCInvalidParams, wantMsg: "unknown tool"},
+		{name: "path in the name", params: `{"name":"../observe"}`, wantCode: wire.RPCInvalidParams, wantMsg: "unknown tool"},
+		{name: "no name", params: `{"arguments":{}}`, wantCode: wire.RPCInvalidParams, wantMsg: "unknown tool"},
+		{name: "malformed params", params: `[1,2]`, wantCode: wire.RPCInvalidParams, wantMsg: "unknown tool"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -411,8 +411,8 @@ func TestToolWithoutBroker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m := parseResponse(t, got, 2); m.Error == nil || m.Error.Code != jsonrpc.CodeUnavailable {
-		t.Errorf("no socket yet: answer %s, want CodeUnavailable", got)
+	if m := parseResponse(t, got, 2); m.Error == nil || m.Error.Code != wire.RPCUnavailable {
+		t.Errorf("no socket yet: answer %s, want wire.RPCUnavailable", got)
 	}
 
 	// A socket file that nobody serves any more: the image has a browser, which is down.
@@ -427,8 +427,8 @@ func TestToolWithoutBroker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m := parseResponse(t, got, 3); m.Error == nil || m.Error.Code != jsonrpc.CodeUnavailable {
-		t.Errorf("stale socket: answer %s, want CodeUnavailable", got)
+	if m := parseResponse(t, got, 3); m.Error == nil || m.Error.Code != wire.RPCUnavailable {
+		t.Errorf("stale socket: answer %s, want wire.RPCUnavailable", got)
 	}
 }
 
@@ -500,7 +500,7 @@ func TestWorkerRefusesAmbiguousMembers(t *testing.T) {
 			case viewParams, toolParams:
 				b := startBroker(t, answer(http.StatusOK, `{"result":{}}`))
 				w := newWorker(t, b.dir)
-				call, want := w.observe, jsonrpc.CodeInvalidParams
+				call, want := w.observe, wire.RPCInvalidParams
 				if tt.kind == toolParams {
 					call = w.tool
 				}
@@ -521,7 +521,7 @@ func TestWorkerRefusesAmbiguousMembers(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if m := parseResponse(t, got, 1); m.Error == nil || m.Error.Code != jsonrpc.CodeUnavailable {
+				if m := parseResponse(t, got, 1); m.Error == nil || m.Error.Code != wire.RPCUnavailable {
 					t.Errorf("relayed %s, want unavailable (broker answered badly)", got)
 				}
 			case brokerFailed:

@@ -78,17 +78,17 @@ func TestRunHello(t *testing.T) {
 			switch tt.ipc {
 			case "":
 				c.send(t, ctx, 10, jsonrpc.MethodBrowserView, jsonrpc.BrowserViewParams{RequestID: requestID})
-				if m := c.receive(t, ctx); m.Error == nil || m.Error.Code != jsonrpc.CodeMethodNotFound || m.Error.Data == nil || m.Error.Data.Reason != wire.ReasonUnsupported {
+				if m := c.receive(t, ctx); m.Error == nil || m.Error.Code != wire.RPCMethodNotFound || m.Error.Data == nil || m.Error.Data.Reason != wire.ReasonUnsupported {
 					t.Errorf("browserView on a shell image: %+v, want method not found", m.Error)
 				}
 			case "empty":
 				c.send(t, ctx, 10, jsonrpc.MethodBrowserView, jsonrpc.BrowserViewParams{RequestID: requestID})
-				if m := c.receive(t, ctx); m.Error == nil || m.Error.Code != jsonrpc.CodeUnavailable || m.Error.Data == nil || m.Error.Data.Reason != wire.ReasonBrokerDown {
+				if m := c.receive(t, ctx); m.Error == nil || m.Error.Code != wire.RPCUnavailable || m.Error.Data == nil || m.Error.Data.Reason != wire.ReasonBrokerDown {
 					t.Errorf("browserView before the broker: %+v, want broker_down", m.Error)
 				}
 			}
 			c.send(t, ctx, 11, "agentfy/unknown", struct{}{})
-			if m := c.receive(t, ctx); m.Error == nil || m.Error.Code != jsonrpc.CodeMethodNotFound || *m.ID != 11 {
+			if m := c.receive(t, ctx); m.Error == nil || m.Error.Code != wire.RPCMethodNotFound || *m.ID != 11 {
 				t.Errorf("unknown method: %+v, want method not found", m.Error)
 			}
 
@@ -133,7 +133,7 @@ func TestViewsFollowTheBroker(t *testing.T) {
 			t.Fatalf("%s: answer to %d, want %d", step, *m.ID, id)
 		case wantReason == "" && (m.Error != nil || string(m.Result) != envelope):
 			t.Fatalf("%s: %+v %s, want the envelope", step, m.Error, m.Result)
-		case wantReason != "" && (m.Error == nil || m.Error.Data == nil || m.Error.Data.Reason != wantReason || m.Error.Code != jsonrpc.CodeUnavailable):
+		case wantReason != "" && (m.Error == nil || m.Error.Data == nil || m.Error.Data.Reason != wantReason || m.Error.Code != wire.RPCUnavailable):
 			t.Fatalf("%s: %+v, want %s", step, m.Error, wantReason)
 		}
 	}
@@ -218,7 +218,7 @@ func TestDispatchBounds(t *testing.T) {
 			over := uint64(tt.bound + 1)
 			c.send(t, ctx, over, tt.method, tt.params)
 			m := c.receive(t, ctx)
-			if *m.ID != over || m.Error == nil || m.Error.Code != jsonrpc.CodeBusy || jsonrpc.ReasonOf(m.Error) != wire.ReasonBusy ||
+			if *m.ID != over || m.Error == nil || m.Error.Code != wire.RPCBusy || jsonrpc.ReasonOf(m.Error) != wire.ReasonBusy ||
 				(tt.method == jsonrpc.MethodBrowserView && (m.Error.Data == nil || m.Error.Data.Reason != wire.ReasonBusy)) {
 				t.Fatalf("request %d over the bound: %+v %+v, want busy", over, *m.ID, m.Error)
 			}

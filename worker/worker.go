@@ -33,13 +33,12 @@ import (
 // Limits of the worker.
 const (
 	// MaxConcurrentTools and MaxConcurrentViews bound the requests relayed at once;
-	// more are refused with CodeBusy.
+	// more are refused with wire.RPCBusy.
 	MaxConcurrentTools = 16
 	MaxConcurrentViews = 8
-	// ToolTimeout and ObserveTimeout bound one broker call (ObserveTimeout is the
-	// worker's hop of wire.Budget).
-	ToolTimeout    = 60 * time.Second
-	ObserveTimeout = wire.WorkerObserveTimeout
+	// ToolTimeout bounds one tool call to the broker (a view's call has the worker's
+	// hop of wire.Budget).
+	ToolTimeout = 60 * time.Second
 	// DialTimeout bounds connecting and the hello.
 	DialTimeout = 10 * time.Second
 	// WriteTimeout bounds one WebSocket write.
@@ -284,7 +283,7 @@ func (w *Worker) dispatch(ctx context.Context, ws *websocket.Conn, m *jsonrpc.Me
 		sem = w.tools
 		handle = func(ctx context.Context) ([]byte, error) { return w.tool(ctx, id, m.Params) }
 	default:
-		respond(jsonrpc.NewError(id, jsonrpc.CodeMethodNotFound, "method not found"))
+		respond(jsonrpc.NewError(id, wire.RPCMethodNotFound, "method not found"))
 		return
 	}
 	select {
@@ -294,7 +293,7 @@ func (w *Worker) dispatch(ctx context.Context, ws *websocket.Conn, m *jsonrpc.Me
 			respond(jsonrpc.NewViewError(id, wire.ReasonBusy, "too many requests in flight"), nil)
 			return
 		}
-		respond(jsonrpc.NewError(id, jsonrpc.CodeBusy, "too many requests in flight"))
+		respond(jsonrpc.NewError(id, wire.RPCBusy, "too many requests in flight"))
 		return
 	}
 	go func() {
@@ -314,7 +313,7 @@ func (w *Worker) observe(ctx context.Context, id uint64, params json.RawMessage)
 	if err := wire.DecodeStrict(params, &p); err != nil || !envelope.ValidRequestID(p.RequestID) {
 		return jsonrpc.NewViewError(id, wire.ReasonBadRequest, "requestId must be 64 lowercase hex"), nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, ObserveTimeout)
+	ctx, cancel := context.WithTimeout(ctx, wire.WorkerObserveTimeout)
 	defer cancel()
 	body, _ := json.Marshal(p)
 	status, resp, err := w.post(ctx, wire.ObservePath, body)
@@ -348,7 +347,7 @@ func brokerReason(body []byte) string {
 func (w *Worker) tool(ctx context.Context, id uint64, params json.RawMessage) ([]byte, error) {
 	var p jsonrpc.ToolCallParams
 	if err := wire.DecodeStrict(params, &p); err != nil || !wire.IsTool(p.Name) {
-		return jsonrpc.NewError(id, jsonrpc.CodeInvalidParams, "unknown tool")
+		return jsonrpc.NewError(id, wire.RPCInvalidParams, "unknown tool")
 	}
 	if !w.hasBrowser() {
 		return jsonrpc.NewError(id, jsonrpc.CodeToolFailed, "this worker image has no browser")
@@ -361,14 +360,14 @@ func (w *Worker) tool(ctx context.Context, id uint64, params json.RawMessage) ([
 	defer cancel()
 	status, resp, err := w.post(ctx, wire.ToolPathPrefix+p.Name, args)
 	if err != nil {
-		return jsonrpc.NewError(id, jsonrpc.CodeUnavailable, "broker unavailable")
+		return jsonrpc.NewError(id, wire.RPCUnavailable, "broker unavailable")
 	}
 	var out struct {
 		Result json.RawMessage   `json:"result"`
 		Error  *wire.ErrorDetail `json:"error"`
 	}
 	if err := wire.DecodeStrict(resp, &out); err != nil {
-		return jsonrpc.NewError(id, jsonrpc.CodeUnavailable, "broker answered badly")
+		return jsonrpc.NewError(id, wire.RPCUnavailable, "broker answered badly")
 	}
 	if status != http.StatusOK || out.Error != nil {
 		msg := "tool failed"

@@ -35,6 +35,7 @@ import (
 
 	"github.com/agentfy/agentfy/broker"
 	"github.com/agentfy/agentfy/cmd/internal/conf"
+	"github.com/agentfy/agentfy/wire"
 )
 
 // Server limits. Every tool call answers within ToolTimeout and every
@@ -79,7 +80,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, environ
 			Proxy:               http.ProxyFromEnvironment,
 			MaxIdleConnsPerHost: consumeIdleConns,
 			IdleConnTimeout:     idleTimeout,
-			TLSHandshakeTimeout: broker.DefaultConsumeTimeout,
+			TLSHandshakeTimeout: wire.BrokerConsumeTimeout,
 		},
 	}, cfg.apiURLs, cfg.pass)
 	if err != nil {

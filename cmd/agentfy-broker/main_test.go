@@ -24,6 +24,7 @@ import (
 	"github.com/agentfy/agentfy/broker"
 	"github.com/agentfy/agentfy/envelope"
 	"github.com/agentfy/agentfy/internal/test/testenv"
+	"github.com/agentfy/agentfy/wire"
 )
 
 const e2ePass = "e2e-broker-pass-4f1c9a"
@@ -133,7 +134,7 @@ func TestBrokerProcess(t *testing.T) {
 		t.Errorf("no warning about the inline pass:\n%s", logs.String())
 	}
 
-	socket := filepath.Join(ipc, broker.SocketName)
+	socket := filepath.Join(ipc, wire.SocketName)
 	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		var d net.Dialer
 		return d.DialContext(ctx, "unix", socket)

@@ -170,7 +170,7 @@ func New(ctx context.Context, o Options) (*Replica, error) {
 		o.Hub(&hub)
 	}
 	r.Hub = channel.NewHub(hub)
-	metrics := api.NewMetrics(r.Views.Pending, r.Hub.ObservationWaiters, r.Hub.Conns, r.Feed.Listeners)
+	metrics := api.NewMetrics(r.Views.InFlight, r.Hub.ObservationWaiters, r.Hub.Conns, r.Feed.Listeners)
 	metrics.WatchJWKS(verifier.JWKSStatus)
 	r.Server = api.New(api.Config{
 		Log: o.Log, JWT: verifier, Creds: r.Creds, Dir: r.Dir, Sessions: r.Sessions, Views: r.Views,

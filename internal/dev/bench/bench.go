@@ -247,7 +247,7 @@ func benchMainStack(ctx context.Context, o benchOptions, res *Results, progress 
 	if err != nil {
 		return fmt.Errorf("fast paths: %w", err)
 	}
-	progress("footprint: CPU over %d captures; memory of a third replica idle and with %d pending views", o.cpuCaptures, view.MaxPending)
+	progress("footprint: CPU over %d captures; memory of a third replica idle and with %d pending views", o.cpuCaptures, view.MaxInFlight)
 	stopProfile, err = startCPUProfile(profileOf(o.cpuProfile, "footprint"))
 	if err != nil {
 		return err

@@ -186,11 +186,11 @@ func TestBenchQuick(t *testing.T) {
 
 	t.Run("footprint", func(t *testing.T) {
 		f := r.Footprint
-		if f.PendingViews != view.MaxPending || f.PendingAnswered503 != view.MaxPending {
-			t.Errorf("pending %d, answered 503 %d; want %d", f.PendingViews, f.PendingAnswered503, view.MaxPending)
+		if f.PendingViews != view.MaxInFlight || f.PendingAnswered503 != view.MaxInFlight {
+			t.Errorf("pending %d, answered 503 %d; want %d", f.PendingViews, f.PendingAnswered503, view.MaxInFlight)
 		}
 		// Each pending view holds at least its HTTP handler's goroutine.
-		if f.Pending.Goroutines < f.Idle.Goroutines+view.MaxPending || f.Idle.RSS <= 0 || f.Pending.Heap <= f.Idle.Heap {
+		if f.Pending.Goroutines < f.Idle.Goroutines+view.MaxInFlight || f.Idle.RSS <= 0 || f.Pending.Heap <= f.Idle.Heap {
 			t.Errorf("memory: idle %+v, pending %+v", f.Idle, f.Pending)
 		}
 		if f.Captures != o.cpuCaptures || f.ChromiumProcesses < 2 || f.ChromiumPerView <= 0 || f.ChromiumPerBare <= 0 || f.GoPerView <= 0 {

@@ -77,7 +77,7 @@ func toInt64(v uint64) int64 {
 	return int64(v)
 }
 
-// benchMemory measures what one more replica costs idle, then with view.MaxPending
+// benchMemory measures what one more replica costs idle, then with view.MaxInFlight
 // views waiting in it. The replicas run inside this process (internal/dev/stack), so the
 // figures are deltas of this process's RSS and heap around starting the replica and
 // around filling it. The pending views are for agents with sessions but no worker; a
@@ -90,7 +90,7 @@ func benchMemory(ctx context.Context, st *stack.Stack, token string, r *footprin
 		return err
 	}
 
-	n := view.MaxPending
+	n := view.MaxInFlight
 	if err := startPendingSessions(ctx, st, n); err != nil {
 		return err
 	}
@@ -132,7 +132,7 @@ func benchMemory(ctx context.Context, st *stack.Stack, token string, r *footprin
 	if err := waitPending(ctx, rep, n); err != nil {
 		return err
 	}
-	r.PendingViews = rep.Views.Pending()
+	r.PendingViews = rep.Views.InFlight()
 	if r.Pending, err = measureMemory(); err != nil {
 		return err
 	}
@@ -210,9 +210,9 @@ func dialPendingViews(ctx context.Context, host, token string, n int, conns []ne
 // most 20 s.
 func waitPending(ctx context.Context, rep *stack.Replica, n int) error {
 	deadline := time.Now().Add(20 * time.Second)
-	for rep.Views.Pending() < n {
+	for rep.Views.InFlight() < n {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("footprint: only %d of %d views pending", rep.Views.Pending(), n)
+			return fmt.Errorf("footprint: only %d of %d views pending", rep.Views.InFlight(), n)
 		}
 		if err := sleepCtx(ctx, 5*time.Millisecond); err != nil { // polling the replica's own gauge
 			return err

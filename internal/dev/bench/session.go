@@ -230,9 +230,9 @@ func (c *bareCapture) Capture(ctx context.Context) ([]byte, error) {
 	if m.LayoutViewport != nil && m.CSSLayoutViewport != nil && m.CSSLayoutViewport.ClientWidth > 0 {
 		dpr = float64(m.LayoutViewport.ClientWidth) / float64(m.CSSLayoutViewport.ClientWidth)
 	}
-	clip := &proto.PageViewport{X: vv.PageX, Y: vv.PageY, Width: vv.ClientWidth, Height: min(vv.ClientHeight, broker.MaxCaptureHeight), Scale: 1}
-	if w := vv.ClientWidth * dpr; w > broker.MaxCaptureWidth {
-		clip.Scale = broker.MaxCaptureWidth / w
+	clip := &proto.PageViewport{X: vv.PageX, Y: vv.PageY, Width: vv.ClientWidth, Height: min(vv.ClientHeight, wire.MaxFrameHeight), Scale: 1}
+	if w := vv.ClientWidth * dpr; w > wire.MaxFrameWidth {
+		clip.Scale = wire.MaxFrameWidth / w
 	}
 	quality := broker.CaptureQuality
 	shot, err := proto.PageCaptureScreenshot{Format: proto.PageCaptureScreenshotFormatJpeg, Quality: &quality, Clip: clip}.Call(s)

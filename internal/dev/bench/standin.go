@@ -60,7 +60,7 @@ func absInt(n int) int { return max(n, -n) }
 // Chromium. It serves the broker's socket (wire.SocketName in its directory) and
 // answers POST /observe as broker.Broker.Observe does — the request id redeemed at the
 // consume route with the session's broker pass (broker.ConsumeClient, the real
-// broker's client, within broker.DefaultConsumeTimeout), the page sealed to the key
+// broker's client, within wire.BrokerConsumeTimeout), the page sealed to the key
 // it returns (envelope.SealJSON) — except that the page is not captured: it is a fixed
 // JPEG whose title names the stand-in's agent, so that the bench can check that no
 // view answers another agent's frame.
@@ -128,7 +128,7 @@ func (s *standIn) handleObserve(w http.ResponseWriter, r *http.Request) {
 
 // observe is broker.Broker.Observe with a fixed page instead of a capture.
 func (s *standIn) observe(ctx context.Context, requestID string) ([]byte, error) {
-	cctx, cancel := context.WithTimeout(ctx, broker.DefaultConsumeTimeout)
+	cctx, cancel := context.WithTimeout(ctx, wire.BrokerConsumeTimeout)
 	key, err := s.consume.Consume(cctx, requestID)
 	cancel()
 	if err != nil {
@@ -137,7 +137,7 @@ func (s *standIn) observe(ctx context.Context, requestID string) ([]byte, error)
 	start := time.Now()
 	plaintext, err := json.Marshal(&broker.Page{
 		URL: "https://capacity.invalid/" + s.agent, Title: s.agent, CapturedAt: wire.FormatCapturedAt(start),
-		ContentType: broker.CaptureContentType, Data: s.frame,
+		ContentType: wire.ContentTypeJPEG, Data: s.frame,
 	})
 	if err != nil {
 		return nil, err

@@ -123,8 +123,8 @@ type hookedGrants struct {
 	hooks *atomic.Pointer[Hooks]
 }
 
-func (g hookedGrants) Pending(ctx context.Context, requestID, sessionID string) (bool, error) {
-	ok, err := g.Grants.Pending(ctx, requestID, sessionID)
+func (g hookedGrants) Redeemable(ctx context.Context, requestID, sessionID string) (bool, error) {
+	ok, err := g.Grants.Redeemable(ctx, requestID, sessionID)
 	if h := g.hooks.Load(); ok && err == nil && h != nil && h.OnRelay != nil {
 		h.OnRelay(requestID)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/agentfy/agentfy/channel"
 	"github.com/agentfy/agentfy/internal/test/testenv"
 	"github.com/agentfy/agentfy/session"
+	"github.com/agentfy/agentfy/wire"
 	"github.com/agentfy/agentfy/worker"
 )
 
@@ -248,7 +249,7 @@ func (ss *Session) startBrokerProcess(ctx context.Context) error {
 			<-done
 		}
 	}
-	sock := filepath.Join(ss.IPCDir, broker.SocketName)
+	sock := filepath.Join(ss.IPCDir, wire.SocketName)
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
 	for {
