@@ -98,7 +98,7 @@ var errorTable = []struct {
 
 // httpErrorOf is the public API's answer to err: its row in errorTable, or the answer
 // to a view that failed for err's reason (reasonLabel). Redis or NATS failures, old
-// images, refused capabilities, busy brokers, capture failures, tampered envelopes,
+// images, refused grants, busy brokers, capture failures, tampered envelopes,
 // invalid JPEGs: all unavailable, never "not live".
 func httpErrorOf(err error) httpError {
 	for _, row := range errorTable {

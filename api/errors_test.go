@@ -42,7 +42,7 @@ func TestHTTPErrorOf(t *testing.T) {
 		{"wrapped forbidden", fmt.Errorf("authorize: %w", auth.ErrForbidden), errForbidden},
 		{"wrapped not found", fmt.Errorf("agent: %w", auth.ErrNotFound), errNotFound},
 		{"wrapped rate limited", fmt.Errorf("gate: %w", view.ErrRateLimited), errRateLimited},
-		{"wrapped capability", fmt.Errorf("consume: %w", view.ErrGrantNotFound), errGrant},
+		{"wrapped grant", fmt.Errorf("consume: %w", view.ErrGrantNotFound), errGrant},
 		{"joined with a sentinel", errors.Join(internal, auth.ErrForbidden), errForbidden},
 		{"pending limit", view.ErrBusy, unavailable(wire.ReasonInFlightLimit)},
 		{"view unavailable", &view.UnavailableError{Reason: wire.ReasonCapture}, unavailable(wire.ReasonCapture)},
@@ -74,7 +74,7 @@ func TestReasonLabel(t *testing.T) {
 		want string
 	}{
 		{"pending limit", view.ErrBusy, "pending_limit"},
-		{"wrapped pending limit", fmt.Errorf("observe: %w", view.ErrBusy), "pending_limit"},
+		{"wrapped pending limit", fmt.Errorf("view: %w", view.ErrBusy), "pending_limit"},
 		{"not durable", view.ErrNotDurable, "not_durable"},
 		{"wrapped not durable", fmt.Errorf("%w: 0 of 1 replicas in 500ms", view.ErrNotDurable), "not_durable"},
 		{"wrapped view reason", fmt.Errorf("%w: nats: connection closed", &view.UnavailableError{Reason: wire.ReasonFailed}), wire.ReasonFailed},

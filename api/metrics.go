@@ -7,13 +7,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentfy/agentfy/channel"
-	"github.com/agentfy/agentfy/view"
-	"github.com/agentfy/agentfy/wire"
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/agentfy/agentfy/channel"
+	"github.com/agentfy/agentfy/view"
+	"github.com/agentfy/agentfy/wire"
 )
 
 // Metrics are one replica's Prometheus series. Labels carry routes, statuses and
@@ -54,7 +55,7 @@ func NewMetrics(pending, waiters, workers, listeners func() int) *Metrics {
 	})
 	m.forged = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "agentfy_capability_forged_total",
-		Help: "Capabilities the consume route refused because no replica's key made their MAC: written to Redis by someone else.",
+		Help: "Grants (view capabilities) the consume route refused because no replica's key made their MAC: written to Redis by someone else.",
 	})
 	m.identity = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "agentfy_identity_unavailable_total",
@@ -65,7 +66,7 @@ func NewMetrics(pending, waiters, workers, listeners func() int) *Metrics {
 	}
 	reg.MustRegister(m.outcomes, m.reasons, m.latency, m.gate, m.forged, m.identity,
 		gauge("agentfy_view_pending", "View requests this replica waits for (bound "+strconv.Itoa(view.MaxInFlight)+").", pending),
-		gauge("agentfy_observation_waiters", "View requests relayed to workers held by this replica (bound "+strconv.Itoa(channel.MaxObservationWaiters)+" per connection).", waiters),
+		gauge("agentfy_observation_waiters", "View requests relayed to workers held by this replica (bound "+strconv.Itoa(channel.MaxRelayWaiters)+" per connection).", waiters),
 		gauge("agentfy_worker_connections", "Worker sockets held by this replica.", workers),
 		gauge("agentfy_status_listeners", "Open status-feed streams.", listeners),
 	)

@@ -124,7 +124,7 @@ func (s *one) attachWorker(t *testing.T, ctx context.Context, agentID, reason st
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}
-	hello, _ := jsonrpc.NewRequest(1, jsonrpc.MethodHello, jsonrpc.HelloParams{ImageTag: "worker:test", BootstrapRevision: wire.BootstrapRevision, Capabilities: []string{wire.CapabilityBrowserView}})
+	hello, _ := jsonrpc.NewRequest(1, jsonrpc.MethodHello, jsonrpc.HelloParams{ImageTag: "worker:test", BootstrapRevision: wire.BootstrapRevision, Features: []string{wire.FeatureBrowserView}})
 	if err := ws.Write(ctx, websocket.MessageText, hello); err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +225,7 @@ func TestViewUnavailableReasonEndToEnd(t *testing.T) {
 // The consume route's table on a real replica: the credential is checked before the
 // body is read, the body is decoded strictly, every 404 has one body (no oracle), an
 // error answer to a request with a body closes the connection, no refusal destroys the
-// capability, and a stopped session's broker pass is revoked. Attacks on it (replay,
+// grant, and a stopped session's broker pass is revoked. Attacks on it (replay,
 // expiry, a Redis writer redirecting it) are in reliability/.
 func TestConsumeRoute(t *testing.T) {
 	t.Parallel()
@@ -244,9 +244,9 @@ func TestConsumeRoute(t *testing.T) {
 		t.Fatal(err)
 	}
 	publicKey := "04" + strings.Repeat("ab", 64)
-	caps := view.NewGrants(s.r.Redis, s.c.St.NS.Deployment(), s.c.St.GrantKeys, 0)
+	grants := view.NewGrants(s.r.Redis, s.c.St.NS.Deployment(), s.c.St.GrantKeys, 0)
 	stored := strings.Repeat("cd", 32)
-	if err := caps.Put(ctx, stored, sess.ID, publicKey); err != nil {
+	if err := grants.Put(ctx, stored, sess.ID, publicKey); err != nil {
 		t.Fatal(err)
 	}
 	body := stacktest.ConsumeRequest
@@ -325,7 +325,7 @@ func TestConsumeRoute(t *testing.T) {
 	}
 	// A stopped session's broker pass is revoked.
 	id := strings.Repeat("0a", 32)
-	if err := caps.Put(ctx, id, sess.ID, publicKey); err != nil {
+	if err := grants.Put(ctx, id, sess.ID, publicKey); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.c.St.Sess.Stop(ctx, sess.ID, "operator"); err != nil {

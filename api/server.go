@@ -46,7 +46,7 @@ type Config struct {
 	Dir      *directory.Store
 	Sessions *session.Store
 	Views    *view.Service
-	Caps     *view.Grants
+	Grants   *view.Grants
 	Hub      *channel.Hub
 	Feed     *feed.Feed
 	Metrics  *Metrics

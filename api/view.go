@@ -67,7 +67,7 @@ func (s *Server) renderView(c *gin.Context, agentID, caller string, check access
 }
 
 // consume serves POST /v1/internal/worker-observations/consume: a broker redeems a view
-// capability with its broker pass and receives the destination public key.
+// grant with its broker pass and receives the destination public key.
 func (s *Server) consume(c *gin.Context) {
 	ctx := c.Request.Context()
 	token := auth.BearerToken(c.GetHeader("Authorization"))
@@ -89,10 +89,10 @@ func (s *Server) consume(c *gin.Context) {
 	if !decodeStrict(c, MaxConsumeBody, &req) {
 		return
 	}
-	pk, err := s.cfg.Caps.Consume(ctx, req.RequestID, pass.SessionID)
+	pk, err := s.cfg.Grants.Consume(ctx, req.RequestID, pass.SessionID)
 	if errors.Is(err, view.ErrGrantForged) {
 		// Someone who is not a replica wrote it to Redis: the broker hears the one
-		// answer of a capability it cannot have, the operator the reason.
+		// answer of a grant it cannot have, the operator the reason.
 		s.log(c).Warn().Str("reason", "forged_capability").Msg("capability refused: its MAC is no replica's")
 		if s.cfg.Metrics != nil {
 			s.cfg.Metrics.forged.Inc()

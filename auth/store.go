@@ -189,7 +189,7 @@ return 0
 type Role string
 
 // The two pass roles. A worker pass opens the tool channel; a broker pass only consumes
-// view capabilities. Neither is ever accepted in the other's place.
+// view grants. Neither is ever accepted in the other's place.
 const (
 	RoleWorker Role = "worker"
 	RoleBroker Role = "broker"

@@ -11,7 +11,7 @@ import (
 	"github.com/agentfy/agentfy/broker/masks"
 )
 
-// BenchmarkObserveVsBareCapture measures a whole observation through the
+// BenchmarkObserveVsBareCapture measures a whole capture through the
 // unix socket (HTTP, consumption at a local endpoint, capture, JSON, seal),
 // with no capture spacing, against the bare CDP capture sequence
 // (getTargetInfo, getLayoutMetrics, captureScreenshot) on the same tab
@@ -43,18 +43,18 @@ func BenchmarkObserveVsBareCapture(b *testing.B) {
 			b.Fatalf("bare capture: %v", err)
 		}
 	}
-	observe := func() {
-		status, body, _, _ := tb.observe(b)
+	capture := func() {
+		status, body, _, _ := tb.capture(b)
 		if status != http.StatusOK {
-			b.Fatalf("observe: %d %s", status, body)
+			b.Fatalf("capture: %d %s", status, body)
 		}
 	}
 	// Warm both paths: the broker's session attach, connections, JIT.
-	observe()
+	capture()
 	bare()
 
-	observeTimes, bareTimes := alternate(b, observe, bare)
-	obs, bar := median(observeTimes), median(bareTimes)
+	captureTimes, bareTimes := alternate(b, capture, bare)
+	obs, bar := median(captureTimes), median(bareTimes)
 	b.ReportMetric(float64(obs.Microseconds())/1000, "observe-p50-ms")
 	b.ReportMetric(float64(bar.Microseconds())/1000, "bare-p50-ms")
 	if bar > 0 {
@@ -118,7 +118,7 @@ func BenchmarkMask(b *testing.B) {
 			}
 			run := func(mask *masks.Rules) func() {
 				return func() {
-					if _, err := capture(b.Context(), s, target, time.Now(), mask); err != nil {
+					if _, err := tabPage(b.Context(), s, target, time.Now(), mask); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -18,7 +18,7 @@ import (
 // startTimeout bounds the CDP calls New makes.
 const startTimeout = 10 * time.Second
 
-// Broker runs the browser tools and observations of one worker session on
+// Broker runs the browser tools and captures of one worker session on
 // one Chromium. Make it with New and stop it with Shutdown; Chromium itself
 // belongs to the caller.
 type Broker struct {
@@ -37,7 +37,7 @@ type Broker struct {
 	browserContext proto.BrowserBrowserContextID
 
 	// tabs is the tab order; only tool operations and Chromium's events
-	// change it, observation only reads it.
+	// change it, capture only reads it.
 	tabs *tabOrder
 
 	// toolSlots counts the accepted tool operations, waiting or running;
@@ -45,16 +45,16 @@ type Broker struct {
 	toolSlots chan struct{}
 	toolQueue chan *toolOp
 
-	// observing holds a token while an observation runs.
-	observing chan struct{}
+	// capturing holds a token while a capture runs.
+	capturing chan struct{}
 	// lastCapture is when the last real capture started; guarded by the
-	// observing token.
+	// capturing token.
 	lastCapture time.Time
 
 	mu sync.Mutex
-	// sessions are the CDP sessions observation attached to tabs; guarded
+	// sessions are the CDP sessions capture attached to tabs; guarded
 	// by mu (the event loop forgets closed tabs).
-	sessions map[proto.TargetTargetID]observerSession
+	sessions map[proto.TargetTargetID]tabSession
 	// lastURLs is the last non-empty URL a capture of each tab saw, for the
 	// moment of a navigation when Chromium reports none; guarded by mu,
 	// forgotten with the tab.
@@ -70,7 +70,7 @@ type Broker struct {
 // connected without a default device (see LaunchChromium). It adopts the
 // page targets that already exist and follows the ones Chromium creates and
 // destroys, including tabs that sites open themselves. consume redeems
-// observation request ids. ctx bounds the start only.
+// capture request ids. ctx bounds the start only.
 func New(ctx context.Context, browser *rod.Browser, consume *ConsumeClient, cfg Config, logger zerolog.Logger, clock Clock) (*Broker, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -88,8 +88,8 @@ func New(ctx context.Context, browser *rod.Browser, consume *ConsumeClient, cfg 
 		tabs:      newTabOrder(),
 		toolSlots: make(chan struct{}, cfg.ToolQueueSize),
 		toolQueue: make(chan *toolOp, cfg.ToolQueueSize),
-		observing: make(chan struct{}, 1),
-		sessions:  make(map[proto.TargetTargetID]observerSession),
+		capturing: make(chan struct{}, 1),
+		sessions:  make(map[proto.TargetTargetID]tabSession),
 		lastURLs:  make(map[proto.TargetTargetID]string),
 		done:      make(chan struct{}),
 	}
@@ -165,7 +165,7 @@ func (b *Broker) followTargets(events <-chan *rod.Message) {
 	}
 }
 
-// session returns the observation's CDP session on a tab, attaching one
+// session returns the capture's CDP session on a tab, attaching one
 // under ctx if needed. It is a session of its own, on which no domain is
 // ever enabled but the Performance counters, and no script runs but the
 // masks' read of what moves, in an isolated world of its own (motion.go).
@@ -178,7 +178,7 @@ func (b *Broker) session(ctx context.Context, target proto.TargetTargetID) (cdpS
 		if err != nil {
 			return cdpSession{}, fmt.Errorf("attach to target: %w", err)
 		}
-		o = observerSession{id: res.SessionID, tab: &tabState{}}
+		o = tabSession{id: res.SessionID, tab: &tabState{}}
 		b.mu.Lock()
 		b.sessions[target] = o
 		b.mu.Unlock()
@@ -186,22 +186,22 @@ func (b *Broker) session(ctx context.Context, target proto.TargetTargetID) (cdpS
 	return cdpSession{ctx: ctx, browser: b.browser, id: o.id, tab: o.tab}, nil
 }
 
-// observerSession is observation's session on a tab and what it keeps of it. Its
-// tabState is touched only by the one observation that runs at a time.
-type observerSession struct {
+// tabSession is capture's session on a tab and what it keeps of it. Its
+// tabState is touched only by the one capture that runs at a time.
+type tabSession struct {
 	id  proto.TargetSessionID
 	tab *tabState
 }
 
-// forgetSession forgets the observation session of a tab, so that the next
-// observation attaches a fresh one.
+// forgetSession forgets the capture session of a tab, so that the next
+// capture attaches a fresh one.
 func (b *Broker) forgetSession(target proto.TargetTargetID) {
 	b.mu.Lock()
 	delete(b.sessions, target)
 	b.mu.Unlock()
 }
 
-// forgetTab forgets everything observation kept of a closed tab.
+// forgetTab forgets everything capture kept of a closed tab.
 func (b *Broker) forgetTab(target proto.TargetTargetID) {
 	b.mu.Lock()
 	delete(b.sessions, target)
@@ -221,7 +221,7 @@ func (b *Broker) pageURL(target proto.TargetTargetID, seen string) string {
 	return seen
 }
 
-// forgetSessionID forgets an observation session Chromium detached.
+// forgetSessionID forgets a capture session Chromium detached.
 func (b *Broker) forgetSessionID(id proto.TargetSessionID) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

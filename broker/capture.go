@@ -1,479 +1,166 @@
 package broker
 
 import (
-	"bytes"
 	"context"
-	"errors"
+	"encoding/json"
 	"fmt"
-	"image"
-	"image/jpeg"
-	"math"
-	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 
-	jsonv2 "github.com/go-json-experiment/json"
-	"github.com/go-rod/rod"
 	"github.com/go-rod/rod/lib/proto"
 
-	"github.com/agentfy/agentfy/broker/jpegmask"
-	"github.com/agentfy/agentfy/broker/masks"
+	"github.com/agentfy/agentfy/envelope"
 	"github.com/agentfy/agentfy/wire"
 )
 
-// Page is the plaintext of an observation of a tab: exactly the fields the
-// API validates, in this order.
-type Page struct {
-	// URL is the tab's URL, as Target.getTargetInfo reports it.
-	URL string `json:"url"`
-	// Title is the tab's title, as Target.getTargetInfo reports it.
-	Title string `json:"title"`
-	// CapturedAt is when the capture started (wire.FormatCapturedAt).
-	CapturedAt string `json:"capturedAt"`
-	// ContentType is always wire.ContentTypeJPEG.
-	ContentType string `json:"contentType"`
-	// Data is the JPEG; encoding/json writes it as standard base64.
-	Data []byte `json:"data"`
-	// Masked is how many secret regions Data shows masked; absent when none.
-	Masked int `json:"masked,omitempty"`
+// nullPage is the plaintext of a capture when no tab is open.
+var nullPage = []byte("null")
+
+// Capture answers one capture request with the wire body
+// {"envelope":{...}}: it redeems requestID at the API, waits until at least
+// Config.MinCaptureInterval has passed since the last capture, captures the
+// selected tab (or seals null when there is none) and seals the page to the
+// public key the API returned. The whole capture runs under
+// Config.CaptureTimeout.
+//
+// It never waits for the tool queue and changes nothing in the browser: no
+// activation, no DOM, no emulation, no tab order. The only script it runs is the
+// read-only motion probe of motion.go, in the broker's own isolated worlds, which the
+// page's scripts cannot see.
+//
+// It returns ErrBadRequestID, ErrBusy while another capture runs,
+// ErrGrantRefused (and then captures nothing) and ErrCaptureFailed,
+// which includes running out of time.
+func (b *Broker) Capture(ctx context.Context, requestID string) ([]byte, error) {
+	if !envelope.ValidRequestID(requestID) {
+		return nil, ErrBadRequestID
+	}
+	select {
+	case b.capturing <- struct{}{}:
+		defer func() { <-b.capturing }()
+	default:
+		return nil, ErrBusy
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.CaptureTimeout)
+	defer cancel()
+
+	consumeCtx, cancelConsume := context.WithTimeout(ctx, b.cfg.ConsumeTimeout)
+	key, err := b.consume.Consume(consumeCtx, requestID)
+	cancelConsume()
+	if err != nil {
+		return nil, fmt.Errorf("capture: %w", err)
+	}
+
+	plaintext, err := b.capturePage(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("capture: %w", err)
+	}
+	// {"envelope":{…}}
+	body, err := envelope.SealJSON(b.rand, key, requestID, plaintext)
+	if err != nil {
+		return nil, fmt.Errorf("capture: seal: %w", err)
+	}
+	return body, nil
 }
 
-// screenshotData reads Page.captureScreenshot's result, {"data":"<base64>"}: the JPEG.
-// It is read as it comes, with encoding/json/v2's decoder, rather than through
-// req.Call, which decodes it with encoding/json's, six times slower on a frame's
-// base64 (BENCHMARKS.md section 6). Members Chromium may add are ignored, as req.Call
-// ignores them.
-func screenshotData(raw []byte) ([]byte, error) {
-	var res proto.PageCaptureScreenshotResult
-	if err := jsonv2.Unmarshal(raw, &res); err != nil {
+// capturePage returns the plaintext of the capture: the selected tab's
+// page as JSON, or null. The caller holds the capturing token.
+func (b *Broker) capturePage(ctx context.Context) ([]byte, error) {
+	if _, ok := b.tabs.Selected(); !ok {
+		return nullPage, nil
+	}
+	if err := b.spaceCapture(ctx); err != nil {
 		return nil, err
 	}
-	return res.Data, nil
-}
-
-// errNotJPEG is Chromium answering a capture with something that is not a
-// complete JPEG.
-var errNotJPEG = errors.New("capture is not a jpeg")
-
-// errFrameTooLarge is a capture larger than wire.MaxFrameBytes.
-var errFrameTooLarge = errors.New("capture is larger than the frame limit")
-
-// cdpSession sends CDP commands to one attached target session under one
-// context. It implements proto.Client, proto.Sessionable and
-// proto.Contextable, so typed proto calls can use it without a rod Page,
-// whose construction would enable domains and may emulate a device.
-type cdpSession struct {
-	ctx     context.Context
-	browser *rod.Browser
-	id      proto.TargetSessionID
-	// tab is what the broker keeps of this session (motion.go); a session of a
-	// test's own gets a fresh one.
-	tab *tabState
-	// target is the frame's target of a session on a frame of another process
-	// (frames.go).
-	target proto.TargetTargetID
-}
-
-// Call implements proto.Client.
-func (s cdpSession) Call(ctx context.Context, sessionID, method string, params any) ([]byte, error) {
-	return s.browser.Call(ctx, sessionID, method, params)
-}
-
-// GetSessionID implements proto.Sessionable.
-func (s cdpSession) GetSessionID() proto.TargetSessionID { return s.id }
-
-// GetContext implements proto.Contextable.
-func (s cdpSession) GetContext() context.Context { return s.ctx }
-
-// captureClip returns the screenshot clip for a CSS visual viewport and a
-// device pixel ratio: the visible part of the page, at most wire.MaxFrameHeight
-// CSS pixels tall, scaled so the image is at most wire.MaxFrameWidth pixels
-// wide. The image never has more than one pixel per CSS pixel, whatever the
-// device pixel ratio: so a frame is at most wire.MaxFrameHeight image pixels
-// tall exactly when its clip is at most wire.MaxFrameHeight CSS pixels, which is
-// what the API checks. It fails for an empty viewport.
-func captureClip(vv *proto.PageVisualViewport, dpr float64) (*proto.PageViewport, error) {
-	if vv == nil || !(vv.ClientWidth >= 1 && vv.ClientHeight >= 1) {
-		return nil, errors.New("empty visual viewport")
-	}
-	if !(dpr > 0) || math.IsInf(dpr, 0) {
-		dpr = 1
-	}
-	clip := &proto.PageViewport{
-		X:      vv.PageX,
-		Y:      vv.PageY,
-		Width:  vv.ClientWidth,
-		Height: min(vv.ClientHeight, wire.MaxFrameHeight),
-		Scale:  1,
-	}
-	// The image has ClientWidth × Scale × dpr pixels across: Scale × dpr is the
-	// image pixels per CSS pixel, at most 1, and less when the viewport is wider
-	// than wire.MaxFrameWidth.
-	clip.Scale = min(1, wire.MaxFrameWidth/vv.ClientWidth) / dpr
-	return clip, nil
-}
-
-// devicePixelRatio derives the ratio of device to CSS pixels from the layout
-// viewport, which pinch zoom does not change; 1 when it cannot.
-func devicePixelRatio(m *proto.PageGetLayoutMetricsResult) float64 {
-	if m.LayoutViewport == nil || m.CSSLayoutViewport == nil || m.CSSLayoutViewport.ClientWidth == 0 {
-		return 1
-	}
-	return float64(m.LayoutViewport.ClientWidth) / float64(m.CSSLayoutViewport.ClientWidth)
-}
-
-// maskAttempts is how many times a masked capture reads the page before its
-// screenshot when those reads disagree (beforeShot.unsteady); they take no screenshot.
-// After the last, the capture goes on and masks its frame whole.
-const maskAttempts = 3
-
-// capture takes the read-only snapshot of a tab through an attached session, each CDP
-// call under ctx; at stamps the page. Without mask it is exactly Target.getTargetInfo,
-// Page.getLayoutMetrics and Page.captureScreenshot. With mask, the layout metrics and a
-// DOM snapshot are read before the screenshot and again after it, and the secret
-// regions are painted over (see captureMasked); the target's URL and title are read
-// meanwhile.
-func capture(ctx context.Context, s cdpSession, target proto.TargetTargetID, at time.Time, mask *masks.Rules) (*Page, error) {
-	s.ctx = ctx
-	var (
-		info *proto.TargetGetTargetInfoResult
-		shot frame
-		err  error
-	)
-	if mask == nil {
-		info, err = (proto.TargetGetTargetInfo{TargetID: target}).Call(s.browser.Context(ctx))
-		if err != nil {
-			return nil, fmt.Errorf("get target info: %w", err)
-		}
-		metrics, err := proto.PageGetLayoutMetrics{}.Call(s)
-		if err != nil {
-			return nil, fmt.Errorf("get layout metrics: %w", err)
-		}
-		if shot, err = screenshot(ctx, s, metrics); err != nil {
-			return nil, err
-		}
-	} else {
-		// The browser answers getTargetInfo while the page answers the masks' reads.
-		type infoResult struct {
-			info *proto.TargetGetTargetInfoResult
-			err  error
-		}
-		infoDone := make(chan infoResult, 1)
-		go func() {
-			info, err := proto.TargetGetTargetInfo{TargetID: target}.Call(s.browser.Context(ctx))
-			infoDone <- infoResult{info, err}
-		}()
-		shot, err = captureMasked(ctx, s, target, *mask)
-		got := <-infoDone
-		if got.err != nil {
-			return nil, fmt.Errorf("get target info: %w", got.err)
-		}
-		if err != nil {
-			return nil, err
-		}
-		info = got.info
-	}
-	return &Page{
-		URL:         info.TargetInfo.URL,
-		Title:       info.TargetInfo.Title,
-		CapturedAt:  wire.FormatCapturedAt(at),
-		ContentType: wire.ContentTypeJPEG,
-		Data:        shot.data,
-		Masked:      shot.masked,
-	}, nil
-}
-
-// frame is a checked capture: the JPEG, and how many regions it shows masked.
-type frame struct {
-	data   []byte
-	masked int
-}
-
-// screenshot captures the visual viewport the metrics describe and checks the JPEG.
-func screenshot(ctx context.Context, s cdpSession, metrics *proto.PageGetLayoutMetricsResult) (frame, error) {
-	clip, err := captureClip(metrics.CSSVisualViewport, devicePixelRatio(metrics))
-	if err != nil {
-		return frame{}, err
-	}
-	quality := CaptureQuality
-	req := proto.PageCaptureScreenshot{
-		Format:  proto.PageCaptureScreenshotFormatJpeg,
-		Quality: &quality,
-		Clip:    clip,
-	}
-	raw, err := s.Call(ctx, string(s.id), req.ProtoReq(), req)
-	if err != nil {
-		return frame{}, fmt.Errorf("capture screenshot: %w", err)
-	}
-	data, err := screenshotData(raw)
-	if err != nil {
-		return frame{}, fmt.Errorf("capture screenshot: %w", err)
-	}
-	return checkFrame(frame{data: data})
-}
-
-// checkFrame refuses a frame the API would refuse, so it is never sealed and carried
-// that far: larger than wire.MaxFrameBytes, or not the markers, header and size of a JPEG
-// the requesting replica accepts (wire.CheckFrame).
-func checkFrame(f frame) (frame, error) {
-	if len(f.data) > wire.MaxFrameBytes {
-		return frame{}, errFrameTooLarge
-	}
-	if wire.CheckFrame(f.data) != nil {
-		return frame{}, errNotJPEG
-	}
-	return f, nil
-}
-
-// captureMasked captures the visual viewport with its secret regions painted over. It
-// takes one screenshot, never more (SPEC §10).
-//
-// It reads the page before the screenshot (readBefore: the layout metrics and a DOM
-// snapshot, M0 and S1, what moves, the work counters); those reads may be taken again,
-// at most maskAttempts times, while they disagree with each other. After the screenshot
-// it reads the layout metrics and a snapshot again (M1, S2). When neither snapshot holds
-// a secret anywhere in the document, the screenshot is sent as Chromium made it, not
-// re-encoded. Otherwise the masks cover every place a secret could have been painted
-// between the two reads (placeAfter): where S1 was read when the reads agree, the box
-// spanning a secret's two places when it moved, and the whole frame when that cannot be
-// told. No frame leaves with a secret unmasked. A failed or unreadable read fails the
-// capture.
-func captureMasked(ctx context.Context, s cdpSession, target proto.TargetTargetID, rules masks.Rules) (frame, error) {
-	if s.tab == nil {
-		s.tab = &tabState{}
-	}
-	frames := newFrameReader(s, rules)
-	defer frames.close(ctx)
-	var (
-		b   beforeShot
-		err error
-	)
-	for range maskAttempts {
-		if b, err = readBefore(ctx, s, target, frames); err != nil {
-			return frame{}, err
-		}
-		if !b.unsteady {
-			break
-		}
-	}
-	shot, err := screenshot(ctx, s, b.metrics)
-	if err != nil {
-		return frame{}, err
-	}
-	m1, s2, _, err := readLayout(ctx, s, frames, 0)
-	if err != nil {
-		return frame{}, err
-	}
-	regions := max(len(b.sec.Regions), len(s2.Regions), 1)
-	if b.unsteady || b.moving.ViewTransition || b.transition {
-		// A view transition paints images of the page as it was, which no snapshot
-		// holds: a secret the page no longer has may be in them.
-		return maskWhole(shot, regions)
-	}
-	if len(b.sec.Regions) == 0 && len(s2.Regions) == 0 {
-		return shot, nil
-	}
-	sec, ok, err := b.placeAfter(s, m1, s2)
-	if err != nil {
-		return frame{}, err
-	}
+	// Select again: a tab may have closed or opened during the wait.
+	target, ok := b.tabs.Selected()
 	if !ok {
-		return maskWhole(shot, regions)
+		return nullPage, nil
 	}
-	clip, err := captureClip(b.metrics.CSSVisualViewport, devicePixelRatio(b.metrics))
-	if err != nil {
-		return frame{}, err
-	}
-	cfg, err := jpeg.DecodeConfig(bytes.NewReader(shot.data))
-	if err != nil {
-		return frame{}, errNotJPEG
-	}
-	boxes, shown := sec.Boxes(masks.Rect{X: clip.X, Y: clip.Y, W: clip.Width, H: clip.Height}, cfg.Width, cfg.Height)
-	if len(boxes) == 0 {
-		return shot, nil
-	}
-	data, err := jpegmask.Paint(shot.data, boxes, CaptureQuality)
-	if err != nil {
-		return frame{}, maskError("paint", err)
-	}
-	return checkFrame(frame{data: data, masked: shown})
-}
+	id := proto.TargetTargetID(target)
 
-// beforeShot is what a masked capture reads of the page before its screenshot.
-type beforeShot struct {
-	metrics *proto.PageGetLayoutMetricsResult // M0: the screenshot's clip is placed from it
-	sec     masks.Secrets                     // S1
-	// watch is what is watched in the frames of another process S1 read into.
-	watch frameWatch
-	// moving is what runs on the page (motion.go), with the secrets' elements when
-	// something moves.
-	moving motion
-	// framesWhole are the frames whose secrets sec placed from their documents
-	// (indices of its PlacedViews) to mask whole, and transition whether a view
-	// transition runs in any frame (framesMotion).
-	framesWhole []int
-	transition  bool
-	// work are the work counters of the page and of those frames (watch.placed), read
-	// when sec holds a secret.
-	work work
-	// unsteady says the reads disagree: the page scrolled between the metrics and the
-	// snapshot, a secret left the page, or a frame went away. The rest was not read.
-	unsteady bool
-}
-
-// readBefore reads the page before a masked capture's screenshot: the layout metrics
-// and a snapshot, what runs on the page (and, with a secret on it, whether that moves
-// a secret), what moves in its frames, and the work counters. Reads that disagree are
-// not an error: they come back unsteady, to be read again.
-func readBefore(ctx context.Context, s cdpSession, target proto.TargetTargetID, frames *frameReader) (beforeShot, error) {
-	m0, s1, w1, err := readLayout(ctx, s, frames, 0)
+	start := b.clock.Now()
+	b.lastCapture = start
+	captureCtx, cancel := context.WithTimeout(ctx, b.cfg.ScreenshotTimeout)
+	defer cancel()
+	page, err := b.captureTab(captureCtx, id, start)
+	stats := CaptureStats{Duration: b.clock.Now().Sub(start), Failed: err != nil}
+	if page != nil {
+		stats.Bytes, stats.Masked = page.JPEGBytes(), page.Masked
+	}
+	if b.cfg.OnCapture != nil {
+		b.cfg.OnCapture(stats)
+	}
 	if err != nil {
-		return beforeShot{}, err
-	}
-	b := beforeShot{metrics: m0, sec: s1, watch: w1}
-	secret := len(s1.Regions) > 0
-	if secret && !scrolledAs(s1, m0) {
-		b.unsteady = true
-		return b, nil
-	}
-	if b.moving, err = readMotion(s, target, nil); err != nil {
-		return beforeShot{}, err
-	}
-	if b.moving.Moving > 0 && secret {
-		// Something moves its subtree: does it hold a secret, or a secret it?
-		b.moving, err = readMotion(s, target, s1.Roots)
-		if errors.Is(err, errSecretGone) {
-			b.unsteady = true
-			return b, nil
+		// A session that answered with an error may be gone; one that
+		// timed out is fine and stays (a tab that does not paint would time
+		// out again through a new one).
+		if captureCtx.Err() == nil {
+			b.forgetSession(id)
 		}
-		if err != nil {
-			return beforeShot{}, err
-		}
+		// CDP errors name methods and codes, never page content.
+		b.logger.Warn().Err(err).Dur("duration", stats.Duration).Msg("capture failed")
+		return nil, fmt.Errorf("%w: %w", ErrCaptureFailed, err)
 	}
-	// What moves in the page's other frames and in those of another process.
-	b.framesWhole, b.transition = framesMotion(s, s1, w1)
-	if secret {
-		if b.work, err = readWork(s); err != nil {
-			return beforeShot{}, err
-		}
-		if b.work, err = addFramesWork(b.work, w1); err != nil {
-			b.unsteady = true // a frame went away
-		}
-	}
-	return b, nil
-}
-
-// placeAfter decides where to mask a screenshot taken after the reads b and before the
-// reads of the layout metrics m1 and the snapshot s2, reading the work counters again:
-// ok is false when the secrets' places in it cannot be told, and the frame is masked
-// whole. That is so when a secret appeared (b holds none: nothing placed it, or watched
-// it move, before the screenshot); when a script or a layout ran while the screenshot
-// was taken (it may have moved a secret and back), or a frame went away; when the page
-// scrolled or resized between the reads; and when the two snapshots' secrets cannot be
-// related (masks.Span). Otherwise the masks span the places of each secret in both
-// snapshots, and motion decides what else is masked whole.
-func (b beforeShot) placeAfter(s cdpSession, m1 *proto.PageGetLayoutMetricsResult, s2 masks.Secrets) (sec masks.Secrets, ok bool, err error) {
-	if len(b.sec.Regions) == 0 {
-		return masks.Secrets{}, false, nil
-	}
-	after, err := readWork(s)
+	b.logger.Debug().Dur("duration", stats.Duration).Int("bytes", stats.Bytes).Msg("captured")
+	plaintext, err := json.Marshal(page)
 	if err != nil {
-		return masks.Secrets{}, false, err
+		return nil, fmt.Errorf("%w: %w", ErrCaptureFailed, err)
 	}
-	if after, err = addFramesWork(after, b.watch); err != nil {
-		return masks.Secrets{}, false, nil // a frame went away
-	}
-	if !b.work.quiet(after) || !sameViewport(b.metrics, m1) || !scrolledAs(s2, m1) {
-		return masks.Secrets{}, false, nil
-	}
-	if sec, ok = masks.Span(b.sec, s2); !ok {
-		return masks.Secrets{}, false, nil
-	}
-	if b.moving.whole() {
-		sec.Whole = true
-	}
-	for _, i := range slices.Backward(b.framesWhole) {
-		sec.MaskPlacedWhole(i)
-	}
-	return sec, true, nil
+	return plaintext, nil
 }
 
-// maskWhole paints one mask over the whole of shot, counting n regions masked.
-func maskWhole(shot frame, n int) (frame, error) {
-	cfg, err := jpeg.DecodeConfig(bytes.NewReader(shot.data))
+// spaceCapture waits until Config.MinCaptureInterval has passed since the
+// start of the last capture. A wait that cannot end before ctx's deadline
+// fails at once with ErrCaptureFailed.
+func (b *Broker) spaceCapture(ctx context.Context) error {
+	if b.lastCapture.IsZero() || b.cfg.MinCaptureInterval <= 0 {
+		return nil
+	}
+	wait := b.lastCapture.Add(b.cfg.MinCaptureInterval).Sub(b.clock.Now())
+	if wait <= 0 {
+		return nil
+	}
+	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < wait {
+		return fmt.Errorf("%w: the next capture is due after the deadline", ErrCaptureFailed)
+	}
+	select {
+	case <-b.clock.After(wait):
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", ErrCaptureFailed, ctx.Err())
+	}
+}
+
+// captureTab captures a tab through the capture's own session.
+func (b *Broker) captureTab(ctx context.Context, id proto.TargetTargetID, at time.Time) (*wire.Page, error) {
+	s, err := b.session(ctx, id)
 	if err != nil {
-		return frame{}, errNotJPEG
+		return nil, err
 	}
-	data, err := jpegmask.Paint(shot.data, []image.Rectangle{image.Rect(0, 0, cfg.Width, cfg.Height)}, CaptureQuality)
+	page, err := tabPage(ctx, s, id, at, b.mask)
 	if err != nil {
-		return frame{}, maskError("paint", err)
+		return nil, err
 	}
-	return checkFrame(frame{data: data, masked: min(n, wire.MaxMasked)})
+	// A page controls its own URL (history.replaceState) and title: one longer than
+	// the API accepts would make every view of the tab fail, so it hides nothing, it
+	// is shortened. A URL Chromium does not report while the tab navigates is the
+	// last one seen.
+	page.URL = truncateUTF8(b.pageURL(id, page.URL), wire.MaxURLBytes)
+	page.Title = truncateUTF8(page.Title, wire.MaxTitleBytes)
+	return page, nil
 }
 
-// snapshotRequest reads the DOM, its layout and the computed styles that paint ink
-// outside a box (masks.ComputedStyles), and nothing else: no paint order, no
-// rectangles beyond the layout's bounds. Chromium runs no script of the page for it and
-// changes nothing in it (it brings the layout up to date, as a paint would).
-// DOMSnapshot.enable is never called: no events follow.
-var snapshotRequest = proto.DOMSnapshotCaptureSnapshot{ComputedStyles: masks.ComputedStyles()}
-
-// readLayout reads the layout metrics and a DOM snapshot at once (two commands in
-// flight on the session, answered in order by the page) and finds the snapshot's
-// secrets, reading into its frames of another process (frames.go) at depth (0: the
-// tab's document); it returns what to watch in those frames too.
-func readLayout(ctx context.Context, s cdpSession, frames *frameReader, depth int) (*proto.PageGetLayoutMetricsResult, masks.Secrets, frameWatch, error) {
-	if depth == 0 {
-		frames.read = 0
+// truncateUTF8 cuts s to at most n bytes on a character boundary, and replaces
+// any invalid UTF-8 (which the API refuses).
+func truncateUTF8(s string, n int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= n {
+		return s
 	}
-	type snap struct {
-		raw []byte
-		err error
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
-	done := make(chan snap, 1)
-	go func() {
-		raw, err := s.Call(ctx, string(s.id), snapshotRequest.ProtoReq(), snapshotRequest)
-		done <- snap{raw, err}
-	}()
-	metrics, err := proto.PageGetLayoutMetrics{}.Call(s)
-	got := <-done
-	if err != nil {
-		return nil, masks.Secrets{}, frameWatch{}, fmt.Errorf("get layout metrics: %w", err)
-	}
-	if got.err != nil {
-		return nil, masks.Secrets{}, frameWatch{}, maskError("capture snapshot", got.err)
-	}
-	sec, err := masks.Parse(got.raw, frames.rules)
-	if err != nil {
-		return nil, masks.Secrets{}, frameWatch{}, maskError("read snapshot", err)
-	}
-	sec, w := frames.see(ctx, s, sec, depth)
-	return metrics, sec, w, nil
-}
-
-// sameViewport reports whether two reads of the layout metrics saw the same viewport
-// at the same scroll position.
-func sameViewport(a, b *proto.PageGetLayoutMetricsResult) bool {
-	if a == nil || b == nil || a.CSSVisualViewport == nil || b.CSSVisualViewport == nil ||
-		a.CSSLayoutViewport == nil || b.CSSLayoutViewport == nil {
-		return false
-	}
-	va, vb := *a.CSSVisualViewport, *b.CSSVisualViewport
-	va.Zoom, vb.Zoom = nil, nil
-	return va == vb && *a.CSSLayoutViewport == *b.CSSLayoutViewport
-}
-
-// scrolledAs reports whether a snapshot's top document is scrolled where the layout
-// metrics' visual viewport is (within a pixel: one reports the layout viewport in
-// whole pixels).
-func scrolledAs(s masks.Secrets, m *proto.PageGetLayoutMetricsResult) bool {
-	vv := m.CSSVisualViewport
-	if vv == nil {
-		return false
-	}
-	return math.Abs(s.ScrollX-(vv.PageX-vv.OffsetX)) <= 1 && math.Abs(s.ScrollY-(vv.PageY-vv.OffsetY)) <= 1
-}
-
-// maskError wraps a failure of the masking reads.
-func maskError(step string, err error) error {
-	return fmt.Errorf("mask: %s: %w", step, err)
+	return s[:n]
 }

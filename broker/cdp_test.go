@@ -70,19 +70,19 @@ func recordingBrowser(tb testing.TB) (*rod.Browser, *recordingClient) {
 	return testChromium.Browser.Context(tb.Context()).Client(rec), rec
 }
 
-// TestObserveCDPCalls records what observation sends to Chromium: only the
+// TestCaptureCDPCalls records what capture sends to Chromium: only the
 // read-only capture sequence (and the attachment of its own session), each
 // under a deadline; no activation, DOM change, input or emulation, and no script
 // in the page's world. With masks, the sequence adds only DOM snapshots (never
 // DOMSnapshot.enable), Chromium's work counters, and the read of what moves — one
 // function, motion.js, called in an isolated world of the broker's own; without, it
 // is exactly the three capture calls.
-func TestObserveCDPCalls(t *testing.T) {
+func TestCaptureCDPCalls(t *testing.T) {
 	s := newSite(t)
 	browser, rec := recordingBrowser(t)
 	tb := newTestBrokerOn(t, browser, nil, func(c *Config) {
 		c.MinCaptureInterval = 0
-		c.CaptureTimeout = time.Second
+		c.ScreenshotTimeout = time.Second
 	})
 	a := tb.open(t, s.URL+"/color/a")
 	tb.play(t, a.TabID, Step{Action: ActionClick, Selector: "body"})
@@ -134,25 +134,25 @@ func TestObserveCDPCalls(t *testing.T) {
 	}
 
 	for range 2 {
-		if p := tb.observePage(t); p == nil || p.URL != a.URL {
+		if p := tb.capturePage(t); p == nil || p.URL != a.URL {
 			t.Fatalf("observed %s, want a", describe(p))
 		}
-		check("observing the played tab")
+		check("capturing the played tab")
 	}
 	tb.closeTab(t, a.TabID)
 	rec.take()
-	if p := tb.observePage(t); p == nil || p.URL != b.URL {
+	if p := tb.capturePage(t); p == nil || p.URL != b.URL {
 		t.Fatalf("observed %s, want b", describe(p))
 	}
-	check("observing the last opened tab")
+	check("capturing the last opened tab")
 
 	// A page with secrets: the masks are painted from read-only reads alone.
 	checkout := tb.open(t, demoSite(t).URL+"/checkout.html")
 	rec.take()
-	if p := tb.observePage(t); p == nil || p.Masked == 0 {
+	if p := tb.capturePage(t); p == nil || p.Masked == 0 {
 		t.Fatalf("observed %s, want the checkout page masked", describe(p))
 	}
-	if check("observing a page with secrets") == 0 {
+	if check("capturing a page with secrets") == 0 {
 		t.Error("the masked capture did not read what moves")
 	}
 	tb.closeTab(t, checkout.TabID)
@@ -161,7 +161,7 @@ func TestObserveCDPCalls(t *testing.T) {
 	// through a session of the broker's own on it.
 	framed := tb.open(t, demoSite(t).URL+"/leaks/cross-site-frame.html")
 	rec.take()
-	if p := tb.observePage(t); p == nil || p.Masked != 2 {
+	if p := tb.capturePage(t); p == nil || p.Masked != 2 {
 		t.Fatalf("observed %s, want the cross-site frame's two secrets masked", describe(p))
 	}
 	calls := rec.take()
@@ -175,7 +175,7 @@ func TestObserveCDPCalls(t *testing.T) {
 		t.Errorf("snapshots read through %d sessions, want the page's and its two frames'", len(sessions))
 	}
 	rec.put(calls)
-	check("observing a page with secrets in frames of another process")
+	check("capturing a page with secrets in frames of another process")
 	tb.closeTab(t, framed.TabID)
 
 	// A stuck tab: the capture fails under its deadline, still with nothing
@@ -183,8 +183,8 @@ func TestObserveCDPCalls(t *testing.T) {
 	sess := testSession(t, b.TabID)
 	evaluate(t, sess, `setTimeout(() => { for (;;) {} }, 0)`)
 	rec.take()
-	if status, body, _, _ := tb.observe(t); status != http.StatusServiceUnavailable {
-		t.Fatalf("observing a stuck tab: %d %s", status, body)
+	if status, body, _, _ := tb.capture(t); status != http.StatusServiceUnavailable {
+		t.Fatalf("capturing a stuck tab: %d %s", status, body)
 	}
 	if err := (proto.RuntimeTerminateExecution{}).Call(sess); err != nil {
 		t.Fatal(err)
@@ -193,11 +193,11 @@ func TestObserveCDPCalls(t *testing.T) {
 
 	tb.closeTab(t, b.TabID)
 	rec.take()
-	if p := tb.observePage(t); p != nil {
+	if p := tb.capturePage(t); p != nil {
 		t.Fatalf("observed %s, want null", describe(p))
 	}
 	if calls := rec.take(); len(calls) != 0 {
-		t.Errorf("a null observation sent %v", calls)
+		t.Errorf("a null capture sent %v", calls)
 	}
 }
 
@@ -262,18 +262,18 @@ func TestStuckPageReleasesToolQueue(t *testing.T) {
 	}
 }
 
-// TestObserveCDPCallsMaskOff records an observation with masking off: exactly the
+// TestCaptureCDPCallsMaskOff records a capture with masking off: exactly the
 // three capture calls, as before masks existed.
-func TestObserveCDPCallsMaskOff(t *testing.T) {
+func TestCaptureCDPCallsMaskOff(t *testing.T) {
 	browser, rec := recordingBrowser(t)
 	tb := newTestBrokerOn(t, browser, nil, func(c *Config) {
 		c.MinCaptureInterval = 0
 		c.NoMask = true
 	})
 	tb.open(t, demoSite(t).URL+"/checkout.html")
-	tb.observePage(t) // attaches the broker's session
+	tb.capturePage(t) // attaches the broker's session
 	rec.take()
-	if p := tb.observePage(t); p == nil || p.Masked != 0 {
+	if p := tb.capturePage(t); p == nil || p.Masked != 0 {
 		t.Fatalf("observed %s, masked %d with masking off", describe(p), p.Masked)
 	}
 	var got []string
@@ -281,6 +281,6 @@ func TestObserveCDPCallsMaskOff(t *testing.T) {
 		got = append(got, c.method)
 	}
 	if want := []string{"Target.getTargetInfo", "Page.getLayoutMetrics", "Page.captureScreenshot"}; !slices.Equal(got, want) {
-		t.Fatalf("an observation with masking off sent %v, want %v", got, want)
+		t.Fatalf("a capture with masking off sent %v, want %v", got, want)
 	}
 }

@@ -128,7 +128,7 @@ func BenchmarkCDPPipeVsSocket(b *testing.B) {
 			return err
 		}},
 		{"broker-capture", time.Millisecond, func(s *side) error {
-			_, err := capture(b.Context(), s.session, s.target, time.Now(), s.broker.mask)
+			_, err := tabPage(b.Context(), s.session, s.target, time.Now(), s.broker.mask)
 			return err
 		}},
 	}

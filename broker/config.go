@@ -64,12 +64,12 @@ type Config struct {
 	// MaxTabs bounds the tabs that browser_open creates.
 	MaxTabs int
 
-	// ObserveTimeout bounds a whole observation.
-	ObserveTimeout time.Duration
+	// CaptureTimeout bounds a whole capture.
+	CaptureTimeout time.Duration
 	// ConsumeTimeout bounds the redemption of a request id.
 	ConsumeTimeout time.Duration
-	// CaptureTimeout bounds the CDP calls of one capture.
-	CaptureTimeout time.Duration
+	// ScreenshotTimeout bounds the CDP calls of one capture's screenshot and masks.
+	ScreenshotTimeout time.Duration
 	// MinCaptureInterval is the least time between the starts of two real
 	// captures; zero disables the spacing (benchmarks).
 	MinCaptureInterval time.Duration
@@ -90,7 +90,7 @@ type Config struct {
 	ShowOpaqueFrames bool
 
 	// OnCapture, if set, is called after every capture attempt, on the
-	// observation's goroutine, for metrics. It must return quickly.
+	// capture's goroutine, for metrics. It must return quickly.
 	OnCapture func(CaptureStats)
 }
 
@@ -114,9 +114,9 @@ func DefaultConfig() Config {
 		ToolTimeout:        DefaultToolTimeout,
 		LoadTimeout:        DefaultLoadTimeout,
 		MaxTabs:            DefaultMaxTabs,
-		ObserveTimeout:     wire.BrokerObserveTimeout,
-		ConsumeTimeout:     wire.BrokerConsumeTimeout,
 		CaptureTimeout:     wire.BrokerCaptureTimeout,
+		ConsumeTimeout:     wire.BrokerConsumeTimeout,
+		ScreenshotTimeout:  wire.BrokerScreenshotTimeout,
 		MinCaptureInterval: DefaultMinCaptureInterval,
 	}
 }
@@ -136,18 +136,18 @@ func (c Config) validate() error {
 	}{
 		{"tool timeout", c.ToolTimeout},
 		{"load timeout", c.LoadTimeout},
-		{"observe timeout", c.ObserveTimeout},
-		{"consume timeout", c.ConsumeTimeout},
 		{"capture timeout", c.CaptureTimeout},
+		{"consume timeout", c.ConsumeTimeout},
+		{"screenshot timeout", c.ScreenshotTimeout},
 	} {
 		if d.d <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive", d.name))
 		}
 	}
-	if c.ObserveTimeout > wire.BrokerObserveTimeout {
-		// The worker gives up at wire.WorkerObserveTimeout: a longer observation
+	if c.CaptureTimeout > wire.BrokerCaptureTimeout {
+		// The worker gives up at wire.WorkerCaptureTimeout: a longer capture
 		// would answer no one.
-		errs = append(errs, fmt.Errorf("observe timeout must be at most %s", wire.BrokerObserveTimeout))
+		errs = append(errs, fmt.Errorf("capture timeout must be at most %s", wire.BrokerCaptureTimeout))
 	}
 	if c.MinCaptureInterval < 0 {
 		errs = append(errs, errors.New("min capture interval must not be negative"))

@@ -20,8 +20,8 @@ import (
 // MaxConsumeURLs bounds the API base URLs a ConsumeClient tries in turn.
 const MaxConsumeURLs = 16
 
-// ConsumeClient redeems observation request ids at the API with the broker
-// pass, and learns the public key to seal the observation to. It knows one or
+// ConsumeClient redeems capture request ids at the API with the broker
+// pass, and learns the public key to seal the capture to. It knows one or
 // more base URLs of the API (the replicas themselves, or a load balancer) and
 // tries them in turn: a replica that cannot be reached or answers 5xx passes
 // the redemption on to the next one, within the caller's deadline. Any other
@@ -93,7 +93,7 @@ func (c *ConsumeClient) Consume(ctx context.Context, requestID string) (*ecdh.Pu
 		RequestID string `json:"requestId"`
 	}{requestID})
 	if err != nil {
-		return nil, fmt.Errorf("consume capability: %w: %w", ErrGrantRefused, err)
+		return nil, fmt.Errorf("consume grant: %w: %w", ErrGrantRefused, err)
 	}
 	n := len(c.endpoints)
 	first := int(c.first.Load()) % n
@@ -109,13 +109,13 @@ func (c *ConsumeClient) Consume(ctx context.Context, requestID string) (*ecdh.Pu
 		if !errors.Is(err, errNextReplica) {
 			c.first.Store(uint32(at)) //nolint:gosec // at < MaxConsumeURLs
 			if err != nil {
-				return nil, fmt.Errorf("consume capability: %w: %w", ErrGrantRefused, err)
+				return nil, fmt.Errorf("consume grant: %w: %w", ErrGrantRefused, err)
 			}
 			return key, nil
 		}
 		last = fmt.Errorf("API URL %d of %d: %w", at+1, n, err)
 	}
-	return nil, fmt.Errorf("consume capability: %w: no replica redeemed it: %w", ErrGrantRefused, last)
+	return nil, fmt.Errorf("consume grant: %w: no replica redeemed it: %w", ErrGrantRefused, last)
 }
 
 // attemptContext bounds one of left remaining attempts to an equal share of

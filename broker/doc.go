@@ -8,9 +8,9 @@
 //     run one at a time through a bounded tool operation queue, each under a
 //     deadline. Every tab lives in its own window, because a background tab in
 //     headless Chromium does not paint.
-//   - Observation (POST /observe): a read-only JPEG capture of the tab the agent
+//   - Capture (POST /observe): a read-only JPEG capture of the tab the agent
 //     is working on, sealed to a public key that only the broker learns by
-//     redeeming the request id at the API with its broker pass. Observation
+//     redeeming the request id at the API with its broker pass. Capture
 //     never waits in the tool queue, never activates a tab, never touches the
 //     DOM or emulation, never changes the tab order, and runs no script the
 //     page can see: the one script it runs is its own read-only motion probe
@@ -19,6 +19,6 @@
 //     under a deadline.
 //
 // The package never talks to Redis or NATS; its only network peer besides
-// Chromium is the API's capability-consumption route, reached through
+// Chromium is the API's route that redeems grants (wire.ConsumePath), reached through
 // [ConsumeClient]. Configuration is passed in by cmd/agentfy-broker.
 package broker

@@ -30,11 +30,11 @@ var (
 	ErrToolTimeout = errors.New("tool operation timed out")
 	// ErrStepFailed is a browser_play step Chromium could not perform.
 	ErrStepFailed = errors.New("step failed")
-	// ErrBusy is an observation refused because another one is running.
-	ErrBusy = errors.New("observation in progress")
+	// ErrBusy is a capture refused because another one is running.
+	ErrBusy = errors.New("capture in progress")
 	// ErrGrantRefused is a request id the API did not redeem, for any
 	// reason, including an unreachable API or a malformed public key.
-	ErrGrantRefused = errors.New("capability refused")
+	ErrGrantRefused = errors.New("grant refused")
 	// ErrCaptureFailed is a capture that failed or missed its deadline.
 	ErrCaptureFailed = errors.New("capture failed")
 	// ErrClosed is an operation on a broker that is shutting down.

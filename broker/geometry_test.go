@@ -115,7 +115,7 @@ func TestIJGTableQuality60(t *testing.T) {
 }
 
 // emulate sets a tab's viewport from the test's own session (never from
-// observation) and clears it at the end of the test.
+// capture) and clears it at the end of the test.
 func emulate(tb testing.TB, s cdpSession, width, height int, dpr float64) {
 	tb.Helper()
 	err := proto.EmulationSetDeviceMetricsOverride{Width: width, Height: height, DeviceScaleFactor: dpr}.Call(s)
@@ -158,12 +158,12 @@ func TestCaptureGeometryAndQuality(t *testing.T) {
 				emulate(t, sess, tt.width, tt.height, tt.dpr)
 			}
 			before := time.Now().UTC().Truncate(time.Millisecond)
-			p := tb.observePage(t)
+			p := tb.capturePage(t)
 			after := time.Now().UTC()
 			if p == nil {
 				t.Fatal("observed null")
 			}
-			img := decodeJPEG(t, p.Data)
+			img := decodeJPEG(t, p.JPEG())
 			if got := img.Bounds().Size(); got != tt.wantSize {
 				t.Fatalf("image %v, want %v", got, tt.wantSize)
 			}
@@ -173,7 +173,7 @@ func TestCaptureGeometryAndQuality(t *testing.T) {
 			if c := img.At(5, 3); !near(c, red) {
 				t.Errorf("top-left pixel %v, want red", rgbOf(c))
 			}
-			tables, err := quantTables(p.Data)
+			tables, err := quantTables(p.JPEG())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -194,7 +194,7 @@ func TestCaptureFollowsScroll(t *testing.T) {
 	s := newSite(t)
 	tb := newTestBroker(t, nil, func(c *Config) { c.MinCaptureInterval = 0 })
 	tab := tb.open(t, s.URL+"/bands")
-	img := decodeJPEG(t, tb.observePage(t).Data)
+	img := decodeJPEG(t, tb.capturePage(t).JPEG())
 	if c := img.At(5, 5); !near(c, red) {
 		t.Fatalf("before scrolling: top pixel %v, want red", rgbOf(c))
 	}
@@ -203,7 +203,7 @@ func TestCaptureFollowsScroll(t *testing.T) {
 		t.Errorf("image %v, want 1265x800", got)
 	}
 	tb.play(t, tab.TabID, Step{Action: ActionScroll, Y: 600})
-	img = decodeJPEG(t, tb.observePage(t).Data)
+	img = decodeJPEG(t, tb.capturePage(t).JPEG())
 	if c := img.At(5, 5); !near(c, green) {
 		t.Fatalf("after scrolling 600: top pixel %v, want green", rgbOf(c))
 	}

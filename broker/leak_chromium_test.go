@@ -12,6 +12,7 @@ import (
 	"github.com/go-rod/rod/lib/proto"
 
 	"github.com/agentfy/agentfy/broker/jpegmask"
+	"github.com/agentfy/agentfy/wire"
 )
 
 // The demo site's leak pages (testdata/site/leaks) paint a secret where no box of it
@@ -42,7 +43,7 @@ func TestMaskPaintedInk(t *testing.T) {
 			defer tb.closeTab(t, tab.TabID)
 			s := testSession(t, tab.TabID)
 			where, width := rects(t, s, []string{"control"})
-			p := tb.observePage(t)
+			p := tb.capturePage(t)
 			inControl, leaked := greenPixels(t, p, where["control"], width)
 			if slices.Contains(wholePages, name) {
 				// Ink that cannot be placed: the frame is masked whole, the control too.
@@ -85,7 +86,7 @@ func TestMaskMotion(t *testing.T) {
 			}
 			where, width := rects(t, s, []string{"control"})
 			whole := 0
-			delivered := observeFrames(t, tb, 7, func(i int, p *Page) {
+			delivered := captureFrames(t, tb, 7, func(i int, p *wire.Page) {
 				inControl, leaked := greenPixels(t, p, where["control"], width)
 				if leaked > 0 {
 					t.Fatalf("frame %d: %d green pixels outside the control (masked %d)", i, leaked, p.Masked)
@@ -101,9 +102,9 @@ func TestMaskMotion(t *testing.T) {
 
 // greenPixels counts the secrets' green pixels of a frame inside the control (its
 // CSS rect at a viewport width in CSS pixels) and outside it.
-func greenPixels(tb testing.TB, p *Page, c cssRect, width float64) (inControl, leaked int) {
+func greenPixels(tb testing.TB, p *wire.Page, c cssRect, width float64) (inControl, leaked int) {
 	tb.Helper()
-	img := decodeJPEG(tb, p.Data)
+	img := decodeJPEG(tb, p.JPEG())
 	k := float64(img.Bounds().Dx()) / width
 	control := image.Rect(int(c.X*k)-4, int(c.Y*k)-4, int((c.X+c.W)*k)+4, int((c.Y+c.H)*k)+4)
 	b := img.Bounds()
@@ -132,7 +133,7 @@ func TestMaskMotionElsewhere(t *testing.T) {
 	s := testSession(t, tab.TabID)
 	where, width := rects(t, s, []string{"control"})
 	for i := range 3 {
-		p := tb.observePage(t)
+		p := tb.capturePage(t)
 		inControl, leaked := greenPixels(t, p, where["control"], width)
 		if leaked > 0 || inControl < 200 || p.Masked != 1 {
 			t.Fatalf("frame %d: %d green pixels in the control, %d outside, masked %d; want the control shown and the field alone masked", i, inControl, leaked, p.Masked)
@@ -152,12 +153,12 @@ func TestPaintMasksDCTOnChromium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	page, err := capture(t.Context(), s, proto.TargetTargetID(tab.TabID), time.Now(), nil)
+	page, err := tabPage(t.Context(), s, proto.TargetTargetID(tab.TabID), time.Now(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := decodeJPEG(t, page.Data).Bounds()
-	out, err := jpegmask.PaintDCT(page.Data, []image.Rectangle{image.Rect(0, 0, 40, 40), image.Rect(b.Dx()-33, b.Dy()-21, b.Dx(), b.Dy()), image.Rect(300, 200, 700, 260)})
+	b := decodeJPEG(t, page.JPEG()).Bounds()
+	out, err := jpegmask.PaintDCT(page.JPEG(), []image.Rectangle{image.Rect(0, 0, 40, 40), image.Rect(b.Dx()-33, b.Dy()-21, b.Dx(), b.Dy()), image.Rect(300, 200, 700, 260)})
 	if err != nil {
 		t.Fatalf("Chromium's frame was not re-coded: %v", err)
 	}
@@ -204,7 +205,7 @@ func TestMaskFramesOfAnotherProcess(t *testing.T) {
 				s := testSession(t, tab.TabID)
 				where, width := rects(t, s, []string{"control"})
 				for i := range 2 {
-					p := tb.observePage(t)
+					p := tb.capturePage(t)
 					inControl, leaked := greenPixels(t, p, where["control"], width)
 					blue := bluePixels(t, p)
 					if leaked > 0 || inControl < 200 || p.Masked != fp.masked || blue < 10000 {
@@ -221,7 +222,7 @@ func TestMaskFramesOfAnotherProcess(t *testing.T) {
 		defer tb.closeTab(t, tab.TabID)
 		s := testSession(t, tab.TabID)
 		where, width := rects(t, s, []string{"control"})
-		delivered := observeFrames(t, tb, 5, func(i int, p *Page) {
+		delivered := captureFrames(t, tb, 5, func(i int, p *wire.Page) {
 			_, leaked := greenPixels(t, p, where["control"], width)
 			if blue := bluePixels(t, p); leaked > 0 || blue > 0 || p.Masked == 0 {
 				t.Fatalf("frame %d: %d green pixels outside the control, %d blue, masked %d; want the frame masked whole", i, leaked, blue, p.Masked)
@@ -233,9 +234,9 @@ func TestMaskFramesOfAnotherProcess(t *testing.T) {
 
 // bluePixels counts the pixels of a frame in the blue of the leak pages' blocks that
 // are no secret.
-func bluePixels(tb testing.TB, p *Page) int {
+func bluePixels(tb testing.TB, p *wire.Page) int {
 	tb.Helper()
-	img := decodeJPEG(tb, p.Data)
+	img := decodeJPEG(tb, p.JPEG())
 	b, n := img.Bounds(), 0
 	for y := b.Min.Y; y < b.Max.Y; y++ {
 		for x := b.Min.X; x < b.Max.X; x++ {
@@ -267,7 +268,7 @@ func TestMaskFrameTransitions(t *testing.T) {
 				evaluate(t, frameSession(t, "/leaks/frame-transition-inner.html"), "window.go()")
 			}
 			where, width := rects(t, s, []string{"control"})
-			delivered := observeFrames(t, tb, 4, func(i int, p *Page) {
+			delivered := captureFrames(t, tb, 4, func(i int, p *wire.Page) {
 				inControl, leaked := greenPixels(t, p, where["control"], width)
 				if leaked > 0 || inControl > 0 || p.Masked == 0 {
 					t.Fatalf("frame %d: %d green pixels outside the control, %d in it, masked %d; want the frame masked whole", i, leaked, inControl, p.Masked)
@@ -297,16 +298,16 @@ func frameSession(tb testing.TB, suffix string) cdpSession {
 	return cdpSession{}
 }
 
-// observeFrames observes the tab n times and hands each frame that leaves, numbered
+// captureFrames captures the tab n times and hands each frame that leaves, numbered
 // from 1, to check: a 503 (a page that moved while it was captured) is skipped, any
 // other answer fails the test. It returns how many frames left.
-func observeFrames(t *testing.T, tb *testBroker, n int, check func(i int, p *Page)) (delivered int) {
+func captureFrames(t *testing.T, tb *testBroker, n int, check func(i int, p *wire.Page)) (delivered int) {
 	t.Helper()
 	for range n {
-		status, body, id, key := tb.observe(t)
+		status, body, id, key := tb.capture(t)
 		if status != http.StatusOK {
 			if status != http.StatusServiceUnavailable {
-				t.Fatalf("observe: %d %s", status, body)
+				t.Fatalf("capture: %d %s", status, body)
 			}
 			continue
 		}

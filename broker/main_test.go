@@ -23,6 +23,7 @@ import (
 
 	"github.com/agentfy/agentfy/envelope"
 	"github.com/agentfy/agentfy/internal/test/testenv"
+	"github.com/agentfy/agentfy/wire"
 )
 
 // testChromium is the one Chromium the package's tests share: the machine
@@ -245,22 +246,22 @@ func (tbr *testBroker) closeTab(tb testing.TB, tabID string) {
 	}
 }
 
-// observe issues a request id, observes through the socket and returns the
+// capture issues a request id, captures through the socket and returns the
 // status, the body and the key that opens it.
-func (tbr *testBroker) observe(tb testing.TB) (int, []byte, string, *ecdh.PrivateKey) {
+func (tbr *testBroker) capture(tb testing.TB) (int, []byte, string, *ecdh.PrivateKey) {
 	tb.Helper()
 	id, key := tbr.api.issue(tb)
 	status, body := tbr.post(tb, "/observe", map[string]string{"requestId": id})
 	return status, body, id, key
 }
 
-// observePage observes, expects 200, opens the envelope with envelope.Open
+// capturePage captures, expects 200, opens the envelope with envelope.Open
 // and returns the page, or nil for a null plaintext.
-func (tbr *testBroker) observePage(tb testing.TB) *Page {
+func (tbr *testBroker) capturePage(tb testing.TB) *wire.Page {
 	tb.Helper()
-	status, body, id, key := tbr.observe(tb)
+	status, body, id, key := tbr.capture(tb)
 	if status != http.StatusOK {
-		tb.Fatalf("observe: %d %s", status, body)
+		tb.Fatalf("capture: %d %s", status, body)
 	}
 	return openPage(tb, key, id, body, envelopeOpen)
 }
@@ -281,7 +282,7 @@ func envelopeOpen(tb testing.TB, key *ecdh.PrivateKey, requestID string, body []
 }
 
 // openPage opens a wire body and checks the plaintext's exact shape.
-func openPage(tb testing.TB, key *ecdh.PrivateKey, requestID string, body []byte, open opener) *Page {
+func openPage(tb testing.TB, key *ecdh.PrivateKey, requestID string, body []byte, open opener) *wire.Page {
 	tb.Helper()
 	plaintext, err := open(tb, key, requestID, body)
 	if err != nil {
@@ -311,14 +312,12 @@ func openPage(tb testing.TB, key *ecdh.PrivateKey, requestID string, body []byte
 			tb.Fatalf("plaintext lacks %q", k)
 		}
 	}
-	var p Page
-	if err := json.Unmarshal(plaintext, &p); err != nil {
-		tb.Fatal(err)
+	// The requesting replica's own check of a page.
+	p, err := wire.ParsePage(plaintext)
+	if err != nil || p == nil {
+		tb.Fatalf("plaintext is not a page the API accepts: %v", err)
 	}
-	if p.ContentType != "image/jpeg" || !isJPEG(p.Data) {
-		tb.Fatalf("plaintext is not a JPEG page: contentType %q, %d bytes", p.ContentType, len(p.Data))
-	}
-	return &p
+	return p
 }
 
 func keys(m map[string]json.RawMessage) []string {

@@ -147,8 +147,8 @@ func TestMaskCheckout(t *testing.T) {
 
 	all := append(append(append(append([]string{}, checkoutSecrets...), checkoutSecretsBelow...), checkoutControls...), checkoutControlBelow...)
 	where, width := rects(t, s, all)
-	p := tb.observePage(t)
-	img := decodeJPEG(t, p.Data)
+	p := tb.capturePage(t)
+	img := decodeJPEG(t, p.JPEG())
 	k := float64(img.Bounds().Dx()) / width
 	checkMasked(t, img, k, where, checkoutSecrets, checkoutControls)
 	if p.Masked != len(checkoutSecrets) {
@@ -157,8 +157,8 @@ func TestMaskCheckout(t *testing.T) {
 
 	evaluate(t, s, `document.getElementById("below").scrollIntoView()`)
 	where, _ = rects(t, s, all)
-	p = tb.observePage(t)
-	img = decodeJPEG(t, p.Data)
+	p = tb.capturePage(t)
+	img = decodeJPEG(t, p.JPEG())
 	checkMasked(t, img, k, where, checkoutSecretsBelow, checkoutControlBelow)
 	if p.Masked < len(checkoutSecretsBelow) {
 		t.Errorf("masked %d regions, want at least %d", p.Masked, len(checkoutSecretsBelow))
@@ -172,8 +172,8 @@ func TestMaskOff(t *testing.T) {
 	tab := tb.open(t, site.URL+"/checkout.html")
 	s := testSession(t, tab.TabID)
 	where, width := rects(t, s, checkoutSecrets)
-	p := tb.observePage(t)
-	img := decodeJPEG(t, p.Data)
+	p := tb.capturePage(t)
+	img := decodeJPEG(t, p.JPEG())
 	checkMasked(t, img, float64(img.Bounds().Dx())/width, where, nil, []string{"cc-number", "rr-block", "data-private"})
 	if p.Masked != 0 {
 		t.Errorf("masked %d regions with masking off", p.Masked)
@@ -194,9 +194,9 @@ func TestMaskUnsteadyPage(t *testing.T) {
 	const views = 30
 	delivered, masked, whole := 0, 0, 0
 	for range views {
-		status, body, id, key := tb.observe(t)
+		status, body, id, key := tb.capture(t)
 		if status != http.StatusOK {
-			t.Fatalf("observe: %d %s", status, body)
+			t.Fatalf("capture: %d %s", status, body)
 		}
 		delivered++
 		p := openPage(t, key, id, body, envelopeOpen)
@@ -206,7 +206,7 @@ func TestMaskUnsteadyPage(t *testing.T) {
 		if maskedWhole(t, p) {
 			whole++
 		}
-		img := decodeJPEG(t, p.Data)
+		img := decodeJPEG(t, p.JPEG())
 		b := img.Bounds()
 		for y := b.Min.Y; y < b.Max.Y; y++ {
 			for x := b.Min.X; x < b.Max.X; x++ {
@@ -266,7 +266,7 @@ window.ready = true;
 	})`)
 	evaluate(t, s, "window.seen = []")
 	for i := range 5 {
-		if p := tb.observePage(t); p == nil || p.Masked < 3 {
+		if p := tb.capturePage(t); p == nil || p.Masked < 3 {
 			t.Fatalf("view %d: %s, masked %d, want the page's 3 secrets and its payment frame masked", i, describe(p), p.Masked)
 		}
 	}
@@ -287,7 +287,7 @@ func TestMaskNothingToMask(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	page, err := capture(t.Context(), s, proto.TargetTargetID(tab.TabID), time.Now(), tb.mask)
+	page, err := tabPage(t.Context(), s, proto.TargetTargetID(tab.TabID), time.Now(), tb.mask)
 	if err != nil {
 		t.Fatal(err)
 	}

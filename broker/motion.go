@@ -26,7 +26,7 @@ import (
 //     or layout in between may have moved a secret and back, so its frame is masked
 //     whole (beforeShot.placeAfter).
 
-// tabState is what observation keeps of its session on a tab: whether it enabled the
+// tabState is what capture keeps of its session on a tab: whether it enabled the
 // Performance domain's counters, and its isolated world (0: none yet).
 type tabState struct {
 	perf  bool
@@ -56,7 +56,7 @@ type motion struct {
 
 // worldName names the broker's isolated world in Chromium's lists of contexts; its
 // objects are released by this group after each read.
-const worldName = "agentfy-observe"
+const worldName = "agentfy-capture"
 
 // readMotion calls motionScript in the broker's isolated world on the tab's main frame,
 // creating the world when it has none (or the page navigated away from it), with the
@@ -157,7 +157,7 @@ func callMotion(s cdpSession, world proto.RuntimeExecutionContextID, secretNodes
 type work struct{ script, layout, style float64 }
 
 // readWork reads the tab's work counters, enabling the Performance domain's counters on
-// the observation's session the first time.
+// the capture's session the first time.
 func readWork(s cdpSession) (work, error) {
 	if !s.tab.perf {
 		if err := (proto.PerformanceEnable{}).Call(s); err != nil {

@@ -5,8 +5,9 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/agentfy/agentfy/wire"
 	"github.com/go-rod/rod/lib/proto"
+
+	"github.com/agentfy/agentfy/wire"
 )
 
 func TestTruncateUTF8(t *testing.T) {
@@ -36,7 +37,7 @@ func TestTruncateUTF8(t *testing.T) {
 // TestPageURLRemembersTheLastOne: a capture that saw no URL (the tab navigates)
 // reports the last one seen of that tab; a closed tab's is forgotten.
 func TestPageURLRemembersTheLastOne(t *testing.T) {
-	b := &Broker{lastURLs: map[proto.TargetTargetID]string{}, sessions: map[proto.TargetTargetID]observerSession{}}
+	b := &Broker{lastURLs: map[proto.TargetTargetID]string{}, sessions: map[proto.TargetTargetID]tabSession{}}
 	if got := b.pageURL("t1", ""); got != "" {
 		t.Fatalf("nothing seen yet: %q", got)
 	}
@@ -60,10 +61,10 @@ func TestPageCannotHideFromViewers(t *testing.T) {
 	s := newSite(t)
 	tb := newTestBroker(t, nil, func(c *Config) { c.MinCaptureInterval = 0 })
 	tb.open(t, s.URL+"/hiding")
-	var p *Page
+	var p *wire.Page
 	// The script runs as the page loads; wait until the capture shows it.
 	for range 100 {
-		if p = tb.observePage(t); p != nil && strings.HasSuffix(p.Title, "ж") {
+		if p = tb.capturePage(t); p != nil && strings.HasSuffix(p.Title, "ж") {
 			break
 		}
 	}

@@ -33,7 +33,7 @@ func (b *Broker) Handler() http.Handler {
 		{http.MethodPost, wire.ToolPathPrefix + wire.ToolPlay, b.handlePlay},
 		{http.MethodPost, wire.ToolPathPrefix + wire.ToolTabs, b.handleTabs},
 		{http.MethodPost, wire.ToolPathPrefix + wire.ToolClose, b.handleClose},
-		{http.MethodPost, wire.ObservePath, b.handleObserve},
+		{http.MethodPost, wire.CapturePath, b.handleCapture},
 		{http.MethodGet, "/healthz", b.handleHealth},
 	}
 	for _, r := range routes {
@@ -100,16 +100,16 @@ func (b *Broker) handleClose(w http.ResponseWriter, r *http.Request) {
 	}{true}}, err)
 }
 
-// handleObserve serves POST /observe. The envelope passes through as the
-// bytes Observe made, without another round of JSON.
-func (b *Broker) handleObserve(w http.ResponseWriter, r *http.Request) {
+// handleCapture serves POST /observe. The envelope passes through as the
+// bytes Capture made, without another round of JSON.
+func (b *Broker) handleCapture(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		RequestID string `json:"requestId"`
 	}
 	if !b.decode(w, r, &req) {
 		return
 	}
-	body, err := b.Observe(r.Context(), req.RequestID)
+	body, err := b.Capture(r.Context(), req.RequestID)
 	if err != nil {
 		b.reply(w, r, nil, err)
 		return
@@ -164,7 +164,7 @@ func (b *Broker) reply(w http.ResponseWriter, r *http.Request, v any, err error)
 		// names and codes, never page content.
 		logger.Error().Err(err).Msg("request failed")
 	case http.StatusBadGateway, http.StatusServiceUnavailable:
-		// Observation failures: consumption and CDP capture errors, which
+		// Capture failures: consumption and CDP capture errors, which
 		// hold neither the pass, nor a URL, nor page content.
 		logger.Warn().Err(err).Str("code", e.code).Msg("request failed")
 	default:

@@ -135,7 +135,7 @@ func TestToolSteps(t *testing.T) {
 }
 
 // TestToolFailures checks a step that cannot be done in time and a full
-// queue, while observation still answers.
+// queue, while capture still answers.
 func TestToolFailures(t *testing.T) {
 	s := newSite(t)
 	tb := newTestBroker(t, nil, func(c *Config) {
@@ -172,8 +172,8 @@ func TestToolFailures(t *testing.T) {
 	if status != http.StatusTooManyRequests || !strings.Contains(string(body), `"queue_full"`) {
 		t.Errorf("tool call on a full queue: %d %s, want 429 queue_full", status, body)
 	}
-	if p := tb.observePage(t); p == nil || !strings.HasSuffix(p.URL, "/signal/busy") {
-		t.Errorf("observation while the queue is full: %s", describe(p))
+	if p := tb.capturePage(t); p == nil || !strings.HasSuffix(p.URL, "/signal/busy") {
+		t.Errorf("capture while the queue is full: %s", describe(p))
 	}
 	if status := <-done; status != http.StatusOK {
 		t.Errorf("the queued play: %d", status)

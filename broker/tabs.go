@@ -11,11 +11,11 @@ const maxForgottenTabs = 256
 
 // tabOrder records which tabs exist, in the order they were opened, and which
 // of them browser_play used, most recent last. It decides which tab an
-// observation captures. Tab ids are CDP target ids, which Chromium never
+// capture captures. Tab ids are CDP target ids, which Chromium never
 // reuses. The zero value is not ready; use newTabOrder.
 //
 // Only tool operations and Chromium's target events change the order;
-// observation only reads it.
+// capture only reads it.
 type tabOrder struct {
 	mu sync.Mutex
 	// guarded by mu
@@ -85,7 +85,7 @@ func (o *tabOrder) Len() int {
 	return len(o.opened)
 }
 
-// Selected returns the tab an observation captures: the most recently used
+// Selected returns the tab a capture shows: the most recently used
 // live tab that browser_play used; if none, the last opened live tab; if no
 // tab lives, ok is false.
 func (o *tabOrder) Selected() (id string, ok bool) {

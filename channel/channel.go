@@ -4,7 +4,7 @@
 // so requests from any replica reach the one holding the socket and no other.
 //
 // Views and tools are kept apart: a view request takes a slot of its connection's
-// observation waiter map (MaxObservationWaiters, wire.ChannelObserveTimeout) and is relayed as
+// view waiter map (MaxRelayWaiters, wire.RelayTimeout) and is relayed as
 // agentfy/browserView; it never touches tool routing, the session clock or the activity
 // log. Only tool calls do.
 package channel
@@ -30,9 +30,9 @@ import (
 
 // Limits of one worker connection.
 const (
-	// MaxObservationWaiters is how many view requests one connection relays at once; the
+	// MaxRelayWaiters is how many view requests one connection relays at once; the
 	// next is refused at once.
-	MaxObservationWaiters = 8
+	MaxRelayWaiters = 8
 	// MaxToolWaiters is how many tool calls one connection relays at once.
 	MaxToolWaiters = 16
 	// ToolTimeout bounds one tool call.
@@ -47,13 +47,13 @@ const (
 	PingTimeout  = 10 * time.Second
 	// MaxToolRequest bounds a tool call arriving over NATS.
 	MaxToolRequest = 1 << 20 // 1 MiB
-	// ObservationBurst and ObservationRate pace the view requests relayed to one worker:
+	// RelayBurst and RelayRate pace the view requests relayed to one worker:
 	// a few at once, then about one a second. The HTTP gate lets one view per agent
 	// through every 2 s, so only requests that never passed it (a flood on the bus)
 	// meet this bound; the excess is answered busy at once, without touching the
 	// worker or the consume route.
-	ObservationBurst = 3
-	ObservationRate  = rate.Limit(1) // per second
+	RelayBurst = 3
+	RelayRate  = rate.Limit(1) // per second
 )
 
 // Deadlines of the hub's own calls to the session store (Redis), the event publisher
@@ -90,9 +90,9 @@ const (
 	subscribeTimeout = 5 * time.Second
 )
 
-// Grants is what the hub needs of the view capabilities (view.Grants).
+// Grants is what the hub needs of the view grants (view.Grants).
 type Grants interface {
-	// Redeemable reports whether requestID names a capability of sessionID still to be
+	// Redeemable reports whether requestID names a grant of sessionID still to be
 	// redeemed; an error means it cannot tell (Redis unreachable).
 	Redeemable(ctx context.Context, requestID, sessionID string) (bool, error)
 }
@@ -117,7 +117,7 @@ type Config struct {
 	Creds     *auth.Store
 	Sessions  *session.Store
 	// Grants proves that a view request on the bus comes from a replica that
-	// stored its capability: any other request is refused before it reaches the worker.
+	// stored its grant: any other request is refused before it reaches the worker.
 	Grants    Grants
 	NATS      Bus
 	Namespace bus.Namespace
@@ -131,8 +131,8 @@ type Config struct {
 	PingInterval, PingTimeout time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-	// RelayClock is the clock of each connection's relay pace (ObservationBurst,
-	// ObservationRate); nil means time.Now. It is apart from Now, which stamps events and
+	// RelayClock is the clock of each connection's relay pace (RelayBurst,
+	// RelayRate); nil means time.Now. It is apart from Now, which stamps events and
 	// the session clock, so that the development stack can let pace time pass — standing
 	// in for a client's wait between two polls — and move no session's clock.
 	RelayClock func() time.Time
@@ -149,7 +149,7 @@ type Hub struct {
 	wg sync.WaitGroup
 
 	// Counts of the view requests that arrived on the bus: relayed to a worker, refused
-	// because no replica stored their capability, or answered busy by the pace.
+	// because no replica stored their grant, or answered busy by the pace.
 	ViewsRelayed, ViewsRefused, ViewsPaced atomic.Int64
 
 	// key opens tool calls sealed to this replica; its public half is published with
@@ -197,13 +197,13 @@ func (h *Hub) Conns() int {
 	return len(h.conns)
 }
 
-// ObservationWaiters is the number of view requests relayed now, over all connections.
-func (h *Hub) ObservationWaiters() int {
+// RelayWaiters is the number of view requests relayed now, over all connections.
+func (h *Hub) RelayWaiters() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	n := 0
 	for _, c := range h.conns {
-		n += int(c.observing.Load())
+		n += int(c.relaying.Load())
 	}
 	return n
 }

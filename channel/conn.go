@@ -37,16 +37,16 @@ type Conn struct {
 	// pingAt is when the hub pings the worker next (UnixNano); 0 until the hello.
 	pingAt atomic.Int64
 
-	nextID    atomic.Uint64
-	observing atomic.Int32 // observation waiters in use
-	tooling   atomic.Int32 // tool waiters in use
-	// relays paces the view requests relayed to the worker (ObservationBurst,
-	// ObservationRate) on the hub's RelayClock; it is safe for concurrent use.
+	nextID   atomic.Uint64
+	relaying atomic.Int32 // view waiters in use
+	tooling  atomic.Int32 // tool waiters in use
+	// relays paces the view requests relayed to the worker (RelayBurst,
+	// RelayRate) on the hub's RelayClock; it is safe for concurrent use.
 	relays *rate.Limiter
 
 	mu sync.Mutex
-	// Two waiter maps, so that observations never share a bound or a table with tool
-	// routing: viewWaiters holds at most MaxObservationWaiters, toolWaiters at most
+	// Two waiter maps, so that views never share a bound or a table with tool
+	// routing: viewWaiters holds at most MaxRelayWaiters, toolWaiters at most
 	// MaxToolWaiters (the counters above reserve the slots).
 	viewWaiters map[uint64]chan *jsonrpc.Message // guarded by mu
 	toolWaiters map[uint64]chan *jsonrpc.Message // guarded by mu
@@ -65,7 +65,7 @@ func (h *Hub) serve(parent context.Context, ws *websocket.Conn, sess session.Ses
 		viewWaiters: map[uint64]chan *jsonrpc.Message{},
 		toolWaiters: map[uint64]chan *jsonrpc.Message{},
 		helloed:     make(chan struct{}),
-		relays:      rate.NewLimiter(ObservationRate, ObservationBurst),
+		relays:      rate.NewLimiter(RelayRate, RelayBurst),
 	}
 	defer c.close(websocket.StatusNormalClosure, "bye")
 
@@ -98,7 +98,7 @@ func (h *Hub) serve(parent context.Context, ws *websocket.Conn, sess session.Ses
 		return
 	}
 	close(c.helloed)
-	c.log.Info().Str("image", hello.ImageTag).Strs("capabilities", hello.Capabilities).Msg("worker attached")
+	c.log.Info().Str("image", hello.ImageTag).Strs("capabilities", hello.Features).Msg("worker attached")
 	c.publish(ctx, h.cfg.Sessions.Status(c.current(ctx)))
 
 	c.pingAt.Store(time.Now().Add(h.cfg.PingInterval).UnixNano()) // the hub's pingLoop
@@ -114,7 +114,7 @@ func (c *Conn) call(ctx context.Context, method string, params any) (json.RawMes
 	id := c.nextID.Add(1)
 	ch := make(chan *jsonrpc.Message, 1)
 	waiters := c.toolWaiters
-	if method == jsonrpc.MethodBrowserView {
+	if method == jsonrpc.MethodView {
 		waiters = c.viewWaiters
 	}
 	c.mu.Lock()

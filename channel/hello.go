@@ -34,7 +34,7 @@ func (c *Conn) readHello(ctx context.Context) (session.Hello, uint64, error) {
 		_ = c.write(ctx, encoded(jsonrpc.NewError(*m.ID, wire.RPCInvalidParams, "hello: "+why)))
 		return session.Hello{}, 0, errors.New(why)
 	}
-	return session.Hello{ImageTag: p.ImageTag, BootstrapRevision: p.BootstrapRevision, Capabilities: p.Capabilities}, *m.ID, nil
+	return session.Hello{ImageTag: p.ImageTag, BootstrapRevision: p.BootstrapRevision, Features: p.Features}, *m.ID, nil
 }
 
 // helloParams reads a hello's params with wire.DecodeStrict, like the message around

@@ -59,7 +59,7 @@ type hubEnv struct {
 	rdb      redis.UniversalClient
 	creds    *auth.Store
 	sessions *session.Store
-	caps     *view.Grants
+	features *view.Grants
 	ns       bus.Namespace
 	other    *nats.Conn
 	hub      *Hub
@@ -74,7 +74,7 @@ type hubEnv struct {
 // for a while: it moves the hub's relay clock on by the time the pace takes to fill,
 // and no other clock.
 func (e *hubEnv) refillPace() {
-	e.relays.Advance(time.Duration(float64(ObservationBurst) / float64(ObservationRate) * float64(time.Second)))
+	e.relays.Advance(time.Duration(float64(RelayBurst) / float64(RelayRate) * float64(time.Second)))
 }
 
 // newHubEnv starts a hub; sessions, when not nil, replaces the session store the hub
@@ -85,7 +85,7 @@ func newHubEnv(t *testing.T, s *servers, hubSessions func(*hubEnv) *session.Stor
 	e := &hubEnv{rdb: testenv.RedisClient(t, s.redis, 0), events: make(eventLog, 16), clock: testenv.NewClock(time.Now()), relays: testenv.NewClock(time.Now()), other: s.other}
 	e.creds = auth.NewStore(e.rdb, dep, nil)
 	e.sessions = session.NewStore(e.rdb, e.creds, dep, session.Policy{}, e.clock.Now)
-	e.caps = view.NewGrants(e.rdb, dep, view.GrantKeys{make([]byte, view.GrantKeyBytes)}, 0)
+	e.features = view.NewGrants(e.rdb, dep, view.GrantKeys{make([]byte, view.GrantKeyBytes)}, 0)
 	ns, err := bus.NewNamespace(dep, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +96,7 @@ func newHubEnv(t *testing.T, s *servers, hubSessions func(*hubEnv) *session.Stor
 		sessions = hubSessions(e)
 	}
 	e.hub = NewHub(Config{
-		ReplicaID: "r1", Creds: e.creds, Sessions: sessions, Grants: e.caps, NATS: s.owner,
+		ReplicaID: "r1", Creds: e.creds, Sessions: sessions, Grants: e.features, NATS: s.owner,
 		Namespace: ns, Events: e.events, Log: testenv.Logger(t), Now: e.clock.Now, RelayClock: e.relays.Now,
 	})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -147,13 +147,13 @@ func (e *hubEnv) dial(t *testing.T, ctx context.Context, token string) (*websock
 }
 
 // attach dials with the worker pass and says hello with caps.
-func (e *hubEnv) attach(t *testing.T, ctx context.Context, sess session.Session, pass string, caps []string) *websocket.Conn {
+func (e *hubEnv) attach(t *testing.T, ctx context.Context, sess session.Session, pass string, features []string) *websocket.Conn {
 	t.Helper()
 	ws, status := e.dial(t, ctx, pass)
 	if ws == nil {
 		t.Fatalf("upgrade refused with %d", status)
 	}
-	send(t, ctx, ws, must(jsonrpc.NewRequest(1, jsonrpc.MethodHello, jsonrpc.HelloParams{ImageTag: "worker:test", BootstrapRevision: wire.BootstrapRevision, Capabilities: caps})))
+	send(t, ctx, ws, must(jsonrpc.NewRequest(1, jsonrpc.MethodHello, jsonrpc.HelloParams{ImageTag: "worker:test", BootstrapRevision: wire.BootstrapRevision, Features: features})))
 	m := receive(t, ctx, ws)
 	var res jsonrpc.HelloResult
 	if !m.IsResponse() || m.Error != nil || json.Unmarshal(m.Result, &res) != nil || res.SessionID != sess.ID {
@@ -340,7 +340,7 @@ func TestHubRefusesHello(t *testing.T) {
 		{"notification", []byte(`{"jsonrpc":"2.0","method":"agentfy/hello","params":{}}`), false, websocket.StatusPolicyViolation},
 		{"params not an object", []byte(`{"jsonrpc":"2.0","id":1,"method":"agentfy/hello","params":[1]}`), true, websocket.StatusPolicyViolation},
 		{"bootstrap revision 1", hello(jsonrpc.HelloParams{ImageTag: "w", BootstrapRevision: 1}), true, websocket.StatusPolicyViolation},
-		{"bad capability", hello(jsonrpc.HelloParams{ImageTag: "w", BootstrapRevision: 2, Capabilities: []string{"browser view"}}), true, websocket.StatusPolicyViolation},
+		{"bad feature", hello(jsonrpc.HelloParams{ImageTag: "w", BootstrapRevision: 2, Features: []string{"browser view"}}), true, websocket.StatusPolicyViolation},
 		{"too large", hello(jsonrpc.HelloParams{ImageTag: strings.Repeat("w", jsonrpc.MaxHelloBytes), BootstrapRevision: 2}), false, websocket.StatusMessageTooBig},
 	}
 	for _, tt := range tests {
@@ -413,7 +413,7 @@ func TestHubRefusesTwoCredentials(t *testing.T) {
 
 // A view request from the bus reaches the worker as agentfy/browserView with the request
 // id alone, and its answer comes back: the envelope byte for byte, or the worker's
-// reason in the error header. Requests whose capability no replica stored never reach
+// reason in the error header. Requests whose grant no replica stored never reach
 // the worker. Views never move the session clock nor write the activity log.
 func TestHubRelaysView(t *testing.T) {
 	t.Parallel()
@@ -421,8 +421,8 @@ func TestHubRelaysView(t *testing.T) {
 	e := newHubEnv(t, s, nil)
 	ctx := testenv.Context(t, 60*time.Second)
 	sess, passes := e.start(t, ctx)
-	ws := e.attach(t, ctx, sess, passes.Worker, []string{wire.CapabilityBrowserView})
-	if got, err := e.sessions.Get(ctx, sess.ID); err != nil || got.Owner != "r1" || !got.HasCapability(wire.CapabilityBrowserView) {
+	ws := e.attach(t, ctx, sess, passes.Worker, []string{wire.FeatureBrowserView})
+	if got, err := e.sessions.Get(ctx, sess.ID); err != nil || got.Owner != "r1" || !got.HasFeature(wire.FeatureBrowserView) {
 		t.Fatalf("session after the hello: %+v %v, want attached to r1 with browserView", got, err)
 	}
 	if e.hub.Conns() != 1 {
@@ -461,26 +461,26 @@ func TestHubRelaysView(t *testing.T) {
 			return reply{}
 		}
 	}
-	// relay puts a capability, sends its request id and has the worker answer with
+	// relay puts a grant, sends its request id and has the worker answer with
 	// answer(id); it returns the requester's reply.
 	relay := func(t *testing.T, answer func(id uint64) []byte) reply {
 		t.Helper()
 		e.refillPace()
 		rid := randomHex(t, 32)
-		if err := e.caps.Put(ctx, rid, sess.ID, envelope.PublicKeyHex(dest)); err != nil {
+		if err := e.features.Put(ctx, rid, sess.ID, envelope.PublicKeyHex(dest)); err != nil {
 			t.Fatal(err)
 		}
 		c := request(rid)
 		m := receive(t, ctx, ws)
-		var p jsonrpc.BrowserViewParams
-		if !m.IsRequest() || m.Method != jsonrpc.MethodBrowserView || json.Unmarshal(m.Params, &p) != nil || p.RequestID != rid {
+		var p jsonrpc.ViewParams
+		if !m.IsRequest() || m.Method != jsonrpc.MethodView || json.Unmarshal(m.Params, &p) != nil || p.RequestID != rid {
 			t.Fatalf("worker got %s %s, want browserView of %s", m.Method, m.Params, rid)
 		}
 		if string(m.Params) != `{"requestId":"`+rid+`"}` {
 			t.Errorf("params %s carry more than the request id", m.Params)
 		}
-		if n := e.hub.ObservationWaiters(); n != 1 {
-			t.Errorf("ObservationWaiters = %d while relaying, want 1", n)
+		if n := e.hub.RelayWaiters(); n != 1 {
+			t.Errorf("RelayWaiters = %d while relaying, want 1", n)
 		}
 		send(t, ctx, ws, answer(*m.ID))
 		return wait(t, c)
@@ -523,10 +523,10 @@ func TestHubRelaysView(t *testing.T) {
 		})
 	}
 
-	t.Run("unstored capability", func(t *testing.T) {
+	t.Run("unstored grant", func(t *testing.T) {
 		before := e.hub.ViewsRefused.Load()
 		other := randomHex(t, 32)
-		if err := e.caps.Put(ctx, other, "another-session", envelope.PublicKeyHex(dest)); err != nil {
+		if err := e.features.Put(ctx, other, "another-session", envelope.PublicKeyHex(dest)); err != nil {
 			t.Fatal(err)
 		}
 		for _, rid := range []string{randomHex(t, 32), other} {
@@ -543,7 +543,7 @@ func TestHubRelaysView(t *testing.T) {
 		relay(t, func(id uint64) []byte { return jsonrpc.NewRawResult(id, []byte("null")) })
 	})
 
-	testenv.WaitFor(t, 5*time.Second, "no observation waiters", func() bool { return e.hub.ObservationWaiters() == 0 })
+	testenv.WaitFor(t, 5*time.Second, "no relay waiters", func() bool { return e.hub.RelayWaiters() == 0 })
 	if got, err := e.sessions.Get(ctx, sess.ID); err != nil || got.LastToolAt.UnixMilli() != sess.LastToolAt.UnixMilli() {
 		t.Errorf("session clock %v (%v), want %v: views never move it", got.LastToolAt, err, sess.LastToolAt)
 	}
@@ -554,7 +554,7 @@ func TestHubRelaysView(t *testing.T) {
 	t.Run("worker drops the socket", func(t *testing.T) {
 		e.refillPace()
 		rid := randomHex(t, 32)
-		if err := e.caps.Put(ctx, rid, sess.ID, envelope.PublicKeyHex(dest)); err != nil {
+		if err := e.features.Put(ctx, rid, sess.ID, envelope.PublicKeyHex(dest)); err != nil {
 			t.Fatal(err)
 		}
 		c := request(rid)
@@ -587,7 +587,7 @@ func TestHubRelaysToolCall(t *testing.T) {
 	e := newHubEnv(t, s, nil)
 	ctx := testenv.Context(t, 60*time.Second)
 	sess, passes := e.start(t, ctx)
-	ws := e.attach(t, ctx, sess, passes.Worker, []string{wire.CapabilityBrowserView})
+	ws := e.attach(t, ctx, sess, passes.Worker, []string{wire.FeatureBrowserView})
 	e.clock.Advance(time.Minute)
 	attached, err := e.sessions.Get(ctx, sess.ID)
 	if err != nil {
@@ -814,9 +814,9 @@ func TestHubReconnectKeepsOwner(t *testing.T) {
 	e := newHubEnv(t, s, nil)
 	ctx := testenv.Context(t, 30*time.Second)
 	sess, passes := e.start(t, ctx)
-	old := e.attach(t, ctx, sess, passes.Worker, []string{wire.CapabilityBrowserView})
+	old := e.attach(t, ctx, sess, passes.Worker, []string{wire.FeatureBrowserView})
 	oldClosed := watchClose(ctx, old)
-	e.attach(t, ctx, sess, passes.Worker, []string{wire.CapabilityBrowserView})
+	e.attach(t, ctx, sess, passes.Worker, []string{wire.FeatureBrowserView})
 	closed(t, ctx, oldClosed)
 	testenv.WaitFor(t, 5*time.Second, "the old connection's handler to end", func() bool { return e.serving.Load() == 1 })
 	if e.hub.Conns() != 1 {
@@ -843,7 +843,7 @@ func TestHubAnswersHelloBeforeAnyCall(t *testing.T) {
 	if ws == nil {
 		t.Fatalf("upgrade refused with %d", status)
 	}
-	send(t, ctx, ws, must(jsonrpc.NewRequest(1, jsonrpc.MethodHello, jsonrpc.HelloParams{ImageTag: "worker:test", BootstrapRevision: wire.BootstrapRevision, Capabilities: []string{wire.CapabilityBrowserView}})))
+	send(t, ctx, ws, must(jsonrpc.NewRequest(1, jsonrpc.MethodHello, jsonrpc.HelloParams{ImageTag: "worker:test", BootstrapRevision: wire.BootstrapRevision, Features: []string{wire.FeatureBrowserView}})))
 	select {
 	case <-held: // the hub attached the session and the server has its subscriptions
 	case <-ctx.Done():
@@ -934,8 +934,8 @@ func TestHubDropsAWorkerThatDoesNotAnswerPings(t *testing.T) {
 
 	answering, answeringPasses := e.start(t, ctx)
 	silent, silentPasses := e.start(t, ctx)
-	answered := watchClose(ctx, e.attach(t, ctx, answering, answeringPasses.Worker, []string{wire.CapabilityBrowserView}))
-	e.attach(t, ctx, silent, silentPasses.Worker, []string{wire.CapabilityBrowserView}) // never read again: no pong
+	answered := watchClose(ctx, e.attach(t, ctx, answering, answeringPasses.Worker, []string{wire.FeatureBrowserView}))
+	e.attach(t, ctx, silent, silentPasses.Worker, []string{wire.FeatureBrowserView}) // never read again: no pong
 	testenv.WaitFor(t, 10*time.Second, "the hub to drop the silent worker", func() bool { return e.serving.Load() == 1 })
 	if n := strings.Count(logs.String(), "worker did not answer a ping"); n != 1 {
 		t.Fatalf("%d ping timeouts logged, want the silent worker's alone:\n%s", n, logs)

@@ -100,7 +100,7 @@ func (h *Hub) stop(ctx context.Context, c *Conn, sess session.Session, reason st
 }
 
 // Close ends every worker socket with "going away", so that workers reconnect to another
-// replica, and waits (until ctx ends) for their handlers to finish. Pending observations
+// replica, and waits (until ctx ends) for their handlers to finish. Pending views
 // on those sockets fail as "no channel".
 func (h *Hub) Close(ctx context.Context) {
 	h.mu.Lock()

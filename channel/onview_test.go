@@ -15,24 +15,24 @@ import (
 	"github.com/agentfy/agentfy/wire"
 )
 
-// capCheck is one call of stubCaps.Pending.
+// capCheck is one call of stubFeatures.Pending.
 type capCheck struct {
 	requestID, sessionID string
 	budget               time.Duration // time left to the check's deadline when it began
 	hasDeadline          bool
 }
 
-// stubCaps answers Redeemable as told and records every call. It stands in for
-// view.Capabilities (Redis) only where the decision logic is under test; TestHub*
+// stubFeatures answers Redeemable as told and records every call. It stands in for
+// view.Features (Redis) only where the decision logic is under test; TestHub*
 // run the real one.
-type stubCaps struct {
+type stubFeatures struct {
 	ok    bool
 	err   error
 	block bool // wait for the check's deadline
 	calls chan capCheck
 }
 
-func (s *stubCaps) Redeemable(ctx context.Context, requestID, sessionID string) (bool, error) {
+func (s *stubFeatures) Redeemable(ctx context.Context, requestID, sessionID string) (bool, error) {
 	dl, has := ctx.Deadline()
 	s.calls <- capCheck{requestID, sessionID, time.Until(dl), has}
 	if s.block {
@@ -54,11 +54,11 @@ func TestOnViewRefusals(t *testing.T) {
 	tests := []struct {
 		name      string
 		data      string
-		caps      *stubCaps
+		features  *stubFeatures
 		noBrowser bool        // the hello did not list browserView
 		prep      func(*Conn) // bounds already reached
 		wantCode  string      // "" for an answer without error
-		wantCheck bool        // whether the capability is looked up
+		wantCheck bool        // whether the grant is looked up
 		wantCount func(*Hub) int64
 	}{
 		{name: "ping", data: "", wantCode: ""},
@@ -66,40 +66,40 @@ func TestOnViewRefusals(t *testing.T) {
 		{name: "uppercase request id", data: strings.ToUpper(testRequestID), wantCode: wire.ReasonBadRequest},
 		{name: "request id with a newline", data: testRequestID + "\n", wantCode: wire.ReasonBadRequest},
 		{name: "unsupported image", data: testRequestID, noBrowser: true, wantCode: wire.ReasonUnsupported},
-		{name: "no capability", data: testRequestID, caps: &stubCaps{ok: false}, wantCode: wire.ReasonRefused, wantCheck: true,
+		{name: "no grant", data: testRequestID, features: &stubFeatures{ok: false}, wantCode: wire.ReasonRefused, wantCheck: true,
 			wantCount: func(h *Hub) int64 { return h.ViewsRefused.Load() }},
-		{name: "capability check fails", data: testRequestID, caps: &stubCaps{err: errors.New("redis: connection refused")}, wantCode: wire.ReasonFailed, wantCheck: true},
-		{name: "capability check hangs", data: testRequestID, caps: &stubCaps{block: true}, wantCode: wire.ReasonFailed, wantCheck: true},
-		{name: "waiters full", data: testRequestID, caps: &stubCaps{ok: true}, wantCode: wire.ReasonBusy, wantCheck: true,
-			prep: func(c *Conn) { c.observing.Store(MaxObservationWaiters) }},
-		{name: "paced", data: testRequestID, caps: &stubCaps{ok: true}, wantCode: wire.ReasonBusy, wantCheck: true,
-			prep:      func(c *Conn) { c.relays = rate.NewLimiter(ObservationRate, 0) },
+		{name: "grant check fails", data: testRequestID, features: &stubFeatures{err: errors.New("redis: connection refused")}, wantCode: wire.ReasonFailed, wantCheck: true},
+		{name: "grant check hangs", data: testRequestID, features: &stubFeatures{block: true}, wantCode: wire.ReasonFailed, wantCheck: true},
+		{name: "waiters full", data: testRequestID, features: &stubFeatures{ok: true}, wantCode: wire.ReasonBusy, wantCheck: true,
+			prep: func(c *Conn) { c.relaying.Store(MaxRelayWaiters) }},
+		{name: "paced", data: testRequestID, features: &stubFeatures{ok: true}, wantCode: wire.ReasonBusy, wantCheck: true,
+			prep:      func(c *Conn) { c.relays = rate.NewLimiter(RelayRate, 0) },
 			wantCount: func(h *Hub) int64 { return h.ViewsPaced.Load() }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			caps := tt.caps
-			if caps == nil {
-				caps = &stubCaps{ok: true}
+			features := tt.features
+			if features == nil {
+				features = &stubFeatures{ok: true}
 			}
-			caps.calls = make(chan capCheck, 4)
+			features.calls = make(chan capCheck, 4)
 			ns, err := bus.NewNamespace(testenv.Deployment(t), 0)
 			if err != nil {
 				t.Fatal(err)
 			}
-			h := NewHub(Config{ReplicaID: "r1", Grants: caps, NATS: owner, Namespace: ns, Log: testenv.Logger(t)})
-			hello := session.Hello{ImageTag: "w:1", BootstrapRevision: wire.BootstrapRevision, Capabilities: []string{wire.CapabilityBrowserView}}
+			h := NewHub(Config{ReplicaID: "r1", Grants: features, NATS: owner, Namespace: ns, Log: testenv.Logger(t)})
+			hello := session.Hello{ImageTag: "w:1", BootstrapRevision: wire.BootstrapRevision, Features: []string{wire.FeatureBrowserView}}
 			if tt.noBrowser {
-				hello.Capabilities = []string{"somethingElse"}
+				hello.Features = []string{"somethingElse"}
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			t.Cleanup(cancel)
-			c := &Conn{hub: h, session: session.Session{ID: "s1", Hello: hello}, ctx: ctx, cancel: cancel, log: testenv.Logger(t), relays: rate.NewLimiter(ObservationRate, ObservationBurst)}
-			observing := int32(0)
+			c := &Conn{hub: h, session: session.Session{ID: "s1", Hello: hello}, ctx: ctx, cancel: cancel, log: testenv.Logger(t), relays: rate.NewLimiter(RelayRate, RelayBurst)}
+			relaying := int32(0)
 			if tt.prep != nil {
 				tt.prep(c)
-				observing = c.observing.Load()
+				relaying = c.relaying.Load()
 			}
 			subject, err := ns.Subject(bus.VerbView, "s1")
 			if err != nil {
@@ -133,26 +133,26 @@ func TestOnViewRefusals(t *testing.T) {
 			}
 
 			select {
-			case got := <-caps.calls:
+			case got := <-features.calls:
 				if !tt.wantCheck {
-					t.Fatalf("capability looked up (%+v), want a refusal before", got)
+					t.Fatalf("grant looked up (%+v), want a refusal before", got)
 				}
 				if got.requestID != tt.data || got.sessionID != "s1" {
-					t.Errorf("capability check of %q for %q, want %q for s1", got.requestID, got.sessionID, tt.data)
+					t.Errorf("grant check of %q for %q, want %q for s1", got.requestID, got.sessionID, tt.data)
 				}
 				if !got.hasDeadline || got.budget > wire.OwnerCheckTimeout {
-					t.Errorf("capability check had %v (deadline %v), want at most %v", got.budget, got.hasDeadline, wire.OwnerCheckTimeout)
+					t.Errorf("grant check had %v (deadline %v), want at most %v", got.budget, got.hasDeadline, wire.OwnerCheckTimeout)
 				}
 			default:
 				if tt.wantCheck {
-					t.Fatal("capability not looked up")
+					t.Fatal("grant not looked up")
 				}
 			}
-			if tt.caps != nil && tt.caps.block && took > wire.OwnerCheckTimeout+wire.HopMargin {
+			if tt.features != nil && tt.features.block && took > wire.OwnerCheckTimeout+wire.HopMargin {
 				t.Errorf("a hanging check was answered after %v, want within %v", took, wire.OwnerCheckTimeout+wire.HopMargin)
 			}
-			if got := c.observing.Load(); got != observing {
-				t.Errorf("%d observation waiters after a refusal, want %d", got, observing)
+			if got := c.relaying.Load(); got != relaying {
+				t.Errorf("%d relay waiters after a refusal, want %d", got, relaying)
 			}
 			if tt.wantCount != nil && tt.wantCount(h) != 1 {
 				t.Errorf("counter = %d, want 1", tt.wantCount(h))

@@ -13,9 +13,9 @@ import (
 )
 
 // onView handles a view request from NATS. It runs on the subscription's goroutine, so
-// it decides at once (image, capability in Redis, pace, waiter slot) and hands the wait
+// it decides at once (image, grant in Redis, pace, waiter slot) and hands the wait
 // to a goroutine that the waiter bound limits. Nothing on the bus is believed on its
-// word: a request whose capability no replica stored — a random id, or one already
+// word: a request whose grant no replica stored — a random id, or one already
 // redeemed — is refused without touching the worker, and whatever passes is paced.
 func (c *Conn) onView(msg *nats.Msg) {
 	if len(msg.Data) == 0 {
@@ -30,13 +30,13 @@ func (c *Conn) onView(msg *nats.Msg) {
 		_ = bus.RespondError(c.hub.cfg.NATS, msg, wire.ReasonBadRequest, "bad request id")
 		return
 	}
-	if !c.session.HasCapability(wire.CapabilityBrowserView) {
+	if !c.session.HasFeature(wire.FeatureBrowserView) {
 		_ = bus.RespondError(c.hub.cfg.NATS, msg, wire.ReasonUnsupported, "worker image cannot relay views")
 		return
 	}
 	// One deadline from the request's arrival: the check and the relay together fit
 	// the owner's hop of the budget.
-	ctx, cancel := context.WithTimeout(c.ctx, wire.ChannelObserveTimeout)
+	ctx, cancel := context.WithTimeout(c.ctx, wire.RelayTimeout)
 	cctx, ccancel := context.WithTimeout(ctx, wire.OwnerCheckTimeout)
 	ok, err := c.hub.cfg.Grants.Redeemable(cctx, requestID, c.session.ID)
 	ccancel()
@@ -51,15 +51,15 @@ func (c *Conn) onView(msg *nats.Msg) {
 		_ = bus.RespondError(c.hub.cfg.NATS, msg, wire.ReasonRefused, "no such capability")
 		return
 	}
-	if c.observing.Add(1) > MaxObservationWaiters {
+	if c.relaying.Add(1) > MaxRelayWaiters {
 		cancel()
-		c.observing.Add(-1)
+		c.relaying.Add(-1)
 		_ = bus.RespondError(c.hub.cfg.NATS, msg, wire.ReasonBusy, "too many observations on this connection")
 		return
 	}
 	if !c.relays.AllowN(c.hub.cfg.RelayClock(), 1) {
 		cancel()
-		c.observing.Add(-1)
+		c.relaying.Add(-1)
 		c.hub.ViewsPaced.Add(1)
 		_ = bus.RespondError(c.hub.cfg.NATS, msg, wire.ReasonBusy, "too many observations for this session")
 		return
@@ -67,11 +67,11 @@ func (c *Conn) onView(msg *nats.Msg) {
 	c.hub.ViewsRelayed.Add(1)
 	go func() {
 		defer cancel()
-		res, err := c.call(ctx, jsonrpc.MethodBrowserView, jsonrpc.BrowserViewParams{RequestID: requestID})
+		res, err := c.call(ctx, jsonrpc.MethodView, jsonrpc.ViewParams{RequestID: requestID})
 		// The worker answered (or will not): the waiter's place is free before the
 		// requester hears of it, so a requester that has its reply never finds the place
 		// still taken (a view right after it counted as two).
-		c.observing.Add(-1)
+		c.relaying.Add(-1)
 		if err != nil {
 			code := viewReason(err)
 			c.log.Debug().Str("reason", code).Msg("view relay failed")

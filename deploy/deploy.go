@@ -42,7 +42,7 @@ const (
 // (RedisACL adds select|<db>). The replica serves views, passes and sessions; the
 // operator seeds the directory, mints keys, starts and stops sessions, and may inspect
 // the deployment's keys (SCAN, TYPE and the reads) — except a view's: its keys are
-// keyspace.Keys.OperatorPatterns, which leave out capabilities, gates and paces.
+// keyspace.Keys.OperatorPatterns, which leave out grants, gates and paces.
 var (
 	ReplicaCommands = []string{
 		"ping", "hello", "cluster|slots", "command",

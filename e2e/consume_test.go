@@ -14,7 +14,7 @@ import (
 )
 
 // The consume route's happy path on the stack: the session's broker redeems a view
-// capability once, through the load balancer, and gets the requester's public key. Its
+// grant once, through the load balancer, and gets the requester's public key. Its
 // table of refusals is api's TestConsumeRoute; the attacks on it are reliability's.
 func TestConsumeRoute(t *testing.T) {
 	c := client.Context(t)

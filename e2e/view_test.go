@@ -261,14 +261,14 @@ func TestUnavailable(t *testing.T) {
 			t.Fatalf("%d %s", r.Status, r.Body)
 		}
 	})
-	t.Run("worker image without the capability", func(t *testing.T) {
+	t.Run("worker image without the browserView feature", func(t *testing.T) {
 		agent := client.NewAgent(t, "")
 		ss := startSession(t, agent, stack.SessionOptions{Shell: true, ImageTag: "shell:1.0"})
 		r := client.Get(t, replicaA(), stacktest.ViewPath(agent), member)
 		if r.Status != http.StatusServiceUnavailable {
 			t.Fatalf("%d %s", r.Status, r.Body)
 		}
-		// Observation never restarts the session.
+		// Capture never restarts the session.
 		cur, err := st.Sess.Current(client.Context(t), agent)
 		if err != nil || cur.ID != ss.ID || cur.Hello.ImageTag != "shell:1.0" {
 			t.Fatalf("session after a refused view: %+v %v", cur, err)

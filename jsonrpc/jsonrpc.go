@@ -22,13 +22,13 @@ const MaxMessage = 8 << 20 // 8 MiB
 // Methods of the tool channel.
 const (
 	// MethodHello is the worker's first request: its image tag, bootstrap revision and
-	// capabilities.
+	// features.
 	MethodHello = "agentfy/hello"
 	// MethodToolsCall asks the worker to run one tool.
 	MethodToolsCall = "tools/call"
-	// MethodBrowserView asks the worker to relay a view request id to its broker. It is
+	// MethodView asks the worker to relay a view request id to its broker. It is
 	// not a tool: it never passes through tool routing.
-	MethodBrowserView = "agentfy/browserView"
+	MethodView = "agentfy/browserView"
 )
 
 // Standard and application error codes of the tool channel that are not a view's; a
@@ -169,27 +169,27 @@ func NewViewError(id uint64, reason, message string) []byte {
 // Bounds of the worker's hello. A replica reads the hello with MaxHelloBytes as the
 // socket's read limit and refuses one whose fields break the others.
 const (
-	MaxHelloBytes      = 4 << 10 // 4 KiB, the whole JSON-RPC message
-	MaxImageTagBytes   = 256
-	MaxCapabilities    = 16
-	MaxCapabilityBytes = 64
+	MaxHelloBytes    = 4 << 10 // 4 KiB, the whole JSON-RPC message
+	MaxImageTagBytes = 256
+	MaxFeatures      = 16
+	MaxFeatureBytes  = 64
 )
 
 // ValidHello reports why p is not an acceptable hello: the bootstrap revision, an
 // image tag longer than MaxImageTagBytes or with characters outside printable ASCII,
-// more than MaxCapabilities capabilities, or one that is empty, longer than
-// MaxCapabilityBytes or not a plain token. It returns "" for a good hello.
+// more than MaxFeatures features, or one that is empty, longer than
+// MaxFeatureBytes or not a plain token. It returns "" for a good hello.
 func ValidHello(p HelloParams) string {
 	switch {
 	case p.BootstrapRevision != wire.BootstrapRevision:
 		return "unsupported bootstrap revision"
 	case len(p.ImageTag) > MaxImageTagBytes || !printable(p.ImageTag):
 		return "bad image tag"
-	case len(p.Capabilities) > MaxCapabilities:
+	case len(p.Features) > MaxFeatures:
 		return "too many capabilities"
 	}
-	for _, c := range p.Capabilities {
-		if c == "" || len(c) > MaxCapabilityBytes || !token(c) {
+	for _, c := range p.Features {
+		if c == "" || len(c) > MaxFeatureBytes || !token(c) {
 			return "bad capability"
 		}
 	}
@@ -220,7 +220,7 @@ func token(s string) bool {
 type HelloParams struct {
 	ImageTag          string   `json:"imageTag"`
 	BootstrapRevision int      `json:"bootstrapRevision"`
-	Capabilities      []string `json:"capabilities"`
+	Features          []string `json:"capabilities"`
 }
 
 // HelloResult answers the hello.
@@ -234,8 +234,8 @@ type ToolCallParams struct {
 	Arguments json.RawMessage `json:"arguments,omitempty"`
 }
 
-// BrowserViewParams carries only the request id: nothing the worker could use to read or
+// ViewParams carries only the request id: nothing the worker could use to read or
 // forge the frame.
-type BrowserViewParams struct {
+type ViewParams struct {
 	RequestID string `json:"requestId"`
 }

@@ -61,7 +61,7 @@ func TestParse(t *testing.T) {
 }
 
 func TestBuildersRoundTrip(t *testing.T) {
-	b, err := jsonrpc.NewRequest(3, jsonrpc.MethodBrowserView, jsonrpc.BrowserViewParams{RequestID: "ab"})
+	b, err := jsonrpc.NewRequest(3, jsonrpc.MethodView, jsonrpc.ViewParams{RequestID: "ab"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,7 +39,7 @@ func (k Keys) Pattern() string { return k.prefix + "*" }
 var operatorKinds = []string{"agent", "user", "org", "team", "directory", "orgkey", "adminkey", "pass", "session"}
 
 // OperatorPatterns are the globs of the keys the operator's Redis user may touch (its
-// ACL's ~patterns): the directory, credentials and sessions, never a view's capability,
+// ACL's ~patterns): the directory, credentials and sessions, never a view's grant,
 // gate or pace.
 func (k Keys) OperatorPatterns() []string {
 	p := make([]string, len(operatorKinds))
@@ -109,7 +109,7 @@ func (k Keys) CurrentSession(agentID string) string { return k.Agent(agentID) + 
 
 // Views (package view).
 
-// Grant is a view capability, by its request id.
+// Grant is a view grant, by its request id.
 func (k Keys) Grant(requestID string) string { return k.tagged("cap", "r", requestID) }
 
 // Gate is an agent's view window, in the agent's slot.

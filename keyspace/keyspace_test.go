@@ -90,7 +90,7 @@ func TestKeysShareSlots(t *testing.T) {
 }
 
 // TestOperatorPatterns: the operator's Redis user reaches every key of the directory,
-// the credentials and the sessions, and no key of a view (capability, gate, pace).
+// the credentials and the sessions, and no key of a view (grant, gate, pace).
 func TestOperatorPatterns(t *testing.T) {
 	k := keyspace.For("prod-eu")
 	matches := func(key string) bool {

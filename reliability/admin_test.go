@@ -190,7 +190,7 @@ func TestAdminListener(t *testing.T) {
 
 // deploymentKeys reads every key of the directory and the credentials (what the admin
 // API may write) with its value, through the operator's connection. Sessions, gates and
-// capabilities, which other work changes meanwhile, are left out.
+// grants, which other work changes meanwhile, are left out.
 func deploymentKeys(t *testing.T, s *stack.Stack) map[string]string {
 	t.Helper()
 	ctx := client.Context(t)

@@ -121,17 +121,17 @@ func TestObservationWaitersPerConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Each request carries a capability the owner finds in Redis (as a replica's
-	// would). The owner relays at most ObservationBurst at once and then about one a
+	// Each request carries a grant the owner finds in Redis (as a replica's
+	// would). The owner relays at most RelayBurst at once and then about one a
 	// second, so the eight fill up over a few seconds: a request the pace turns away
 	// is sent again.
-	caps := view.NewGrants(st.Replicas[0].Redis, "dev", st.GrantKeys, 0)
+	features := view.NewGrants(st.Replicas[0].Redis, "dev", st.GrantKeys, 0)
 	requester := envelope.PublicKeyHex(attackerKey(t))
 	request := func(c context.Context) error {
 		b := make([]byte, 32)
 		_, _ = rand.Read(b)
 		id := hex.EncodeToString(b)
-		if err := caps.Put(c, id, ss.ID, requester); err != nil {
+		if err := features.Put(c, id, ss.ID, requester); err != nil {
 			return err
 		}
 		_, err := bus.Request(c, st.Bus, subject, []byte(id))
@@ -141,10 +141,10 @@ func TestObservationWaitersPerConnection(t *testing.T) {
 		var re *bus.RemoteError
 		return errors.As(err, &re) && re.Code == wire.ReasonBusy && strings.Contains(re.Description, "for this session")
 	}
-	errs := make(chan error, channel.MaxObservationWaiters)
+	errs := make(chan error, channel.MaxRelayWaiters)
 	reqCtx, cancel := context.WithTimeout(client.Context(t), 30*time.Second)
 	defer cancel()
-	for range channel.MaxObservationWaiters {
+	for range channel.MaxRelayWaiters {
 		go func() {
 			tick := time.NewTicker(50 * time.Millisecond)
 			defer tick.Stop()
@@ -163,11 +163,11 @@ func TestObservationWaitersPerConnection(t *testing.T) {
 			}
 		}()
 	}
-	for range channel.MaxObservationWaiters {
+	for range channel.MaxRelayWaiters {
 		select {
 		case <-hb.Entered:
 		case <-time.After(15 * time.Second):
-			t.Fatal("the broker did not receive 8 observations")
+			t.Fatal("the broker did not receive 8 views")
 		}
 	}
 	start := time.Now()
@@ -179,9 +179,9 @@ func TestObservationWaitersPerConnection(t *testing.T) {
 		t.Fatalf("9th waiter: %v after %v, want busy at once for the connection's waiters", err, took)
 	}
 	hb.Release()
-	for range channel.MaxObservationWaiters {
+	for range channel.MaxRelayWaiters {
 		if err := <-errs; !errors.As(err, &re) || re.Code != wire.ReasonCapture {
-			t.Fatalf("held observation ended with %v, want a capture failure", err)
+			t.Fatalf("held view ended with %v, want a capture failure", err)
 		}
 	}
 }

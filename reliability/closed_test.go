@@ -51,7 +51,7 @@ func TestWorkerThatStopsAnsweringPings(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = ws.CloseNow() })
 	hello, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": jsonrpc.MethodHello,
-		"params": map[string]any{"imageTag": "silent", "bootstrapRevision": 2, "capabilities": []string{wire.CapabilityBrowserView}}})
+		"params": map[string]any{"imageTag": "silent", "bootstrapRevision": 2, "capabilities": []string{wire.FeatureBrowserView}}})
 	if err := ws.Write(ctx, websocket.MessageText, hello); err != nil {
 		t.Fatal(err)
 	}

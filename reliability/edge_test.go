@@ -277,7 +277,7 @@ func TestStatusStreamsPerUser(t *testing.T) {
 // stored in the session or logged, and a proper hello still works.
 func TestHelloIsBounded(t *testing.T) {
 	observed := ""
-	record(t, "Bounds", fmt.Sprintf("a hello over %d bytes, with over %d capabilities, a capability that is not a token or an image tag over %d bytes is refused with a close reason; nothing of it reaches Redis or the logs", jsonrpc.MaxHelloBytes, jsonrpc.MaxCapabilities, jsonrpc.MaxImageTagBytes), &observed)
+	record(t, "Bounds", fmt.Sprintf("a hello over %d bytes, with over %d capabilities, a capability that is not a token or an image tag over %d bytes is refused with a close reason; nothing of it reaches Redis or the logs", jsonrpc.MaxHelloBytes, jsonrpc.MaxFeatures, jsonrpc.MaxImageTagBytes), &observed)
 	agent := client.NewAgent(t, "agent-hello")
 	sess, passes, err := st.Sess.Start(client.Context(t), agent)
 	if err != nil {
@@ -314,7 +314,7 @@ func TestHelloIsBounded(t *testing.T) {
 	}
 	huge := strings.Repeat("x", 1<<20)
 	var many []string
-	for i := range jsonrpc.MaxCapabilities + 1 {
+	for i := range jsonrpc.MaxFeatures + 1 {
 		many = append(many, fmt.Sprintf("cap%d", i))
 	}
 	var results []string
@@ -341,7 +341,7 @@ func TestHelloIsBounded(t *testing.T) {
 		results = append(results, reason)
 	}
 	cur, err := st.Sess.Get(client.Context(t), sess.ID)
-	if err != nil || cur.Hello.ImageTag != "" || len(cur.Hello.Capabilities) != 0 {
+	if err != nil || cur.Hello.ImageTag != "" || len(cur.Hello.Features) != 0 {
 		t.Fatalf("a refused hello reached the session: %+v (%v)", cur.Hello, err)
 	}
 	for _, line := range strings.Split(logs.String(), "\n") {

@@ -31,13 +31,13 @@ func TestGrants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	caps := view.NewGrants(st.Replicas[0].Redis, "dev", st.GrantKeys, 0)
+	features := view.NewGrants(st.Replicas[0].Redis, "dev", st.GrantKeys, 0)
 	const key = "04" + "11223344556677889900aabbccddeeff11223344556677889900aabbccddeeff" + "11223344556677889900aabbccddeeff11223344556677889900aabbccddeeff"
 	newCap := func() string {
 		b := make([]byte, 32)
 		_, _ = rand.Read(b)
 		id := hex.EncodeToString(b)
-		if err := caps.Put(c, id, sess.ID, key); err != nil {
+		if err := features.Put(c, id, sess.ID, key); err != nil {
 			t.Fatal(err)
 		}
 		return id
@@ -67,7 +67,7 @@ func TestGrants(t *testing.T) {
 	t.Run("expiry", func(t *testing.T) {
 		observed := ""
 		record(t, "Capabilities", "404 once Redis expired the key (lifetime shortened to 50 ms)", &observed)
-		// A capability stored with a 50-ms lifetime, by the same code with a shorter TTL.
+		// A grant stored with a 50-ms lifetime, by the same code with a shorter TTL.
 		b := make([]byte, 32)
 		_, _ = rand.Read(b)
 		id := hex.EncodeToString(b)
@@ -139,8 +139,8 @@ func TestGrants(t *testing.T) {
 }
 
 // TestGrantRedirectedInTheRace is the race a Redis writer ran against a live view:
-// between the owner's check of the capability and the broker's consume, it rewrites the
-// capability with its own public key (SET XX KEEPTTL, the MAC kept). The consume route
+// between the owner's check of the grant and the broker's consume, it rewrites the
+// grant with its own public key (SET XX KEEPTTL, the MAC kept). The consume route
 // refuses it: the viewer gets 503, no page is sealed to the attacker's key, the
 // replica says why in its log and its metric; the next view is a frame.
 func TestGrantRedirectedInTheRace(t *testing.T) {
@@ -177,7 +177,7 @@ func TestGrantRedirectedInTheRace(t *testing.T) {
 	select {
 	case err := <-rewrote:
 		if err != nil {
-			t.Fatalf("rewrite the capability: %v", err)
+			t.Fatalf("rewrite the grant: %v", err)
 		}
 	default:
 		t.Fatal("the view never reached the owner's relay")

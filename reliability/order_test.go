@@ -128,7 +128,7 @@ func TestPartsStartInAnyOrder(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !cur.HasCapability(wire.CapabilityBrowserView) {
+		if !cur.HasFeature(wire.FeatureBrowserView) {
 			t.Fatalf("hello %+v without browserView", cur.Hello)
 		}
 		during := pollsDown(t, agent, 3)

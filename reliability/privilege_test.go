@@ -225,7 +225,7 @@ func TestRedisRefusesStrangersAndConfinesUsers(t *testing.T) {
 		}
 		if user == deploy.RedisOperator {
 			// A view's keys are the replicas' alone: the operator cannot redirect a
-			// capability to a key of its own, nor open a gate or a pace early.
+			// grant to a key of its own, nor open a gate or a pace early.
 			k := keyspace.For("dev")
 			cmds = append(cmds,
 				[]any{"set", k.Grant(strings.Repeat("ab", 32)), `{"sessionId":"s","publicKey":"x"}`, "xx", "keepttl"},
@@ -480,13 +480,13 @@ func TestViewFloodOnTheBusIsPacedAtTheOwner(t *testing.T) {
 			got, consumes.Load(), owner.ViewsRelayed.Load()-relayedBefore, real.Summary())
 	}
 
-	// Ids with stored capabilities (a compromised replica could store them): paced.
+	// Ids with stored grants (a compromised replica could store them): paced.
 	const valid = 40
-	caps := view.NewGrants(st.Replicas[0].Redis, "dev", st.GrantKeys, 0)
+	features := view.NewGrants(st.Replicas[0].Redis, "dev", st.GrantKeys, 0)
 	ids = make([]string, valid)
 	for i := range ids {
 		ids[i] = randomID(t)
-		if err := caps.Put(client.Context(t), ids[i], ss.ID, envelope.PublicKeyHex(attackerKey(t))); err != nil {
+		if err := features.Put(client.Context(t), ids[i], ss.ID, envelope.PublicKeyHex(attackerKey(t))); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -117,7 +117,7 @@ func TestTampering(t *testing.T) {
 	})
 }
 
-// forgingBroker redeems the capability like a real broker, then seals whatever page the
+// forgingBroker redeems the grant like a real broker, then seals whatever page the
 // test chose: a compromised or buggy broker's output must still be validated.
 type forgingBroker struct {
 	pass  atomic.Pointer[string]

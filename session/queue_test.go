@@ -179,7 +179,7 @@ func TestQueueStillCurrentMatchesCurrent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hello := session.Hello{ImageTag: "browser:1.4.2", BootstrapRevision: 2, Capabilities: []string{wire.CapabilityBrowserView}}
+	hello := session.Hello{ImageTag: "browser:1.4.2", BootstrapRevision: 2, Features: []string{wire.FeatureBrowserView}}
 	if err := e.st.Attach(ctx, first.ID, "replica-a", "04ab", hello); err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +187,7 @@ func TestQueueStillCurrentMatchesCurrent(t *testing.T) {
 	if err != nil {
 		t.Fatalf("running: %v", err)
 	}
-	if cur.ID != first.ID || cur.AgentID != "agent-1" || cur.Owner != "replica-a" || !cur.HasCapability(wire.CapabilityBrowserView) {
+	if cur.ID != first.ID || cur.AgentID != "agent-1" || cur.Owner != "replica-a" || !cur.HasFeature(wire.FeatureBrowserView) {
 		t.Fatalf("running: QueueStillCurrent = %+v", cur)
 	}
 

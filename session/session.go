@@ -57,7 +57,7 @@ var DefaultPolicy = Policy{IdleAfter: 2 * time.Minute, StopAfter: 30 * time.Minu
 type Hello struct {
 	ImageTag          string   `json:"imageTag"`
 	BootstrapRevision int      `json:"bootstrapRevision"`
-	Capabilities      []string `json:"capabilities"`
+	Features          []string `json:"capabilities"`
 }
 
 // Session is one worker session.
@@ -89,8 +89,8 @@ func (s Session) StatusAt(now time.Time, p Policy) Status {
 	}
 }
 
-// HasCapability reports whether the worker's hello listed c.
-func (s Session) HasCapability(c string) bool { return slices.Contains(s.Hello.Capabilities, c) }
+// HasFeature reports whether the worker's hello listed c.
+func (s Session) HasFeature(c string) bool { return slices.Contains(s.Hello.Features, c) }
 
 // Passes are a new session's credentials, shown once.
 type Passes struct {

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/deploy"
@@ -13,7 +15,6 @@ import (
 	"github.com/agentfy/agentfy/keyspace"
 	"github.com/agentfy/agentfy/session"
 	"github.com/agentfy/agentfy/wire"
-	"github.com/redis/go-redis/v9"
 )
 
 // newStores returns the stores on a fake clock the test advances: Redis itself keeps no
@@ -50,12 +51,12 @@ func TestLifecycle(t *testing.T) {
 		t.Fatalf("current = %+v %v", cur, err)
 	}
 
-	hello := session.Hello{ImageTag: "browser:1.4.2", BootstrapRevision: 2, Capabilities: []string{wire.CapabilityBrowserView}}
+	hello := session.Hello{ImageTag: "browser:1.4.2", BootstrapRevision: 2, Features: []string{wire.FeatureBrowserView}}
 	if err := st.Attach(ctx, sess.ID, "replica-b", "04ab", hello); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := st.Get(ctx, sess.ID)
-	if got.Owner != "replica-b" || got.OwnerKey != "04ab" || !got.HasCapability(wire.CapabilityBrowserView) || got.Hello.ImageTag != "browser:1.4.2" {
+	if got.Owner != "replica-b" || got.OwnerKey != "04ab" || !got.HasFeature(wire.FeatureBrowserView) || got.Hello.ImageTag != "browser:1.4.2" {
 		t.Fatalf("after attach: %+v", got)
 	}
 	if err := st.Detach(ctx, sess.ID, "replica-a"); err != nil {

@@ -14,7 +14,7 @@ import (
 	"github.com/agentfy/agentfy/view"
 )
 
-// The capability and the gate are one or two Redis round trips each, so their physical
+// The grant and the gate are one or two Redis round trips each, so their physical
 // limit is a Redis round trip: BenchmarkRedisPing measures it on the same server and
 // connection pool, to read the others against.
 
@@ -52,40 +52,40 @@ func BenchmarkRedisPing(b *testing.B) {
 	}
 }
 
-// BenchmarkGrantPutConsume stores a capability (SET NX PX) and redeems it with the
+// BenchmarkGrantPutConsume stores a grant (SET NX PX) and redeems it with the
 // consume script (EVALSHA), as one view does: two round trips.
 func BenchmarkGrantPutConsume(b *testing.B) {
 	rdb := benchRedis(b)
 	ctx := b.Context()
-	caps := view.NewGrants(rdb, testenv.Deployment(b), testKeys, 0)
+	grants := view.NewGrants(rdb, testenv.Deployment(b), testKeys, 0)
 	next := benchRequestIDs(b)
 	const pk = "04" + "ab" // opaque to the store
 	b.ReportAllocs()
 	for b.Loop() {
 		id := next()
-		if err := caps.Put(ctx, id, "sess-bench", pk); err != nil {
+		if err := grants.Put(ctx, id, "sess-bench", pk); err != nil {
 			b.Fatal(err)
 		}
-		got, err := caps.Consume(ctx, id, "sess-bench")
+		got, err := grants.Consume(ctx, id, "sess-bench")
 		if err != nil || got != pk {
 			b.Fatalf("consume = %q, %v", got, err)
 		}
 	}
 }
 
-// BenchmarkGrantConsumeRefused redeems a capability for another session: the
+// BenchmarkGrantConsumeRefused redeems a grant for another session: the
 // script reads it, refuses, and leaves it (one round trip).
 func BenchmarkGrantConsumeRefused(b *testing.B) {
 	rdb := benchRedis(b)
 	ctx := b.Context()
-	caps := view.NewGrants(rdb, testenv.Deployment(b), testKeys, time.Minute)
+	grants := view.NewGrants(rdb, testenv.Deployment(b), testKeys, time.Minute)
 	id := benchRequestIDs(b)()
-	if err := caps.Put(ctx, id, "sess-owner", "04ab"); err != nil {
+	if err := grants.Put(ctx, id, "sess-owner", "04ab"); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := caps.Consume(ctx, id, "sess-other"); !errors.Is(err, view.ErrGrantNotFound) {
+		if _, err := grants.Consume(ctx, id, "sess-other"); !errors.Is(err, view.ErrGrantNotFound) {
 			b.Fatalf("consume by another session: %v", err)
 		}
 	}

@@ -10,8 +10,8 @@ import (
 )
 
 // ErrNotDurable is returned when a write that guards a view (the gate's window, a
-// capability's consumption) was not acknowledged by enough replicas in time: after a
-// failover it could be lost, letting a second view through the gate or a capability be
+// grant's consumption) was not acknowledged by enough replicas in time: after a
+// failover it could be lost, letting a second view through the gate or a grant be
 // redeemed twice, so the view fails (503) instead.
 var ErrNotDurable = errors.New("view: a guarding write was not replicated in time")
 

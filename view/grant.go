@@ -1,5 +1,5 @@
 // Package view is the requesting replica's side of a browser view: the one-time
-// capability a broker redeems (the grant and its MAC keys), the per-agent rate gate and
+// grant a broker redeems, with its MAC keys, the per-agent rate gate and
 // each caller's pace, the request to the replica that holds the worker's socket, and
 // the reply, opened with package envelope (a package of its own, which the broker seals
 // with) and validated before any frame leaves.
@@ -26,29 +26,39 @@ import (
 
 // A grant is the SPEC's one-time view capability: what a replica writes to Redis for one
 // view request so that the session's broker, and it alone, may learn the requester's
-// public key once. The Go names call it a grant so that "capability" keeps its other
-// meaning, a feature a worker announces in its hello (wire.CapabilityBrowserView); the
-// contracts keep their words (AGENTFY_CAPABILITY_KEY, agentfy_capability_forged_total,
-// the "capability not found" answer, the cap: keys).
+// public key once (the glossary is package wire's). The contracts keep the SPEC's word:
+// AGENTFY_CAPABILITY_KEY, agentfy_capability_forged_total, the consume route's
+// "capability not found" answer, the cap: keys and the two labels below.
 
-// GrantTTL is how long a view capability can be redeemed.
+// The labels of the grants' cryptography. Each is part of what every replica of a
+// deployment must compute alike, so neither ever changes without a new version.
+const (
+	// grantKeyLabel is the HKDF info that derives the grant key from a secret every
+	// replica holds (DeriveGrantKey).
+	grantKeyLabel = "agentfy capability key v1"
+	// grantMACLabel is the first part of a grant's MAC, before the deployment, request
+	// id, session id and public key (sum).
+	grantMACLabel = "agentfy capability v1"
+)
+
+// GrantTTL is how long a view grant can be redeemed.
 const GrantTTL = 10 * time.Second
 
 // ErrGrantNotFound is the one answer for an unknown, expired, already consumed or
-// another session's capability, so a caller learns nothing about which.
-var ErrGrantNotFound = errors.New("view: capability not found")
+// another session's grant, so a caller learns nothing about which.
+var ErrGrantNotFound = errors.New("view: grant not found")
 
-// ErrGrantForged is a capability that names the consuming session but whose MAC
+// ErrGrantForged is a grant that names the consuming session but whose MAC
 // no replica's key made: someone else wrote it to Redis (a Redis writer redirecting a
 // frame to a key of its own). The consume route answers it as ErrGrantNotFound
 // and logs and counts it. It is consumed all the same: it never serves twice.
-var ErrGrantForged = errors.New("view: capability not written by a replica")
+var ErrGrantForged = errors.New("view: grant not written by a replica")
 
 // Grants stores {sessionId, publicKey, mac} under a request id, and redeems it
 // once. Nothing else of a view is ever written to Redis: not the private key, not a
-// frame. The MAC (HMAC-SHA256 under the replicas' capability key, GrantKeys) binds
+// frame. The MAC (HMAC-SHA256 under the replicas' grant key, GrantKeys) binds
 // the deployment, the request id, the session and the public key: only a replica can
-// write a capability the consume route accepts, so a Redis writer who is not one can
+// write a grant the consume route accepts, so a Redis writer who is not one can
 // refuse a view but never redirect its frame.
 type Grants struct {
 	rdb        redis.UniversalClient
@@ -59,12 +69,12 @@ type Grants struct {
 	mac        GrantKeys
 }
 
-// GrantKeys are the replicas' keys of the capabilities' MAC: the first signs, any
+// GrantKeys are the replicas' keys of the grants' MAC: the first signs, any
 // one verifies (a rotation adds the new key second on every replica, then first, then
 // removes the old one). Every replica of a deployment holds the same keys.
 type GrantKeys [][]byte
 
-// GrantKeyBytes is the size of a capability key.
+// GrantKeyBytes is the size of a grant key.
 const GrantKeyBytes = 32
 
 // ParseGrantKeys reads AGENTFY_CAPABILITY_KEY: one or more comma-separated keys,
@@ -78,41 +88,41 @@ func ParseGrantKeys(list string) (GrantKeys, error) {
 		}
 		b, err := base64.RawURLEncoding.Strict().DecodeString(k)
 		if err != nil || len(b) != GrantKeyBytes {
-			return nil, fmt.Errorf("view: a capability key is %d bytes of unpadded base64url", GrantKeyBytes)
+			return nil, fmt.Errorf("view: a grant key is %d bytes of unpadded base64url", GrantKeyBytes)
 		}
 		keys = append(keys, b)
 	}
 	if len(keys) == 0 {
-		return nil, errors.New("view: no capability key")
+		return nil, errors.New("view: no grant key")
 	}
 	return keys, nil
 }
 
-// DeriveGrantKey derives the capability key from a secret every replica holds and
+// DeriveGrantKey derives the grant key from a secret every replica holds and
 // no other role does (the replicas' Redis password), for a deployment that sets no
-// key of its own: HKDF-SHA256 with the label "agentfy capability key v1".
+// key of its own: HKDF-SHA256 with grantKeyLabel.
 func DeriveGrantKey(secret string) (GrantKeys, error) {
 	if secret == "" {
-		return nil, errors.New("view: no secret to derive the capability key from")
+		return nil, errors.New("view: no secret to derive the grant key from")
 	}
-	k, err := hkdf.Key(sha256.New, []byte(secret), nil, "agentfy capability key v1", GrantKeyBytes)
+	k, err := hkdf.Key(sha256.New, []byte(secret), nil, grantKeyLabel, GrantKeyBytes)
 	if err != nil {
-		return nil, fmt.Errorf("view: derive capability key: %w", err)
+		return nil, fmt.Errorf("view: derive grant key: %w", err)
 	}
 	return GrantKeys{k}, nil
 }
 
-// sum is the MAC of a capability under key.
+// sum is the MAC of a grant under key.
 func (c *Grants) sum(key []byte, requestID, sessionID, publicKey string) []byte {
 	m := hmac.New(sha256.New, key)
-	for _, part := range []string{"agentfy capability v1", c.deployment, requestID, sessionID, publicKey} {
+	for _, part := range []string{grantMACLabel, c.deployment, requestID, sessionID, publicKey} {
 		m.Write([]byte(part))
 		m.Write([]byte{0})
 	}
 	return m.Sum(nil)
 }
 
-// genuine reports whether mac is a capability's MAC under one of the replicas' keys.
+// genuine reports whether mac is a grant's MAC under one of the replicas' keys.
 func (c *Grants) genuine(mac, requestID, sessionID, publicKey string) bool {
 	got, err := base64.RawURLEncoding.Strict().DecodeString(mac)
 	if err != nil {
@@ -131,7 +141,7 @@ func (c *Grants) WithAcks(acks Acks) *Grants {
 	return c
 }
 
-// NewGrants returns the store for one deployment, whose capabilities carry a MAC
+// NewGrants returns the store for one deployment, whose grants carry a MAC
 // under keys (without one, Put and Consume fail: nothing is ever written or accepted
 // unsigned). ttl 0 means GrantTTL (tests shorten it to watch Redis's own expiry).
 func NewGrants(rdb redis.UniversalClient, deployment string, keys GrantKeys, ttl time.Duration) *Grants {
@@ -142,7 +152,7 @@ func NewGrants(rdb redis.UniversalClient, deployment string, keys GrantKeys, ttl
 }
 
 // errNoGrantKey is a store without a key.
-var errNoGrantKey = errors.New("view: no capability key")
+var errNoGrantKey = errors.New("view: no grant key")
 
 type grant struct {
 	SessionID string `json:"sessionId"`
@@ -153,7 +163,7 @@ type grant struct {
 // The key is tagged by request id: every operation on it is a single key.
 func (c *Grants) key(requestID string) string { return c.keys.Grant(requestID) }
 
-// Put stores a capability for ttl. It fails if the request id exists already (a 256-bit
+// Put stores a grant for ttl. It fails if the request id exists already (a 256-bit
 // random id never collides; a collision means a bug).
 func (c *Grants) Put(ctx context.Context, requestID, sessionID, publicKeyHex string) error {
 	if !envelope.ValidRequestID(requestID) {
@@ -165,14 +175,14 @@ func (c *Grants) Put(ctx context.Context, requestID, sessionID, publicKeyHex str
 	mac := base64.RawURLEncoding.EncodeToString(c.sum(c.mac[0], requestID, sessionID, publicKeyHex))
 	b, err := json.Marshal(grant{SessionID: sessionID, PublicKey: publicKeyHex, MAC: mac})
 	if err != nil {
-		return fmt.Errorf("put capability: %w", err)
+		return fmt.Errorf("put grant: %w", err)
 	}
 	ok, err := c.rdb.SetNX(ctx, c.key(requestID), b, c.ttl).Result()
 	if err != nil {
-		return fmt.Errorf("put capability: %w", err)
+		return fmt.Errorf("put grant: %w", err)
 	}
 	if !ok {
-		return errors.New("put capability: request id exists")
+		return errors.New("put grant: request id exists")
 	}
 	return nil
 }
@@ -190,7 +200,7 @@ func (c *Grants) Redeemable(ctx context.Context, requestID, sessionID string) (b
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("check capability: %w", err)
+		return false, fmt.Errorf("check grant: %w", err)
 	}
 	// Strict, like any JSON another process wrote: a sessionId twice or in another case
 	// would let Lua's cjson (the consume script) and Go read two sessions from it.
@@ -201,7 +211,7 @@ func (c *Grants) Redeemable(ctx context.Context, requestID, sessionID string) (b
 	return got.SessionID == sessionID && c.genuine(got.MAC, requestID, sessionID, got.PublicKey), nil
 }
 
-// consumeScript deletes the capability only when its session matches the caller's, so
+// consumeScript deletes the grant only when its session matches the caller's, so
 // another session's attempt leaves it usable.
 var consumeScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
@@ -211,7 +221,7 @@ if not ok or type(c) ~= 'table' or c.sessionId ~= ARGV[1] then return false end
 redis.call('DEL', KEYS[1])
 return v`)
 
-// Consume redeems a capability for sessionID in one atomic script and returns the
+// Consume redeems a grant for sessionID in one atomic script and returns the
 // destination public key, or ErrGrantNotFound, or ErrGrantForged, or a
 // wrapped Redis error.
 func (c *Grants) Consume(ctx context.Context, requestID, sessionID string) (string, error) {
@@ -221,13 +231,13 @@ func (c *Grants) Consume(ctx context.Context, requestID, sessionID string) (stri
 	if len(c.mac) == 0 {
 		return "", errNoGrantKey
 	}
-	// Durable, so that a failover cannot bring a consumed capability back.
+	// Durable, so that a failover cannot bring a consumed grant back.
 	v, err := runScript(ctx, c.rdb, c.acks, consumeScript, []string{c.key(requestID)}, sessionID).Text()
 	if errors.Is(err, redis.Nil) {
 		return "", ErrGrantNotFound
 	}
 	if err != nil {
-		return "", fmt.Errorf("consume capability: %w", err)
+		return "", fmt.Errorf("consume grant: %w", err)
 	}
 	var got grant
 	if err := wire.DecodeStrict([]byte(v), &got); err != nil || got.SessionID != sessionID ||
@@ -237,10 +247,10 @@ func (c *Grants) Consume(ctx context.Context, requestID, sessionID string) (stri
 	return got.PublicKey, nil
 }
 
-// Delete removes a capability that was not consumed (the requester gave up).
+// Delete removes a grant that was not consumed (the requester gave up).
 func (c *Grants) Delete(ctx context.Context, requestID string) error {
 	if err := c.rdb.Del(ctx, c.key(requestID)).Err(); err != nil {
-		return fmt.Errorf("delete capability: %w", err)
+		return fmt.Errorf("delete grant: %w", err)
 	}
 	return nil
 }

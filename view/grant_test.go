@@ -32,62 +32,62 @@ func requestID(t *testing.T) string {
 
 const pubKey = "04aabb" // the store treats the key as opaque text
 
-// testKeys is the replicas' capability key of these tests.
+// testKeys is the replicas' grant key of these tests.
 var testKeys = view.GrantKeys{[]byte("0123456789abcdef0123456789abcdef")}
 
 func TestGrantConsume(t *testing.T) {
 	srv := testenv.Redis(t)
 	rdb := testenv.RedisClient(t, srv, 3)
 	ctx := testenv.Context(t, 30*time.Second)
-	caps := view.NewGrants(rdb, testenv.Deployment(t), testKeys, 0)
+	grants := view.NewGrants(rdb, testenv.Deployment(t), testKeys, 0)
 
 	t.Run("once", func(t *testing.T) {
 		id := requestID(t)
-		if err := caps.Put(ctx, id, "sessA", pubKey); err != nil {
+		if err := grants.Put(ctx, id, "sessA", pubKey); err != nil {
 			t.Fatal(err)
 		}
-		got, err := caps.Consume(ctx, id, "sessA")
+		got, err := grants.Consume(ctx, id, "sessA")
 		if err != nil || got != pubKey {
 			t.Fatalf("first consume = %q, %v; want %q", got, err, pubKey)
 		}
-		if _, err := caps.Consume(ctx, id, "sessA"); !errors.Is(err, view.ErrGrantNotFound) {
+		if _, err := grants.Consume(ctx, id, "sessA"); !errors.Is(err, view.ErrGrantNotFound) {
 			t.Fatalf("replay: err = %v, want ErrGrantNotFound", err)
 		}
 	})
 	t.Run("other session refused and leaves it usable", func(t *testing.T) {
 		id := requestID(t)
-		if err := caps.Put(ctx, id, "sessA", pubKey); err != nil {
+		if err := grants.Put(ctx, id, "sessA", pubKey); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := caps.Consume(ctx, id, "sessB"); !errors.Is(err, view.ErrGrantNotFound) {
+		if _, err := grants.Consume(ctx, id, "sessB"); !errors.Is(err, view.ErrGrantNotFound) {
 			t.Fatalf("other session: err = %v, want ErrGrantNotFound", err)
 		}
-		if got, err := caps.Consume(ctx, id, "sessA"); err != nil || got != pubKey {
+		if got, err := grants.Consume(ctx, id, "sessA"); err != nil || got != pubKey {
 			t.Fatalf("after other session's attempt: %q, %v", got, err)
 		}
 	})
 	t.Run("unknown and malformed ids", func(t *testing.T) {
 		for _, id := range []string{requestID(t), "", "xyz", requestID(t)[:63] + "G"} {
-			if _, err := caps.Consume(ctx, id, "sessA"); !errors.Is(err, view.ErrGrantNotFound) {
+			if _, err := grants.Consume(ctx, id, "sessA"); !errors.Is(err, view.ErrGrantNotFound) {
 				t.Fatalf("consume(%q): err = %v", id, err)
 			}
 		}
 	})
 	t.Run("put rejects a duplicate id and a bad id", func(t *testing.T) {
 		id := requestID(t)
-		if err := caps.Put(ctx, id, "sessA", pubKey); err != nil {
+		if err := grants.Put(ctx, id, "sessA", pubKey); err != nil {
 			t.Fatal(err)
 		}
-		if err := caps.Put(ctx, id, "sessB", pubKey); err == nil {
+		if err := grants.Put(ctx, id, "sessB", pubKey); err == nil {
 			t.Fatal("duplicate put succeeded")
 		}
-		if err := caps.Put(ctx, "nothex", "sessA", pubKey); err == nil {
+		if err := grants.Put(ctx, "nothex", "sessA", pubKey); err == nil {
 			t.Fatal("bad id accepted")
 		}
 	})
 	t.Run("stored value holds only session, public key and MAC, with a 10 s lifetime", func(t *testing.T) {
 		id := requestID(t)
-		if err := caps.Put(ctx, id, "sessA", pubKey); err != nil {
+		if err := grants.Put(ctx, id, "sessA", pubKey); err != nil {
 			t.Fatal(err)
 		}
 		keys, err := rdb.Keys(ctx, "*"+id+"*").Result()
@@ -106,17 +106,17 @@ func TestGrantConsume(t *testing.T) {
 }
 
 // TestGrantForged plays a Redis writer who is not a replica: it rewrites a
-// capability between the request and the consume (the destination key swapped for its
-// own, the MAC kept or dropped or copied from another capability), or writes one of its
+// grant between the request and the consume (the destination key swapped for its
+// own, the MAC kept or dropped or copied from another grant), or writes one of its
 // own. The consume refuses each as forged, consumes it all the same, and the key of the
-// real viewer never leaves for the attacker's; a capability under a key the replicas
+// real viewer never leaves for the attacker's; a grant under a key the replicas
 // rotated out (second in the list) still redeems.
 func TestGrantForged(t *testing.T) {
 	srv := testenv.Redis(t)
 	rdb := testenv.RedisClient(t, srv, 0)
 	ctx := testenv.Context(t, 30*time.Second)
 	dep := testenv.Deployment(t)
-	caps := view.NewGrants(rdb, dep, testKeys, 0)
+	grants := view.NewGrants(rdb, dep, testKeys, 0)
 	keys := keyspace.For(dep)
 	const attacker = "04ffff"
 	stored := func(id string) map[string]string {
@@ -133,7 +133,7 @@ func TestGrantForged(t *testing.T) {
 		}
 	}
 	other := requestID(t)
-	if err := caps.Put(ctx, other, "sessA", pubKey); err != nil {
+	if err := grants.Put(ctx, other, "sessA", pubKey); err != nil {
 		t.Fatal(err)
 	}
 	otherMAC := stored(other)["mac"]
@@ -163,21 +163,21 @@ func TestGrantForged(t *testing.T) {
 			}
 			var m map[string]string
 			if name != "written without any Put" {
-				if err := caps.Put(ctx, id, sess, pubKey); err != nil {
+				if err := grants.Put(ctx, id, sess, pubKey); err != nil {
 					t.Fatal(err)
 				}
 				m = stored(id)
 			}
 			forge(id, m)
-			if ok, err := caps.Redeemable(ctx, id, "sessA"); ok || err != nil {
-				t.Fatalf("pending = %t, %v: the owner would relay a forged capability", ok, err)
+			if ok, err := grants.Redeemable(ctx, id, "sessA"); ok || err != nil {
+				t.Fatalf("pending = %t, %v: the owner would relay a forged grant", ok, err)
 			}
-			got, err := caps.Consume(ctx, id, "sessA")
+			got, err := grants.Consume(ctx, id, "sessA")
 			if !errors.Is(err, view.ErrGrantForged) || got != "" {
 				t.Fatalf("consume = %q, %v; want ErrGrantForged", got, err)
 			}
-			if _, err := caps.Consume(ctx, id, "sessA"); !errors.Is(err, view.ErrGrantNotFound) {
-				t.Fatalf("a forged capability was left to redeem again: %v", err)
+			if _, err := grants.Consume(ctx, id, "sessA"); !errors.Is(err, view.ErrGrantNotFound) {
+				t.Fatalf("a forged grant was left to redeem again: %v", err)
 			}
 		})
 	}
@@ -186,14 +186,14 @@ func TestGrantForged(t *testing.T) {
 		if err := view.NewGrants(rdb, dep, view.GrantKeys{[]byte("another deployment's key 32 byte")}, 0).Put(ctx, id, "sessA", pubKey); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := caps.Consume(ctx, id, "sessA"); !errors.Is(err, view.ErrGrantForged) {
+		if _, err := grants.Consume(ctx, id, "sessA"); !errors.Is(err, view.ErrGrantForged) {
 			t.Fatalf("consume = %v; want ErrGrantForged", err)
 		}
 	})
 	t.Run("rotation: the old key verifies while it is listed", func(t *testing.T) {
 		next := view.GrantKeys{[]byte("the next capability key, 32 byte"), testKeys[0]}
 		id := requestID(t)
-		if err := caps.Put(ctx, id, "sessA", pubKey); err != nil { // a replica not yet rotated
+		if err := grants.Put(ctx, id, "sessA", pubKey); err != nil { // a replica not yet rotated
 			t.Fatal(err)
 		}
 		if got, err := view.NewGrants(rdb, dep, next, 0).Consume(ctx, id, "sessA"); err != nil || got != pubKey {
@@ -204,13 +204,13 @@ func TestGrantForged(t *testing.T) {
 		none := view.NewGrants(rdb, dep, nil, 0)
 		id := requestID(t)
 		if err := none.Put(ctx, id, "sessA", pubKey); err == nil {
-			t.Fatal("a store without a key wrote a capability")
+			t.Fatal("a store without a key wrote a grant")
 		}
-		if err := caps.Put(ctx, id, "sessA", pubKey); err != nil {
+		if err := grants.Put(ctx, id, "sessA", pubKey); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := none.Consume(ctx, id, "sessA"); err == nil {
-			t.Fatal("a store without a key redeemed a capability")
+			t.Fatal("a store without a key redeemed a grant")
 		}
 	})
 }
@@ -240,14 +240,14 @@ func TestGrantExpiresInRedis(t *testing.T) {
 	srv := testenv.Redis(t)
 	rdb := testenv.RedisClient(t, srv, 0)
 	ctx := testenv.Context(t, 30*time.Second)
-	caps := view.NewGrants(rdb, testenv.Deployment(t), testKeys, 100*time.Millisecond)
+	grants := view.NewGrants(rdb, testenv.Deployment(t), testKeys, 100*time.Millisecond)
 	id := requestID(t)
-	if err := caps.Put(ctx, id, "sessA", pubKey); err != nil {
+	if err := grants.Put(ctx, id, "sessA", pubKey); err != nil {
 		t.Fatal(err)
 	}
 	// Wait for Redis's own expiry: the key count of the DB drops to zero.
 	testenv.WaitFor(t, 5*time.Second, "expiry", func() bool { n, _ := rdb.DBSize(ctx).Result(); return n == 0 })
-	if _, err := caps.Consume(ctx, id, "sessA"); !errors.Is(err, view.ErrGrantNotFound) {
+	if _, err := grants.Consume(ctx, id, "sessA"); !errors.Is(err, view.ErrGrantNotFound) {
 		t.Fatalf("expired: err = %v, want ErrGrantNotFound", err)
 	}
 }
@@ -256,9 +256,9 @@ func TestGrantRedisDown(t *testing.T) {
 	srv := testenv.Redis(t)
 	rdb := testenv.RedisClient(t, srv, 0)
 	ctx := testenv.Context(t, 30*time.Second)
-	caps := view.NewGrants(rdb, testenv.Deployment(t), testKeys, 0)
+	grants := view.NewGrants(rdb, testenv.Deployment(t), testKeys, 0)
 	srv.Stop()
-	_, err := caps.Consume(ctx, requestID(t), "sessA")
+	_, err := grants.Consume(ctx, requestID(t), "sessA")
 	if err == nil || errors.Is(err, view.ErrGrantNotFound) {
 		t.Fatalf("redis down: err = %v, want a Redis error distinct from not found", err)
 	}

@@ -62,12 +62,12 @@ func (e *RateLimitedError) Error() string {
 func (e *RateLimitedError) Is(target error) bool { return target == ErrRateLimited }
 
 // Service runs a view request on the requesting replica: the access check, the
-// session, the gate, the capability, the NATS request, opening and validating the page,
+// session, the gate, the grant, the NATS request, opening and validating the page,
 // and the re-checks.
 type Service struct {
 	rdb       redis.UniversalClient // for the two round trips of the checks (check.go)
 	gate      Decider
-	caps      *Grants
+	grants    *Grants
 	sessions  *session.Store
 	dir       *directory.Store // an access check's records (check.go)
 	creds     *auth.Store      // a partner's key, verified again (check.go)
@@ -118,7 +118,7 @@ func NewService(cfg ServiceConfig) *Service {
 		cfg.NewKey = func() (*ecdh.PrivateKey, error) { return envelope.GenerateKey(rand.Reader) }
 	}
 	return &Service{
-		rdb: cfg.Redis, gate: cfg.Gate, caps: cfg.Grants, sessions: cfg.Sessions, dir: cfg.Directory, creds: cfg.Creds,
+		rdb: cfg.Redis, gate: cfg.Gate, grants: cfg.Grants, sessions: cfg.Sessions, dir: cfg.Directory, creds: cfg.Creds,
 		requester: cfg.Requester, newKey: cfg.NewKey, ns: cfg.Namespace, log: cfg.Log, inFlight: make(chan struct{}, MaxInFlight),
 	}
 }
@@ -134,7 +134,7 @@ func (s *Service) InFlight() int { return len(s.inFlight) }
 //  2. that session's record (and Current's two reads when it has ended meanwhile);
 //  3. the gate (Gate.Decide), only after access is granted, so that strangers cannot
 //     burn another team's window, and only for a running or idle session;
-//  4. the capture's capability (Observe), then the frame's NATS request;
+//  4. the capture's grant (Frame), then the frame's NATS request;
 //  5. the re-check's reads with the agent's session pointer and the session's record,
 //     before any pixel leaves.
 func (s *Service) View(ctx context.Context, agentID, caller string, check access.Check) (Result, error) {
@@ -172,7 +172,7 @@ func (s *Service) View(ctx context.Context, agentID, caller string, check access
 		return Result{}, &RateLimitedError{RetryAfter: decision.RetryAfter}
 	}
 	// 4. The capture.
-	page, obsErr := s.Observe(ctx, sess)
+	page, obsErr := s.Frame(ctx, sess)
 	// 5. The re-check. The capture took time: the session may have stopped and access
 	// may have been revoked meanwhile. Check both before any pixel leaves. A session
 	// that stopped explains a failed capture too (its passes were revoked, its socket
@@ -198,16 +198,16 @@ func (s *Service) View(ctx context.Context, agentID, caller string, check access
 	return Result{Live: true, Page: page}, nil
 }
 
-// Observe asks the replica holding sess's worker socket for a frame and opens it. A nil
+// Frame asks the replica holding sess's worker socket for a frame and opens it. A nil
 // page with a nil error means the worker has no tab open.
-func (s *Service) Observe(ctx context.Context, sess session.Session) (*wire.Page, error) {
+func (s *Service) Frame(ctx context.Context, sess session.Session) (*wire.Page, error) {
 	select {
 	case s.inFlight <- struct{}{}:
 		defer func() { <-s.inFlight }()
 	default:
 		return nil, ErrBusy
 	}
-	if !sess.HasCapability(wire.CapabilityBrowserView) && sess.Owner != "" {
+	if !sess.HasFeature(wire.FeatureBrowserView) && sess.Owner != "" {
 		// The worker said in its hello that its image cannot relay views: refuse without
 		// dispatching anything.
 		return nil, unavailable(wire.ReasonUnsupported)
@@ -229,7 +229,7 @@ func (s *Service) Observe(ctx context.Context, sess session.Session) (*wire.Page
 	if err != nil {
 		return nil, fmt.Errorf("view: key: %w", err)
 	}
-	if err := s.caps.Put(ctx, requestID, sess.ID, envelope.PublicKeyHex(priv)); err != nil {
+	if err := s.grants.Put(ctx, requestID, sess.ID, envelope.PublicKeyHex(priv)); err != nil {
 		return nil, err
 	}
 	subject, err := s.ns.Subject(bus.VerbView, sess.ID)
@@ -240,10 +240,10 @@ func (s *Service) Observe(ctx context.Context, sess session.Session) (*wire.Page
 	// alone (whoever knows it could seal a forged page).
 	reply, err := s.requester.Request(ctx, subject, []byte(requestID))
 	if err != nil {
-		// The capability may not have been redeemed; do not leave it for 10 s. The
+		// The grant may not have been redeemed; do not leave it for 10 s. The
 		// request's own context may be over, so use a short one of our own.
 		dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		_ = s.caps.Delete(dctx, requestID)
+		_ = s.grants.Delete(dctx, requestID)
 		dcancel()
 		return nil, unavailableFrom(err)
 	}

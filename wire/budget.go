@@ -9,19 +9,19 @@ import "time"
 const (
 	// ViewTimeout bounds the requesting replica's whole wait, NATS to reply (SPEC: 9 s).
 	ViewTimeout = 9 * time.Second
-	// ChannelObserveTimeout bounds the owner replica's waiter, from the NATS request's
-	// arrival (its capability check included) to the worker's answer (SPEC: 8 s).
-	ChannelObserveTimeout = 8 * time.Second
-	// WorkerObserveTimeout bounds the worker's call to the broker's /observe.
-	WorkerObserveTimeout = 7250 * time.Millisecond
-	// BrokerObserveTimeout bounds the broker's whole observation: the redemption and
+	// RelayTimeout bounds the owner replica's waiter, from the NATS request's
+	// arrival (its grant check included) to the worker's answer (SPEC: 8 s).
+	RelayTimeout = 8 * time.Second
+	// WorkerCaptureTimeout bounds the worker's call to the broker's /observe.
+	WorkerCaptureTimeout = 7250 * time.Millisecond
+	// BrokerCaptureTimeout bounds the broker's whole capture: the redemption and
 	// the capture.
-	BrokerObserveTimeout = 7 * time.Second
+	BrokerCaptureTimeout = 7 * time.Second
 	// BrokerConsumeTimeout bounds the broker's redemption of the request id.
 	BrokerConsumeTimeout = 3 * time.Second
-	// BrokerCaptureTimeout bounds the CDP calls of one capture.
-	BrokerCaptureTimeout = 5 * time.Second
-	// OwnerCheckTimeout bounds the owner's Redis lookup of the capability before it
+	// BrokerScreenshotTimeout bounds the CDP calls of one capture's screenshot and masks.
+	BrokerScreenshotTimeout = 5 * time.Second
+	// OwnerCheckTimeout bounds the owner's Redis lookup of the grant before it
 	// relays anything: it comes out of the owner's hop, before the worker's.
 	OwnerCheckTimeout = 500 * time.Millisecond
 
@@ -40,8 +40,8 @@ type Hop struct {
 func Budget() []Hop {
 	return []Hop{
 		{"requesting replica (view)", ViewTimeout},
-		{"owner replica (waiter)", ChannelObserveTimeout},
-		{"worker (/observe)", WorkerObserveTimeout},
-		{"broker (observation)", BrokerObserveTimeout},
+		{"owner replica (waiter)", RelayTimeout},
+		{"worker (/observe)", WorkerCaptureTimeout},
+		{"broker (capture)", BrokerCaptureTimeout},
 	}
 }

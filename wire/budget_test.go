@@ -25,16 +25,16 @@ func TestBudgetNests(t *testing.T) {
 	}
 }
 
-// The broker's steps fit inside its observation, and the owner's capability check
+// The broker's steps fit inside its capture, and the owner's grant check
 // leaves the worker its whole hop.
 func TestBudgetInsideHops(t *testing.T) {
 	for _, step := range []struct {
 		name         string
 		inner, outer wire.Hop
 	}{
-		{"consume", wire.Hop{Name: "broker consume", Timeout: wire.BrokerConsumeTimeout}, wire.Hop{Name: "broker", Timeout: wire.BrokerObserveTimeout}},
-		{"capture", wire.Hop{Name: "broker capture", Timeout: wire.BrokerCaptureTimeout}, wire.Hop{Name: "broker", Timeout: wire.BrokerObserveTimeout}},
-		{"owner check", wire.Hop{Name: "owner check, worker and margin", Timeout: wire.OwnerCheckTimeout + wire.WorkerObserveTimeout + wire.HopMargin}, wire.Hop{Name: "owner", Timeout: wire.ChannelObserveTimeout + 1}},
+		{"consume", wire.Hop{Name: "broker consume", Timeout: wire.BrokerConsumeTimeout}, wire.Hop{Name: "broker", Timeout: wire.BrokerCaptureTimeout}},
+		{"capture", wire.Hop{Name: "broker capture", Timeout: wire.BrokerScreenshotTimeout}, wire.Hop{Name: "broker", Timeout: wire.BrokerCaptureTimeout}},
+		{"owner check", wire.Hop{Name: "owner check, worker and margin", Timeout: wire.OwnerCheckTimeout + wire.WorkerCaptureTimeout + wire.HopMargin}, wire.Hop{Name: "owner", Timeout: wire.RelayTimeout + 1}},
 	} {
 		if step.inner.Timeout >= step.outer.Timeout {
 			t.Errorf("%s: %s (%s) does not fit inside %s (%s)", step.name, step.inner.Name, step.inner.Timeout, step.outer.Name, step.outer.Timeout)
@@ -44,7 +44,7 @@ func TestBudgetInsideHops(t *testing.T) {
 
 // The SPEC's figures: 9 s for the requester, 8 s for the owner's waiter.
 func TestBudgetKeepsTheSpec(t *testing.T) {
-	if wire.ViewTimeout.Seconds() != 9 || wire.ChannelObserveTimeout.Seconds() != 8 {
-		t.Fatalf("view %s, owner %s: the SPEC says 9 s and 8 s", wire.ViewTimeout, wire.ChannelObserveTimeout)
+	if wire.ViewTimeout.Seconds() != 9 || wire.RelayTimeout.Seconds() != 8 {
+		t.Fatalf("view %s, owner %s: the SPEC says 9 s and 8 s", wire.ViewTimeout, wire.RelayTimeout)
 	}
 }

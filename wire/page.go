@@ -7,6 +7,7 @@ import (
 	"image"
 	_ "image/jpeg" // DecodeConfig reads JPEG headers
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -64,6 +65,22 @@ type Page struct {
 // ErrInvalidPage is the one error for a plaintext that is not a valid page, and for a
 // capture that is not a valid frame: which check failed is not said.
 var ErrInvalidPage = errors.New("wire: invalid page")
+
+// JPEG returns the frame Data holds in base64, or nil if Data is not strict standard
+// base64 (ParsePage refuses such a page).
+func (p *Page) JPEG() []byte {
+	b, err := base64.StdEncoding.Strict().DecodeString(p.Data)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// JPEGBytes is the size of the frame Data holds, read from Data's length and padding
+// without decoding it.
+func (p *Page) JPEGBytes() int {
+	return base64.StdEncoding.DecodedLen(len(p.Data)) - strings.Count(p.Data[max(0, len(p.Data)-2):], "=")
+}
 
 // FormatCapturedAt formats t as capturedAt.
 func FormatCapturedAt(t time.Time) string { return t.UTC().Format(CapturedAtLayout) }

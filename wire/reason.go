@@ -18,9 +18,9 @@ const (
 	// hello, or it answered method-not-found).
 	ReasonUnsupported = "unsupported"
 	// ReasonBusy: a bound was reached on the way — the owner's waiters or pace, the
-	// worker's relays, or the broker's one observation at a time.
+	// worker's relays, or the broker's one capture at a time.
 	ReasonBusy = "busy"
-	// ReasonRefused: the capability was not there to redeem (expired, consumed, another
+	// ReasonRefused: the grant was not there to redeem (expired, consumed, another
 	// session's, or never stored).
 	ReasonRefused = "refused"
 	// ReasonCapture: the broker could not capture the tab in time.
@@ -43,7 +43,7 @@ const (
 	// ErrIdentityUnavailable). Raised at the edge, before any other hop; it is the
 	// error body's code too, which clients read as "retry, do not sign out".
 	ReasonIdentityUnavailable = "identity_unavailable"
-	// ReasonFailed: anything else (the owner could not check the capability, a reply
+	// ReasonFailed: anything else (the owner could not check the grant, a reply
 	// could not be sent).
 	ReasonFailed = "failed"
 )

@@ -29,7 +29,7 @@ func newRunWorker(t *testing.T, rp *replica, ipc, health string) *Worker {
 	return w
 }
 
-// The hello states the image tag, bootstrap revision 2 and the capabilities of the
+// The hello states the image tag, bootstrap revision 2 and the features of the
 // image: browserView for a browser image (an IPC directory), whether or not its broker
 // is up yet; the health file exists exactly while the channel is open.
 func TestRunHello(t *testing.T) {
@@ -39,8 +39,8 @@ func TestRunHello(t *testing.T) {
 		ipc  string // "socket": a broker serves; "empty": no broker yet; "": shell image
 		want []string
 	}{
-		{"browser image", "socket", []string{wire.CapabilityBrowserView}},
-		{"browser image before its broker", "empty", []string{wire.CapabilityBrowserView}},
+		{"browser image", "socket", []string{wire.FeatureBrowserView}},
+		{"browser image before its broker", "empty", []string{wire.FeatureBrowserView}},
 		{"shell image", "", []string{}},
 	}
 	for _, tt := range tests {
@@ -61,8 +61,8 @@ func TestRunHello(t *testing.T) {
 
 			c := rp.accept(t, ctx)
 			if c.hello.ImageTag != "worker:1.2.3" || c.hello.BootstrapRevision != wire.BootstrapRevision ||
-				c.hello.Capabilities == nil || !slices.Equal(c.hello.Capabilities, tt.want) {
-				t.Fatalf("hello %+v, want image worker:1.2.3, revision 2, capabilities %v", c.hello, tt.want)
+				c.hello.Features == nil || !slices.Equal(c.hello.Features, tt.want) {
+				t.Fatalf("hello %+v, want image worker:1.2.3, revision 2, features %v", c.hello, tt.want)
 			}
 			if why := jsonrpc.ValidHello(c.hello); why != "" {
 				t.Fatalf("a replica would refuse the hello: %s", why)
@@ -77,12 +77,12 @@ func TestRunHello(t *testing.T) {
 			// unknown method is method-not-found.
 			switch tt.ipc {
 			case "":
-				c.send(t, ctx, 10, jsonrpc.MethodBrowserView, jsonrpc.BrowserViewParams{RequestID: requestID})
+				c.send(t, ctx, 10, jsonrpc.MethodView, jsonrpc.ViewParams{RequestID: requestID})
 				if m := c.receive(t, ctx); m.Error == nil || m.Error.Code != wire.RPCMethodNotFound || m.Error.Data == nil || m.Error.Data.Reason != wire.ReasonUnsupported {
 					t.Errorf("browserView on a shell image: %+v, want method not found", m.Error)
 				}
 			case "empty":
-				c.send(t, ctx, 10, jsonrpc.MethodBrowserView, jsonrpc.BrowserViewParams{RequestID: requestID})
+				c.send(t, ctx, 10, jsonrpc.MethodView, jsonrpc.ViewParams{RequestID: requestID})
 				if m := c.receive(t, ctx); m.Error == nil || m.Error.Code != wire.RPCUnavailable || m.Error.Data == nil || m.Error.Data.Reason != wire.ReasonBrokerDown {
 					t.Errorf("browserView before the broker: %+v, want broker_down", m.Error)
 				}
@@ -118,15 +118,15 @@ func TestViewsFollowTheBroker(t *testing.T) {
 	rp := startReplica(t, pass, 0)
 	runWorker(t, newRunWorker(t, rp, dir, ""))
 	c := rp.accept(t, ctx)
-	if !slices.Equal(c.hello.Capabilities, []string{wire.CapabilityBrowserView}) {
-		t.Fatalf("hello capabilities %v before the broker, want browserView", c.hello.Capabilities)
+	if !slices.Equal(c.hello.Features, []string{wire.FeatureBrowserView}) {
+		t.Fatalf("hello features %v before the broker, want browserView", c.hello.Features)
 	}
 	const envelope = `{"envelope":{"publicKey":"04","iv":"00","tag":"11","ciphertext":"AA=="}}`
 	id := uint64(100)
 	view := func(step, wantReason string) {
 		t.Helper()
 		id++
-		c.send(t, ctx, id, jsonrpc.MethodBrowserView, jsonrpc.BrowserViewParams{RequestID: requestID})
+		c.send(t, ctx, id, jsonrpc.MethodView, jsonrpc.ViewParams{RequestID: requestID})
 		m := c.receive(t, ctx)
 		switch {
 		case *m.ID != id:
@@ -173,7 +173,7 @@ func TestDispatchBounds(t *testing.T) {
 		bound  int
 		path   string
 	}{
-		{"views", jsonrpc.MethodBrowserView, jsonrpc.BrowserViewParams{RequestID: requestID}, MaxConcurrentViews, wire.ObservePath},
+		{"views", jsonrpc.MethodView, jsonrpc.ViewParams{RequestID: requestID}, MaxConcurrentViews, wire.CapturePath},
 		{"tools", jsonrpc.MethodToolsCall, jsonrpc.ToolCallParams{Name: wire.ToolTabs}, MaxConcurrentTools, wire.ToolPathPrefix + wire.ToolTabs},
 	}
 	for _, tt := range tests {
@@ -188,9 +188,9 @@ func TestDispatchBounds(t *testing.T) {
 				case <-b.stop:
 					return
 				}
-				// The broker's two answers: a tool's result, an observation's envelope
+				// The broker's two answers: a tool's result, a capture's envelope
 				// (the worker reads a tool's answer strictly: no member of the other).
-				if r.URL.Path == wire.ObservePath {
+				if r.URL.Path == wire.CapturePath {
 					answer(http.StatusOK, `{"envelope":{}}`)(w, r)
 					return
 				}
@@ -219,7 +219,7 @@ func TestDispatchBounds(t *testing.T) {
 			c.send(t, ctx, over, tt.method, tt.params)
 			m := c.receive(t, ctx)
 			if *m.ID != over || m.Error == nil || m.Error.Code != wire.RPCBusy || jsonrpc.ReasonOf(m.Error) != wire.ReasonBusy ||
-				(tt.method == jsonrpc.MethodBrowserView && (m.Error.Data == nil || m.Error.Data.Reason != wire.ReasonBusy)) {
+				(tt.method == jsonrpc.MethodView && (m.Error.Data == nil || m.Error.Data.Reason != wire.ReasonBusy)) {
 				t.Fatalf("request %d over the bound: %+v %+v, want busy", over, *m.ID, m.Error)
 			}
 			if n := len(b.seen()); n != 0 {

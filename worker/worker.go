@@ -1,6 +1,6 @@
 // Package worker is the worker process's end of the tool channel: it connects to an API
 // replica with its worker pass, says hello (image tag, bootstrap revision 2,
-// capabilities), and relays tool calls to the browser broker's tool endpoints and view
+// features), and relays tool calls to the browser broker's tool endpoints and view
 // request ids to the broker's /observe — two separate paths. It never sees a frame in
 // clear nor the key it is sealed to: the broker's answer passes through as bytes.
 package worker
@@ -116,15 +116,15 @@ func New(cfg Config) (*Worker, error) {
 // changes during a session and is found out per call.
 func (w *Worker) hasBrowser() bool { return w.cfg.IPCDir != "" }
 
-// capabilities lists browserView for a browser worker image. It never depends on the
+// features lists browserView for a browser worker image. It never depends on the
 // broker's socket existing at the moment of the hello: the replicas believe the hello
-// for the whole connection, and "unsupported" is for an image without the observer,
+// for the whole connection, and "unsupported" is for an image without the capture,
 // never for a broker that starts later or restarts.
-func (w *Worker) capabilities() []string {
+func (w *Worker) features() []string {
 	if !w.hasBrowser() {
 		return []string{}
 	}
-	return []string{wire.CapabilityBrowserView}
+	return []string{wire.FeatureBrowserView}
 }
 
 // Run connects and serves until ctx ends or the session ends, reconnecting with
@@ -202,9 +202,9 @@ func (w *Worker) serve(ctx context.Context, base string) error {
 	ws.SetReadLimit(jsonrpc.MaxMessage)
 	defer func() { _ = ws.CloseNow() }()
 
-	caps := w.capabilities()
+	features := w.features()
 	hello, err := jsonrpc.NewRequest(1, jsonrpc.MethodHello, jsonrpc.HelloParams{
-		ImageTag: w.cfg.ImageTag, BootstrapRevision: wire.BootstrapRevision, Capabilities: caps,
+		ImageTag: w.cfg.ImageTag, BootstrapRevision: wire.BootstrapRevision, Features: features,
 	})
 	if err != nil {
 		return err
@@ -219,7 +219,7 @@ func (w *Worker) serve(ctx context.Context, base string) error {
 	if m, err := jsonrpc.Parse(data); err != nil || !m.IsResponse() || m.Error != nil {
 		return fmt.Errorf("hello refused")
 	}
-	w.cfg.Log.Info().Str("api", base).Strs("capabilities", caps).Msg("tool channel open")
+	w.cfg.Log.Info().Str("api", base).Strs("capabilities", features).Msg("tool channel open")
 	if w.cfg.HealthFile != "" {
 		if err := os.WriteFile(w.cfg.HealthFile, []byte(base+"\n"), 0o600); err != nil {
 			w.cfg.Log.Warn().Err(err).Msg("health file")
@@ -272,13 +272,13 @@ func (w *Worker) dispatch(ctx context.Context, ws *websocket.Conn, m *jsonrpc.Me
 	var sem chan struct{}
 	var handle func(context.Context) ([]byte, error)
 	switch m.Method {
-	case jsonrpc.MethodBrowserView:
+	case jsonrpc.MethodView:
 		if !w.hasBrowser() {
 			respond(jsonrpc.NewViewError(id, wire.ReasonUnsupported, "method not found"), nil)
 			return
 		}
 		sem = w.views
-		handle = func(ctx context.Context) ([]byte, error) { return w.observe(ctx, id, m.Params) }
+		handle = func(ctx context.Context) ([]byte, error) { return w.capture(ctx, id, m.Params) }
 	case jsonrpc.MethodToolsCall:
 		sem = w.tools
 		handle = func(ctx context.Context) ([]byte, error) { return w.tool(ctx, id, m.Params) }
@@ -289,7 +289,7 @@ func (w *Worker) dispatch(ctx context.Context, ws *websocket.Conn, m *jsonrpc.Me
 	select {
 	case sem <- struct{}{}:
 	default:
-		if m.Method == jsonrpc.MethodBrowserView {
+		if m.Method == jsonrpc.MethodView {
 			respond(jsonrpc.NewViewError(id, wire.ReasonBusy, "too many requests in flight"), nil)
 			return
 		}
@@ -302,21 +302,21 @@ func (w *Worker) dispatch(ctx context.Context, ws *websocket.Conn, m *jsonrpc.Me
 	}()
 }
 
-// observe relays only the request id to the broker's /observe on the observation path,
+// capture relays only the request id to the broker's /observe on the capture path,
 // and passes its answer (the sealed envelope) back untouched. A failure is answered with
 // the broker's own reason (wire.Reason*) when it names one, or with what the worker saw:
 // broker_down when the broker's socket is missing or refuses the connection (the broker
 // has not started yet, or is restarting). Every call dials anew when no idle connection
 // is left, so views work again as soon as the socket accepts.
-func (w *Worker) observe(ctx context.Context, id uint64, params json.RawMessage) ([]byte, error) {
-	var p jsonrpc.BrowserViewParams
+func (w *Worker) capture(ctx context.Context, id uint64, params json.RawMessage) ([]byte, error) {
+	var p jsonrpc.ViewParams
 	if err := wire.DecodeStrict(params, &p); err != nil || !envelope.ValidRequestID(p.RequestID) {
 		return jsonrpc.NewViewError(id, wire.ReasonBadRequest, "requestId must be 64 lowercase hex"), nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, wire.WorkerObserveTimeout)
+	ctx, cancel := context.WithTimeout(ctx, wire.WorkerCaptureTimeout)
 	defer cancel()
 	body, _ := json.Marshal(p)
-	status, resp, err := w.post(ctx, wire.ObservePath, body)
+	status, resp, err := w.post(ctx, wire.CapturePath, body)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return jsonrpc.NewViewError(id, wire.ReasonTimeout, "the broker did not answer in time"), nil

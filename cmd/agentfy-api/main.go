@@ -61,7 +61,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	capKeys, err := apiconf.GrantKeys(warn)
+	grantKeys, err := apiconf.GrantKeys(warn)
 	if err != nil {
 		return err
 	}
@@ -76,7 +76,7 @@ func run() error {
 	defer stop()
 	r, err := replica.New(ctx, replica.Options{
 		ReplicaID: *id, Deployment: conf.Deployment(), Redis: ro, NATS: nc, JWT: []auth.JWTConfig{jwtCfg},
-		Policy: policy, GrantKeys: capKeys, OpenAPI: openapi.Document, WebApp: web.Files(), Log: log.With().Str("replica", *id).Logger(),
+		Policy: policy, GrantKeys: grantKeys, OpenAPI: openapi.Document, WebApp: web.Files(), Log: log.With().Str("replica", *id).Logger(),
 	})
 	if err != nil {
 		return err

@@ -1,6 +1,6 @@
 // Command agentfy-broker is the browser broker of one worker session: it owns
-// a headless Chromium, serves the browser tools and read-only observation on
-// $AGENTFY_IPC_DIR/browser.sock, and redeems observation request ids at the
+// a headless Chromium, serves the browser tools and read-only capture on
+// $AGENTFY_IPC_DIR/browser.sock, and redeems capture request ids at the
 // API with its broker pass.
 //
 // Configuration (environment; flags mirror all but the pass):
@@ -39,7 +39,7 @@ import (
 )
 
 // Server limits. Every tool call answers within ToolTimeout and every
-// observation within ObserveTimeout, so writes get that and a margin.
+// capture within CaptureTimeout, so writes get that and a margin.
 const (
 	readHeaderTimeout = 5 * time.Second
 	readTimeout       = 10 * time.Second
@@ -113,7 +113,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, environ
 	}
 	if addr := getenv(envMetricsAddr); addr != "" {
 		m := newCaptureMetrics()
-		bcfg.OnCapture = m.observe
+		bcfg.OnCapture = m.record
 		if err := m.serve(ctx, addr, logger); err != nil {
 			return fmt.Errorf("metrics: %w", err)
 		}
@@ -132,7 +132,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, environ
 		Handler:           b.Handler(),
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
-		WriteTimeout:      max(bcfg.ToolTimeout, bcfg.ObserveTimeout) + writeMargin,
+		WriteTimeout:      max(bcfg.ToolTimeout, bcfg.CaptureTimeout) + writeMargin,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          log.New(logger, "", 0),

@@ -21,7 +21,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentfy/agentfy/broker"
 	"github.com/agentfy/agentfy/envelope"
 	"github.com/agentfy/agentfy/internal/test/testenv"
 	"github.com/agentfy/agentfy/wire"
@@ -31,7 +30,7 @@ const e2ePass = "e2e-broker-pass-4f1c9a"
 
 // TestBrokerProcess runs the built binary against a local consumption
 // endpoint and a local site: it serves the socket, opens a tab, answers an
-// observation the test can open, keeps the pass out of Chromium's command
+// capture the test can open, keeps the pass out of Chromium's command
 // lines and environments and out of the logs, keeps URLs and titles out of
 // the logs, and on SIGTERM removes the socket and stops Chromium.
 func TestBrokerProcess(t *testing.T) {
@@ -48,7 +47,7 @@ func TestBrokerProcess(t *testing.T) {
 	t.Cleanup(site.Close)
 	pageURL := site.URL + "/private-path"
 
-	// The API's consumption route, holding one capability, behind a replica that is
+	// The API's consumption route, holding one grant, behind a replica that is
 	// down: the broker moves on to the next URL.
 	consume := testenv.NewConsumeAPI(e2ePass)
 	api := httptest.NewServer(consume)
@@ -161,7 +160,7 @@ func TestBrokerProcess(t *testing.T) {
 	requestID, key := consume.Issue(t)
 	status, body := post("/observe", `{"requestId":"`+requestID+`"}`)
 	if status != 200 {
-		t.Fatalf("observe: %d %s", status, body)
+		t.Fatalf("capture: %d %s", status, body)
 	}
 	var sealed envelope.Sealed
 	if err := json.Unmarshal(body, &sealed); err != nil {
@@ -171,7 +170,7 @@ func TestBrokerProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var page broker.Page
+	var page wire.Page
 	if err := json.Unmarshal(plaintext, &page); err != nil || page.URL != pageURL || !isJPEGPage(page) {
 		t.Fatalf("page %q %q: %v", page.URL, page.Title, err)
 	}
@@ -249,8 +248,9 @@ func TestBrokerProcess(t *testing.T) {
 }
 
 // isJPEGPage checks the page carries a JPEG.
-func isJPEGPage(p broker.Page) bool {
-	return p.ContentType == "image/jpeg" && bytes.HasPrefix(p.Data, []byte{0xFF, 0xD8, 0xFF}) && bytes.HasSuffix(p.Data, []byte{0xFF, 0xD9})
+func isJPEGPage(p wire.Page) bool {
+	jpg := p.JPEG()
+	return p.ContentType == "image/jpeg" && bytes.HasPrefix(jpg, []byte{0xFF, 0xD8, 0xFF}) && bytes.HasSuffix(jpg, []byte{0xFF, 0xD9})
 }
 
 // descendants lists the processes below pid.

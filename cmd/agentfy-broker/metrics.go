@@ -55,8 +55,8 @@ func newCaptureMetrics() *captureMetrics {
 	return m
 }
 
-// observe is the broker's OnCapture hook.
-func (m *captureMetrics) observe(s broker.CaptureStats) {
+// capture is the broker's OnCapture hook.
+func (m *captureMetrics) record(s broker.CaptureStats) {
 	if s.Failed {
 		m.total.WithLabelValues("failed").Inc()
 		return

@@ -65,7 +65,7 @@ func cmdSecrets(_ context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	capKey, err := secret(capabilityKeyFile, randomSecret) // 32 random bytes: a capability key
+	grantKey, err := secret(grantKeyFile, randomSecret) // 32 random bytes: a grant key
 	if err != nil {
 		return err
 	}
@@ -87,8 +87,8 @@ func cmdSecrets(_ context.Context, args []string, stdout io.Writer) error {
 	files := []secretFile{
 		{"nats/nats-server.conf", natsConf, 0o644},
 		{"redis/users.acl", acl, 0o644},
-		{jwtSecretFile, jwt + "\n", 0o600},        // the development HS256 secret of the replicas and the CLI
-		{capabilityKeyFile, capKey + "\n", 0o600}, // the replicas' capability key (AGENTFY_CAPABILITY_KEY_FILE)
+		{jwtSecretFile, jwt + "\n", 0o600},     // the development HS256 secret of the replicas and the CLI
+		{grantKeyFile, grantKey + "\n", 0o600}, // the replicas' grant key (AGENTFY_CAPABILITY_KEY_FILE)
 	}
 	for role, name := range deploy.NATSSecretFiles {
 		files = append(files, secretFile{name, s.NATS[role] + "\n", 0o600})
@@ -110,10 +110,10 @@ func cmdSecrets(_ context.Context, args []string, stdout io.Writer) error {
 	return nil
 }
 
-// The files of the development JWT secret and of the replicas' capability key.
+// The files of the development JWT secret and of the replicas' grant key.
 const (
-	jwtSecretFile     = "jwt/secret"
-	capabilityKeyFile = "replica/capability-key"
+	jwtSecretFile = "jwt/secret"
+	grantKeyFile  = "replica/capability-key"
 )
 
 // randomSecret is 32 random bytes, base64url.

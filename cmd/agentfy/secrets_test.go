@@ -48,10 +48,10 @@ func TestSecretsCommand(t *testing.T) {
 		t.Fatal("no JWT secret")
 	}
 	if _, err := view.ParseGrantKeys(read("replica/capability-key")); err != nil {
-		t.Fatalf("the capability key: %v", err)
+		t.Fatalf("the grant key: %v", err)
 	}
 	// A second run keeps what exists: the servers and clients already use it. A volume
-	// of an older release, without a capability key, gets one and keeps the rest.
+	// of an older release, without a grant key, gets one and keeps the rest.
 	before := read("replica/nats")
 	if err := os.Remove(filepath.Join(dir, "replica/capability-key")); err != nil {
 		t.Fatal(err)
@@ -64,7 +64,7 @@ func TestSecretsCommand(t *testing.T) {
 		t.Fatalf("second run said %q", out.String())
 	}
 	if _, err := view.ParseGrantKeys(read("replica/capability-key")); err != nil {
-		t.Fatalf("the capability key made on the second run: %v", err)
+		t.Fatalf("the grant key made on the second run: %v", err)
 	}
 
 	rs := testenv.Redis(t, redisserver.Options{ACL: read("redis/users.acl") + "\n"})

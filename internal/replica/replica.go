@@ -46,13 +46,13 @@ type Options struct {
 	Log     zerolog.Logger
 	// DrainTimeout bounds graceful shutdown; 0 means 12 s (longer than a view's 9 s).
 	DrainTimeout time.Duration
-	// GrantKeys sign and check the view capabilities (view.GrantKeys); every
+	// GrantKeys sign and check the view grants (view.GrantKeys); every
 	// replica of a deployment must hold the same. Empty means derived from the Redis
 	// password (view.DeriveGrantKey), which every replica shares and no other
 	// role holds; a replica with neither does not start.
 	GrantKeys view.GrantKeys
 	// RedisAcks, when set, is how many replicas must acknowledge the gate's windows and
-	// the capabilities' consumption (view.Acks). Nil means view.DefaultAcks for a
+	// the grants' consumption (view.Acks). Nil means view.DefaultAcks for a
 	// Cluster or Sentinel set and none for one server.
 	RedisAcks *view.Acks
 	// Views and Hub, when set, see the view service's and the worker hub's
@@ -142,16 +142,16 @@ func New(ctx context.Context, o Options) (*Replica, error) {
 	} else if replicated(o.Redis) {
 		acks = view.DefaultAcks
 	}
-	capKeys := o.GrantKeys
-	if len(capKeys) == 0 {
-		if capKeys, err = view.DeriveGrantKey(o.Redis.Password); err != nil {
+	grantKeys := o.GrantKeys
+	if len(grantKeys) == 0 {
+		if grantKeys, err = view.DeriveGrantKey(o.Redis.Password); err != nil {
 			r.close()
-			return nil, errors.New("replica: no capability key: set AGENTFY_CAPABILITY_KEY(_FILE), or a Redis password to derive it from")
+			return nil, errors.New("replica: no grant key: set AGENTFY_CAPABILITY_KEY(_FILE), or a Redis password to derive it from")
 		}
 	}
-	caps := view.NewGrants(rdb, o.Deployment, capKeys, 0).WithAcks(acks)
+	grants := view.NewGrants(rdb, o.Deployment, grantKeys, 0).WithAcks(acks)
 	views := view.ServiceConfig{
-		Redis: rdb, Gate: view.NewGate(rdb, o.Deployment, 0, 0).WithAcks(acks), Grants: caps, Sessions: r.Sessions, Directory: r.Dir, Creds: r.Creds,
+		Redis: rdb, Gate: view.NewGate(rdb, o.Deployment, 0, 0).WithAcks(acks), Grants: grants, Sessions: r.Sessions, Directory: r.Dir, Creds: r.Creds,
 		Requester: bus.NewClient(nc), Namespace: ns, Log: o.Log,
 	}
 	if o.Views != nil {
@@ -163,18 +163,18 @@ func New(ctx context.Context, o Options) (*Replica, error) {
 		return nil, err
 	}
 	hub := channel.Config{
-		ReplicaID: o.ReplicaID, Creds: r.Creds, Sessions: r.Sessions, Grants: caps, NATS: nc, Namespace: ns,
+		ReplicaID: o.ReplicaID, Creds: r.Creds, Sessions: r.Sessions, Grants: grants, NATS: nc, Namespace: ns,
 		Events: r.Feed, Log: o.Log, Tick: o.Tick,
 	}
 	if o.Hub != nil {
 		o.Hub(&hub)
 	}
 	r.Hub = channel.NewHub(hub)
-	metrics := api.NewMetrics(r.Views.InFlight, r.Hub.ObservationWaiters, r.Hub.Conns, r.Feed.Listeners)
+	metrics := api.NewMetrics(r.Views.InFlight, r.Hub.RelayWaiters, r.Hub.Conns, r.Feed.Listeners)
 	metrics.WatchJWKS(verifier.JWKSStatus)
 	r.Server = api.New(api.Config{
 		Log: o.Log, JWT: verifier, Creds: r.Creds, Dir: r.Dir, Sessions: r.Sessions, Views: r.Views,
-		Caps: caps, Hub: r.Hub, Feed: r.Feed, Metrics: metrics, OpenAPI: o.OpenAPI, WebApp: o.WebApp,
+		Grants: grants, Hub: r.Hub, Feed: r.Feed, Metrics: metrics, OpenAPI: o.OpenAPI, WebApp: o.WebApp,
 		Ready: r.ready,
 	})
 	return r, nil

@@ -265,7 +265,7 @@ func ExternalJWT(warn func(string)) (*auth.JWTConfig, error) {
 }
 
 // GrantKeys reads AGENTFY_CAPABILITY_KEY(_FILE): the replicas' keys of the view
-// capabilities' MAC (view.ParseGrantKeys), every replica of a deployment the same.
+// grants' MAC (view.ParseGrantKeys), every replica of a deployment the same.
 // Nil when unset: the replica then derives its key from its Redis password
 // (replica.Options.GrantKeys).
 func GrantKeys(warn func(string)) (view.GrantKeys, error) {

@@ -112,7 +112,7 @@ func TestGrantKeys(t *testing.T) {
 		{"one key", map[string]string{"AGENTFY_CAPABILITY_KEY": k}, 1, ""},
 		{"a rotation", map[string]string{"AGENTFY_CAPABILITY_KEY": k + "," + k}, 2, ""},
 		{"a file", map[string]string{"AGENTFY_CAPABILITY_KEY_FILE": file}, 1, ""},
-		{"too short", map[string]string{"AGENTFY_CAPABILITY_KEY": "abc"}, 0, "AGENTFY_CAPABILITY_KEY: view: a capability key is 32 bytes"},
+		{"too short", map[string]string{"AGENTFY_CAPABILITY_KEY": "abc"}, 0, "AGENTFY_CAPABILITY_KEY: view: a grant key is 32 bytes"},
 		{"a missing file", map[string]string{"AGENTFY_CAPABILITY_KEY_FILE": file + ".missing"}, 0, "AGENTFY_CAPABILITY_KEY_FILE"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

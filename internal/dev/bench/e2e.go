@@ -180,7 +180,7 @@ type e2eSamples struct {
 // only when every hook saw its part in order.
 func (s *e2eSamples) addView(f frame, h hopSample, t0, t1, seen, replied time.Time, instrument bool) {
 	total := t1.Sub(t0)
-	s.jpegs, s.sealed, s.bodies, s.width = append(s.jpegs, len(f.jpeg)), append(s.sealed, h.observeBody), append(s.bodies, f.bodyBytes), f.width
+	s.jpegs, s.sealed, s.bodies, s.width = append(s.jpegs, len(f.jpeg)), append(s.sealed, h.captureBody), append(s.bodies, f.bodyBytes), f.width
 	if !instrument {
 		s.views = append(s.views, total)
 		s.inCaps = append(s.inCaps, h.capture)
@@ -188,20 +188,20 @@ func (s *e2eSamples) addView(f frame, h hopSample, t0, t1, seen, replied time.Ti
 		return
 	}
 	s.spied = append(s.spied, total)
-	if seen.IsZero() || replied.IsZero() || h.observeStart.IsZero() ||
-		seen.After(h.observeStart) || replied.Before(h.observeEnd) || f.headers.Before(replied) {
+	if seen.IsZero() || replied.IsZero() || h.captureStart.IsZero() ||
+		seen.After(h.captureStart) || replied.Before(h.captureEnd) || f.headers.Before(replied) {
 		return // a hop the hooks missed: the total still counts
 	}
-	observe := h.observeEnd.Sub(h.observeStart)
+	atBroker := h.captureEnd.Sub(h.captureStart)
 	for i, d := range []time.Duration{
-		seen.Sub(t0),                    // replica A up to the NATS request
-		h.observeStart.Sub(seen),        // NATS → replica B → worker → broker
-		h.consume,                       // the broker's consume call
-		h.capture,                       // the broker's CDP capture
-		observe - h.consume - h.capture, // the broker's seal and JSON
-		replied.Sub(h.observeEnd),       // broker → worker → B → NATS
-		f.headers.Sub(replied),          // replica A after the reply
-		t1.Sub(f.headers),               // the viewer reads and decodes
+		seen.Sub(t0),                     // replica A up to the NATS request
+		h.captureStart.Sub(seen),         // NATS → replica B → worker → broker
+		h.consume,                        // the broker's consume call
+		h.capture,                        // the broker's CDP capture
+		atBroker - h.consume - h.capture, // the broker's seal and JSON
+		replied.Sub(h.captureEnd),        // broker → worker → B → NATS
+		f.headers.Sub(replied),           // replica A after the reply
+		t1.Sub(f.headers),                // the viewer reads and decodes
 	} {
 		s.legs[i] = append(s.legs[i], d)
 	}
@@ -216,9 +216,9 @@ func (s *e2eSamples) result(pairs int) e2eResult {
 	}
 	r.RatioP50, r.RatioP95, r.RatioP99 = ratio(r.View.P50, r.Bare.P50), ratio(r.View.P95, r.Bare.P95), ratio(r.View.P99, r.Bare.P99)
 	names := []struct{ name, what string }{
-		{"A: request → NATS", "HTTP to replica A, JWT, one Redis pipeline (agent, its team's member set, current session id), gate script, session record, P-256 key pair, capability SET, NATS publish"},
-		{"NATS → broker", "NATS delivery to replica B, its capability check in Redis (GET) and relay pace, observation waiter, JSON-RPC over the WebSocket, worker, POST /observe on the unix socket"},
-		{"broker: consume", "POST consume via the balancer to a replica: broker pass check, capability script in Redis"},
+		{"A: request → NATS", "HTTP to replica A, JWT, one Redis pipeline (agent, its team's member set, current session id), gate script, session record, P-256 key pair, grant SET, NATS publish"},
+		{"NATS → broker", "NATS delivery to replica B, its grant check in Redis (GET) and relay pace, relay waiter, JSON-RPC over the WebSocket, worker, POST /observe on the unix socket"},
+		{"broker: consume", "POST consume via the balancer to a replica: broker pass check, grant script in Redis"},
 		{"broker: capture", "the broker's own CDP capture with the privacy masks' reads: getTargetInfo, then getLayoutMetrics and a DOM snapshot (DOMSnapshot.captureSnapshot) before captureScreenshot and again after it (a page with nothing to mask is sent as captured; section 2)"},
 		{"broker: seal", "page JSON, ECDH + HKDF + AES-GCM, envelope JSON"},
 		{"broker → NATS reply", "the envelope back over the unix socket, worker (JSON-RPC result), WebSocket to replica B, NATS publish and delivery"},

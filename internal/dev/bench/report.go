@@ -273,7 +273,7 @@ func renderGoBench(b *strings.Builder, r *Results, full bool) {
 	p("%s\n\n", benchSections[5])
 	if full {
 		p("`go test -run '^$' -benchmem` with %s (real redis-server from internal/test/testenv). ", goBenchCommands())
-		p("The capability and the gate are Redis round trips, so their floor is `BenchmarkRedisPing` on the same server, run in the same command.\n\n")
+		p("The grant and the gate are Redis round trips, so their floor is `BenchmarkRedisPing` on the same server, run in the same command.\n\n")
 	}
 	var ping float64
 	for _, g := range r.GoBench {
@@ -437,11 +437,11 @@ func renderWhereTimeGoes(b *strings.Builder, r *Results) {
 	p("A view now scans them about eight times, each in one pass: the broker reads the screenshot's base64 from CDP's JSON and copies it into the page (no decode and encode again), base64-decodes it once to check the JPEG, and writes the envelope in one buffer (`envelope.SealJSON`); ")
 	p("the worker and replica B read each WebSocket message into a pooled buffer (`wire.ReadAll`), the worker wraps the broker's answer as it is, and replica B finds `result` in one pass and forwards its bytes; ")
 	p("replica A reads the envelope and the page in one pass each, opens the ciphertext and base64-decodes the frame once to check it, and writes the body in one pass; the viewer decodes it.\n\n")
-	p("**Redis**: a view costs replica A five round trips (a pipeline for the access check and the current session id, the gate script, the session record, the capability, and a pipeline for the whole re-check before the frame leaves) where it cost ten, replica B one (the capability's GET), and the broker's consume two (its pass, the capability script).\n\n")
+	p("**Redis**: a view costs replica A five round trips (a pipeline for the access check and the current session id, the gate script, the session record, the grant, and a pipeline for the whole re-check before the frame leaves) where it cost ten, replica B one (the capability's GET), and the broker's consume two (its pass, the capability script).\n\n")
 	p("**What is left is the hops themselves.** ")
 	p("Of the %s ms of Go CPU a view costs, %s ms is what the bare capture costs too (CDP over a WebSocket, rod's decoding of the screenshot message); ", ms(f.GoPerView), ms(f.GoPerBare))
 	p("the rest is spread over an HTTP request, two unix-socket HTTP legs (worker → broker, and the broker's consume through the balancer), two WebSocket legs, two NATS legs through the embedded server (in this process too), eight Redis round trips and the goroutine wake-ups between them, each a few tens of microseconds of system calls on this virtual machine, and the garbage collector's share of about 0.9 MB allocated per view. ")
-	p("None of these hops can go without changing the architecture of SPEC.md (NATS between replicas, the worker's WebSocket, the broker's unix socket, Redis-held capabilities). ")
+	p("None of these hops can go without changing the architecture of SPEC.md (NATS between replicas, the worker's WebSocket, the broker's unix socket, Redis-held grants). ")
 	at := func(capture time.Duration) string { return fx(1 + ratio(e.Overhead.P50, capture)) }
 	p("With everything but the capture at %s ms, a view is %s the bare capture of this page (%s ms), and would be %s on a page whose capture takes the 52 ms of NOTES.md.\n\n", ms(e.Overhead.P50), at(e.Bare.P50), ms(e.Bare.P50), at(52*time.Millisecond))
 }
@@ -504,7 +504,7 @@ func renderCapacity(b *strings.Builder, r *Results, full bool) {
 	p("%s\n\n", benchSections[6])
 	if full {
 		p("N agents with live sessions, each with a real worker (the `worker` package over a real WebSocket, hello and all) attached round robin to two replicas, ")
-		p("and behind each worker a stand-in broker that does what the real one does but Chromium: it redeems the capability through the consume route with the session's broker pass (`broker.ConsumeClient`) and seals a fixed %s JPEG page naming its agent to the requester's key (`envelope.SealJSON`: ECDH, HKDF, AES-GCM), answering through the broker's socket (`TestStandInSealsAsTheBroker` checks that the requester opens it with the code that opens real frames). ", kib(float64(c.FrameBytes)))
+		p("and behind each worker a stand-in broker that does what the real one does but Chromium: it redeems the grant through the consume route with the session's broker pass (`broker.ConsumeClient`) and seals a fixed %s JPEG page naming its agent to the requester's key (`envelope.SealJSON`: ECDH, HKDF, AES-GCM), answering through the broker's socket (`TestStandInSealsAsTheBroker` checks that the requester opens it with the code that opens real frames). ", kib(float64(c.FrameBytes)))
 		p("The replicas (`replica.New`, as `agentfy-api` runs it) and the workers run in processes of their own (the workers in farms of up to %d), so that /proc tells their CPU and memory apart; the farms of sessions that no step watches stand for workers on machines of their own and run at nice %s, so that their idle work does not take the replicas' cores at random; redis-server is real, NATS is the embedded server, in the bench's process beside the viewers. ", fullCapacity().farmSize, backgroundNice)
 		p("Viewers poll as the SDK does (every 5 s ± 0.5 s, a 429's Retry-After added), open loop: each request leaves at its time whether or not the last was answered. ")
 		p("At every level the same %d agents are watched, by one viewer each (a member, through the members' route) and then by three (the member and two partners, each with an organisation key of its own), so that the levels compare the cost of a view as the idle sessions grow; the others are live and idle. ", fullCapacity().watched)

@@ -72,7 +72,7 @@ func benchRouting(ctx context.Context, o benchOptions, progress func(string, ...
 	if _, err := v.view(ctx, st.Replicas[0].URL, benchAgent); err != nil {
 		return nil, 0, err
 	}
-	replyBytes = bs.takeHop().observeBody
+	replyBytes = bs.takeHop().captureBody
 	if replyBytes == 0 {
 		return nil, 0, fmt.Errorf("routing: no sealed reply seen")
 	}

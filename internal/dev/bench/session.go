@@ -37,17 +37,17 @@ type benchSession struct {
 	inner atomic.Pointer[http.Handler] // the broker's handler, once it exists
 
 	mu  sync.Mutex
-	hop hopSample // guarded by mu; one observation at a time
+	hop hopSample // guarded by mu; one capture at a time
 }
 
-// hopSample is what the hooks saw of the last observation.
+// hopSample is what the hooks saw of the last capture.
 type hopSample struct {
-	observeStart, observeEnd time.Time
+	captureStart, captureEnd time.Time
 	consume                  time.Duration
 	capture                  time.Duration
 	frameBytes               int
 	masked                   int // regions the broker's frame shows masked
-	observeBody              int
+	captureBody              int
 }
 
 // startBenchSession starts a session for agentID with its worker attached to replica
@@ -110,7 +110,7 @@ func (bs *benchSession) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error":{"code":"unavailable","message":"starting"}}`, http.StatusServiceUnavailable)
 		return
 	}
-	if r.URL.Path != "/observe" {
+	if r.URL.Path != wire.CapturePath {
 		(*h).ServeHTTP(w, r)
 		return
 	}
@@ -119,7 +119,7 @@ func (bs *benchSession) serve(w http.ResponseWriter, r *http.Request) {
 	(*h).ServeHTTP(cw, r)
 	end := time.Now()
 	bs.mu.Lock()
-	bs.hop.observeStart, bs.hop.observeEnd, bs.hop.observeBody = start, end, cw.n
+	bs.hop.captureStart, bs.hop.captureEnd, bs.hop.captureBody = start, end, cw.n
 	bs.mu.Unlock()
 }
 

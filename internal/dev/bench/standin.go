@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"image"
@@ -58,7 +59,7 @@ func absInt(n int) int { return max(n, -n) }
 
 // standIn is the browser broker of one session of the capacity bench, without
 // Chromium. It serves the broker's socket (wire.SocketName in its directory) and
-// answers POST /observe as broker.Broker.Observe does — the request id redeemed at the
+// answers POST /observe as broker.Broker.Capture does — the request id redeemed at the
 // consume route with the session's broker pass (broker.ConsumeClient, the real
 // broker's client, within wire.BrokerConsumeTimeout), the page sealed to the key
 // it returns (envelope.SealJSON) — except that the page is not captured: it is a fixed
@@ -70,7 +71,7 @@ type standIn struct {
 	srv     *http.Server
 	ln      net.Listener
 	frame   []byte
-	// onWork, when set, gets the time each observation spent sealing (the stand-in's
+	// onWork, when set, gets the time each capture spent sealing (the stand-in's
 	// own work, which the latency is reported net of).
 	onWork func(time.Duration)
 }
@@ -96,7 +97,7 @@ func startStandIn(ctx context.Context, dir, agent, brokerPass string, apiURLs []
 	}
 	s := &standIn{agent: agent, consume: cc, ln: ln, frame: frame}
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+wire.ObservePath, s.handleObserve)
+	mux.HandleFunc("POST "+wire.CapturePath, s.handleCapture)
 	// A short idle timeout: the worker keeps idle connections to its broker, and ten
 	// thousand of them would cost a descriptor each on both sides between views.
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 2 * time.Second, IdleTimeout: time.Second}
@@ -107,8 +108,8 @@ func startStandIn(ctx context.Context, dir, agent, brokerPass string, apiURLs []
 // close stops serving.
 func (s *standIn) close() { _ = s.srv.Close() }
 
-// handleObserve redeems and seals, as broker.Broker.handleObserve does.
-func (s *standIn) handleObserve(w http.ResponseWriter, r *http.Request) {
+// handleCapture redeems and seals, as broker.Broker.handleCapture does.
+func (s *standIn) handleCapture(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		RequestID string `json:"requestId"`
 	}
@@ -117,7 +118,7 @@ func (s *standIn) handleObserve(w http.ResponseWriter, r *http.Request) {
 		writeStandInError(w, wire.ReasonBadRequest)
 		return
 	}
-	body, err := s.observe(r.Context(), req.RequestID)
+	body, err := s.capture(r.Context(), req.RequestID)
 	if err != nil {
 		writeStandInError(w, wire.ReasonRefused)
 		return
@@ -126,8 +127,8 @@ func (s *standIn) handleObserve(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(body)
 }
 
-// observe is broker.Broker.Observe with a fixed page instead of a capture.
-func (s *standIn) observe(ctx context.Context, requestID string) ([]byte, error) {
+// capture is broker.Broker.Capture with a fixed page instead of a capture.
+func (s *standIn) capture(ctx context.Context, requestID string) ([]byte, error) {
 	cctx, cancel := context.WithTimeout(ctx, wire.BrokerConsumeTimeout)
 	key, err := s.consume.Consume(cctx, requestID)
 	cancel()
@@ -135,9 +136,9 @@ func (s *standIn) observe(ctx context.Context, requestID string) ([]byte, error)
 		return nil, err
 	}
 	start := time.Now()
-	plaintext, err := json.Marshal(&broker.Page{
+	plaintext, err := json.Marshal(&wire.Page{
 		URL: "https://capacity.invalid/" + s.agent, Title: s.agent, CapturedAt: wire.FormatCapturedAt(start),
-		ContentType: wire.ContentTypeJPEG, Data: s.frame,
+		ContentType: wire.ContentTypeJPEG, Data: base64.StdEncoding.EncodeToString(s.frame),
 	})
 	if err != nil {
 		return nil, err

@@ -86,7 +86,7 @@ func TestStandInSealsAsTheBroker(t *testing.T) {
 		var d net.Dialer
 		return d.DialContext(ctx, "unix", filepath.Join(dir, wire.SocketName))
 	}}}
-	resp, err := sock.Post("http://broker"+wire.ObservePath, "application/json", strings.NewReader(`{"requestId":"`+strings.Repeat("cd", 32)+`"}`))
+	resp, err := sock.Post("http://broker"+wire.CapturePath, "application/json", strings.NewReader(`{"requestId":"`+strings.Repeat("cd", 32)+`"}`))
 	if err != nil {
 		t.Fatal(err)
 	}

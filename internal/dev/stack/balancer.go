@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/agentfy/agentfy/wire"
 )
 
 // maxBalancedBody bounds a request body the balancer buffers (it forwards only the
@@ -25,7 +27,7 @@ type balancer struct {
 }
 
 func (b *balancer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if h := b.s.consumeHook.Load(); h != nil && strings.HasSuffix(r.URL.Path, "/worker-observations/consume") {
+	if h := b.s.consumeHook.Load(); h != nil && strings.HasSuffix(r.URL.Path, wire.ConsumePath) {
 		(*h)()
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBalancedBody))

@@ -7,10 +7,10 @@ import (
 	"github.com/agentfy/agentfy/wire"
 )
 
-// HoldingBroker stands in for a broker whose observations never finish until the test
+// HoldingBroker stands in for a broker whose captures never finish until the test
 // releases them (to fill waiter maps and pending bounds); it answers tools with 404.
 type HoldingBroker struct {
-	// Entered receives a value each time an observation starts waiting.
+	// Entered receives a value each time a capture starts waiting.
 	Entered chan struct{}
 	release chan struct{}
 	once    sync.Once
@@ -21,11 +21,11 @@ func NewHoldingBroker(n int) *HoldingBroker {
 	return &HoldingBroker{Entered: make(chan struct{}, n), release: make(chan struct{})}
 }
 
-// Release lets every held and future observation answer 503 capture.
+// Release lets every held and future capture answer 503 capture.
 func (b *HoldingBroker) Release() { b.once.Do(func() { close(b.release) }) }
 
 func (b *HoldingBroker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != wire.ObservePath {
+	if r.URL.Path != wire.CapturePath {
 		http.Error(w, `{"error":{"code":"not_found","message":"no such route"}}`, http.StatusNotFound)
 		return
 	}

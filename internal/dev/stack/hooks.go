@@ -37,8 +37,8 @@ type Hooks struct {
 	// sealed result is an answer with data too: a test that tampers makes no tool call
 	// meanwhile. It wraps the hub's channel.Bus.
 	OnEnvelope func([]byte) []byte
-	// OnRelay runs once this replica's hub found a view request's capability pending,
-	// before it relays the request to the worker (a test rewrites the capability in
+	// OnRelay runs once this replica's hub found a view request's grant pending,
+	// before it relays the request to the worker (a test rewrites the grant in
 	// Redis there, as a Redis writer racing the broker would). It wraps the hub's
 	// channel.Grants.
 	OnRelay func(requestID string)
@@ -116,7 +116,7 @@ func (b hookedBus) PublishMsg(m *nats.Msg) error {
 	return b.Bus.PublishMsg(m)
 }
 
-// hookedGrants is a hub's capability check that calls Hooks.OnRelay for each view
+// hookedGrants is a hub's grant check that calls Hooks.OnRelay for each view
 // request it lets through.
 type hookedGrants struct {
 	channel.Grants

@@ -109,7 +109,7 @@ type Stack struct {
 	Replicas []*Replica
 	// Secrets are every role's passwords: the servers know only their hashes.
 	Secrets deploy.Secrets
-	// GrantKeys are the replicas' capability keys (view.GrantKeys), random.
+	// GrantKeys are the replicas' grant keys (view.GrantKeys), random.
 	GrantKeys view.GrantKeys
 	// Client is the harness's Redis client, logged in as the operator (it seeds, starts
 	// and stops sessions, and inspects keys as the operator CLI may). Bus is a NATS
@@ -174,7 +174,7 @@ func (s *Stack) RestartNATS() error {
 }
 
 // SetConsumeHook installs f to run each time a broker's consume request passes the
-// balancer, that is in the middle of an observation (nil removes it).
+// balancer, that is in the middle of a capture (nil removes it).
 func (s *Stack) SetConsumeHook(f func()) {
 	if f == nil {
 		s.consumeHook.Store(nil)
@@ -265,7 +265,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	return s, nil
 }
 
-// makeSecrets makes the stack's development JWT secret, its replicas' capability key
+// makeSecrets makes the stack's development JWT secret, its replicas' grant key
 // and, unless the options bring them, the role credentials of its servers.
 func (s *Stack) makeSecrets() (err error) {
 	secret := make([]byte, 32)
@@ -273,11 +273,11 @@ func (s *Stack) makeSecrets() (err error) {
 		return err
 	}
 	s.Secret = []byte(base64.RawURLEncoding.EncodeToString(secret))
-	capKey := make([]byte, view.GrantKeyBytes)
-	if _, err := rand.Read(capKey); err != nil {
+	grantKey := make([]byte, view.GrantKeyBytes)
+	if _, err := rand.Read(grantKey); err != nil {
 		return err
 	}
-	s.GrantKeys = view.GrantKeys{capKey}
+	s.GrantKeys = view.GrantKeys{grantKey}
 	if s.opts.Secrets != nil {
 		s.Secrets = *s.opts.Secrets
 	} else if s.Secrets, err = deploy.GenerateSecrets(); err != nil {
@@ -457,8 +457,8 @@ func (s *Stack) ConnectNATS(role bus.Role, name string) (*nats.Conn, error) {
 }
 
 // relayRefill is the time a connection's relay pace takes to fill from empty
-// (channel.ObservationBurst at channel.ObservationRate).
-const relayRefill = time.Duration(float64(channel.ObservationBurst) / float64(channel.ObservationRate) * float64(time.Second))
+// (channel.RelayBurst at channel.RelayRate).
+const relayRefill = time.Duration(float64(channel.RelayBurst) / float64(channel.RelayRate) * float64(time.Second))
 
 // relayClock is the clock of every replica's relay pace (channel.Config.RelayClock): the
 // time, moved ahead by refillRelayPaces.

@@ -150,7 +150,7 @@ func (c *Client) Poll(tb testing.TB, agent string) Response {
 func ConsumeRequest(requestID string) string { return `{"requestId":"` + requestID + `"}` }
 
 // Consume posts body to replica A's consume route (wire.ConsumePath) with bearer, as a
-// broker redeeming a view capability does.
+// broker redeeming a view grant does.
 func (c *Client) Consume(tb testing.TB, bearer, body string) Response {
 	tb.Helper()
 	return c.Do(tb, http.MethodPost, c.St.Replicas[0].URL+wire.ConsumePath, bearer, strings.NewReader(body))

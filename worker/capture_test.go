@@ -20,20 +20,20 @@ import (
 
 // viewParams is the params of a browserView request for id.
 func viewParams(id string) json.RawMessage {
-	b, _ := json.Marshal(jsonrpc.BrowserViewParams{RequestID: id})
+	b, _ := json.Marshal(jsonrpc.ViewParams{RequestID: id})
 	return b
 }
 
 // The broker's sealed envelope passes through byte for byte: the worker neither reads
 // nor re-encodes it, and relays nothing but the request id.
-func TestObservePassesEnvelopeThrough(t *testing.T) {
+func TestCapturePassesEnvelopeThrough(t *testing.T) {
 	t.Parallel()
 	// Spacing and key order a re-encoding would change.
 	envelope := `{"envelope": {"publicKey":"04aa", "iv":"00",  "tag":"11","ciphertext":"AAAA+/=="}}`
 	b := startBroker(t, answer(http.StatusOK, envelope+"\n"))
 	w := newWorker(t, b.dir)
 
-	got, err := w.observe(testenv.Context(t, 10*time.Second), 42, viewParams(requestID))
+	got, err := w.capture(testenv.Context(t, 10*time.Second), 42, viewParams(requestID))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,8 +49,8 @@ func TestObservePassesEnvelopeThrough(t *testing.T) {
 		t.Fatalf("broker saw %d requests, want 1", len(reqs))
 	}
 	r := reqs[0]
-	if r.method != http.MethodPost || r.path != wire.ObservePath || r.contentType != "application/json" {
-		t.Errorf("broker saw %s %s (%s), want POST %s (application/json)", r.method, r.path, r.contentType, wire.ObservePath)
+	if r.method != http.MethodPost || r.path != wire.CapturePath || r.contentType != "application/json" {
+		t.Errorf("broker saw %s %s (%s), want POST %s (application/json)", r.method, r.path, r.contentType, wire.CapturePath)
 	}
 	if string(r.body) != `{"requestId":"`+requestID+`"}` {
 		t.Errorf("broker got %s, want only the request id", r.body)
@@ -60,7 +60,7 @@ func TestObservePassesEnvelopeThrough(t *testing.T) {
 // Every failure the broker names reaches the replica as the JSON-RPC error's data.reason
 // and the code that stands for it; anything else it says is broker_error. The broker's
 // own message is never relayed.
-func TestObserveMapsBrokerErrors(t *testing.T) {
+func TestCaptureMapsBrokerErrors(t *testing.T) {
 	t.Parallel()
 	errBody := func(code string) string {
 		return `{"error":{"code":"` + code + `","message":"detail only the broker log may hold"}}`
@@ -91,7 +91,7 @@ func TestObserveMapsBrokerErrors(t *testing.T) {
 			t.Parallel()
 			b := startBroker(t, answer(tt.status, tt.body))
 			w := newWorker(t, b.dir)
-			got, err := w.observe(testenv.Context(t, 10*time.Second), 7, viewParams(requestID))
+			got, err := w.capture(testenv.Context(t, 10*time.Second), 7, viewParams(requestID))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -117,7 +117,7 @@ func TestObserveMapsBrokerErrors(t *testing.T) {
 
 // A request id that is not 64 lowercase hex is refused as bad_request without reaching
 // the broker.
-func TestObserveRefusesBadParams(t *testing.T) {
+func TestCaptureRefusesBadParams(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name   string
@@ -136,7 +136,7 @@ func TestObserveRefusesBadParams(t *testing.T) {
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			id := uint64(i + 1)
-			got, err := w.observe(testenv.Context(t, 10*time.Second), id, json.RawMessage(tt.params))
+			got, err := w.capture(testenv.Context(t, 10*time.Second), id, json.RawMessage(tt.params))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -153,7 +153,7 @@ func TestObserveRefusesBadParams(t *testing.T) {
 
 // A broker the worker cannot reach is broker_down: no socket, a socket nobody listens
 // on any more, or a regular file where the socket should be.
-func TestObserveBrokerDown(t *testing.T) {
+func TestCaptureBrokerDown(t *testing.T) {
 	t.Parallel()
 	stale := func(t *testing.T) string {
 		dir := ipcDir(t)
@@ -185,7 +185,7 @@ func TestObserveBrokerDown(t *testing.T) {
 			t.Parallel()
 			w := newWorker(t, tt.dir(t))
 			ctx := testenv.Context(t, 10*time.Second)
-			got, err := w.observe(ctx, 3, viewParams(requestID))
+			got, err := w.capture(ctx, 3, viewParams(requestID))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -197,10 +197,10 @@ func TestObserveBrokerDown(t *testing.T) {
 	}
 }
 
-// A broker that never answers is a timeout, after wire.WorkerObserveTimeout and not much later.
-func TestObserveTimeout(t *testing.T) {
+// A broker that never answers is a timeout, after wire.WorkerCaptureTimeout and not much later.
+func TestCaptureTimeout(t *testing.T) {
 	if testing.Short() {
-		t.Skipf("waits wire.WorkerObserveTimeout (%v)", wire.WorkerObserveTimeout)
+		t.Skipf("waits wire.WorkerCaptureTimeout (%v)", wire.WorkerCaptureTimeout)
 	}
 	t.Parallel()
 	var b *fakeBroker
@@ -212,7 +212,7 @@ func TestObserveTimeout(t *testing.T) {
 	})
 	w := newWorker(t, b.dir)
 	start := time.Now()
-	got, err := w.observe(testenv.Context(t, wire.WorkerObserveTimeout+5*time.Second), 9, viewParams(requestID))
+	got, err := w.capture(testenv.Context(t, wire.WorkerCaptureTimeout+5*time.Second), 9, viewParams(requestID))
 	took := time.Since(start)
 	if err != nil {
 		t.Fatal(err)
@@ -221,14 +221,14 @@ func TestObserveTimeout(t *testing.T) {
 	if m.Error == nil || m.Error.Data == nil || m.Error.Data.Reason != wire.ReasonTimeout {
 		t.Fatalf("answer %s, want timeout", got)
 	}
-	if took < wire.WorkerObserveTimeout || took > wire.WorkerObserveTimeout+wire.HopMargin {
-		t.Errorf("answered after %v, want within [%v, %v]", took, wire.WorkerObserveTimeout, wire.WorkerObserveTimeout+wire.HopMargin)
+	if took < wire.WorkerCaptureTimeout || took > wire.WorkerCaptureTimeout+wire.HopMargin {
+		t.Errorf("answered after %v, want within [%v, %v]", took, wire.WorkerCaptureTimeout, wire.WorkerCaptureTimeout+wire.HopMargin)
 	}
 }
 
 // The caller's own deadline, when shorter, ends the wait too, and is reported as a
 // timeout rather than a broker that is down.
-func TestObserveCallerDeadline(t *testing.T) {
+func TestCaptureCallerDeadline(t *testing.T) {
 	t.Parallel()
 	var b *fakeBroker
 	b = startBroker(t, func(_ http.ResponseWriter, r *http.Request) {
@@ -240,7 +240,7 @@ func TestObserveCallerDeadline(t *testing.T) {
 	w := newWorker(t, b.dir)
 	ctx, cancel := context.WithTimeout(testenv.Context(t, 10*time.Second), 100*time.Millisecond)
 	defer cancel()
-	got, err := w.observe(ctx, 9, viewParams(requestID))
+	got, err := w.capture(ctx, 9, viewParams(requestID))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,12 +280,12 @@ func TestBrokerReason(t *testing.T) {
 	}
 }
 
-// capabilities lists browserView for every worker configured with an IPC directory,
+// features lists browserView for every worker configured with an IPC directory,
 // whatever is (or is not yet) in it: the broker may start after the hello. Only a
 // worker without one (the shell image) lists nothing.
-func TestHelloCapabilities(t *testing.T) {
+func TestHelloFeatures(t *testing.T) {
 	t.Parallel()
-	browser := []string{wire.CapabilityBrowserView}
+	browser := []string{wire.FeatureBrowserView}
 	tests := []struct {
 		name string
 		dir  func(t *testing.T) string
@@ -315,9 +315,9 @@ func TestHelloCapabilities(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			w := newWorker(t, tt.dir(t))
-			got := w.capabilities()
+			got := w.features()
 			if got == nil || !slices.Equal(got, tt.want) {
-				t.Fatalf("capabilities() = %#v, want %#v", got, tt.want)
+				t.Fatalf("features() = %#v, want %#v", got, tt.want)
 			}
 		})
 	}
@@ -500,7 +500,7 @@ func TestWorkerRefusesAmbiguousMembers(t *testing.T) {
 			case viewParams, toolParams:
 				b := startBroker(t, answer(http.StatusOK, `{"result":{}}`))
 				w := newWorker(t, b.dir)
-				call, want := w.observe, wire.RPCInvalidParams
+				call, want := w.capture, wire.RPCInvalidParams
 				if tt.kind == toolParams {
 					call = w.tool
 				}

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"github.com/agentfy/agentfy/wire"
 )
 
 // Pages whose secrets move while they are captured, for TestMaskOneScreenshot. Each
@@ -28,9 +30,9 @@ var movingSecretPages = []struct{ name, body string }{
 // movingControl is the moving pages' control: green text fixed at the top right.
 const movingControl = `<div id="control" style="position:fixed;left:900px;top:20px;width:300px;height:60px;font:bold 40px monospace;color:rgb(0,200,0)">CONTROL</div>`
 
-// TestMaskOneScreenshot records what each observation sends to Chromium, on a page
+// TestMaskOneScreenshot records what each capture sends to Chromium, on a page
 // whose secrets stand still and on pages whose secrets move while they are captured: an
-// observation takes at most one screenshot (SPEC §10), whatever moved, and every frame
+// capture takes at most one screenshot (SPEC §10), whatever moved, and every frame
 // that leaves shows no secret's green outside the control.
 func TestMaskOneScreenshot(t *testing.T) {
 	mux := http.NewServeMux()
@@ -69,7 +71,7 @@ func TestMaskOneScreenshot(t *testing.T) {
 			most, total, delivered, whole := 0, 0, 0, 0
 			for i := range views {
 				rec.take()
-				status, body, id, key := tb.observe(t)
+				status, body, id, key := tb.capture(t)
 				shots := 0
 				for _, c := range rec.take() {
 					if c.method == "Page.captureScreenshot" {
@@ -105,9 +107,9 @@ func TestMaskOneScreenshot(t *testing.T) {
 }
 
 // maskedWhole reports whether every pixel of a frame may be the mask's.
-func maskedWhole(tb testing.TB, p *Page) bool {
+func maskedWhole(tb testing.TB, p *wire.Page) bool {
 	tb.Helper()
-	img := decodeJPEG(tb, p.Data)
+	img := decodeJPEG(tb, p.JPEG())
 	b := img.Bounds()
 	for y := b.Min.Y; y < b.Max.Y; y++ {
 		for x := b.Min.X; x < b.Max.X; x++ {
