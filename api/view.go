@@ -93,7 +93,7 @@ func (s *Server) consume(c *gin.Context) {
 	if errors.Is(err, view.ErrGrantForged) {
 		// Someone who is not a replica wrote it to Redis: the broker hears the one
 		// answer of a grant it cannot have, the operator the reason.
-		s.log(c).Warn().Str("reason", "forged_capability").Msg("capability refused: its MAC is no replica's")
+		s.log(c).Warn().Str("reason", "forged_capability").Msg("grant refused: its MAC is no replica's")
 		if s.cfg.Metrics != nil {
 			s.cfg.Metrics.forged.Inc()
 		}

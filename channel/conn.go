@@ -98,7 +98,7 @@ func (h *Hub) serve(parent context.Context, ws *websocket.Conn, sess session.Ses
 		return
 	}
 	close(c.helloed)
-	c.log.Info().Str("image", hello.ImageTag).Strs("capabilities", hello.Features).Msg("worker attached")
+	c.log.Info().Str("image", hello.ImageTag).Strs("features", hello.Features).Msg("worker attached")
 	c.publish(ctx, h.cfg.Sessions.Status(c.current(ctx)))
 
 	c.pingAt.Store(time.Now().Add(h.cfg.PingInterval).UnixNano()) // the hub's pingLoop

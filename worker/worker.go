@@ -219,7 +219,7 @@ func (w *Worker) serve(ctx context.Context, base string) error {
 	if m, err := jsonrpc.Parse(data); err != nil || !m.IsResponse() || m.Error != nil {
 		return fmt.Errorf("hello refused")
 	}
-	w.cfg.Log.Info().Str("api", base).Strs("capabilities", features).Msg("tool channel open")
+	w.cfg.Log.Info().Str("api", base).Strs("features", features).Msg("tool channel open")
 	if w.cfg.HealthFile != "" {
 		if err := os.WriteFile(w.cfg.HealthFile, []byte(base+"\n"), 0o600); err != nil {
 			w.cfg.Log.Warn().Err(err).Msg("health file")
