@@ -22,9 +22,9 @@ echo "== go test -race" >&2
 # The reliability suite runs on its own below: its load test keeps about 5,000
 # goroutines alive, near the race detector's limit, and it measures memory.
 go test -race -count=1 -timeout 20m $(go list ./... | grep -v /reliability)
-echo "== reliability suite (faults, tampering, capabilities, load, leaks, access)" >&2
+echo "== reliability suite (faults, tampering, grants, load, leaks, access)" >&2
 go test -count=1 -timeout 15m ./reliability
-echo "== Redis Cluster and Sentinel: end-to-end, route-table, capability and CLI tests on each" >&2
+echo "== Redis Cluster and Sentinel: end-to-end, route-table, grant and CLI tests on each" >&2
 # Three masters with a replica each, and a master, a replica and three sentinels, all
 # with the deployment's ACL users (internal/dev/redisserver). The failover under load runs
 # in the reliability suite above, on both.
