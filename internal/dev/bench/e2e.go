@@ -168,7 +168,7 @@ func benchE2E(ctx context.Context, st *stack.Stack, bs *benchSession, v *viewer,
 
 // e2eSamples is what benchE2E collects from the pairs it counts.
 type e2eSamples struct {
-	views, spied, bares, inCaps, overheads []time.Duration
+	views, spied, bares, inCaptures, overheads []time.Duration
 	legs                                   [][]time.Duration // per hop, of the views timed per hop
 	jpegs, sealed, bodies                  []int
 	width                                  int
@@ -183,7 +183,7 @@ func (s *e2eSamples) addView(f frame, h hopSample, t0, t1, seen, replied time.Ti
 	s.jpegs, s.sealed, s.bodies, s.width = append(s.jpegs, len(f.jpeg)), append(s.sealed, h.captureBody), append(s.bodies, f.bodyBytes), f.width
 	if !instrument {
 		s.views = append(s.views, total)
-		s.inCaps = append(s.inCaps, h.capture)
+		s.inCaptures = append(s.inCaptures, h.capture)
 		s.overheads = append(s.overheads, total-h.capture)
 		return
 	}
@@ -211,7 +211,7 @@ func (s *e2eSamples) addView(f frame, h hopSample, t0, t1, seen, replied time.Ti
 // captures, and each hop's share of the p50 of the views timed per hop.
 func (s *e2eSamples) result(pairs int) e2eResult {
 	r := e2eResult{
-		Pairs: pairs, View: summarize(s.views), Spied: summarize(s.spied), Bare: summarize(s.bares), InCap: summarize(s.inCaps), Overhead: summarize(s.overheads),
+		Pairs: pairs, View: summarize(s.views), Spied: summarize(s.spied), Bare: summarize(s.bares), InCap: summarize(s.inCaptures), Overhead: summarize(s.overheads),
 		JPEGBytes: medianInt(s.jpegs), SealedBytes: medianInt(s.sealed), BodyBytes: medianInt(s.bodies), Width: s.width,
 	}
 	r.RatioP50, r.RatioP95, r.RatioP99 = ratio(r.View.P50, r.Bare.P50), ratio(r.View.P95, r.Bare.P95), ratio(r.View.P99, r.Bare.P99)

@@ -85,7 +85,7 @@ func benchMasks(ctx context.Context, st *stack.Stack, bs *benchSession, v *viewe
 // nothing otherwise, with the count the broker reported (checkMasked); otherwise it
 // fails, so that a bench that measured the wrong thing prints no table.
 func measureMaskPage(ctx context.Context, bs *benchSession, v *viewer, a *stack.Replica, agentID, path string, secrets bool, warm, pairs int) (maskPageResult, error) {
-	var views, inCaps, bares []time.Duration
+	var views, inCaptures, bares []time.Duration
 	var jpegs []int
 	res := maskPageResult{Path: path, Warm: warm, Pairs: pairs, MaskedMin: -1}
 	doView := func(count bool) error {
@@ -109,7 +109,7 @@ func measureMaskPage(ctx context.Context, bs *benchSession, v *viewer, a *stack.
 		if !count {
 			return nil
 		}
-		views, inCaps, jpegs = append(views, d), append(inCaps, h.capture), append(jpegs, len(f.jpeg))
+		views, inCaptures, jpegs = append(views, d), append(inCaptures, h.capture), append(jpegs, len(f.jpeg))
 		if res.MaskedMin < 0 || f.masked < res.MaskedMin {
 			res.MaskedMin = f.masked
 		}
@@ -129,7 +129,7 @@ func measureMaskPage(ctx context.Context, bs *benchSession, v *viewer, a *stack.
 			return maskPageResult{}, err
 		}
 	}
-	res.View, res.InCap, res.Bare, res.JPEGBytes = summarize(views), summarize(inCaps), summarize(bares), medianInt(jpegs)
+	res.View, res.InCap, res.Bare, res.JPEGBytes = summarize(views), summarize(inCaptures), summarize(bares), medianInt(jpegs)
 	res.ViewRatio, res.CaptureRatio = ratio(res.View.P50, res.Bare.P50), ratio(res.InCap.P50, res.Bare.P50)
 	return res, nil
 }
