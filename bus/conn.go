@@ -30,6 +30,12 @@ type Config struct {
 
 	// TLS: a CA to trust, and a client certificate for mutual TLS.
 	TLSCAFile, TLSCertFile, TLSKeyFile string
+
+	// AsyncError, when set, sees each asynchronous error of the connection first (a
+	// publish the server refused, nats.ErrPermissionViolation); when it returns true
+	// the error was handled and is not logged. Package audit counts its refused
+	// publishes so.
+	AsyncError func(err error) bool
 }
 
 // Connection limits.
@@ -77,6 +83,9 @@ func Connect(cfg Config, log zerolog.Logger) (*nats.Conn, error) {
 			log.Info().Str("server", nc.ConnectedServerId()).Msg("nats reconnected")
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			if cfg.AsyncError != nil && cfg.AsyncError(err) {
+				return
+			}
 			ev := log.Warn().Err(err)
 			if sub != nil {
 				ev = ev.Str("subject", sub.Subject)
