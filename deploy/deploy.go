@@ -97,6 +97,10 @@ func password() (string, error) {
 // reconnect) pays the cost.
 const bcryptCost = 6
 
+// NATSAccount is the NATS account nats-server.conf.tmpl puts every role's user in (but
+// the system role's).
+const NATSAccount = "AGENTFY"
+
 type natsUser struct {
 	User, Hash         string
 	Publish, Subscribe string // quoted, comma-separated subjects
