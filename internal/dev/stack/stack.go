@@ -134,7 +134,7 @@ type Stack struct {
 	sessions []*Session // guarded by mu
 	closers  []func()
 	natsPort int
-	natsOpts natsserver.Options // the embedded server's, with its bound ports
+	natsOpts natsserver.Options // the embedded server's, as it was started (a reload must repeat them)
 	natsURLs []string
 
 	consumeHook atomic.Pointer[func()] // called by the balancer before it forwards a consume
@@ -167,13 +167,12 @@ func (s *Stack) StopNATS() {
 // on their own.
 func (s *Stack) RestartNATS() error {
 	o := s.natsOpts
-	o.MonitorPort = -1
+	o.Port = s.natsPort
 	n, err := natsserver.Run(o)
 	if err != nil {
 		return err
 	}
-	s.NATS = n
-	s.natsOpts.MonitorPort = n.MonitorAddr().Port
+	s.NATS, s.natsOpts = n, o
 	return nil
 }
 
@@ -339,8 +338,6 @@ func (s *Stack) startServers(ctx context.Context) (err error) {
 		}
 		s.closers = append(s.closers, func() { s.NATS.Shutdown(); s.NATS.WaitForShutdown() })
 		s.natsPort = s.NATS.Addr().(*net.TCPAddr).Port
-		s.natsOpts.Port = s.natsPort
-		s.natsOpts.MonitorPort = s.NATS.MonitorAddr().Port
 		s.natsURLs = []string{s.NATS.ClientURL()}
 	}
 	return nil
