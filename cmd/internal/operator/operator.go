@@ -15,8 +15,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
-	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/audit"
+	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/cmd/internal/apiconf"
 	"github.com/agentfy/agentfy/cmd/internal/conf"
