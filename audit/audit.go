@@ -105,6 +105,10 @@ const (
 	FlushEvery = 256
 	// FlushTimeout bounds each of those confirmations.
 	FlushTimeout = 2 * time.Second
+	// WriteTimeout bounds each write to the server; a connection that cannot write for
+	// that long reconnects, and while it does every event is dropped (no reconnect
+	// buffer holds them, to be lost uncounted).
+	WriteTimeout = 2 * time.Second
 	// DropLogInterval spaces the log lines about drops.
 	DropLogInterval = 10 * time.Second
 )
@@ -116,9 +120,10 @@ type Publisher struct {
 	ns   bus.Namespace
 	log  zerolog.Logger
 
+	mu      sync.RWMutex  // guards closed; held for reading while an event is queued
+	closed  bool          // Close was called: the queue is closed
 	queue   chan message  // bounded (Buffer); closed by Close
 	drained chan struct{} // closed when the drain goroutine ends
-	once    sync.Once
 
 	dropped atomic.Uint64
 	lastLog atomic.Int64 // unix nanoseconds of the last drop log line
@@ -134,6 +139,7 @@ type message struct {
 func Connect(cfg bus.Config, ns bus.Namespace, log zerolog.Logger) (*Publisher, error) {
 	p := &Publisher{ns: ns, log: log, queue: make(chan message, Buffer), drained: make(chan struct{})}
 	cfg.AsyncError = p.asyncError
+	cfg.WriteTimeout, cfg.NoReconnectBuffer = WriteTimeout, true
 	if cfg.Name != "" {
 		cfg.Name += " audit"
 	}
@@ -190,6 +196,12 @@ func (p *Publisher) emit(subject string, e any) {
 	b, err := json.Marshal(e)
 	if err != nil || len(b) > MaxEventBytes {
 		p.drop("invalid")
+		return
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.closed {
+		p.drop("closed")
 		return
 	}
 	select {
@@ -258,22 +270,30 @@ func (p *Publisher) drain() {
 }
 
 // Close publishes what is buffered, waiting until ctx ends at most, then closes the
-// connection. What is left then is dropped (and counted). It returns ctx's error when
-// the buffer was not emptied in time.
+// connection; what is left then is dropped (and counted). It returns ctx's error when
+// the buffer was not emptied in time. A write in progress may hold it WriteTimeout
+// longer. An event emitted after Close is dropped.
 func (p *Publisher) Close(ctx context.Context) error {
 	if p == nil {
 		return nil
 	}
-	p.once.Do(func() { close(p.queue) })
-	var err error
+	p.mu.Lock()
+	if !p.closed {
+		p.closed = true
+		close(p.queue)
+	}
+	p.mu.Unlock()
 	select {
 	case <-p.drained: // it flushed what it sent
+		p.conn.Close()
+		return nil
 	case <-ctx.Done():
-		err = ctx.Err()
-		p.dropped.Add(uint64(len(p.queue)))
 	}
-	p.conn.Close() // unblocks a drain stuck in a write
-	return err
+	// Closed, the connection fails the drain's publishes at once: it counts the rest
+	// as dropped and ends.
+	p.conn.Close()
+	<-p.drained
+	return ctx.Err()
 }
 
 // TraceID is the trace id of ctx's span, "" when it has no valid one.
