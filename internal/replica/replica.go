@@ -138,7 +138,7 @@ func New(ctx context.Context, o Options) (*Replica, error) {
 	}
 	r := &Replica{opts: o, Redis: rdb, NATS: nc, JWT: verifier, stopVerifier: stopVerifier}
 	if r.Audit, err = audit.Connect(o.NATS, ns, o.Log.With().Str("part", "audit").Logger()); err != nil {
-		r.close()
+		r.close(ctx)
 		return nil, fmt.Errorf("audit: %w", err)
 	}
 	r.Creds = auth.NewStore(rdb, o.Deployment, nil)
@@ -153,7 +153,7 @@ func New(ctx context.Context, o Options) (*Replica, error) {
 	grantKeys := o.GrantKeys
 	if len(grantKeys) == 0 {
 		if grantKeys, err = view.DeriveGrantKey(o.Redis.Password); err != nil {
-			r.close()
+			r.close(ctx)
 			return nil, errors.New("replica: no grant key: set AGENTFY_CAPABILITY_KEY(_FILE), or a Redis password to derive it from")
 		}
 	}
@@ -167,7 +167,7 @@ func New(ctx context.Context, o Options) (*Replica, error) {
 	}
 	r.Views = view.NewService(views)
 	if r.Feed, err = feed.New(nc, ns, r.Sessions, o.Log); err != nil {
-		r.close()
+		r.close(ctx)
 		return nil, err
 	}
 	hub := channel.Config{
@@ -202,10 +202,12 @@ func (r *Replica) ready(ctx context.Context) error {
 // events to be published; what is left then is dropped and counted.
 const AuditFlushTimeout = 2 * time.Second
 
-func (r *Replica) close() {
+// close closes the replica's clients; ctx is only for its values (the audit flush has
+// its own deadline).
+func (r *Replica) close(ctx context.Context) {
 	r.stopVerifier()
 	if r.Audit != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), AuditFlushTimeout)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), AuditFlushTimeout)
 		if err := r.Audit.Close(ctx); err != nil {
 			r.opts.Log.Warn().Err(err).Uint64("dropped", r.Audit.Dropped()).Msg("audit events left unpublished at shutdown")
 		}
@@ -257,7 +259,7 @@ func (r *Replica) Serve(ctx context.Context, ln net.Listener) error {
 	go func() { errc <- srv.Serve(ln) }()
 	select {
 	case err := <-errc:
-		r.close()
+		r.close(ctx)
 		return err
 	case <-ctx.Done():
 	}
@@ -268,7 +270,7 @@ func (r *Replica) Serve(ctx context.Context, ln net.Listener) error {
 	stopHub()
 	r.Hub.Close(dctx)
 	_ = r.NATS.Drain()
-	r.close()
+	r.close(ctx)
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}
