@@ -96,9 +96,12 @@ const (
 const (
 	// Buffer is how many events wait for the connection; more are dropped.
 	Buffer = 4096
-	// MaxEventBytes bounds one event's JSON; a larger one (a members.set of a huge
-	// team) is dropped rather than sent.
-	MaxEventBytes = 64 << 10 // 64 KiB
+	// MaxEventBytes bounds one event's JSON: a members.set that adds and removes
+	// directory.MaxMembers ids of the longest kind fits. A larger one is dropped.
+	MaxEventBytes = 2 << 20 // 2 MiB
+	// MaxBufferedBytes bounds the JSON waiting in the buffer, whatever the number of
+	// events; more is dropped.
+	MaxBufferedBytes = 16 << 20 // 16 MiB
 	// FlushEvery is how often the drain asks the server to confirm what it sent (a
 	// PING), so that a connection that stalls shows as drops rather than a growing
 	// socket buffer.
@@ -125,8 +128,9 @@ type Publisher struct {
 	queue   chan message  // bounded (Buffer); closed by Close
 	drained chan struct{} // closed when the drain goroutine ends
 
-	dropped atomic.Uint64
-	lastLog atomic.Int64 // unix nanoseconds of the last drop log line
+	buffered atomic.Int64 // bytes of the events in queue
+	dropped  atomic.Uint64
+	lastLog  atomic.Int64 // unix nanoseconds of the last drop log line
 }
 
 type message struct {
@@ -204,9 +208,15 @@ func (p *Publisher) emit(subject string, e any) {
 		p.drop("closed")
 		return
 	}
+	if p.buffered.Add(int64(len(b))) > MaxBufferedBytes {
+		p.buffered.Add(-int64(len(b)))
+		p.drop("full")
+		return
+	}
 	select {
 	case p.queue <- message{subject, b}:
 	default:
+		p.buffered.Add(-int64(len(b)))
 		p.drop("full")
 	}
 }
@@ -259,6 +269,7 @@ func (p *Publisher) drain() {
 			flush()
 			return
 		}
+		p.buffered.Add(-int64(len(m.data)))
 		if err := p.conn.Publish(m.subject, m.data); err != nil {
 			p.drop("publish")
 			continue

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -90,11 +91,13 @@ func TestEventsReachTheStream(t *testing.T) {
 	p.View(ctx, audit.View{ViewerKind: audit.ViewerPartner, Agent: "not.a/token", Outcome: "not_found"})
 	p.Admin(ctx, audit.Admin{Source: audit.SourceAdminAPI, AdminKey: "0123456789abcdef", Action: "member.add", IDs: map[string]string{"team": "team-atlas", "user": "u-dave"}})
 	p.Admin(ctx, audit.Admin{Source: audit.SourceAdminAPI, Action: "Not An Action"}) // dropped
+	huge := strings.Repeat("u-", audit.MaxEventBytes/2)
+	p.Admin(ctx, audit.Admin{Source: audit.SourceAdminAPI, Action: "members.set", IDs: map[string]string{"added": huge}}) // dropped
 	if err := p.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if p.Dropped() != 1 {
-		t.Fatalf("dropped %d events, want the invalid action's", p.Dropped())
+	if p.Dropped() != 2 {
+		t.Fatalf("dropped %d events, want the invalid action's and the oversized one", p.Dropped())
 	}
 	want := []struct{ subject, body string }{
 		{ns.AuditView("agent-scout"), `{"time":"2026-12-05T04:30:01.123Z","viewerKind":"member","viewerId":"u-alice","agent":"agent-scout","team":"team-atlas","organisation":"org-acme","session":"s1","outcome":"unavailable","reason":"broker_down","traceId":"4bf92f3577b34da6a3ce929d0e0e4736"}`},

@@ -51,7 +51,7 @@ func auditStream(t *testing.T) jetstream.Stream {
 	name := "AUDIT_" + strings.ToUpper(strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()))
 	s, err := js.CreateStream(ctx, jetstream.StreamConfig{
 		Name: name, Subjects: []string{bus.AuditStreamSubjects}, Storage: jetstream.FileStorage,
-		Retention: jetstream.LimitsPolicy, MaxAge: time.Hour, MaxBytes: 64 << 20,
+		Retention: jetstream.LimitsPolicy, MaxAge: time.Hour, MaxBytes: 64 << 20, MaxMsgSize: audit.MaxEventBytes,
 	})
 	if err != nil {
 		t.Fatal(err)
