@@ -50,7 +50,7 @@ type View struct {
 	Session string `json:"session"`
 	// Outcome is the view route's outcome, as agentfy_view_requests_total labels it:
 	// frame, no_tab, not_live, unauthenticated, forbidden, not_found, rate_limited,
-	// unavailable, identity_unavailable.
+	// unavailable, identity_unavailable (other: no answer of its own, a panic).
 	Outcome string `json:"outcome"`
 	// Reason is a 503's reason from package wire's table (wire.Labels), else "".
 	Reason string `json:"reason"`
