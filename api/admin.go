@@ -15,6 +15,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/rs/zerolog"
 
+	"github.com/agentfy/agentfy/audit"
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/directory"
 	"github.com/agentfy/agentfy/wire"
@@ -42,10 +43,10 @@ import (
 //
 // Every change is checked before anything is written: a refused change is a 4xx whose
 // message names the field, and nothing changed. Every change that passes is written in
-// the replica's log as one audit line: the admin key's id, the action and the ids it
-// touched, never a secret.
+// the replica's log as one audit line and published as one audit event (package
+// audit): the admin key's id, the action and the ids it touched, never a secret.
 
-// AdminConfig wires an AdminServer. Every field but JWT and OpenAPI is required.
+// AdminConfig wires an AdminServer. Every field but JWT, OpenAPI and Audit is required.
 type AdminConfig struct {
 	Log   zerolog.Logger
 	Creds *auth.Store
@@ -55,6 +56,8 @@ type AdminConfig struct {
 	JWT *auth.Verifier
 	// OpenAPI is the admin API's document, served at /openapi.yaml.
 	OpenAPI []byte
+	// Audit publishes each accepted change's event; nil publishes none.
+	Audit *audit.Publisher
 }
 
 // AdminServer is one replica's admin listener.
@@ -175,14 +178,19 @@ func (s *AdminServer) otherCredential(ctx context.Context, token string) error {
 	}
 }
 
-// audit writes the one log line of an accepted change.
+// audit writes the one log line of an accepted change and publishes its audit event
+// (audit.Admin): the admin key's id, the action and the ids it touched, as pairs.
 func (s *AdminServer) audit(c *gin.Context, action string, ids ...string) {
 	key, _ := c.Get(ctxAdminKey)
-	e := s.cfg.Log.Info().Bool("audit", true).Str("adminKey", key.(auth.AdminKey).ID).Str("action", action)
+	keyID := key.(auth.AdminKey).ID
+	e := s.cfg.Log.Info().Bool("audit", true).Str("adminKey", keyID).Str("action", action)
+	touched := make(map[string]string, len(ids)/2)
 	for i := 0; i+1 < len(ids); i += 2 {
 		e = e.Str(ids[i], ids[i+1])
+		touched[ids[i]] = ids[i+1]
 	}
 	e.Msg("admin change")
+	s.cfg.Audit.Admin(c.Request.Context(), audit.Admin{Source: audit.SourceAdminAPI, AdminKey: keyID, Action: action, IDs: touched})
 }
 
 // abort renders err through the admin API's table (adminErrorOf), logging what the

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/agentfy/agentfy/audit"
 	"github.com/agentfy/agentfy/channel"
 	"github.com/agentfy/agentfy/view"
 	"github.com/agentfy/agentfy/wire"
@@ -71,6 +72,15 @@ func NewMetrics(pending, waiters, workers, listeners func() int) *Metrics {
 		gauge("agentfy_status_listeners", "Open status-feed streams.", listeners),
 	)
 	return m
+}
+
+// WatchAudit registers agentfy_audit_dropped_total, read at scrape time from dropped
+// (audit.Publisher.Dropped).
+func (m *Metrics) WatchAudit(dropped func() uint64) {
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "agentfy_audit_dropped_total",
+		Help: "Audit events (view decisions, admin changes) this replica dropped instead of publishing on NATS: its buffer of " + strconv.Itoa(audit.Buffer) + " was full, the connection failed the publish, or the server refused it (the audit subjects not writable).",
+	}, func() float64 { return float64(dropped()) }))
 }
 
 // Handler serves /metrics.

@@ -29,6 +29,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentfy/agentfy/access"
+	"github.com/agentfy/agentfy/audit"
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/channel"
 	"github.com/agentfy/agentfy/directory"
@@ -38,7 +39,7 @@ import (
 	"github.com/agentfy/agentfy/wire"
 )
 
-// Config wires a Server. Every field but WebApp, Metrics and Ready is required.
+// Config wires a Server. Every field but WebApp, Metrics, Audit and Ready is required.
 type Config struct {
 	Log      zerolog.Logger
 	JWT      *auth.Verifier
@@ -50,6 +51,8 @@ type Config struct {
 	Hub      *channel.Hub
 	Feed     *feed.Feed
 	Metrics  *Metrics
+	// Audit publishes a view decision's event; nil publishes none.
+	Audit *audit.Publisher
 	// OpenAPI is the document served at /openapi.yaml.
 	OpenAPI []byte
 	// WebApp holds the static web app served at /; nil serves none.
@@ -87,6 +90,8 @@ const (
 	ctxOutcome = "agentfy.outcome"
 	// ctxReason is why a request was answered 503 (reasonLabel).
 	ctxReason = "agentfy.reason"
+	// ctxAudit is a view request's audit event (*audit.View, auditView).
+	ctxAudit = "agentfy.audit"
 )
 
 // New builds the routes.
@@ -105,7 +110,7 @@ func New(cfg Config) *Server {
 	}), refuseAmbiguous)
 
 	v1 := eng.Group("/v1", noStore)
-	views := v1.Group("", s.metricView)
+	views := v1.Group("", s.metricView, s.auditView)
 	views.GET("/agents/:id/worker/view", s.agentView)
 	views.GET("/orgs/:orgId/agents/:id/worker/view", s.partnerView)
 	v1.GET("/agents", s.agents)

@@ -8,17 +8,21 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/agentfy/agentfy/access"
+	"github.com/agentfy/agentfy/audit"
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/view"
 )
 
 // agentView serves GET /v1/agents/:id/worker/view for a member of the agent's team.
 func (s *Server) agentView(c *gin.Context) {
+	ev := viewEvent(c)
+	ev.ViewerKind = audit.ViewerMember
 	user, err := s.cfg.JWT.Verify(c.Request.Context(), auth.BearerToken(c.GetHeader("Authorization")))
 	if err != nil {
 		s.abort(c, err)
 		return
 	}
+	ev.ViewerID = user
 	agentID := c.Param("id")
 	s.renderView(c, agentID, UserCaller(user), s.access.Member(user, agentID))
 }
@@ -26,12 +30,15 @@ func (s *Server) agentView(c *gin.Context) {
 // partnerView serves GET /v1/orgs/:orgId/agents/:id/worker/view for an organisation key
 // with worker:logs:read of the agent's organisation and environment.
 func (s *Server) partnerView(c *gin.Context) {
+	ev := viewEvent(c)
+	ev.ViewerKind = audit.ViewerPartner
 	token := auth.BearerToken(c.GetHeader("Authorization"))
 	key, err := s.cfg.Creds.VerifyOrgKey(c.Request.Context(), token)
 	if err != nil {
 		s.abort(c, err)
 		return
 	}
+	ev.ViewerID = key.ID
 	agentID := c.Param("id")
 	s.renderView(c, agentID, KeyCaller(key.ID), access.Partner(token, key, c.Param("orgId"), agentID, auth.ScopeWorkerLogsRead))
 }
@@ -46,6 +53,8 @@ func KeyCaller(keyID string) string { return "key:" + keyID }
 // renderView answers a view of agentID for caller (who asks, for the per-caller pace).
 func (s *Server) renderView(c *gin.Context, agentID, caller string, check access.Check) {
 	res, err := s.cfg.Views.View(c.Request.Context(), agentID, caller, check)
+	ev := viewEvent(c)
+	ev.Team, ev.Organisation, ev.Session = res.Seen.Team, res.Seen.Organisation, res.Seen.Session
 	if err != nil {
 		s.abort(c, err)
 		return
@@ -64,6 +73,36 @@ func (s *Server) renderView(c *gin.Context, agentID, caller string, check access
 		return
 	}
 	c.Data(http.StatusOK, "application/json; charset=utf-8", append(b, '\n'))
+}
+
+// auditView publishes the one audit event of each view request (package audit), once
+// the handler decided: the viewer, the agent and what the view learnt of it
+// (viewEvent, which the handler fills), and the outcome and reason the answer was
+// labelled with. It never delays the answer's bytes, which are written by then, nor
+// fails it.
+func (s *Server) auditView(c *gin.Context) {
+	ev := &audit.View{}
+	c.Set(ctxAudit, ev)
+	c.Next()
+	if s.cfg.Audit == nil {
+		return
+	}
+	ev.Agent = c.Param("id")
+	ev.Outcome = c.GetString(ctxOutcome)
+	if ev.Outcome == "" {
+		ev.Outcome = "other"
+	}
+	ev.Reason = c.GetString(ctxReason)
+	s.cfg.Audit.View(c.Request.Context(), *ev)
+}
+
+// viewEvent is the audit event auditView publishes for this request (a throwaway one
+// outside a view route).
+func viewEvent(c *gin.Context) *audit.View {
+	if ev, ok := c.Get(ctxAudit); ok {
+		return ev.(*audit.View)
+	}
+	return &audit.View{}
 }
 
 // consume serves POST /v1/internal/worker-observations/consume: a broker redeems a view

@@ -66,6 +66,61 @@ func TestSubject(t *testing.T) {
 	}
 }
 
+func TestAuditSubjects(t *testing.T) {
+	ns, err := bus.NewNamespace("prod-eu", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	views := []struct {
+		name, agent, want string
+	}{
+		{name: "agent", agent: "agent-scout", want: "agentfy.prod-eu.db3.audit.view.agent-scout"},
+		{name: "empty", agent: "", want: "agentfy.prod-eu.db3.audit.view._"},
+		{name: "dot", agent: "a.b", want: "agentfy.prod-eu.db3.audit.view._"},
+		{name: "wildcard", agent: ">", want: "agentfy.prod-eu.db3.audit.view._"},
+	}
+	for _, tt := range views {
+		t.Run("view "+tt.name, func(t *testing.T) {
+			if got := ns.AuditView(tt.agent); got != tt.want {
+				t.Fatalf("AuditView(%q) = %q, want %q", tt.agent, got, tt.want)
+			}
+		})
+	}
+	admins := []struct {
+		name, action, want string
+		wantErr            bool
+	}{
+		{name: "two words", action: "user.put", want: "agentfy.prod-eu.db3.audit.admin.user.put"},
+		{name: "underscore", action: "orgkey.create", want: "agentfy.prod-eu.db3.audit.admin.orgkey.create"},
+		{name: "one word", action: "seed", want: "agentfy.prod-eu.db3.audit.admin.seed"},
+		{name: "empty", action: "", wantErr: true},
+		{name: "wildcard", action: "user.*", wantErr: true},
+		{name: "upper case", action: "User.put", wantErr: true},
+		{name: "empty token", action: "user..put", wantErr: true},
+		{name: "space", action: "user put", wantErr: true},
+	}
+	for _, tt := range admins {
+		t.Run("admin "+tt.name, func(t *testing.T) {
+			got, err := ns.AuditAdmin(tt.action)
+			if (err != nil) != tt.wantErr || got != tt.want {
+				t.Fatalf("AuditAdmin(%q) = %q, %v; want %q (err %v)", tt.action, got, err, tt.want, tt.wantErr)
+			}
+			if err != nil && !errors.Is(err, bus.ErrBadToken) {
+				t.Fatalf("err = %v, want ErrBadToken", err)
+			}
+		})
+	}
+	if got := ns.AuditWildcard(); got != "agentfy.prod-eu.db3.audit.>" {
+		t.Fatalf("AuditWildcard = %q", got)
+	}
+	if got := ns.AuditAdminWildcard(); got != "agentfy.prod-eu.db3.audit.admin.>" {
+		t.Fatalf("AuditAdminWildcard = %q", got)
+	}
+	if p := ns.Permissions(bus.RoleAudit); len(p.Publish) != 0 || len(p.Subscribe) != 1 || p.Subscribe[0] != ns.AuditWildcard() {
+		t.Fatalf("the audit role's permissions: %+v", p)
+	}
+}
+
 func TestRequestReply(t *testing.T) {
 	srv := testenv.NATS(t)
 	owner := testenv.NATSConn(t, srv)

@@ -30,6 +30,19 @@ type Config struct {
 
 	// TLS: a CA to trust, and a client certificate for mutual TLS.
 	TLSCAFile, TLSCertFile, TLSKeyFile string
+
+	// AsyncError, when set, sees each asynchronous error of the connection first (a
+	// publish the server refused, nats.ErrPermissionViolation); when it returns true
+	// the error was handled and is not logged. Package audit counts its refused
+	// publishes so.
+	AsyncError func(err error) bool
+	// WriteTimeout, when set, bounds each write to the server (nats.go's is a minute);
+	// a write that takes longer fails and the connection reconnects.
+	WriteTimeout time.Duration
+	// NoReconnectBuffer makes a publish fail at once while the connection reconnects,
+	// rather than wait in a buffer of ReconnectBufSize that is lost if the process
+	// stops first: for traffic that counts what it could not send (package audit).
+	NoReconnectBuffer bool
 }
 
 // Connection limits.
@@ -77,6 +90,9 @@ func Connect(cfg Config, log zerolog.Logger) (*nats.Conn, error) {
 			log.Info().Str("server", nc.ConnectedServerId()).Msg("nats reconnected")
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			if cfg.AsyncError != nil && cfg.AsyncError(err) {
+				return
+			}
 			ev := log.Warn().Err(err)
 			if sub != nil {
 				ev = ev.Str("subject", sub.Subject)
@@ -86,6 +102,12 @@ func Connect(cfg Config, log zerolog.Logger) (*nats.Conn, error) {
 	}
 	if cfg.InboxPrefix != "" {
 		opts = append(opts, nats.CustomInboxPrefix(cfg.InboxPrefix))
+	}
+	if cfg.WriteTimeout > 0 {
+		opts = append(opts, nats.FlusherTimeout(cfg.WriteTimeout))
+	}
+	if cfg.NoReconnectBuffer {
+		opts = append(opts, nats.ReconnectBufSize(-1))
 	}
 	switch {
 	case cfg.User != "":

@@ -12,18 +12,24 @@ const (
 	// namespace (view and tool requests, replies, status events).
 	RoleReplica Role = "replica"
 	// RoleOperator is the operator CLI (and the demo agent of the development stack): it
-	// publishes tool requests and receives the replies sent to its own inboxes.
+	// publishes tool requests and the events of its admin changes (audit.admin.>), and
+	// receives the replies sent to its own inboxes.
 	RoleOperator Role = "operator"
 	// RoleDebug is a person watching the bus with `nats sub`: it may subscribe to the
 	// namespace and publish nothing.
 	RoleDebug Role = "debug"
+	// RoleAudit is a platform's reader of the audit trail (package audit): it may
+	// subscribe to the namespace's audit subjects (`nats sub` watches them live) and
+	// publish nothing. Keeping the trail is a JetStream stream's work, which the
+	// platform's own NATS user sets up (docs/operating.md).
+	RoleAudit Role = "audit"
 	// RoleSystem is the NATS system account's user, for `nats server report` and the
 	// like; it sees no application subject.
 	RoleSystem Role = "system"
 )
 
 // Roles lists every role, in the order configurations list them.
-var Roles = []Role{RoleReplica, RoleOperator, RoleDebug, RoleSystem}
+var Roles = []Role{RoleReplica, RoleOperator, RoleDebug, RoleAudit, RoleSystem}
 
 // User is the role's user name on the NATS server, e.g. agentfy-replica.
 func (r Role) User() string { return "agentfy-" + string(r) }
@@ -49,7 +55,9 @@ func (n Namespace) Permissions(r Role) Permissions {
 	case RoleReplica:
 		return Permissions{Publish: []string{n.Wildcard()}, Subscribe: []string{n.Wildcard()}}
 	case RoleOperator:
-		return Permissions{Publish: []string{n.AllOf(VerbTool)}, Subscribe: []string{n.InboxPrefix(r) + ".>"}}
+		return Permissions{Publish: []string{n.AllOf(VerbTool), n.AuditAdminWildcard()}, Subscribe: []string{n.InboxPrefix(r) + ".>"}}
+	case RoleAudit:
+		return Permissions{Subscribe: []string{n.AuditWildcard()}}
 	case RoleDebug:
 		return Permissions{Subscribe: []string{n.Wildcard()}}
 	}

@@ -98,3 +98,56 @@ func (n Namespace) AllOf(verb Verb) string { return n.Prefix() + "." + string(ve
 
 // Wildcard is agentfy.<deployment>.db<N>.>, everything of the namespace.
 func (n Namespace) Wildcard() string { return n.Prefix() + ".>" }
+
+// The audit trail's subjects (package audit publishes on them): one event per view
+// decision on agentfy.<deployment>.db<N>.audit.view.<agentId>, one per admin change on
+// agentfy.<deployment>.db<N>.audit.admin.<action>, where an action is one or more
+// lowercase words joined by '.' (user.put, orgkey.revoke), so it may span tokens.
+const (
+	// AuditToken is the subject token under which every audit event lives.
+	AuditToken = "audit"
+	// AuditViewToken and AuditAdminToken follow AuditToken.
+	AuditViewToken  = "view"
+	AuditAdminToken = "admin"
+	// AuditNoAgent stands for an agent id that cannot be a subject token (one no
+	// record can have, as directory.ValidID says): its view is refused before any
+	// read, and its event is published here with an empty agent.
+	AuditNoAgent = "_"
+)
+
+var actionRe = regexp.MustCompile(`^[a-z][a-z_]{0,31}(\.[a-z][a-z_]{0,31}){0,3}$`)
+
+// AuditView is agentfy.<deployment>.db<N>.audit.view.<agentID>, or ….view._
+// (AuditNoAgent) for an agent id that is not a plain token.
+func (n Namespace) AuditView(agentID string) string {
+	if !tokenRe.MatchString(agentID) {
+		agentID = AuditNoAgent
+	}
+	return n.Prefix() + "." + AuditToken + "." + AuditViewToken + "." + agentID
+}
+
+// AuditAdmin is agentfy.<deployment>.db<N>.audit.admin.<action>. It rejects an action
+// that is not lowercase words joined by '.'.
+func (n Namespace) AuditAdmin(action string) (string, error) {
+	if n.deployment == "" {
+		return "", fmt.Errorf("%w: zero namespace", ErrBadToken)
+	}
+	if !actionRe.MatchString(action) {
+		return "", fmt.Errorf("%w: action %q", ErrBadToken, action)
+	}
+	return n.Prefix() + "." + AuditToken + "." + AuditAdminToken + "." + action, nil
+}
+
+// AuditWildcard is agentfy.<deployment>.db<N>.audit.>, every audit event of the
+// namespace: what the audit role may read.
+func (n Namespace) AuditWildcard() string { return n.Prefix() + "." + AuditToken + ".>" }
+
+// AuditAdminWildcard is agentfy.<deployment>.db<N>.audit.admin.>, every admin change's
+// event: what the operator CLI may publish of the audit trail.
+func (n Namespace) AuditAdminWildcard() string {
+	return n.Prefix() + "." + AuditToken + "." + AuditAdminToken + ".>"
+}
+
+// AuditStreamSubjects is the subject filter of a JetStream stream that keeps the audit
+// trail of every deployment and database on a NATS system.
+const AuditStreamSubjects = Root + ".*.*." + AuditToken + ".>"

@@ -97,13 +97,17 @@ func password() (string, error) {
 // reconnect) pays the cost.
 const bcryptCost = 6
 
+// NATSAccount is the NATS account nats-server.conf.tmpl puts every role's user in (but
+// the system role's).
+const NATSAccount = "AGENTFY"
+
 type natsUser struct {
 	User, Hash         string
 	Publish, Subscribe string // quoted, comma-separated subjects
 }
 
 // NATSConfig renders the NATS server configuration for namespace ns: the AGENTFY account
-// with the replica, operator and debug users confined as bus.Namespace.Permissions
+// with the replica, operator, debug and audit users confined as bus.Namespace.Permissions
 // says, and the system account's user.
 func NATSConfig(ns bus.Namespace, s Secrets) (string, error) {
 	users := map[bus.Role]natsUser{}
@@ -122,7 +126,7 @@ func NATSConfig(ns bus.Namespace, s Secrets) (string, error) {
 	var b strings.Builder
 	err := template.Must(template.New("nats").Parse(natsTemplate)).Execute(&b, map[string]any{
 		"Prefix": ns.Prefix(), "Replica": users[bus.RoleReplica], "Operator": users[bus.RoleOperator],
-		"Debug": users[bus.RoleDebug], "System": users[bus.RoleSystem],
+		"Debug": users[bus.RoleDebug], "Audit": users[bus.RoleAudit], "System": users[bus.RoleSystem],
 	})
 	if err != nil {
 		return "", fmt.Errorf("deploy: render NATS config: %w", err)
@@ -185,7 +189,7 @@ func quoteAll(subjects []string) string {
 var (
 	NATSSecretFiles = map[bus.Role]string{
 		bus.RoleReplica: "replica/nats", bus.RoleOperator: "operator/nats",
-		bus.RoleDebug: "debug/nats", bus.RoleSystem: "system/nats",
+		bus.RoleDebug: "debug/nats", bus.RoleAudit: "audit/nats", bus.RoleSystem: "system/nats",
 	}
 	RedisSecretFiles = map[string]string{RedisReplica: "replica/redis", RedisOperator: "operator/redis"}
 )

@@ -59,9 +59,9 @@ func TestNATSConfigConfinesRoles(t *testing.T) {
 				t.Fatalf("system user: account %v, permissions %+v", u.Account, u.Permissions)
 			}
 			continue
-		case bus.RoleDebug:
+		case bus.RoleDebug, bus.RoleAudit:
 			if !slices.Equal(u.Permissions.Publish.Deny, []string{">"}) || len(u.Permissions.Publish.Allow) != 0 {
-				t.Fatalf("debug publish permissions %+v, want deny >", u.Permissions.Publish)
+				t.Fatalf("%s publish permissions %+v, want deny >", role, u.Permissions.Publish)
 			}
 		default:
 			if !slices.Equal(u.Permissions.Publish.Allow, want.Publish) {

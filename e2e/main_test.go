@@ -37,7 +37,14 @@ func run(m *testing.M) int {
 		level = zerolog.DebugLevel
 	}
 	// AGENTFY_TEST_REDIS=cluster or sentinel runs the suite on that Redis topology.
-	st, _, err = stack.StartOnTopology(ctx, stack.Options{Log: zerolog.New(os.Stderr).Level(level).With().Timestamp().Logger()})
+	// JetStream keeps the audit trail in a stream, as a platform does (audit_test.go).
+	jsDir, err := os.MkdirTemp("", "agentfy-e2e-jetstream-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = os.RemoveAll(jsDir) }()
+	st, _, err = stack.StartOnTopology(ctx, stack.Options{Log: zerolog.New(os.Stderr).Level(level).With().Timestamp().Logger(), JetStreamDir: jsDir})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start stack:", err)
 		return 1

@@ -151,7 +151,7 @@ func TestNothingPersists(t *testing.T) {
 	})
 	t.Run("NATS_messages", func(t *testing.T) {
 		observed := ""
-		record(t, "Nothing persists", "a subscriber on '>' sees request ids, envelopes, sealed tool calls and status events only", &observed)
+		record(t, "Nothing persists", "a subscriber on '>' sees request ids, envelopes, sealed tool calls, status events and audit events (ids) only", &observed)
 		observed = scan(t, "messages", func(yield func(string, []byte) bool) {
 			for _, m := range natsCopy {
 				if !yield(string(m[:bytes.IndexByte(m, ' ')]), m) {

@@ -170,7 +170,7 @@ func TestDebugUserWatchesAndCannotPublish(t *testing.T) {
 
 func TestOperatorUserMayOnlyCallTools(t *testing.T) {
 	observed := ""
-	record(t, privilege, "the operator user may publish tool requests and read its own replies, nothing else: view and status publishes, the namespace and the replicas' inboxes are refused", &observed)
+	record(t, privilege, "the operator user may publish tool requests and its admin changes' audit events and read its own replies, nothing else: view, status and view-audit publishes, the namespace and the replicas' inboxes are refused", &observed)
 	op, errs := connectAs(t, bus.RoleOperator)
 	view, err := st.NS.Subject(bus.VerbView, "s1")
 	if err != nil {
@@ -180,7 +180,7 @@ func TestOperatorUserMayOnlyCallTools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, subject := range []string{view, status} {
+	for _, subject := range []string{view, status, st.NS.AuditView("a1")} {
 		if err := op.Publish(subject, []byte("x")); err != nil {
 			t.Fatal(err)
 		}
@@ -192,7 +192,69 @@ func TestOperatorUserMayOnlyCallTools(t *testing.T) {
 		}
 		violation(t, errs, subject)
 	}
-	observed = "2 publishes and 2 subscriptions refused by the server"
+	observed = "3 publishes and 2 subscriptions refused by the server"
+}
+
+func TestAuditUserOnlyReadsTheAuditTrail(t *testing.T) {
+	observed := ""
+	record(t, privilege, "the audit user receives the audit events and nothing else: subscriptions to view and tool subjects, the namespace and >, and its every publish (audit subjects included) are refused", &observed)
+	reader, errs := connectAs(t, bus.RoleAudit)
+	events := make(chan *nats.Msg, 4)
+	sub, err := reader.ChanSubscribe(st.NS.AuditWildcard(), events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := reader.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// A replica's event reaches it.
+	subject := st.NS.AuditView("agent-privilege-audit")
+	if err := st.Bus.Publish(subject, []byte(`{"outcome":"frame"}`)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-events:
+		if m.Subject != subject {
+			t.Fatalf("the audit user received %s", m.Subject)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the audit user did not receive the replica's audit event")
+	}
+	view, err := st.NS.Subject(bus.VerbView, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := []string{view, st.NS.AllOf(bus.VerbTool), st.NS.Wildcard(), ">"}
+	for _, s := range refused {
+		if _, err := reader.Subscribe(s, func(*nats.Msg) {}); err != nil {
+			t.Fatal(err)
+		}
+		violation(t, errs, s)
+	}
+	admin, err := st.NS.AuditAdmin("user.put")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{subject, admin, view} {
+		if err := reader.Publish(s, []byte("{}")); err != nil {
+			t.Fatal(err)
+		}
+		violation(t, errs, s)
+	}
+	// What it published reached no one: its own subscription saw nothing more.
+	if err := st.Bus.Publish(subject, []byte("marker")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-events:
+		if string(m.Data) != "marker" {
+			t.Fatalf("the audit user's own publish was delivered: %q", m.Data)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the marker did not arrive")
+	}
+	observed = fmt.Sprintf("received the replica's event; %d subscriptions and 3 publishes refused by the server", len(refused))
 }
 
 func TestRedisRefusesStrangersAndConfinesUsers(t *testing.T) {

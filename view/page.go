@@ -12,6 +12,18 @@ import (
 type Result struct {
 	Live bool
 	Page *wire.Page
+
+	// Seen is what the view learnt on its way, for the audit trail (package audit);
+	// it is never rendered.
+	Seen Seen
+}
+
+// Seen is what a view learnt of the agent and its session: the agent's record when a
+// check read it (its team and organisation), and the session it asked. View fills it
+// also when it returns an error, as far as it got.
+type Seen struct {
+	Team, Organisation string
+	Session            string
 }
 
 // MarshalJSON writes the three shapes exactly: {"live":false}, {"live":true,"page":null}

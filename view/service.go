@@ -137,13 +137,24 @@ func (s *Service) InFlight() int { return len(s.inFlight) }
 //  4. the capture's grant (Frame), then the frame's NATS request;
 //  5. the re-check's reads with the agent's session pointer and the session's record,
 //     before any pixel leaves.
+//
+// The Result's Seen is filled as far as the view got, also when it returns an error.
 func (s *Service) View(ctx context.Context, agentID, caller string, check access.Check) (Result, error) {
+	var seen Seen
+	res, err := s.view(ctx, agentID, caller, check, &seen)
+	res.Seen = seen
+	return res, err
+}
+
+// view is View, noting what it learns in seen.
+func (s *Service) view(ctx context.Context, agentID, caller string, check access.Check, seen *Seen) (Result, error) {
 	// 1. The first check.
 	reads, err := check.Reads(false)
 	if err != nil {
 		return Result{}, err
 	}
 	facts, currentID, err := s.firstRead(ctx, agentID, reads) // err: the session pointer's
+	seen.saw(facts)
 	if authErr := check.Decide(ctx, facts); authErr != nil {
 		return Result{}, authErr
 	}
@@ -163,6 +174,7 @@ func (s *Service) View(ctx context.Context, agentID, caller string, check access
 	if err != nil {
 		return Result{}, err
 	}
+	seen.Session = sess.ID
 	// 3. The gate.
 	decision, err := s.gate.Decide(ctx, agentID, caller)
 	if err != nil {
@@ -181,6 +193,7 @@ func (s *Service) View(ctx context.Context, agentID, caller string, check access
 		return Result{}, err
 	}
 	facts, err = s.recheckRead(ctx, agentID, sess.ID, reads)
+	seen.saw(facts)
 	switch {
 	case errors.Is(err, session.ErrNoSession):
 		if authErr := check.Decide(ctx, facts); authErr != nil {
@@ -285,4 +298,11 @@ func openReply(priv *ecdh.PrivateKey, requestID string, reply []byte) (*wire.Pag
 		return nil, err
 	}
 	return wire.ParsePage(plain)
+}
+
+// saw notes the agent's record of f, when the check read it.
+func (seen *Seen) saw(f access.Facts) {
+	if f.AgentErr == nil && f.Agent.ID != "" {
+		seen.Team, seen.Organisation = f.Agent.TeamID, f.Agent.OrgID
+	}
 }

@@ -55,8 +55,10 @@ type readyFile struct {
 	NATS     string   `json:"nats"`
 	// NATSDebug may subscribe to the namespace and publish nothing (`nats sub`);
 	// NATSSystem is the system account's user (`nats server report connections`);
-	// NATSOperator runs tools (`agentfy tool`).
+	// NATSOperator runs tools (`agentfy tool`); NATSAudit may subscribe to the audit
+	// trail's subjects (agentfy.dev.db0.audit.>) and nothing else.
 	NATSDebug    natsCredential `json:"natsDebug"`
+	NATSAudit    natsCredential `json:"natsAudit"`
 	NATSSystem   natsCredential `json:"natsSystem"`
 	NATSOperator natsCredential `json:"natsOperator"`
 	// Redis is a URL with the operator's credential, as AGENTFY_REDIS_URL of the CLI.
@@ -244,6 +246,7 @@ func newReadyFile(st *stack.Stack, uses readyUses, tokens, keys map[string]strin
 		NATS: strings.Join(st.NATSURLs(), ","), Redis: st.RedisURL(deploy.RedisOperator), Deployment: "dev",
 		RedisEnv: st.RedisEnv(deploy.RedisOperator), Uses: uses,
 		NATSDebug:    natsCred(st, bus.RoleDebug),
+		NATSAudit:    natsCred(st, bus.RoleAudit),
 		NATSSystem:   natsCred(st, bus.RoleSystem),
 		NATSOperator: natsCred(st, bus.RoleOperator),
 		Agent:        demoAgent, IdleAgent: idleAgent, EmptyAgent: emptyAgent, ForeignAgent: foreignAgent, Tokens: tokens,
@@ -358,6 +361,9 @@ In another terminal:
   # everything on NATS is request ids and ciphertext (go install github.com/nats-io/natscli/nats@v0.5.0);
   # the debug user may watch the namespace and publish nothing
   nats --server %s --user %s --password '%s' sub 'agentfy.%s.db0.>'
+  # the audit trail, one JSON event per view decision and admin change (the audit user
+  # may read it and nothing else)
+  nats --server %s --user %s --password '%s' sub 'agentfy.%s.db0.audit.>'
   # who is connected, as which user (the system account)
   nats --server %s --user %s --password '%s' server report connections
 
@@ -378,6 +384,7 @@ In another terminal:
 		rf.Replicas[0], rf.Agent, rf.Replicas[0], rf.Agent,
 		rf.Replicas[0], rf.OrgID, rf.Agent,
 		rf.NATS, rf.NATSDebug.User, rf.NATSDebug.Password, rf.Deployment,
+		rf.NATS, rf.NATSAudit.User, rf.NATSAudit.Password, rf.Deployment,
 		rf.NATS, rf.NATSSystem.User, rf.NATSSystem.Password,
 		rf.Admin.Key, rf.Admin.URL, rf.Admin.URL, rf.OrgID,
 		shellEnv(rf.RedisEnv), rf.NATS, rf.NATSOperator.Password, rf.Agent, rf.Agent)

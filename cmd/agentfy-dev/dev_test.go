@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"os"
 	"os/exec"
@@ -106,6 +107,37 @@ func TestDevStackStartsAndStopsCleanly(t *testing.T) {
 	if nc, err := nats.Connect(rf.NATS, nats.Timeout(5*time.Second)); err == nil {
 		nc.Close()
 		t.Fatal("the dev NATS server accepted a client without a credential")
+	}
+	// The audit user reads the audit subjects, and may neither read the view and tool
+	// subjects nor publish.
+	if rf.NATSAudit.User != "agentfy-audit" || rf.NATSAudit.Password == "" {
+		t.Fatalf("ready file natsAudit: %q", rf.NATSAudit.User)
+	}
+	viewSubject, _ := ns.Subject(bus.VerbView, rf.SessionID)
+	for _, step := range []struct {
+		name    string
+		do      func(*nats.Conn) error
+		allowed bool
+	}{
+		{"subscribe to the audit subjects", func(nc *nats.Conn) error { _, err := nc.SubscribeSync(ns.AuditWildcard()); return err }, true},
+		{"subscribe to a view subject", func(nc *nats.Conn) error { _, err := nc.SubscribeSync(viewSubject); return err }, false},
+		{"subscribe to the tool subjects", func(nc *nats.Conn) error { _, err := nc.SubscribeSync(ns.AllOf(bus.VerbTool)); return err }, false},
+		{"publish an audit event", func(nc *nats.Conn) error { return nc.Publish(ns.AuditView(rf.Agent), []byte("{}")) }, false},
+	} {
+		nc, err := nats.Connect(rf.NATS, nats.UserInfo(rf.NATSAudit.User, rf.NATSAudit.Password), nats.Timeout(5*time.Second), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+		if err != nil {
+			t.Fatalf("nats as the audit user: %v", err)
+		}
+		if err := step.do(nc); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		// The server answers a refusal with -ERR before the flush's PONG.
+		ferr := nc.FlushTimeout(5 * time.Second)
+		refused := errors.Is(nc.LastError(), nats.ErrPermissionViolation)
+		nc.Close()
+		if ferr != nil || refused == step.allowed {
+			t.Fatalf("audit user may %s: %v (flush %v), want allowed %v", step.name, !refused, ferr, step.allowed)
+		}
 	}
 
 	// The README's curl line: a live JPEG from the first replica.

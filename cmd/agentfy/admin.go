@@ -44,6 +44,7 @@ func cmdSeed(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := st.Dir.Load(ctx, seed); err != nil {
 		return err
 	}
+	recordChange(ctx, "directory.seed", "teams", count(len(seed.Teams)), "users", count(len(seed.Users)), "orgs", count(len(seed.Orgs)), "agents", count(len(seed.Agents)))
 	fmt.Fprintf(stdout, "seeded %d teams, %d users, %d organisations, %d agents\n", len(seed.Teams), len(seed.Users), len(seed.Orgs), len(seed.Agents))
 	return nil
 }
@@ -101,6 +102,7 @@ func cmdSession(ctx context.Context, args []string, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
+		recordChange(ctx, "session.start", "agent", *agent, "session", sess.ID)
 		out := map[string]string{"sessionId": sess.ID, "agentId": *agent, "workerPass": passes.Worker, "brokerPass": passes.Broker}
 		// Deployments hand each pass to its own container through a file, so neither
 		// pass is ever printed where the other side could read it.
@@ -130,6 +132,7 @@ func cmdSession(ctx context.Context, args []string, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
+		recordChange(ctx, "session.stop", "agent", sess.AgentID, "session", sess.ID)
 		return enc.Encode(map[string]string{"sessionId": sess.ID, "agentId": sess.AgentID, "status": "stopped"})
 	}
 }

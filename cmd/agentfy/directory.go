@@ -71,6 +71,7 @@ func cmdUser(ctx context.Context, args []string, stdout io.Writer) error {
 				if err := st.Dir.PutUser(ctx, u); err != nil {
 					return err
 				}
+				recordChange(ctx, "user.put", "user", u.ID)
 				return printJSON(stdout, map[string]string{"id": u.ID, "name": u.Name})
 			})
 		},
@@ -88,6 +89,7 @@ func cmdTeam(ctx context.Context, args []string, stdout io.Writer) error {
 				if err := st.Dir.PutTeam(ctx, t); err != nil {
 					return err
 				}
+				recordChange(ctx, "team.put", "team", t.ID)
 				return printJSON(stdout, t)
 			})
 		},
@@ -106,6 +108,7 @@ func cmdOrg(ctx context.Context, args []string, stdout io.Writer) error {
 				if err := st.Dir.PutOrg(ctx, o); err != nil {
 					return err
 				}
+				recordChange(ctx, "org.put", "org", o.ID)
 				return printJSON(stdout, o)
 			})
 		},
@@ -129,6 +132,7 @@ func cmdMember(ctx context.Context, args []string, stdout io.Writer) error {
 				if err != nil {
 					return err
 				}
+				recordChange(ctx, "member."+verb, "team", *team, "user", *user)
 				return printJSON(stdout, map[string]string{"team": *team, "user": *user, "member": map[bool]string{true: "yes", false: "no"}[add]})
 			})
 		}
@@ -151,6 +155,7 @@ func cmdAgent(ctx context.Context, args []string, stdout io.Writer) error {
 				if err != nil {
 					return err
 				}
+				recordChange(ctx, "agent.put", "agent", a.ID, "team", a.TeamID, "previousTeam", before, "org", a.OrgID, "environment", a.Environment)
 				return printJSON(stdout, struct {
 					directory.Agent
 					PreviousTeam string `json:"previousTeam,omitempty"`
@@ -164,6 +169,7 @@ func cmdAgent(ctx context.Context, args []string, stdout io.Writer) error {
 				if err := st.Dir.DeleteAgent(ctx, *id); err != nil {
 					return err
 				}
+				recordChange(ctx, "agent.delete", "agent", *id)
 				return printJSON(stdout, map[string]string{"id": *id, "deleted": "yes"})
 			})
 		},
@@ -227,6 +233,7 @@ func cmdOrgKey(ctx context.Context, args []string, stdout io.Writer) error {
 				if !deleted {
 					return fmt.Errorf("orgkey revoke: %s has no key %s (nothing changed)", *org, *id)
 				}
+				recordChange(ctx, "orgkey.revoke", "org", *org, "key", *id)
 				return printJSON(stdout, map[string]string{"org": *org, "id": *id, "revoked": "yes"})
 			})
 		},
@@ -242,10 +249,11 @@ func orgKeyCreate(ctx context.Context, args []string, stdout io.Writer) error {
 		if err := st.Dir.CheckEnvironment(ctx, *org, *env, "-org", "-env"); err != nil {
 			return fmt.Errorf("orgkey: %w", err)
 		}
-		tok, _, err := st.Creds.CreateOrgKey(ctx, *org, *env, splitList(*scopes))
+		tok, key, err := st.Creds.CreateOrgKey(ctx, *org, *env, splitList(*scopes))
 		if err != nil {
 			return err
 		}
+		recordChange(ctx, "orgkey.create", "org", *org, "key", key.ID, "environment", key.Environment, "scopes", strings.Join(key.Scopes, " "))
 		_, err = fmt.Fprintln(stdout, tok)
 		return err
 	})
@@ -261,6 +269,7 @@ func cmdAdminKey(ctx context.Context, args []string, stdout io.Writer) error {
 				if err != nil {
 					return err
 				}
+				recordChange(ctx, "adminkey.create", "adminKey", key.ID)
 				return printJSON(stdout, map[string]string{"id": key.ID, "name": key.Name, "key": tok})
 			})
 		},
@@ -275,6 +284,7 @@ func cmdAdminKey(ctx context.Context, args []string, stdout io.Writer) error {
 				if !deleted {
 					return fmt.Errorf("adminkey revoke: no admin key %q (nothing changed)", *id)
 				}
+				recordChange(ctx, "adminkey.revoke", "adminKey", *id)
 				return printJSON(stdout, map[string]string{"id": *id, "revoked": "yes"})
 			})
 		},

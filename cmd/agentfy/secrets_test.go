@@ -60,7 +60,7 @@ func TestSecretsCommand(t *testing.T) {
 	if err := run(ctx, []string{"secrets", "-out", dir}, &out); err != nil || read("replica/nats") != before {
 		t.Fatalf("second run replaced the secrets (%v)", err)
 	}
-	if !strings.Contains(out.String(), "7 secrets kept, 1 made") {
+	if !strings.Contains(out.String(), "8 secrets kept, 1 made") {
 		t.Fatalf("second run said %q", out.String())
 	}
 	if _, err := view.ParseGrantKeys(read("replica/capability-key")); err != nil {

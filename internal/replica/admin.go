@@ -23,7 +23,7 @@ const MaxAdminConnections = 64
 func (r *Replica) ServeAdmin(ctx context.Context, ln net.Listener) error {
 	admin := api.NewAdmin(api.AdminConfig{
 		Log: r.opts.Log.With().Str("listener", "admin").Logger(), Creds: r.Creds, Dir: r.Dir, JWT: r.JWT,
-		OpenAPI: openapi.AdminDocument,
+		OpenAPI: openapi.AdminDocument, Audit: r.Audit,
 	})
 	srv := &http.Server{
 		Handler:           admin.Handler(),

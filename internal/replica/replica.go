@@ -18,6 +18,7 @@ import (
 	"golang.org/x/net/netutil"
 
 	"github.com/agentfy/agentfy/api"
+	"github.com/agentfy/agentfy/audit"
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/channel"
@@ -83,6 +84,9 @@ type Replica struct {
 	Feed     *feed.Feed
 	Server   *api.Server
 	JWT      *auth.Verifier
+	// Audit publishes the audit trail (view decisions, admin changes) on a NATS
+	// connection of its own.
+	Audit *audit.Publisher
 
 	stopVerifier context.CancelFunc // ends the verifier's JWKS refreshers
 }
@@ -133,6 +137,10 @@ func New(ctx context.Context, o Options) (*Replica, error) {
 		return nil, fmt.Errorf("nats: the server's max_payload is %d bytes, a sealed frame may need %d: set max_payload: 8MB", limit, wire.MaxSealedBytes)
 	}
 	r := &Replica{opts: o, Redis: rdb, NATS: nc, JWT: verifier, stopVerifier: stopVerifier}
+	if r.Audit, err = audit.Connect(o.NATS, ns, o.Log.With().Str("part", "audit").Logger()); err != nil {
+		r.close(ctx)
+		return nil, fmt.Errorf("audit: %w", err)
+	}
 	r.Creds = auth.NewStore(rdb, o.Deployment, nil)
 	r.Dir = directory.NewStore(rdb, o.Deployment)
 	r.Sessions = session.NewStore(rdb, r.Creds, o.Deployment, o.Policy, nil)
@@ -145,7 +153,7 @@ func New(ctx context.Context, o Options) (*Replica, error) {
 	grantKeys := o.GrantKeys
 	if len(grantKeys) == 0 {
 		if grantKeys, err = view.DeriveGrantKey(o.Redis.Password); err != nil {
-			r.close()
+			r.close(ctx)
 			return nil, errors.New("replica: no grant key: set AGENTFY_CAPABILITY_KEY(_FILE), or a Redis password to derive it from")
 		}
 	}
@@ -159,7 +167,7 @@ func New(ctx context.Context, o Options) (*Replica, error) {
 	}
 	r.Views = view.NewService(views)
 	if r.Feed, err = feed.New(nc, ns, r.Sessions, o.Log); err != nil {
-		r.close()
+		r.close(ctx)
 		return nil, err
 	}
 	hub := channel.Config{
@@ -172,9 +180,10 @@ func New(ctx context.Context, o Options) (*Replica, error) {
 	r.Hub = channel.NewHub(hub)
 	metrics := api.NewMetrics(r.Views.InFlight, r.Hub.RelayWaiters, r.Hub.Conns, r.Feed.Listeners)
 	metrics.WatchJWKS(verifier.JWKSStatus)
+	metrics.WatchAudit(r.Audit.Dropped)
 	r.Server = api.New(api.Config{
 		Log: o.Log, JWT: verifier, Creds: r.Creds, Dir: r.Dir, Sessions: r.Sessions, Views: r.Views,
-		Grants: grants, Hub: r.Hub, Feed: r.Feed, Metrics: metrics, OpenAPI: o.OpenAPI, WebApp: o.WebApp,
+		Grants: grants, Hub: r.Hub, Feed: r.Feed, Metrics: metrics, Audit: r.Audit, OpenAPI: o.OpenAPI, WebApp: o.WebApp,
 		Ready: r.ready,
 	})
 	return r, nil
@@ -189,8 +198,21 @@ func (r *Replica) ready(ctx context.Context) error {
 	return r.Redis.Ping(ctx).Err()
 }
 
-func (r *Replica) close() {
+// AuditFlushTimeout bounds how long a stopping replica waits for its buffered audit
+// events to be published; what is left then is dropped and counted.
+const AuditFlushTimeout = 2 * time.Second
+
+// close closes the replica's clients; ctx is only for its values (the audit flush has
+// its own deadline).
+func (r *Replica) close(ctx context.Context) {
 	r.stopVerifier()
+	if r.Audit != nil {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), AuditFlushTimeout)
+		if err := r.Audit.Close(ctx); err != nil {
+			r.opts.Log.Warn().Err(err).Uint64("dropped", r.Audit.Dropped()).Msg("audit events left unpublished at shutdown")
+		}
+		cancel()
+	}
 	if r.Feed != nil {
 		r.Feed.Close()
 	}
@@ -237,7 +259,7 @@ func (r *Replica) Serve(ctx context.Context, ln net.Listener) error {
 	go func() { errc <- srv.Serve(ln) }()
 	select {
 	case err := <-errc:
-		r.close()
+		r.close(ctx)
 		return err
 	case <-ctx.Done():
 	}
@@ -248,7 +270,7 @@ func (r *Replica) Serve(ctx context.Context, ln net.Listener) error {
 	stopHub()
 	r.Hub.Close(dctx)
 	_ = r.NATS.Drain()
-	r.close()
+	r.close(ctx)
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}

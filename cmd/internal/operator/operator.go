@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
+	"github.com/agentfy/agentfy/audit"
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/cmd/internal/apiconf"
@@ -79,6 +80,25 @@ func Bus(name string, log zerolog.Logger) (*nats.Conn, bus.Namespace, error) {
 		return nil, bus.Namespace{}, err
 	}
 	return nc, ns, nil
+}
+
+// Audit connects the operator's audit publisher (package audit) as the operator's NATS
+// user, which may publish the admin changes' events, in the namespace of the
+// configured deployment and Redis database.
+func Audit(name string, log zerolog.Logger) (*audit.Publisher, error) {
+	ro, err := apiconf.Redis(nil)
+	if err != nil {
+		return nil, err
+	}
+	ns, err := apiconf.Namespace(ro)
+	if err != nil {
+		return nil, err
+	}
+	ncfg, err := apiconf.NATS(name, ns, bus.RoleOperator, nil)
+	if err != nil {
+		return nil, err
+	}
+	return audit.Connect(ncfg, ns, log)
 }
 
 // healthTimeout bounds a health check.

@@ -35,11 +35,21 @@ type Options struct {
 	// their permissions) that the options above complete. Empty means no accounts and
 	// no authentication, for tests of the bus alone.
 	Config string
+	// JetStream, when set, enables JetStream (the audit trail's tests keep it in a
+	// stream, as a platform does).
+	JetStream *JetStream
 }
 
-// Run starts a NATS server on loopback and waits until it accepts clients. Its
-// max_payload is bus.MaxPayload unless the configuration says otherwise.
-func Run(o Options) (*server.Server, error) {
+// JetStream enables JetStream with its store in StoreDir for the configuration's
+// account Account, and adds User (Password in clear) to that account with every right:
+// a platform's own NATS user, which makes and reads streams. Production deployments
+// configure their NATS system themselves (docs/operating.md, "Audit trail").
+type JetStream struct {
+	StoreDir, Account, User, Password string
+}
+
+// ServerOptions are the server options o describes.
+func ServerOptions(o Options) (*server.Options, error) {
 	opts := &server.Options{}
 	if o.Config != "" {
 		if err := opts.ProcessConfigString(o.Config); err != nil {
@@ -65,6 +75,29 @@ func Run(o Options) (*server.Server, error) {
 			opts.Routes = append(opts.Routes, u)
 		}
 	}
+	if js := o.JetStream; js != nil {
+		opts.JetStream, opts.StoreDir = true, js.StoreDir
+		var acc *server.Account
+		for _, a := range opts.Accounts {
+			if a.Name == js.Account {
+				acc = a
+			}
+		}
+		if acc == nil {
+			return nil, fmt.Errorf("natsserver: no account %q for JetStream", js.Account)
+		}
+		opts.Users = append(opts.Users, &server.User{Username: js.User, Password: js.Password, Account: acc})
+	}
+	return opts, nil
+}
+
+// Run starts a NATS server on loopback and waits until it accepts clients. Its
+// max_payload is bus.MaxPayload unless the configuration says otherwise.
+func Run(o Options) (*server.Server, error) {
+	opts, err := ServerOptions(o)
+	if err != nil {
+		return nil, err
+	}
 	s, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("natsserver: %w", err)
@@ -74,5 +107,44 @@ func Run(o Options) (*server.Server, error) {
 		s.Shutdown()
 		return nil, errors.New("natsserver: not ready")
 	}
+	if err := enableJetStream(s, o); err != nil {
+		s.Shutdown()
+		return nil, err
+	}
 	return s, nil
+}
+
+// Reload applies o, changed by edit, to the running server s (a user's permissions,
+// say). o must name the ports s listens on.
+func Reload(s *server.Server, o Options, edit func(*server.Options)) error {
+	opts, err := ServerOptions(o)
+	if err != nil {
+		return err
+	}
+	if edit != nil {
+		edit(opts)
+	}
+	if err := s.ReloadOptions(opts); err != nil {
+		return fmt.Errorf("natsserver: reload: %w", err)
+	}
+	return enableJetStream(s, o)
+}
+
+// enableJetStream turns JetStream on for o's JetStream account, which a configuration
+// without a jetstream block per account leaves off.
+func enableJetStream(s *server.Server, o Options) error {
+	if o.JetStream == nil {
+		return nil
+	}
+	acc, err := s.LookupAccount(o.JetStream.Account)
+	if err != nil {
+		return fmt.Errorf("natsserver: JetStream account: %w", err)
+	}
+	if acc.JetStreamEnabled() {
+		return nil
+	}
+	if err := acc.EnableJetStream(nil, nil); err != nil {
+		return fmt.Errorf("natsserver: enable JetStream: %w", err)
+	}
+	return nil
 }

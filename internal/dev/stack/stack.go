@@ -57,6 +57,10 @@ type Options struct {
 	Tick   time.Duration
 	WebApp fs.FS
 	Log    zerolog.Logger
+	// JetStreamDir, when set, enables JetStream on the embedded NATS server with its
+	// store there, and a platform's user with every right in the deployment's account
+	// (ConnectPlatform), which keeps the audit trail in a stream.
+	JetStreamDir string
 	// NATSServers, when set, replaces the embedded NATS server (a cluster the caller
 	// runs, configured with deploy.NATSConfig and Secrets); replica i connects to
 	// NATSServers[i % len].
@@ -130,6 +134,7 @@ type Stack struct {
 	sessions []*Session // guarded by mu
 	closers  []func()
 	natsPort int
+	natsOpts natsserver.Options // the embedded server's, as it was started (a reload must repeat them)
 	natsURLs []string
 
 	consumeHook atomic.Pointer[func()] // called by the balancer before it forwards a consume
@@ -161,15 +166,13 @@ func (s *Stack) StopNATS() {
 // RestartNATS starts the embedded NATS server again on the same port; clients reconnect
 // on their own.
 func (s *Stack) RestartNATS() error {
-	cfg, err := deploy.NATSConfig(s.NS, s.Secrets)
+	o := s.natsOpts
+	o.Port = s.natsPort
+	n, err := natsserver.Run(o)
 	if err != nil {
 		return err
 	}
-	n, err := natsserver.Run(natsserver.Options{Name: "agentfy-dev", Port: s.natsPort, MonitorPort: -1, Config: cfg})
-	if err != nil {
-		return err
-	}
-	s.NATS = n
+	s.NATS, s.natsOpts = n, o
 	return nil
 }
 
@@ -320,7 +323,17 @@ func (s *Stack) startServers(ctx context.Context) (err error) {
 		if err != nil {
 			return err
 		}
-		if s.NATS, err = natsserver.Run(natsserver.Options{Name: "agentfy-dev", Port: -1, MonitorPort: -1, Config: cfg}); err != nil {
+		s.natsOpts = natsserver.Options{Name: "agentfy-dev", Port: -1, MonitorPort: -1, Config: cfg}
+		if o.JetStreamDir != "" {
+			pw := make([]byte, 32)
+			if _, err := rand.Read(pw); err != nil {
+				return err
+			}
+			s.natsOpts.JetStream = &natsserver.JetStream{
+				StoreDir: o.JetStreamDir, Account: deploy.NATSAccount, User: PlatformUser, Password: base64.RawURLEncoding.EncodeToString(pw),
+			}
+		}
+		if s.NATS, err = natsserver.Run(s.natsOpts); err != nil {
 			return err
 		}
 		s.closers = append(s.closers, func() { s.NATS.Shutdown(); s.NATS.WaitForShutdown() })
@@ -449,6 +462,29 @@ func (s *Stack) NATSConfig(role bus.Role, name string) bus.Config {
 		Servers: s.natsURLs, Name: name, InboxPrefix: s.NS.InboxPrefix(role),
 		User: role.User(), Password: s.Secrets.NATS[role],
 	}
+}
+
+// PlatformUser is the embedded NATS server's user of a platform (Options.JetStreamDir).
+const PlatformUser = "platform"
+
+// ConnectPlatform connects to the embedded NATS server as the platform's user, with
+// every right in the deployment's account (Options.JetStreamDir); the caller closes it.
+func (s *Stack) ConnectPlatform(name string) (*nats.Conn, error) {
+	js := s.natsOpts.JetStream
+	if js == nil {
+		return nil, errors.New("stack: no JetStream (Options.JetStreamDir)")
+	}
+	return bus.Connect(bus.Config{Servers: s.natsURLs, Name: name, User: js.User, Password: js.Password}, s.opts.Log)
+}
+
+// ReconfigureNATS reloads the embedded NATS server with its configuration as edit
+// changes it (a role's permissions, say); connected clients keep their connections
+// under the new rules.
+func (s *Stack) ReconfigureNATS(edit func(*server.Options)) error {
+	if s.NATS == nil {
+		return errors.New("stack: no embedded NATS server")
+	}
+	return natsserver.Reload(s.NATS, s.natsOpts, edit)
 }
 
 // ConnectNATS connects to the stack's NATS with role's credential; the caller closes it.
