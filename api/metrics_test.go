@@ -195,3 +195,18 @@ func TestMetricsConnections(t *testing.T) {
 		})
 	}
 }
+
+// TestMetricsReasonsStartAtZero: every reason of both view routes is exported at 0
+// before any view, so that a rate over it sees the first failure.
+func TestMetricsReasonsStartAtZero(t *testing.T) {
+	zero := func() int { return 0 }
+	got := scrape(t, NewMetrics(zero, zero, zero, zero).Handler())
+	for _, route := range []string{AgentViewRoute, PartnerViewRoute} {
+		for _, reason := range wire.Labels() {
+			series := fmt.Sprintf(`agentfy_view_unavailable_total{reason=%q,route=%q}`, reason, route)
+			if v, ok := got[series]; !ok || v != 0 {
+				t.Errorf("%s = %v (exported %t), want 0", series, v, ok)
+			}
+		}
+	}
+}
