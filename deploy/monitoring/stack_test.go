@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/textparse"
 	"github.com/prometheus/prometheus/promql"
@@ -191,7 +192,7 @@ func (r *rig) scrape(withBroker bool) scrape {
 			b.Set("job", tg.job)
 			b.Set("instance", tg.instance)
 			out = append(out, sample{lbls: b.Labels(), v: v})
-			r.names[l.Get(labels.MetricName)] = true
+			r.names[l.Get(model.MetricNameLabel)] = true
 		}
 	}
 	return out
@@ -219,7 +220,7 @@ func (r *rig) get(url string) ([]byte, string) {
 func (s scrape) value(name string, want ...string) float64 {
 	sum := 0.0
 	for _, x := range s {
-		if x.lbls.Get(labels.MetricName) != name {
+		if x.lbls.Get(model.MetricNameLabel) != name {
 			continue
 		}
 		match := true
@@ -312,8 +313,18 @@ func TestAlertsOnAStack(t *testing.T) {
 		return r.scrape(true).value("agentfy_jwks_refreshes_total", "result", "ok") > healthy[0].value("agentfy_jwks_refreshes_total", "result", "ok")
 	})
 	healthy = append(healthy, r.scrape(true))
+	// A machine too loaded to answer a frame within the latency alert's 2.5 s is slow
+	// without a fault: then that alert may fire, rightly, and only its fault is checked.
+	frames := func(s scrape, le string) float64 {
+		return s.value("agentfy_view_duration_seconds_bucket", "status", "200", "le", le)
+	}
+	slow := (frames(healthy[1], "+Inf") - frames(healthy[0], "+Inf")) - (frames(healthy[1], "2.5") - frames(healthy[0], "2.5"))
 	for name, a := range alerts {
 		if on, _ := firing(t, a.expr, healthy); on {
+			if name == "AgentfyViewLatencyHigh" && slow > 0 {
+				t.Logf("%s fires on the healthy stack: %g of its frames took over 2.5 s (a loaded machine)", name, slow)
+				continue
+			}
 			t.Errorf("%s fires on the healthy stack", name)
 		}
 	}
@@ -334,6 +345,9 @@ func TestAlertsOnAStack(t *testing.T) {
 			drive()
 			faulty = append(faulty, r.scrape(withBroker))
 			on, onFault := firing(t, a.expr, healthy, faulty)
+			if name == "AgentfyViewLatencyHigh" && slow > 0 {
+				on = false // logged above
+			}
 			if on || !onFault {
 				t.Errorf("%s: %t without its fault, %t with it; want false, then true", name, on, onFault)
 			}
