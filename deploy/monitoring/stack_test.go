@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -496,4 +497,39 @@ func TestAlertsOnAStack(t *testing.T) {
 			}
 		}
 	}
+	// The other way round: every agentfy series the stack exports is on the dashboard
+	// and in docs/operating.md's tables of metrics.
+	shown := map[string]bool{}
+	for _, q := range dashboardQueries(t, loadDashboard(t)) {
+		for _, n := range metricNames(t, q) {
+			shown[family(r.names, n)] = true
+		}
+	}
+	doc, err := os.ReadFile(operatingFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := range r.names {
+		f := family(r.names, n)
+		if !strings.HasPrefix(f, "agentfy_") {
+			continue
+		}
+		if !shown[f] {
+			t.Errorf("the stack exports %s; the dashboard does not show it", f)
+		}
+		if !strings.Contains(string(doc), "| `"+f+"` |") {
+			t.Errorf("the stack exports %s; docs/operating.md's tables do not list it", f)
+		}
+	}
+}
+
+// family is the metric family of a series name: a histogram's without its _bucket,
+// _sum or _count.
+func family(names map[string]bool, n string) string {
+	for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+		if f, ok := strings.CutSuffix(n, suffix); ok && names[f+"_bucket"] {
+			return f
+		}
+	}
+	return n
 }
