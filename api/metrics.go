@@ -18,6 +18,12 @@ import (
 	"github.com/agentfy/agentfy/wire"
 )
 
+// The view routes, as they are registered and as the metrics' route label names them.
+const (
+	AgentViewRoute   = "/v1/agents/:id/worker/view"
+	PartnerViewRoute = "/v1/orgs/:orgId/agents/:id/worker/view"
+)
+
 // Metrics are one replica's Prometheus series. Labels carry routes, statuses and
 // reasons only: never a user, agent, session or URL.
 type Metrics struct {
@@ -49,6 +55,14 @@ func NewMetrics(pending, waiters, workers, listeners func() int) *Metrics {
 			Help:    "View request latency by route and HTTP status.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .075, .1, .15, .25, .5, 1, 2.5, 5, wire.ViewTimeout.Seconds()},
 		}, []string{"route", "status"}),
+	}
+	// Every reason of every view route exists from the start, at 0: a rate over a series
+	// that appears with its first failure would miss that failure, and an alert on the
+	// first broker_down of a deployment would not fire.
+	for _, route := range []string{AgentViewRoute, PartnerViewRoute} {
+		for _, reason := range wire.Labels() {
+			m.reasons.WithLabelValues(route, reason)
+		}
 	}
 	m.gate = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "agentfy_gate_refusals_total",

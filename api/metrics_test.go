@@ -158,3 +158,55 @@ func TestMetricViewWithoutMetrics(t *testing.T) {
 		t.Fatalf("status %d, want 503", w.Code)
 	}
 }
+
+// TestMetricsConnections: the NATS and Redis series say what the replica's connections
+// say at scrape time, and change with them.
+func TestMetricsConnections(t *testing.T) {
+	tests := []struct {
+		name      string
+		connected bool
+		up        bool
+		want      map[string]float64
+	}{
+		{name: "both up", connected: true, up: true, want: map[string]float64{
+			"agentfy_nats_connected": 1, "agentfy_nats_reconnects_total": 3, "agentfy_redis_up": 1,
+			`agentfy_redis_dials_total{result="ok"}`: 5, `agentfy_redis_dials_total{result="failed"}`: 2,
+		}},
+		{name: "both down", want: map[string]float64{
+			"agentfy_nats_connected": 0, "agentfy_nats_reconnects_total": 3, "agentfy_redis_up": 0,
+			`agentfy_redis_dials_total{result="ok"}`: 5, `agentfy_redis_dials_total{result="failed"}`: 2,
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := NewMetrics(func() int { return 0 }, func() int { return 0 }, func() int { return 0 }, func() int { return 0 })
+			m.WatchConnections(Connections{
+				NATSConnected:  func() bool { return tc.connected },
+				NATSReconnects: func() uint64 { return 3 },
+				RedisUp:        func() bool { return tc.up },
+				RedisDials:     func() (uint64, uint64) { return 5, 2 },
+			})
+			got := scrape(t, m.Handler())
+			for k, v := range tc.want {
+				if g, ok := got[k]; !ok || g != v {
+					t.Errorf("%s = %v (exported %t), want %v", k, g, ok, v)
+				}
+			}
+		})
+	}
+}
+
+// TestMetricsReasonsStartAtZero: every reason of both view routes is exported at 0
+// before any view, so that a rate over it sees the first failure.
+func TestMetricsReasonsStartAtZero(t *testing.T) {
+	zero := func() int { return 0 }
+	got := scrape(t, NewMetrics(zero, zero, zero, zero).Handler())
+	for _, route := range []string{AgentViewRoute, PartnerViewRoute} {
+		for _, reason := range wire.Labels() {
+			series := fmt.Sprintf(`agentfy_view_unavailable_total{reason=%q,route=%q}`, reason, route)
+			if v, ok := got[series]; !ok || v != 0 {
+				t.Errorf("%s = %v (exported %t), want 0", series, v, ok)
+			}
+		}
+	}
+}

@@ -110,9 +110,9 @@ func New(cfg Config) *Server {
 	}), refuseAmbiguous)
 
 	v1 := eng.Group("/v1", noStore)
-	views := v1.Group("", s.metricView, s.auditView)
-	views.GET("/agents/:id/worker/view", s.agentView)
-	views.GET("/orgs/:orgId/agents/:id/worker/view", s.partnerView)
+	views := eng.Group("", noStore, s.metricView, s.auditView)
+	views.GET(AgentViewRoute, s.agentView)
+	views.GET(PartnerViewRoute, s.partnerView)
 	v1.GET("/agents", s.agents)
 	v1.GET("/agents/:id/worker/status", s.status)
 	// The two routes of the other processes, as the wire contract names them.

@@ -183,7 +183,7 @@ func TestBrokerProcess(t *testing.T) {
 	}
 	metrics, _ := io.ReadAll(mresp.Body)
 	_ = mresp.Body.Close()
-	for _, want := range []string{`agentfy_broker_captures_total{result="ok"} 1`, "agentfy_broker_capture_duration_seconds_count 1", "agentfy_broker_frame_bytes_count 1"} {
+	for _, want := range []string{`agentfy_broker_captures_total{result="ok"} 1`, `agentfy_broker_captures_total{result="failed"} 0`, "agentfy_broker_capture_duration_seconds_count 1", "agentfy_broker_frame_bytes_count 1"} {
 		if !strings.Contains(string(metrics), want) {
 			t.Errorf("/metrics lacks %s", want)
 		}

@@ -51,6 +51,9 @@ func newCaptureMetrics() *captureMetrics {
 			Help: "Frames sent with at least one secret region masked.",
 		}),
 	}
+	// Both results exist from the start, at 0, so that a rate sees the first failure.
+	m.total.WithLabelValues("ok")
+	m.total.WithLabelValues("failed")
 	m.reg.MustRegister(m.duration, m.bytes, m.total, m.masked, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

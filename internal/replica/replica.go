@@ -109,6 +109,7 @@ func New(ctx context.Context, o Options) (*Replica, error) {
 		return nil, err
 	}
 	rdb := redisclient.New(o.Redis)
+	dials := redisclient.CountDials(rdb)
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := rdb.Ping(pctx).Err(); err != nil {
@@ -181,6 +182,18 @@ func New(ctx context.Context, o Options) (*Replica, error) {
 	metrics := api.NewMetrics(r.Views.InFlight, r.Hub.RelayWaiters, r.Hub.Conns, r.Feed.Listeners)
 	metrics.WatchJWKS(verifier.JWKSStatus)
 	metrics.WatchAudit(r.Audit.Dropped)
+	metrics.WatchConnections(api.Connections{
+		NATSConnected:  func() bool { return nc.Status() == nats.CONNECTED },
+		NATSReconnects: func() uint64 { return nc.Stats().Reconnects },
+		// The probe lives as long as the replica (vctx), not as long as a scrape: the
+		// registry's collectors see no request context.
+		RedisUp: func() bool {
+			pctx, cancel := context.WithTimeout(vctx, api.RedisProbeTimeout)
+			defer cancel()
+			return rdb.Ping(pctx).Err() == nil
+		},
+		RedisDials: dials.Counts,
+	})
 	r.Server = api.New(api.Config{
 		Log: o.Log, JWT: verifier, Creds: r.Creds, Dir: r.Dir, Sessions: r.Sessions, Views: r.Views,
 		Grants: grants, Hub: r.Hub, Feed: r.Feed, Metrics: metrics, Audit: r.Audit, OpenAPI: o.OpenAPI, WebApp: o.WebApp,

@@ -40,6 +40,9 @@ type SessionOptions struct {
 	// BrokerProcess runs the broker as the Options.BrokerBin binary in a process of its
 	// own (fault tests kill it); otherwise it runs in this process.
 	BrokerProcess bool
+	// BrokerEnv is more environment for the broker process of BrokerProcess (for
+	// example AGENTFY_METRICS_ADDR, which serves its metrics).
+	BrokerEnv []string
 	// BrokerLater starts the worker without its broker, as when the worker's container
 	// comes up first: StartSession returns once the worker's hello was accepted, and the
 	// test starts the broker with Session.StartBroker when it chooses.
@@ -230,6 +233,7 @@ func (ss *Session) startBrokerProcess(ctx context.Context) error {
 		"AGENTFY_API_URL=" + strings.Join(ss.brokerAPIURLs(), ","), "AGENTFY_BROKER_PASS_FILE=" + passFile,
 		"AGENTFY_IPC_DIR=" + ss.IPCDir, "AGENTFY_CHROMIUM=" + chromium, "AGENTFY_LOG_LEVEL=debug",
 	}
+	cmd.Env = append(cmd.Env, ss.brokerOpts.BrokerEnv...)
 	ss.brokerLog = &testenv.Buffer{}
 	cmd.Stdout, cmd.Stderr = ss.brokerLog, ss.brokerLog
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
