@@ -21,7 +21,11 @@ echo "== golangci-lint" >&2
 echo "== go test -race" >&2
 # The reliability suite runs on its own below: its load test keeps about 5,000
 # goroutines alive, near the race detector's limit, and it measures memory.
-go test -race -count=1 -timeout 20m $(go list ./... | grep -v /reliability)
+# deploy/monitoring runs without the race detector below: it has no concurrency of its
+# own, and the race build of the Prometheus module it links costs about 10 min cold.
+go test -race -count=1 -timeout 20m $(go list ./... | grep -v -e /reliability -e /deploy/monitoring)
+echo "== dashboard and alerts against a running stack (deploy/monitoring)" >&2
+go test -count=1 -timeout 10m ./deploy/monitoring
 echo "== reliability suite (faults, tampering, grants, load, leaks, access)" >&2
 go test -count=1 -timeout 15m ./reliability
 echo "== Redis Cluster and Sentinel: end-to-end, route-table, grant and CLI tests on each" >&2
