@@ -6,20 +6,23 @@ import (
 	"net/http"
 
 	"github.com/gin-gonic/gin"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentfy/agentfy/access"
 	"github.com/agentfy/agentfy/auth"
+	"github.com/agentfy/agentfy/internal/telemetry"
 	"github.com/agentfy/agentfy/view"
 )
 
 // agentView serves GET /v1/agents/:id/worker/view for a member of the agent's team.
 func (s *Server) agentView(c *gin.Context) {
+	agentID := c.Param("id")
 	user, err := s.cfg.JWT.Verify(c.Request.Context(), auth.BearerToken(c.GetHeader("Authorization")))
+	traceViewer(c, agentID, telemetry.ViewerMember, user)
 	if err != nil {
 		s.abort(c, err)
 		return
 	}
-	agentID := c.Param("id")
 	s.renderView(c, agentID, UserCaller(user), s.access.Member(user, agentID))
 }
 
@@ -28,11 +31,13 @@ func (s *Server) agentView(c *gin.Context) {
 func (s *Server) partnerView(c *gin.Context) {
 	token := auth.BearerToken(c.GetHeader("Authorization"))
 	key, err := s.cfg.Creds.VerifyOrgKey(c.Request.Context(), token)
+	agentID := c.Param("id")
 	if err != nil {
+		traceViewer(c, agentID, telemetry.ViewerPartner, "")
 		s.abort(c, err)
 		return
 	}
-	agentID := c.Param("id")
+	traceViewer(c, agentID, telemetry.ViewerPartner, key.ID)
 	s.renderView(c, agentID, KeyCaller(key.ID), access.Partner(token, key, c.Param("orgId"), agentID, auth.ScopeWorkerLogsRead))
 }
 
@@ -89,6 +94,7 @@ func (s *Server) consume(c *gin.Context) {
 	if !decodeStrict(c, MaxConsumeBody, &req) {
 		return
 	}
+	trace.SpanFromContext(ctx).SetAttributes(telemetry.AttrSessionID.String(pass.SessionID))
 	pk, err := s.cfg.Grants.Consume(ctx, req.RequestID, pass.SessionID)
 	if errors.Is(err, view.ErrGrantForged) {
 		// Someone who is not a replica wrote it to Redis: the broker hears the one
