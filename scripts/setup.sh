@@ -58,7 +58,7 @@ go mod download
 # internal/test/testenv.HydraBinary when missing (CGO: 4-6 min cold on two cores; a few
 # seconds when it is there already). A failed build prints the compiler's output.
 echo "setup: hydra binary for the OpenID tests (internal/tools/hydra)" >&2
-go test -count=1 -timeout 20m -run '^TestHydraBinary$' ./internal/test/testenv
+go test -count=1 -timeout 20m -run '^TestHydraBinary$' ./internal/test/testenv >&2
 
 # The Jaeger v2 binary the trace tests export to and read back from, built the same way
 # by testenv.JaegerBinary from internal/tools/jaeger (about 5 min cold on two cores,
