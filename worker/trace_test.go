@@ -79,7 +79,7 @@ func TestCaptureContinuesTheTrace(t *testing.T) {
 			}
 			attrs := map[string]string{}
 			for _, kv := range view.Attributes() {
-				attrs[string(kv.Key)] = kv.Value.Emit()
+				attrs[string(kv.Key)] = kv.Value.String()
 			}
 			wantOutcome := telemetry.OutcomeOK
 			if tt.reason != "" {

@@ -381,7 +381,7 @@ func TestFailedViewTraces(t *testing.T) {
 // not sampled keeps the view out of the backend and its answer without traceresponse.
 func TestViewJoinsTheCallersTrace(t *testing.T) {
 	member := client.Token(t, "u-alice")
-	ask := func(t *testing.T, traceparent string) *http.Response {
+	ask := func(t *testing.T, traceparent string) http.Header {
 		t.Helper()
 		req, err := http.NewRequestWithContext(client.Context(t), http.MethodGet, st.Replicas[0].URL+stacktest.ViewPath("agent-nobody-knows"), nil)
 		if err != nil {
@@ -397,7 +397,7 @@ func TestViewJoinsTheCallersTrace(t *testing.T) {
 		if resp.StatusCode != http.StatusNotFound {
 			t.Fatalf("status %d", resp.StatusCode)
 		}
-		return resp
+		return resp.Header
 	}
 	newID := func(n int) string {
 		b := make([]byte, n)
@@ -405,14 +405,14 @@ func TestViewJoinsTheCallersTrace(t *testing.T) {
 		return hex.EncodeToString(b)
 	}
 	unsampled, unsampledParent := newID(16), newID(8)
-	if h := ask(t, "00-"+unsampled+"-"+unsampledParent+"-00").Header.Get(telemetry.HeaderTraceResponse); h != "" {
+	if h := ask(t, "00-"+unsampled+"-"+unsampledParent+"-00").Get(telemetry.HeaderTraceResponse); h != "" {
 		t.Errorf("traceresponse %q for a caller's trace that is not sampled", h)
 	}
 	sampled, parent := newID(16), newID(8)
-	resp := ask(t, "00-"+sampled+"-"+parent+"-01")
-	m := traceResponse.FindStringSubmatch(resp.Header.Get(telemetry.HeaderTraceResponse))
+	header := ask(t, "00-"+sampled+"-"+parent+"-01")
+	m := traceResponse.FindStringSubmatch(header.Get(telemetry.HeaderTraceResponse))
 	if m == nil || m[1] != sampled {
-		t.Fatalf("traceresponse %q, want one in the caller's trace %s", resp.Header.Get(telemetry.HeaderTraceResponse), sampled)
+		t.Fatalf("traceresponse %q, want one in the caller's trace %s", header.Get(telemetry.HeaderTraceResponse), sampled)
 	}
 	tr := waitTrace(t, sampled, 1)
 	chain(t, tr, parent, spanView)

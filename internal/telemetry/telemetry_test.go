@@ -92,7 +92,7 @@ func TestResourceServiceName(t *testing.T) {
 			}
 			got := map[attribute.Key]string{}
 			for _, kv := range res.Attributes() {
-				got[kv.Key] = kv.Value.Emit()
+				got[kv.Key] = kv.Value.String()
 			}
 			if got[semconv.ServiceNameKey] != tc.want || got[semconv.ServiceInstanceIDKey] != "w1" || got["team"] != "a b" || got["deployment.environment.name"] != "prod" {
 				t.Fatalf("resource %v", got)
