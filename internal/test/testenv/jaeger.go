@@ -44,8 +44,11 @@ const (
 	jaegerStartAttempts = 3
 )
 
-// jaegerBuildArgs are the go build flags of the binary.
-func jaegerBuildArgs() []string { return []string{"build"} }
+// jaegerBuildArgs are the go build flags of the binary: the version `jaeger version`
+// prints (a build from the module cache has none otherwise).
+func jaegerBuildArgs() []string {
+	return []string{"build", "-ldflags", "-X github.com/jaegertracing/jaeger/internal/version.latestVersion=" + JaegerVersion}
+}
 
 // JaegerBinary returns the path of a jaeger binary built from the module
 // internal/tools/jaeger, building it if it is missing, into the user's cache directory
