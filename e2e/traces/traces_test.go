@@ -250,7 +250,7 @@ func TestViewTraceAcrossReplicas(t *testing.T) {
 		}
 		for _, want := range []struct{ what, a, b string }{
 			{"replica A's line of the view", `"replica":"replica-a"`, `"route":"/v1/agents/:id/worker/view"`},
-			{"the worker's line", `"component":"worker"`, `"msg":"view relayed"`},
+			{"the worker's line", `"component":"worker"`, `"message":"view relayed"`},
 			{"the broker's line of the capture", `"component":"broker"`, `"route":"` + wire.CapturePath + `"`},
 			{"a replica's line of the consume call", `"replica":"replica-`, `"route":"` + wire.ConsumePath + `"`},
 		} {

@@ -166,7 +166,7 @@ func RunJaeger(ctx context.Context, bin, dir string) (*Jaeger, error) {
 // jaegerConfig is the all-in-one configuration (`jaeger print-config` shows the
 // defaults it starts from) on the given loopback ports, with nothing but the OTLP
 // receiver, memory storage and the query API: no sampling, health, metrics, expvar or
-// zpages listener on a fixed port.
+// zpages listener on a fixed port, and no tracing of its own queries.
 func jaegerConfig(otlpHTTP, otlpGRPC, queryHTTP, queryGRPC int) string {
 	return fmt.Sprintf(`service:
   extensions: [jaeger_storage, jaeger_query]
@@ -184,6 +184,8 @@ func jaegerConfig(otlpHTTP, otlpGRPC, queryHTTP, queryGRPC int) string {
       level: warn
 extensions:
   jaeger_query:
+    # Jaeger would trace its own queries to localhost:4317, a port not its own here.
+    enable_tracing: false
     storage:
       traces: memstore
     http:
