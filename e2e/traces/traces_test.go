@@ -218,6 +218,13 @@ func TestViewTraceAcrossReplicas(t *testing.T) {
 	if spans[0].SpanID != rootSpan {
 		t.Errorf("traceresponse names span %s, want the view route's %s", rootSpan, spans[0].SpanID)
 	}
+	// The trace as docs/operating.md shows it: each hop, its offset and its duration.
+	var tree strings.Builder
+	for i, s := range spans {
+		fmt.Fprintf(&tree, "%s%-16s %-47s +%6.1f ms %7.1f ms\n", strings.Repeat("  ", i), tr.Service(s), s.OperationName,
+			float64(s.StartTime-spans[0].StartTime)/1000, float64(s.Duration)/1000)
+	}
+	t.Logf("trace %s:\n%s", traceID, tree.String())
 
 	t.Run("attributes", func(t *testing.T) {
 		wantTags(t, spanView, spans[0], map[string]string{
