@@ -6,12 +6,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -523,4 +525,81 @@ func TestServices(t *testing.T) {
 			t.Errorf("unknown service %q", s)
 		}
 	}
+}
+
+// TestTracingCost measures what tracing adds to a view: the same views (no tab open,
+// so every hop runs — the grant, NATS, the relay, the worker, the broker and its consume
+// call — but no screenshot, whose tens of milliseconds of noise would hide the cost), at
+// replica A of an agent whose worker is on replica B, interleaved between this suite's
+// traced stack (every view sampled and exported to Jaeger) and an untraced one, in the
+// same run. It logs the medians; it asserts that every traced view was sampled and no
+// untraced one was.
+func TestTracingCost(t *testing.T) {
+	const views = 60
+	ctx := client.Context(t)
+	// Logged as the traced stack is (debug lines into a buffer), so that only tracing
+	// differs.
+	off, err := stack.Start(ctx, stack.Options{Log: zerolog.New(&testenv.Buffer{}).Level(zerolog.DebugLevel).With().Timestamp().Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(off.Close)
+	type side struct {
+		name  string
+		st    *stack.Stack
+		agent string
+		token string
+		took  []time.Duration
+	}
+	sides := []*side{{name: "traced", st: st, agent: client.NewAgent(t, "")}, {name: "untraced", st: off, agent: "agent-scout"}}
+	for _, s := range sides {
+		ss, err := s.st.StartSession(ctx, s.agent, stack.SessionOptions{Replica: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(ss.Close)
+		if s.token, err = s.st.Token("u-alice", time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	httpc := &http.Client{}
+	for i := range views + 5 {
+		// Each goes first every other time, so that neither always finds the other's
+		// aftermath (the export of the traced view's spans, a GC).
+		order := sides
+		if i%2 == 1 {
+			order = []*side{sides[1], sides[0]}
+		}
+		for _, s := range order {
+			if err := s.st.OpenGateFor(ctx, s.agent, "user:u-alice"); err != nil {
+				t.Fatal(err)
+			}
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.st.Replicas[0].URL+stacktest.ViewPath(s.agent), nil)
+			req.Header.Set("Authorization", "Bearer "+s.token)
+			start := time.Now()
+			resp, err := httpc.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+			took := time.Since(start)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("%s view: status %d", s.name, resp.StatusCode)
+			}
+			if sampled := resp.Header.Get(telemetry.HeaderTraceResponse) != ""; sampled != (s.st == st) {
+				t.Fatalf("%s view: traceresponse %q", s.name, resp.Header.Get(telemetry.HeaderTraceResponse))
+			}
+			if i >= 5 { // the first few warm connections and caches up
+				s.took = append(s.took, took)
+			}
+		}
+	}
+	median := func(d []time.Duration) time.Duration {
+		d = slices.Clone(d)
+		slices.Sort(d)
+		return d[len(d)/2]
+	}
+	on, offMedian := median(sides[0].took), median(sides[1].took)
+	t.Logf("view without a tab, p50 of %d interleaved: traced %v, untraced %v, difference %v", views, on, offMedian, on-offMedian)
 }
