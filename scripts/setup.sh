@@ -61,7 +61,7 @@ echo "setup: hydra binary for the OpenID tests (internal/tools/hydra)" >&2
 go test -count=1 -timeout 20m -run '^TestHydraBinary$' ./internal/test/testenv >&2
 
 # The Jaeger v2 binary the trace tests export to and read back from, built the same way
-# by testenv.JaegerBinary from internal/tools/jaeger (about 5 min cold on two cores,
-# 121 MB; a few seconds when it is there already).
+# by testenv.JaegerBinary from internal/tools/jaeger (about 5 min cold on two idle
+# cores, 35 on busy ones, 121 MB; a few seconds when it is there already).
 echo "setup: jaeger binary for the trace tests (internal/tools/jaeger)" >&2
-go test -count=1 -timeout 40m -run '^TestJaegerBinary$' ./internal/test/testenv >&2
+go test -count=1 -timeout 70m -run '^TestJaegerBinary$' ./internal/test/testenv >&2

@@ -27,9 +27,9 @@ const JaegerVersion = "v1.75.0"
 
 const (
 	// JaegerBuildTimeout bounds JaegerBinary: a cold build took 287 s on an idle
-	// two-core machine (121 MB), much longer on a busy one, and a second test process
-	// may wait for the first one's build.
-	JaegerBuildTimeout = 30 * time.Minute
+	// two-core machine (121 MB) and 35 min on a busy one (load 12), and a second test
+	// process may wait for the first one's build.
+	JaegerBuildTimeout = 60 * time.Minute
 	// JaegerStartTimeout bounds how long RunJaeger waits for the query API to answer.
 	JaegerStartTimeout = 60 * time.Second
 	// jaegerStopTimeout bounds the wait for a killed process to be reaped.
