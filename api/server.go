@@ -27,6 +27,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentfy/agentfy/access"
 	"github.com/agentfy/agentfy/audit"
@@ -34,6 +35,7 @@ import (
 	"github.com/agentfy/agentfy/channel"
 	"github.com/agentfy/agentfy/directory"
 	"github.com/agentfy/agentfy/feed"
+	"github.com/agentfy/agentfy/internal/telemetry"
 	"github.com/agentfy/agentfy/session"
 	"github.com/agentfy/agentfy/view"
 	"github.com/agentfy/agentfy/wire"
@@ -59,14 +61,18 @@ type Config struct {
 	WebApp fs.FS
 	// Ready reports whether Redis and NATS answer (for /readyz).
 	Ready func(ctx context.Context) error
+	// Tracer, when set, traces the view routes and the consume route (a server span
+	// each, its parent taken from the request's traceparent); nil means tracing off.
+	Tracer trace.TracerProvider
 }
 
 // Server is one replica's HTTP edge.
 type Server struct {
-	cfg  Config
-	eng  *gin.Engine
-	done chan struct{} // closed when the replica shuts down: ends status streams
-	once sync.Once
+	cfg     Config
+	eng     *gin.Engine
+	handler http.Handler  // eng, wrapped by the tracing of its traced routes
+	done    chan struct{} // closed when the replica shuts down: ends status streams
+	once    sync.Once
 
 	access *access.Rules // who may see an agent
 }
@@ -110,13 +116,13 @@ func New(cfg Config) *Server {
 	}), refuseAmbiguous)
 
 	v1 := eng.Group("/v1", noStore)
-	views := eng.Group("", noStore, s.metricView, s.auditView)
+	views := eng.Group("", noStore, s.metricView, s.traceView, s.auditView)
 	views.GET(AgentViewRoute, s.agentView)
 	views.GET(PartnerViewRoute, s.partnerView)
 	v1.GET("/agents", s.agents)
 	v1.GET("/agents/:id/worker/status", s.status)
 	// The two routes of the other processes, as the wire contract names them.
-	eng.POST(wire.ConsumePath, noStore, s.consume)
+	eng.POST(wire.ConsumePath, noStore, s.traceConsume, s.consume)
 	eng.GET(wire.ChannelPath, noStore, gin.WrapH(cfg.Hub))
 
 	eng.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"ok": true}) })
@@ -159,6 +165,7 @@ func New(cfg Config) *Server {
 		h.Set("Referrer-Policy", "no-referrer")
 		static.ServeHTTP(c.Writer, c.Request)
 	})
+	s.handler = telemetry.Handler(cfg.Tracer, eng, tracedRoute)
 	return s
 }
 
@@ -181,7 +188,7 @@ func inlineScriptHashes(app fs.FS) string {
 }
 
 // Handler is the replica's http.Handler.
-func (s *Server) Handler() http.Handler { return s.eng }
+func (s *Server) Handler() http.Handler { return s.handler }
 
 // noStore marks every /v1 response, errors included, as not to be stored by any cache.
 // Answers outside the routes (an unknown /v1 path, a method a route does not take) get
@@ -245,7 +252,8 @@ func (s *Server) requestLog(c *gin.Context) {
 		id = hex.EncodeToString(b)
 	}
 	c.Header("X-Request-Id", id)
-	l := s.cfg.Log.With().Str("request", id).Logger()
+	// A traced request's lines carry its trace id: the same on every process of a view.
+	l := telemetry.WithTraceID(c.Request.Context(), s.cfg.Log.With().Str("request", id).Logger())
 	c.Set(ctxLogger, &l)
 	c.Next()
 	route := c.FullPath()

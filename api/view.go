@@ -6,10 +6,12 @@ import (
 	"net/http"
 
 	"github.com/gin-gonic/gin"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentfy/agentfy/access"
 	"github.com/agentfy/agentfy/audit"
 	"github.com/agentfy/agentfy/auth"
+	"github.com/agentfy/agentfy/internal/telemetry"
 	"github.com/agentfy/agentfy/view"
 )
 
@@ -17,13 +19,14 @@ import (
 func (s *Server) agentView(c *gin.Context) {
 	ev := viewEvent(c)
 	ev.ViewerKind = audit.ViewerMember
+	agentID := c.Param("id")
 	user, err := s.cfg.JWT.Verify(c.Request.Context(), auth.BearerToken(c.GetHeader("Authorization")))
+	traceViewer(c, agentID, telemetry.ViewerMember, user)
 	if err != nil {
 		s.abort(c, err)
 		return
 	}
 	ev.ViewerID = user
-	agentID := c.Param("id")
 	s.renderView(c, agentID, UserCaller(user), s.access.Member(user, agentID))
 }
 
@@ -34,12 +37,14 @@ func (s *Server) partnerView(c *gin.Context) {
 	ev.ViewerKind = audit.ViewerPartner
 	token := auth.BearerToken(c.GetHeader("Authorization"))
 	key, err := s.cfg.Creds.VerifyOrgKey(c.Request.Context(), token)
+	agentID := c.Param("id")
 	if err != nil {
+		traceViewer(c, agentID, telemetry.ViewerPartner, "")
 		s.abort(c, err)
 		return
 	}
 	ev.ViewerID = key.ID
-	agentID := c.Param("id")
+	traceViewer(c, agentID, telemetry.ViewerPartner, key.ID)
 	s.renderView(c, agentID, KeyCaller(key.ID), access.Partner(token, key, c.Param("orgId"), agentID, auth.ScopeWorkerLogsRead))
 }
 
@@ -128,6 +133,7 @@ func (s *Server) consume(c *gin.Context) {
 	if !decodeStrict(c, MaxConsumeBody, &req) {
 		return
 	}
+	trace.SpanFromContext(ctx).SetAttributes(telemetry.AttrSessionID.String(pass.SessionID))
 	pk, err := s.cfg.Grants.Consume(ctx, req.RequestID, pass.SessionID)
 	if errors.Is(err, view.ErrGrantForged) {
 		// Someone who is not a replica wrote it to Redis: the broker hears the one

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/go-rod/rod/lib/proto"
+	"github.com/rs/zerolog"
 
 	"github.com/agentfy/agentfy/envelope"
 	"github.com/agentfy/agentfy/wire"
@@ -64,6 +65,15 @@ func (b *Broker) Capture(ctx context.Context, requestID string) ([]byte, error) 
 	return body, nil
 }
 
+// log is the logger of ctx's request (its route and trace id), or the broker's own
+// for a capture that comes from no request.
+func (b *Broker) log(ctx context.Context) *zerolog.Logger {
+	if l := zerolog.Ctx(ctx); l.GetLevel() != zerolog.Disabled {
+		return l
+	}
+	return &b.logger
+}
+
 // capturePage returns the plaintext of the capture: the selected tab's
 // page as JSON, or null. The caller holds the capturing token.
 func (b *Broker) capturePage(ctx context.Context) ([]byte, error) {
@@ -100,10 +110,10 @@ func (b *Broker) capturePage(ctx context.Context) ([]byte, error) {
 			b.forgetSession(id)
 		}
 		// CDP errors name methods and codes, never page content.
-		b.logger.Warn().Err(err).Dur("duration", stats.Duration).Msg("capture failed")
+		b.log(ctx).Warn().Err(err).Dur("duration", stats.Duration).Msg("capture failed")
 		return nil, fmt.Errorf("%w: %w", ErrCaptureFailed, err)
 	}
-	b.logger.Debug().Dur("duration", stats.Duration).Int("bytes", stats.Bytes).Msg("captured")
+	b.log(ctx).Debug().Dur("duration", stats.Duration).Int("bytes", stats.Bytes).Msg("captured")
 	plaintext, err := json.Marshal(page)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCaptureFailed, err)

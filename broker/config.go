@@ -6,6 +6,8 @@ import (
 	"os"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/agentfy/agentfy/broker/masks"
 	"github.com/agentfy/agentfy/wire"
 )
@@ -92,6 +94,12 @@ type Config struct {
 	// OnCapture, if set, is called after every capture attempt, on the
 	// capture's goroutine, for metrics. It must return quickly.
 	OnCapture func(CaptureStats)
+
+	// Tracer, when set, traces the captures: a server span for each request to
+	// /observe, its parent the worker's (from the request's traceparent). The consume
+	// call's span is its ConsumeClient's transport's (ConsumeTransport). Nil means
+	// tracing off.
+	Tracer trace.TracerProvider
 }
 
 // CaptureStats describes one capture attempt for [Config.OnCapture]. It

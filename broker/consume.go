@@ -10,10 +10,14 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/agentfy/agentfy/envelope"
+	"github.com/agentfy/agentfy/internal/telemetry"
 	"github.com/agentfy/agentfy/wire"
 )
 
@@ -73,6 +77,22 @@ func NewFailoverConsumeClient(client *http.Client, baseURLs []string, pass strin
 	c := *client
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	return &ConsumeClient{client: &c, endpoints: endpoints, pass: pass}, nil
+}
+
+// consumeSpan is the name of the span of a consume call, the API's route.
+const consumeSpan = http.MethodPost + " " + wire.ConsumePath
+
+// ConsumeTransport wraps rt, the transport of a ConsumeClient's http.Client, so that
+// each consume call gets a client span whose context its traceparent header carries
+// to the replica (whose consume route's span joins the view's trace). It returns rt
+// itself when tp is nil (tracing off).
+func ConsumeTransport(tp trace.TracerProvider, rt http.RoundTripper) http.RoundTripper {
+	return telemetry.Transport(tp, rt, func(r *http.Request) string {
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, wire.ConsumePath) {
+			return consumeSpan
+		}
+		return ""
+	})
 }
 
 // errNextReplica marks an attempt whose replica did not redeem the request id

@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/agentfy/agentfy/internal/telemetry"
 	"github.com/agentfy/agentfy/wire"
 )
 
@@ -46,7 +48,18 @@ func (b *Broker) Handler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, errNoRoute)
 	})
-	return mux
+	return telemetry.Handler(b.cfg.Tracer, mux, tracedRoute)
+}
+
+// captureSpan is the name of the span of a capture, the one route the broker traces.
+const captureSpan = "POST " + wire.CapturePath
+
+// tracedRoute names the span of a request to /observe; the tools are not traced.
+func tracedRoute(r *http.Request) string {
+	if r.Method == http.MethodPost && r.URL.Path == wire.CapturePath {
+		return captureSpan
+	}
+	return ""
 }
 
 // handleOpen serves POST /tools/browser_open.
@@ -110,10 +123,13 @@ func (b *Broker) handleCapture(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, err := b.Capture(r.Context(), req.RequestID)
+	span := trace.SpanFromContext(r.Context())
 	if err != nil {
+		telemetry.Mark(span, telemetry.OutcomeUnavailable, statusOf(err).code)
 		b.reply(w, r, nil, err)
 		return
 	}
+	telemetry.Mark(span, telemetry.OutcomeOK, "")
 	writeBody(w, http.StatusOK, body)
 }
 
@@ -212,7 +228,8 @@ func (w *statusWriter) WriteHeader(status int) {
 func (b *Broker) logged(route string, h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		logger := b.logger.With().Str("route", route).Logger()
+		// A traced request's lines carry its trace id: the same on every process of a view.
+		logger := telemetry.WithTraceID(r.Context(), b.logger.With().Str("route", route).Logger())
 		r = r.WithContext(logger.WithContext(r.Context()))
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		h(sw, r)

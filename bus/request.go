@@ -47,7 +47,9 @@ func Request(ctx context.Context, nc *nats.Conn, subject string, data []byte) ([
 	if _, ok := ctx.Deadline(); !ok {
 		return nil, errors.New("bus: request without a deadline")
 	}
-	msg, err := nc.RequestMsgWithContext(ctx, &nats.Msg{Subject: subject, Data: data})
+	req := &nats.Msg{Subject: subject, Data: data}
+	injectTrace(ctx, req)
+	msg, err := nc.RequestMsgWithContext(ctx, req)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
 		return nil, ErrNoResponders

@@ -20,11 +20,13 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
 
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/envelope"
+	"github.com/agentfy/agentfy/internal/telemetry"
 	"github.com/agentfy/agentfy/session"
 )
 
@@ -136,11 +138,15 @@ type Config struct {
 	// the session clock, so that the development stack can let pace time pass — standing
 	// in for a client's wait between two polls — and move no session's clock.
 	RelayClock func() time.Time
+	// Tracer, when set, gets the span of each view this replica relays to a worker
+	// (its parent the requester's, from the request's headers); nil means tracing off.
+	Tracer trace.TracerProvider
 }
 
 // Hub holds this replica's worker connections.
 type Hub struct {
-	cfg Config
+	cfg    Config
+	tracer trace.Tracer
 
 	mu     sync.Mutex
 	conns  map[string]*Conn // by session id; guarded by mu
@@ -187,7 +193,7 @@ func NewHub(cfg Config) *Hub {
 	if err != nil {
 		panic(fmt.Sprintf("channel: generate key: %v", err)) // crypto/rand does not fail
 	}
-	return &Hub{cfg: cfg, conns: map[string]*Conn{}, key: key, msgs: make(chan *nats.Msg, dispatchQueue), done: make(chan struct{})}
+	return &Hub{cfg: cfg, tracer: telemetry.Tracer(cfg.Tracer), conns: map[string]*Conn{}, key: key, msgs: make(chan *nats.Msg, dispatchQueue), done: make(chan struct{})}
 }
 
 // Conns is the number of worker sockets this replica holds.

@@ -234,8 +234,9 @@ type ToolCallParams struct {
 	Arguments json.RawMessage `json:"arguments,omitempty"`
 }
 
-// ViewParams carries only the request id: nothing the worker could use to read or
-// forge the frame.
+// ViewParams carries only the request id — nothing the worker could use to read or
+// forge the frame — and, when the view is traced, its trace context in _meta.
 type ViewParams struct {
 	RequestID string `json:"requestId"`
+	Meta      *Meta  `json:"_meta,omitempty"`
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Idempotent setup of a fresh Debian machine: installs only what is missing.
 #   redis-server and chromium (Debian packages, as root), the pinned golangci-lint, and
-#   the Node packages of the web app and SDK (npm ci), and the Hydra test binary.
+#   the Node packages of the web app and SDK (npm ci), and the Hydra and Jaeger test
+#   binaries.
 #   --runtime installs only what the development stack needs (redis-server, chromium).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -58,3 +59,9 @@ go mod download
 # seconds when it is there already). A failed build prints the compiler's output.
 echo "setup: hydra binary for the OpenID tests (internal/tools/hydra)" >&2
 go test -count=1 -timeout 20m -run '^TestHydraBinary$' ./internal/test/testenv >&2
+
+# The Jaeger v2 binary the trace tests export to and read back from, built the same way
+# by testenv.JaegerBinary from internal/tools/jaeger (about 5 min cold on two idle
+# cores, 35 on busy ones, 121 MB; a few seconds when it is there already).
+echo "setup: jaeger binary for the trace tests (internal/tools/jaeger)" >&2
+go test -count=1 -timeout 70m -run '^TestJaegerBinary$' ./internal/test/testenv >&2

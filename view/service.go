@@ -11,12 +11,15 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentfy/agentfy/access"
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/directory"
 	"github.com/agentfy/agentfy/envelope"
+	"github.com/agentfy/agentfy/internal/telemetry"
 	"github.com/agentfy/agentfy/session"
 	"github.com/agentfy/agentfy/wire"
 )
@@ -75,6 +78,7 @@ type Service struct {
 	newKey    func() (*ecdh.PrivateKey, error)
 	ns        bus.Namespace
 	log       zerolog.Logger
+	tracer    trace.Tracer
 	inFlight  chan struct{} // a slot per view in flight; guarded by channel semantics
 }
 
@@ -110,6 +114,9 @@ type ServiceConfig struct {
 	// NewKey makes the key pair each request's frame is sealed to; nil means a fresh
 	// P-256 key from crypto/rand (envelope.GenerateKey).
 	NewKey func() (*ecdh.PrivateKey, error)
+	// Tracer, when set, gets the span of each view's NATS request (its trace context
+	// travels in the message's headers); nil means tracing off.
+	Tracer trace.TracerProvider
 }
 
 // NewService wires the view service of one replica.
@@ -119,7 +126,8 @@ func NewService(cfg ServiceConfig) *Service {
 	}
 	return &Service{
 		rdb: cfg.Redis, gate: cfg.Gate, grants: cfg.Grants, sessions: cfg.Sessions, dir: cfg.Directory, creds: cfg.Creds,
-		requester: cfg.Requester, newKey: cfg.NewKey, ns: cfg.Namespace, log: cfg.Log, inFlight: make(chan struct{}, MaxInFlight),
+		requester: cfg.Requester, newKey: cfg.NewKey, ns: cfg.Namespace, log: cfg.Log, tracer: telemetry.Tracer(cfg.Tracer),
+		inFlight: make(chan struct{}, MaxInFlight),
 	}
 }
 
@@ -175,6 +183,8 @@ func (s *Service) view(ctx context.Context, agentID, caller string, check access
 		return Result{}, err
 	}
 	seen.Session = sess.ID
+	// The view's span (the HTTP edge's) names the session it asked.
+	trace.SpanFromContext(ctx).SetAttributes(telemetry.AttrSessionID.String(sess.ID))
 	// 3. The gate.
 	decision, err := s.gate.Decide(ctx, agentID, caller)
 	if err != nil {
@@ -249,6 +259,28 @@ func (s *Service) Frame(ctx context.Context, sess session.Session) (*wire.Page, 
 	if err != nil {
 		return nil, err
 	}
+	page, err := s.request(ctx, sess, subject, requestID, priv)
+	if err != nil {
+		return nil, err
+	}
+	return page, nil
+}
+
+// request is the view's NATS request to the owner, in a span of its own, and the
+// opening of its reply.
+func (s *Service) request(ctx context.Context, sess session.Session, subject, requestID string, priv *ecdh.PrivateKey) (page *wire.Page, err error) {
+	ctx, span := s.tracer.Start(ctx, telemetry.SpanViewRequest, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+		semconv.MessagingSystemKey.String("nats"), semconv.MessagingOperationName("request"),
+		telemetry.AttrAgentID.String(sess.AgentID), telemetry.AttrSessionID.String(sess.ID),
+	))
+	defer func() {
+		var u *UnavailableError
+		if errors.As(err, &u) {
+			telemetry.End(span, telemetry.OutcomeUnavailable, u.Reason)
+			return
+		}
+		telemetry.End(span, telemetry.OutcomeOK, "")
+	}()
 	// Only the request id travels on NATS: the public key goes from Redis to the broker
 	// alone (whoever knows it could seal a forged page).
 	reply, err := s.requester.Request(ctx, subject, []byte(requestID))
@@ -260,7 +292,7 @@ func (s *Service) Frame(ctx context.Context, sess session.Session) (*wire.Page, 
 		dcancel()
 		return nil, unavailableFrom(err)
 	}
-	page, err := openReply(priv, requestID, reply)
+	page, err = openReply(priv, requestID, reply)
 	if err != nil {
 		return nil, unavailable(wire.ReasonInvalid)
 	}

@@ -19,13 +19,17 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
 	"github.com/coder/websocket"
 	"github.com/rs/zerolog"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentfy/agentfy/envelope"
+	"github.com/agentfy/agentfy/internal/telemetry"
 	"github.com/agentfy/agentfy/jsonrpc"
 	"github.com/agentfy/agentfy/wire"
 )
@@ -70,17 +74,24 @@ type Config struct {
 	// health check looks at it).
 	HealthFile string
 	Log        zerolog.Logger
+	// Tracer, when set, gets the span of each view the worker relays (its parent the
+	// replica's, from the call's _meta) and of its request to the broker's /observe
+	// (whose traceparent header carries it on); nil means tracing off.
+	Tracer trace.TracerProvider
 }
 
 // Worker relays between the tool channel and the broker.
 type Worker struct {
 	cfg    Config
+	tracer trace.Tracer
 	broker *http.Client
 	tools  chan struct{}
 	views  chan struct{}
 
 	ended   chan struct{} // closed by EndSession
 	endOnce sync.Once
+
+	sessionID atomic.Pointer[string] // the session the last hello's answer named, for the spans
 }
 
 // EndSession ends the worker's session for good: the worker closes its tool channel
@@ -104,10 +115,11 @@ func New(cfg Config) (*Worker, error) {
 		MaxResponseHeaderBytes: 16 << 10,
 	}
 	return &Worker{
-		cfg: cfg, broker: &http.Client{Transport: tr},
-		tools: make(chan struct{}, MaxConcurrentTools),
-		views: make(chan struct{}, MaxConcurrentViews),
-		ended: make(chan struct{}),
+		cfg: cfg, tracer: telemetry.Tracer(cfg.Tracer),
+		broker: &http.Client{Transport: telemetry.Transport(cfg.Tracer, tr, tracedBrokerRoute)},
+		tools:  make(chan struct{}, MaxConcurrentTools),
+		views:  make(chan struct{}, MaxConcurrentViews),
+		ended:  make(chan struct{}),
 	}, nil
 }
 
@@ -216,8 +228,13 @@ func (w *Worker) serve(ctx context.Context, base string) error {
 	if err != nil {
 		return fmt.Errorf("hello: %w", err)
 	}
-	if m, err := jsonrpc.Parse(data); err != nil || !m.IsResponse() || m.Error != nil {
+	m, err := jsonrpc.Parse(data)
+	if err != nil || !m.IsResponse() || m.Error != nil {
 		return fmt.Errorf("hello refused")
+	}
+	var hr jsonrpc.HelloResult
+	if wire.DecodeStrict(m.Result, &hr) == nil {
+		w.sessionID.Store(&hr.SessionID)
 	}
 	w.cfg.Log.Info().Str("api", base).Strs("features", features).Msg("tool channel open")
 	if w.cfg.HealthFile != "" {
@@ -310,24 +327,59 @@ func (w *Worker) dispatch(ctx context.Context, ws *websocket.Conn, m *jsonrpc.Me
 // is left, so views work again as soon as the socket accepts.
 func (w *Worker) capture(ctx context.Context, id uint64, params json.RawMessage) ([]byte, error) {
 	var p jsonrpc.ViewParams
-	if err := wire.DecodeStrict(params, &p); err != nil || !envelope.ValidRequestID(p.RequestID) {
-		return jsonrpc.NewViewError(id, wire.ReasonBadRequest, "requestId must be 64 lowercase hex"), nil
+	err := wire.DecodeStrict(params, &p)
+	// The view's span continues the replica's trace, whose context the call's _meta
+	// carries (a call that does not decode has none to believe).
+	if err == nil {
+		ctx = p.Meta.TraceContext(ctx)
+	}
+	ctx, span := w.tracer.Start(ctx, telemetry.SpanWorkerView, trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(semconv.RPCSystemNameJSONRPC, semconv.RPCMethod(jsonrpc.MethodView)))
+	if sid := w.sessionID.Load(); sid != nil && span.IsRecording() {
+		span.SetAttributes(telemetry.AttrSessionID.String(*sid))
+	}
+	if err != nil || !envelope.ValidRequestID(p.RequestID) {
+		return w.viewFailed(ctx, span, id, wire.ReasonBadRequest, "requestId must be 64 lowercase hex"), nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, wire.WorkerCaptureTimeout)
 	defer cancel()
-	body, _ := json.Marshal(p)
+	// Only the request id goes on to the broker: the trace context travels in the
+	// request's traceparent header.
+	body, _ := json.Marshal(struct {
+		RequestID string `json:"requestId"`
+	}{p.RequestID})
 	status, resp, err := w.post(ctx, wire.CapturePath, body)
 	switch {
 	case err != nil && ctx.Err() != nil:
-		return jsonrpc.NewViewError(id, wire.ReasonTimeout, "the broker did not answer in time"), nil
+		return w.viewFailed(ctx, span, id, wire.ReasonTimeout, "the broker did not answer in time"), nil
 	case err != nil:
-		return jsonrpc.NewViewError(id, wire.ReasonBrokerDown, "broker unavailable"), nil
+		return w.viewFailed(ctx, span, id, wire.ReasonBrokerDown, "broker unavailable"), nil
 	case status == http.StatusOK:
+		telemetry.End(span, telemetry.OutcomeOK, "")
+		log := telemetry.WithTraceID(ctx, w.cfg.Log)
+		log.Debug().Msg("view relayed")
 		// The envelope passes through untouched: the worker cannot read it anyway.
 		return jsonrpc.NewRawResult(id, resp), nil
 	}
 	reason := brokerReason(resp)
-	return jsonrpc.NewViewError(id, reason, "view failed at the broker: "+reason), nil
+	return w.viewFailed(ctx, span, id, reason, "view failed at the broker: "+reason), nil
+}
+
+// viewFailed ends a view's span with reason, logs it, and makes the error answer.
+func (w *Worker) viewFailed(ctx context.Context, span trace.Span, id uint64, reason, message string) []byte {
+	telemetry.End(span, telemetry.OutcomeUnavailable, reason)
+	log := telemetry.WithTraceID(ctx, w.cfg.Log)
+	log.Debug().Str("reason", reason).Msg("view failed")
+	return jsonrpc.NewViewError(id, reason, message)
+}
+
+// tracedBrokerRoute names the span of the worker's request to the broker's /observe,
+// the capture; tool calls are not traced.
+func tracedBrokerRoute(r *http.Request) string {
+	if r.URL.Path == wire.CapturePath {
+		return r.Method + " " + wire.CapturePath
+	}
+	return ""
 }
 
 // brokerReason is the reason of the broker's error body {"error":{"code","message"}}

@@ -20,6 +20,7 @@ import (
 	"github.com/agentfy/agentfy/cmd/internal/apiconf"
 	"github.com/agentfy/agentfy/cmd/internal/conf"
 	"github.com/agentfy/agentfy/internal/replica"
+	"github.com/agentfy/agentfy/internal/telemetry"
 	"github.com/agentfy/agentfy/openapi"
 	"github.com/agentfy/agentfy/session"
 	"github.com/agentfy/agentfy/web"
@@ -74,9 +75,20 @@ func run() error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// Traces, when an OTEL_* endpoint or exporter is set (docs/operating.md#traces).
+	traces, err := telemetry.Setup(ctx, telemetry.Config{Service: telemetry.ServiceAPI, Instance: *id})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := traces.Shutdown(context.WithoutCancel(ctx)); err != nil {
+			log.Warn().Err(err).Msg("traces not all exported at shutdown")
+		}
+	}()
 	r, err := replica.New(ctx, replica.Options{
 		ReplicaID: *id, Deployment: conf.Deployment(), Redis: ro, NATS: nc, JWT: []auth.JWTConfig{jwtCfg},
 		Policy: policy, GrantKeys: grantKeys, OpenAPI: openapi.Document, WebApp: web.Files(), Log: log.With().Str("replica", *id).Logger(),
+		Tracer: traces.TracerProvider(),
 	})
 	if err != nil {
 		return err

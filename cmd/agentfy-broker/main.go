@@ -15,6 +15,8 @@
 //	AGENTFY_BROKER_PROFILE_DIR parent of the private profile (default $TMPDIR)
 //	AGENTFY_LOG_LEVEL          debug, info, warn or error (default info)
 //	AGENTFY_METRICS_ADDR       serve Prometheus metrics (capture durations, frame sizes) on this TCP address
+//	OTEL_*                     traces of the captures, off unless an OTLP endpoint or exporter is
+//	                           set (docs/operating.md#traces); service.name agentfy-broker
 //
 // It logs JSON lines to stderr, never the pass, a URL, a title or a frame.
 // SIGINT or SIGTERM stops it: the socket is closed and removed, Chromium is
@@ -35,6 +37,7 @@ import (
 
 	"github.com/agentfy/agentfy/broker"
 	"github.com/agentfy/agentfy/cmd/internal/conf"
+	"github.com/agentfy/agentfy/internal/telemetry"
 	"github.com/agentfy/agentfy/wire"
 )
 
@@ -75,13 +78,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, environ
 		logger.Warn().Msg(envPass + " holds the pass inline, where /proc/<pid>/environ keeps it for the process's life; prefer " + envPassFile)
 	}
 
+	// Traces, when an OTEL_* endpoint or exporter is set (docs/operating.md#traces).
+	traces, err := telemetry.Setup(ctx, telemetry.Config{Service: telemetry.ServiceBroker, Getenv: getenv})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := traces.Shutdown(context.WithoutCancel(ctx)); err != nil {
+			logger.Warn().Err(err).Msg("traces not all exported at shutdown")
+		}
+	}()
 	consume, err := broker.NewFailoverConsumeClient(&http.Client{
-		Transport: &http.Transport{
+		Transport: broker.ConsumeTransport(traces.TracerProvider(), &http.Transport{
 			Proxy:               http.ProxyFromEnvironment,
 			MaxIdleConnsPerHost: consumeIdleConns,
 			IdleConnTimeout:     idleTimeout,
 			TLSHandshakeTimeout: wire.BrokerConsumeTimeout,
-		},
+		}),
 	}, cfg.apiURLs, cfg.pass)
 	if err != nil {
 		return err
@@ -108,6 +121,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, environ
 	bcfg := broker.DefaultConfig()
 	bcfg.NoMask, bcfg.MaskAttributes, bcfg.MaskClasses = cfg.mask.off, cfg.mask.attributes, cfg.mask.classes
 	bcfg.ShowOpaqueFrames = cfg.mask.showFrames
+	bcfg.Tracer = traces.TracerProvider()
 	if cfg.mask.off {
 		logger.Warn().Msg("privacy masks are off (" + envMask + "=off): viewers see secret fields and private regions as they are")
 	}

@@ -191,7 +191,9 @@ func devStackOptions(secretsDir, chromium string, log zerolog.Logger, progress f
 	if err != nil {
 		return stack.Options{}, uses, err
 	}
-	opts := stack.Options{Chromium: chromium, WebApp: web.Files(), Log: log}
+	// Traces go where the standard OTEL_* variables say (off unless an endpoint or
+	// exporter is set), each part under its own service.name.
+	opts := stack.Options{Chromium: chromium, WebApp: web.Files(), Log: log, Traces: os.Getenv}
 	provider, err := apiconf.ExternalJWT(func(msg string) { log.Warn().Msg(msg) })
 	if err != nil {
 		return stack.Options{}, uses, err

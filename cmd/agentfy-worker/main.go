@@ -4,7 +4,8 @@
 // browser.sock lives; set, the hello announces browserView whether or not the broker is
 // up yet, and views answer broker_down until its socket accepts; absent in the shell
 // image, which refuses views as unsupported), AGENTFY_IMAGE_TAG, and AGENTFY_HEALTH_FILE
-// (a file that exists while the tool channel is open).
+// (a file that exists while the tool channel is open). Traces: the standard OTEL_*
+// variables (docs/operating.md#traces), service.name agentfy-worker.
 //
 // `agentfy-worker healthcheck` is a container health check: it succeeds while that file
 // exists.
@@ -20,6 +21,7 @@ import (
 	"syscall"
 
 	"github.com/agentfy/agentfy/cmd/internal/conf"
+	"github.com/agentfy/agentfy/internal/telemetry"
 	"github.com/agentfy/agentfy/worker"
 )
 
@@ -49,15 +51,26 @@ func run() error {
 			urls = append(urls, u)
 		}
 	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// Traces, when an OTEL_* endpoint or exporter is set (docs/operating.md#traces).
+	traces, err := telemetry.Setup(ctx, telemetry.Config{Service: telemetry.ServiceWorker})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := traces.Shutdown(context.WithoutCancel(ctx)); err != nil {
+			log.Warn().Err(err).Msg("traces not all exported at shutdown")
+		}
+	}()
 	w, err := worker.New(worker.Config{
 		APIURLs: urls, Pass: pass, IPCDir: os.Getenv("AGENTFY_IPC_DIR"),
 		ImageTag: conf.Env("AGENTFY_IMAGE_TAG", "dev"), HealthFile: os.Getenv("AGENTFY_HEALTH_FILE"), Log: log,
+		Tracer: traces.TracerProvider(),
 	})
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	err = w.Run(ctx)
 	if errors.Is(err, worker.ErrSessionEnded) {
 		log.Info().Msg("session ended")

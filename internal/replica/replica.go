@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/net/netutil"
 
 	"github.com/agentfy/agentfy/api"
@@ -63,6 +64,10 @@ type Options struct {
 	// production.
 	Views func(*view.ServiceConfig)
 	Hub   func(*channel.Config)
+	// Tracer, when set, traces the replica's part of each view: its view routes, the
+	// NATS request, the relay as the owner, the consume route
+	// (internal/telemetry.Setup with ServiceAPI). Nil means tracing off.
+	Tracer trace.TracerProvider
 }
 
 // replicated reports whether o describes a Cluster or a Sentinel set: deployments where
@@ -161,7 +166,7 @@ func New(ctx context.Context, o Options) (*Replica, error) {
 	grants := view.NewGrants(rdb, o.Deployment, grantKeys, 0).WithAcks(acks)
 	views := view.ServiceConfig{
 		Redis: rdb, Gate: view.NewGate(rdb, o.Deployment, 0, 0).WithAcks(acks), Grants: grants, Sessions: r.Sessions, Directory: r.Dir, Creds: r.Creds,
-		Requester: bus.NewClient(nc), Namespace: ns, Log: o.Log,
+		Requester: bus.NewClient(nc), Namespace: ns, Log: o.Log, Tracer: o.Tracer,
 	}
 	if o.Views != nil {
 		o.Views(&views)
@@ -173,7 +178,7 @@ func New(ctx context.Context, o Options) (*Replica, error) {
 	}
 	hub := channel.Config{
 		ReplicaID: o.ReplicaID, Creds: r.Creds, Sessions: r.Sessions, Grants: grants, NATS: nc, Namespace: ns,
-		Events: r.Feed, Log: o.Log, Tick: o.Tick,
+		Events: r.Feed, Log: o.Log, Tick: o.Tick, Tracer: o.Tracer,
 	}
 	if o.Hub != nil {
 		o.Hub(&hub)
@@ -197,7 +202,7 @@ func New(ctx context.Context, o Options) (*Replica, error) {
 	r.Server = api.New(api.Config{
 		Log: o.Log, JWT: verifier, Creds: r.Creds, Dir: r.Dir, Sessions: r.Sessions, Views: r.Views,
 		Grants: grants, Hub: r.Hub, Feed: r.Feed, Metrics: metrics, Audit: r.Audit, OpenAPI: o.OpenAPI, WebApp: o.WebApp,
-		Ready: r.ready,
+		Ready: r.ready, Tracer: o.Tracer,
 	})
 	return r, nil
 }

@@ -169,9 +169,9 @@ func benchE2E(ctx context.Context, st *stack.Stack, bs *benchSession, v *viewer,
 // e2eSamples is what benchE2E collects from the pairs it counts.
 type e2eSamples struct {
 	views, spied, bares, inCaptures, overheads []time.Duration
-	legs                                   [][]time.Duration // per hop, of the views timed per hop
-	jpegs, sealed, bodies                  []int
-	width                                  int
+	legs                                       [][]time.Duration // per hop, of the views timed per hop
+	jpegs, sealed, bodies                      []int
+	width                                      int
 }
 
 // addView records a counted view, asked at t0 and decoded at t1, with what the hooks

@@ -17,6 +17,7 @@ import (
 	"github.com/agentfy/agentfy/broker"
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/channel"
+	"github.com/agentfy/agentfy/internal/telemetry"
 	"github.com/agentfy/agentfy/internal/test/testenv"
 	"github.com/agentfy/agentfy/session"
 	"github.com/agentfy/agentfy/wire"
@@ -145,7 +146,10 @@ func (s *Stack) StartSession(ctx context.Context, agentID string, o SessionOptio
 	if o.Shell {
 		workerIPC = ""
 	}
-	w, err := worker.New(worker.Config{APIURLs: apiURLs, Pass: passes.Worker, IPCDir: workerIPC, ImageTag: tag, Log: log.With().Str("component", "worker").Logger()})
+	w, err := worker.New(worker.Config{
+		APIURLs: apiURLs, Pass: passes.Worker, IPCDir: workerIPC, ImageTag: tag, Log: log.With().Str("component", "worker").Logger(),
+		Tracer: s.workerTraces.TracerProvider(),
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +179,8 @@ func (ss *Session) StartBroker(ctx context.Context) error {
 	if ss.Chromium, err = broker.LaunchChromium(ctx, broker.LaunchConfig{Bin: s.opts.Chromium, Leakless: true, Env: []string{"HOME=" + os.TempDir()}}, log); err != nil {
 		return err
 	}
-	consume, err := broker.NewFailoverConsumeClient(&http.Client{}, ss.brokerAPIURLs(), ss.Passes.Broker)
+	tp := s.brokerTraces.TracerProvider()
+	consume, err := broker.NewFailoverConsumeClient(&http.Client{Transport: broker.ConsumeTransport(tp, http.DefaultTransport)}, ss.brokerAPIURLs(), ss.Passes.Broker)
 	if err != nil {
 		return err
 	}
@@ -183,6 +188,7 @@ func (ss *Session) StartBroker(ctx context.Context) error {
 	if o.Broker != nil {
 		cfg = *o.Broker
 	}
+	cfg.Tracer = tp
 	if ss.Broker, err = broker.New(ctx, ss.Chromium.Browser, consume, cfg, log, broker.SystemClock{}); err != nil {
 		return err
 	}
@@ -234,6 +240,14 @@ func (ss *Session) startBrokerProcess(ctx context.Context) error {
 		"AGENTFY_IPC_DIR=" + ss.IPCDir, "AGENTFY_CHROMIUM=" + chromium, "AGENTFY_LOG_LEVEL=debug",
 	}
 	cmd.Env = append(cmd.Env, ss.brokerOpts.BrokerEnv...)
+	if s.opts.Traces != nil {
+		// The process's traces go where the stack's do.
+		for _, name := range telemetry.Variables() {
+			if v := s.opts.Traces(name); v != "" {
+				cmd.Env = append(cmd.Env, name+"="+v)
+			}
+		}
+	}
 	ss.brokerLog = &testenv.Buffer{}
 	cmd.Stdout, cmd.Stderr = ss.brokerLog, ss.brokerLog
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

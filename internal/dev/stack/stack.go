@@ -36,6 +36,7 @@ import (
 	"github.com/agentfy/agentfy/internal/dev/redisserver"
 	"github.com/agentfy/agentfy/internal/redisclient"
 	"github.com/agentfy/agentfy/internal/replica"
+	"github.com/agentfy/agentfy/internal/telemetry"
 	"github.com/agentfy/agentfy/keyspace"
 	"github.com/agentfy/agentfy/openapi"
 	"github.com/agentfy/agentfy/session"
@@ -78,6 +79,11 @@ type Options struct {
 	// ExtraJWT are token sources the replicas accept besides the stack's own
 	// development tokens (a company's identity provider, a test's JWKS).
 	ExtraJWT []auth.JWTConfig
+	// Traces reads the OTEL_* variables of the stack's traces (os.Getenv for the
+	// development command; a test's own endpoint): each replica, the workers and the
+	// brokers get a TracerProvider of their own, named agentfy-api, agentfy-worker and
+	// agentfy-broker whatever OTEL_SERVICE_NAME says. Nil means tracing off.
+	Traces func(string) string
 }
 
 // RedisTarget is a Redis deployment the stack uses instead of starting its own.
@@ -136,6 +142,11 @@ type Stack struct {
 	natsPort int
 	natsOpts natsserver.Options // the embedded server's, as it was started (a reload must repeat them)
 	natsURLs []string
+
+	// The traces of the workers and brokers (one provider each, set by Start) and of
+	// each replica (by StartReplica); disabled providers with Options.Traces nil.
+	workerTraces, brokerTraces *telemetry.Provider
+	replicaTraces              []*telemetry.Provider // guarded by mu
 
 	consumeHook atomic.Pointer[func()] // called by the balancer before it forwards a consume
 	// relayAhead is how far the replicas' relay clock (relayClock) runs ahead of time.Now,
@@ -260,12 +271,45 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if err := s.startBalancer(ctx); err != nil {
 		return nil, err
 	}
+	if s.workerTraces, err = s.traces(ctx, telemetry.ServiceWorker, ""); err != nil {
+		return nil, err
+	}
+	if s.brokerTraces, err = s.traces(ctx, telemetry.ServiceBroker, ""); err != nil {
+		return nil, err
+	}
 	for i := range max(o.Replicas, 0) {
 		if _, err := s.StartReplica(ctx, i, s.natsURLs[i%len(s.natsURLs)]); err != nil {
 			return nil, err
 		}
 	}
 	return s, nil
+}
+
+// traces sets up the traces of one part (telemetry.Setup with Options.Traces), shut
+// down when the stack closes.
+func (s *Stack) traces(ctx context.Context, service, instance string) (*telemetry.Provider, error) {
+	if s.opts.Traces == nil {
+		return &telemetry.Provider{}, nil
+	}
+	p, err := telemetry.Setup(ctx, telemetry.Config{Service: service, Instance: instance, Shared: true, Getenv: s.opts.Traces})
+	if err != nil {
+		return nil, err
+	}
+	s.closers = append(s.closers, func() { _ = p.Shutdown(context.WithoutCancel(ctx)) })
+	return p, nil
+}
+
+// FlushTraces exports the spans every part of the stack has ended, within ctx: a test
+// reads a view's trace back from the backend once this returns.
+func (s *Stack) FlushTraces(ctx context.Context) error {
+	s.mu.Lock()
+	providers := append([]*telemetry.Provider{s.workerTraces, s.brokerTraces}, s.replicaTraces...)
+	s.mu.Unlock()
+	var errs []error
+	for _, p := range providers {
+		errs = append(errs, p.ForceFlush(ctx))
+	}
+	return errors.Join(errs...)
 }
 
 // makeSecrets makes the stack's development JWT secret, its replicas' grant key
@@ -584,12 +628,20 @@ func (s *Stack) StartReplica(ctx context.Context, i int, natsURL string) (*Repli
 	natsCfg.Servers = []string{natsURL}
 	hooks := new(atomic.Pointer[Hooks])
 	views, hub := s.hooked(hooks)
+	traces, err := s.traces(ctx, telemetry.ServiceAPI, id)
+	if err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
+	s.mu.Lock()
+	s.replicaTraces = append(s.replicaTraces, traces)
+	s.mu.Unlock()
 	r, err := replica.New(ctx, replica.Options{
 		ReplicaID: id, Deployment: s.opts.Deployment, Redis: s.RedisOptions(deploy.RedisReplica),
 		NATS: natsCfg, JWT: append([]auth.JWTConfig{s.JWTConfig()}, s.opts.ExtraJWT...),
 		Policy: s.opts.Policy, Tick: s.opts.Tick, GrantKeys: s.GrantKeys,
 		OpenAPI: openapi.Document, WebApp: s.opts.WebApp, Log: log, DrainTimeout: 10 * time.Second,
-		Views: views, Hub: hub,
+		Views: views, Hub: hub, Tracer: traces.TracerProvider(),
 	})
 	if err != nil {
 		_ = ln.Close()

@@ -106,11 +106,19 @@ func HydraBinary(tb testing.TB) string {
 	return bin
 }
 
-// hydraToolDir finds internal/tools/hydra: beside this file's package when the source
-// path is known, otherwise from the root module of the working directory.
-func hydraToolDir() (string, error) {
+// hydraToolDir finds internal/tools/hydra.
+func hydraToolDir() (string, error) { return toolDir("hydra") }
+
+// hydraBinaryPath is where the binary built from the tool module in dir lives.
+func hydraBinaryPath(dir string) (string, error) {
+	return toolBinaryPath(dir, "hydra", HydraVersion, hydraBuildArgs())
+}
+
+// toolDir finds the tool module internal/tools/<name>: beside this file's package when
+// the source path is known, otherwise from the root module of the working directory.
+func toolDir(name string) (string, error) {
 	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
-		dir := filepath.Join(filepath.Dir(file), "..", "..", "tools", "hydra")
+		dir := filepath.Join(filepath.Dir(file), "..", "..", "tools", name)
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
 			return dir, nil
 		}
@@ -122,33 +130,34 @@ func hydraToolDir() (string, error) {
 	}
 	gomod := strings.TrimSpace(string(out))
 	if gomod == "" || gomod == os.DevNull {
-		return "", errors.New("internal/tools/hydra not found: not inside the agentfy module")
+		return "", fmt.Errorf("internal/tools/%s not found: not inside the agentfy module", name)
 	}
-	dir := filepath.Join(filepath.Dir(gomod), "internal", "tools", "hydra")
+	dir := filepath.Join(filepath.Dir(gomod), "internal", "tools", name)
 	if _, err := os.Stat(filepath.Join(dir, "go.mod")); err != nil {
-		return "", fmt.Errorf("internal/tools/hydra not found: %w", err)
+		return "", fmt.Errorf("internal/tools/%s not found: %w", name, err)
 	}
 	return dir, nil
 }
 
-// hydraBinaryPath is where the binary built from the tool module in dir lives.
-func hydraBinaryPath(dir string) (string, error) {
+// toolBinaryPath is where the binary name built from the tool module in dir with
+// buildArgs lives: the user's cache directory, under a name with the version and a hash
+// of the module's go.mod, go.sum and the build flags, so that a changed pin builds anew.
+func toolBinaryPath(dir, name, version string, buildArgs []string) (string, error) {
 	h := sha256.New()
-	for _, name := range []string{"go.mod", "go.sum"} {
-		b, err := os.ReadFile(filepath.Join(dir, name)) //nolint:gosec // the tool module's own files
+	for _, f := range []string{"go.mod", "go.sum"} {
+		b, err := os.ReadFile(filepath.Join(dir, f)) //nolint:gosec // the tool module's own files
 		if err != nil {
 			return "", err
 		}
-		fmt.Fprintf(h, "%s %d\n", name, len(b))
+		fmt.Fprintf(h, "%s %d\n", f, len(b))
 		h.Write(b)
 	}
-	fmt.Fprintf(h, "%q %s/%s\n", hydraBuildArgs(), runtime.GOOS, runtime.GOARCH)
+	fmt.Fprintf(h, "%q %s/%s\n", buildArgs, runtime.GOOS, runtime.GOARCH)
 	cache, err := os.UserCacheDir()
 	if err != nil {
 		return "", fmt.Errorf("user cache dir: %w", err)
 	}
-	name := "hydra-" + HydraVersion + "-" + hex.EncodeToString(h.Sum(nil)[:6])
-	return filepath.Join(cache, "agentfy", name, "hydra"), nil
+	return filepath.Join(cache, "agentfy", name+"-"+version+"-"+hex.EncodeToString(h.Sum(nil)[:6]), name), nil
 }
 
 // ensureBuilt makes sure an executable exists at bin, calling build at most once across
