@@ -20,7 +20,9 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/agentfy/agentfy/audit"
 	"github.com/agentfy/agentfy/auth"
+	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/internal/dev/stack"
 	"github.com/agentfy/agentfy/internal/telemetry"
 	"github.com/agentfy/agentfy/internal/test/stacktest"
@@ -210,12 +212,40 @@ func TestViewTraceAcrossReplicas(t *testing.T) {
 	}
 	member := client.Token(t, "u-alice")
 	client.OpenGate(t, agent)
+	// The audit trail's reader, subscribed before the view (issue 37: the event names
+	// the view's trace).
+	auditConn, err := st.ConnectNATS(bus.RoleAudit, "traces-test-audit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer auditConn.Close()
+	events, err := auditConn.SubscribeSync(st.NS.AuditView(agent))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := auditConn.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	r := client.Get(t, st.Replicas[0].URL, stacktest.ViewPath(agent), member)
 	if res := r.Result(t); r.Status != http.StatusOK || res.Page == nil || res.Page.Title != p.title {
 		t.Fatalf("view: %s", r.Summary())
 	}
 	tr, rootSpan := traceOf(t, r, 8)
 	traceID := tr.TraceID
+
+	t.Run("the audit event names the trace", func(t *testing.T) {
+		msg, err := events.NextMsg(10 * time.Second)
+		if err != nil {
+			t.Fatalf("no audit event of the view: %v", err)
+		}
+		var ev audit.View
+		if err := wire.DecodeStrict(msg.Data, &ev); err != nil {
+			t.Fatalf("audit event %s: %v", msg.Data, err)
+		}
+		if ev.TraceID != traceID || ev.Outcome != "frame" || ev.ViewerID != "u-alice" || ev.Session != ss.ID {
+			t.Errorf("audit event %s, want trace %s, outcome frame, viewer u-alice, session %s", msg.Data, traceID, ss.ID)
+		}
+	})
 	spans := chain(t, tr, "", spanView, spanRequest, spanRelay, spanWorker, spanObserve, spanCapture, spanConsumeCall, spanConsumeRoute)
 	if spans[0].SpanID != rootSpan {
 		t.Errorf("traceresponse names span %s, want the view route's %s", rootSpan, spans[0].SpanID)
