@@ -34,8 +34,9 @@ type Config struct {
 	// AsyncError, when set, sees each asynchronous error of the connection first (a
 	// publish the server refused, nats.ErrPermissionViolation); when it returns true
 	// the error was handled and is not logged. Package audit counts its refused
-	// publishes so.
-	AsyncError func(err error) bool
+	// publishes so. A function has no JSON form: a Config sent to another process (the
+	// capacity bench's nodes) goes without it.
+	AsyncError func(err error) bool `json:"-"`
 	// WriteTimeout, when set, bounds each write to the server (nats.go's is a minute);
 	// a write that takes longer fails and the connection reconnects.
 	WriteTimeout time.Duration

@@ -146,15 +146,15 @@ func TestBenchQuick(t *testing.T) {
 			if want := 1 << i; x.Replicas != want {
 				t.Errorf("row %d: %d replicas, want %d", i, x.Replicas, want)
 			}
-			// Routed: the request to the owner and the reply to the requester,
-			// whatever the number of replicas. Broadcast: every replica gets the
-			// request, the requester the reply.
+			// Routed: the request to the owner, the reply to the requester and the
+			// view's audit event to its keeper, whatever the number of replicas.
+			// Broadcast: every replica gets the request, the requester the reply.
 			for _, c := range []struct {
 				name      string
 				got, want float64
 			}{
-				{"real view deliveries", x.ViewDeliveries, 2},
-				{"real view publications", x.ViewPublished, 2},
+				{"real view deliveries", x.ViewDeliveries, 3},
+				{"real view publications", x.ViewPublished, 3},
 				{"routed deliveries", x.RoutedDeliveries, 2},
 				{"broadcast deliveries", x.BroadcastDelivered, float64(x.Replicas + 1)},
 			} {

@@ -152,7 +152,7 @@ func renderRouting(b *strings.Builder, r *Results, full bool) {
 	if full {
 		p("One stack grows from 1 to 2, 4 and 8 replicas; the worker stays on the first. ")
 		p("*Real views*: views through HTTP, asked round robin at every replica (as a balancer spreads them), one at a time, each followed by a bare capture of the same tab (view / bare is the view's latency net of the machine's mood at the time); ")
-		p("messages are the NATS server's own counters (`Varz` `InMsgs`/`OutMsgs`/`OutBytes`), the delta around each view, averaged. ")
+		p("messages are the NATS server's own counters (`Varz` `InMsgs`/`OutMsgs`/`OutBytes`), the delta around each view (its request, its reply and its audit event, delivered to one subscriber that stands in for the platform's stream), averaged. ")
 		p("*Routed* and *broadcast* run at the NATS layer alone, alternating in blocks of 20 on the same connections: the request is a 64-hex request id asked from the replicas round robin, ")
 		p("the reply %s of random bytes (the size of a real sealed frame). Routed: only the owner's connection subscribes, to a subject of the session (what the replicas do). ", kib(float64(r.ReplyBytes)))
 		p("Broadcast: every replica's own connection subscribes to one subject and drops requests for sessions it does not hold; the owner answers — ")
