@@ -12,7 +12,7 @@ COPY . .
 RUN CGO_ENABLED=0 go build -trimpath -o /out/ ./cmd/agentfy-api ./cmd/agentfy ./cmd/agentfy-worker ./cmd/agentfy-broker ./cmd/agentfy-dev \
  && mkdir -p /out/run/agentfy/worker-pass /out/run/agentfy/broker-pass /out/run/agentfy/ipc /out/run/agentfy/secrets \
       /out/run/agentfy/jwt /out/run/agentfy/out/nats /out/run/agentfy/out/redis /out/run/agentfy/out/replica \
-      /out/run/agentfy/out/operator /out/run/agentfy/out/debug /out/run/agentfy/out/system /out/run/agentfy/out/jwt
+      /out/run/agentfy/out/operator /out/run/agentfy/out/debug /out/run/agentfy/out/audit /out/run/agentfy/out/system /out/run/agentfy/out/jwt
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/agentfy-dev /usr/local/bin/
