@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/go-rod/rod/lib/cdp"
@@ -78,6 +79,11 @@ func (p *cdpPipe) Send(msg []byte) error {
 	}
 	if err != nil {
 		_ = p.Close()
+		if errors.Is(err, syscall.EPIPE) {
+			// Chromium closed its input: the same news a Read brings as the end of
+			// the stream, whichever of the two comes first, so it says so alike.
+			return fmt.Errorf("cdp pipe: send: chromium closed its input: %w", io.EOF)
+		}
 		return fmt.Errorf("cdp pipe: send: %w", err)
 	}
 	return nil

@@ -138,6 +138,22 @@ func TestCDPPipeSend(t *testing.T) {
 	}
 }
 
+// TestCDPPipeSendToClosedInput checks that a Send to a Chromium that closed its
+// input fails as a Read of its closed output does, with io.EOF, and closes the
+// connection. CI saw a launch fail either way, depending on which came first.
+func TestCDPPipeSendToClosedInput(t *testing.T) {
+	p, chromium, _ := testPipe(t)
+	if err := chromium.(io.Closer).Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Send([]byte(`{"id":1}`)); !errors.Is(err, io.EOF) {
+		t.Fatalf("Send = %v, want io.EOF", err)
+	}
+	if err := p.Send([]byte(`{"id":2}`)); err == nil {
+		t.Fatal("Send after the failed one succeeded: the connection stayed open")
+	}
+}
+
 // TestCDPPipeCloseEndsRead checks that Close ends a Read that waits for Chromium.
 func TestCDPPipeCloseEndsRead(t *testing.T) {
 	p, _, feed := testPipe(t)
