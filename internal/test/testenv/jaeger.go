@@ -50,6 +50,11 @@ func jaegerBuildArgs() []string {
 	return []string{"build", "-ldflags", "-X github.com/jaegertracing/jaeger/internal/version.latestVersion=" + JaegerVersion}
 }
 
+// jaegerBuildEnv is the build's environment beside the caller's: a static binary, as
+// Jaeger's own releases are, so the one build serves the trace tests on this machine
+// and the compose stack's stand-in image (scripts/compose-images.sh) alike.
+var jaegerBuildEnv = []string{"CGO_ENABLED=0", "GOWORK=off"}
+
 // JaegerBinary returns the path of a jaeger binary built from the module
 // internal/tools/jaeger, building it if it is missing, into the user's cache directory
 // (os.UserCacheDir()/agentfy/jaeger-<version>-<hash>/jaeger) exactly as HydraBinary
@@ -72,7 +77,7 @@ func BuildJaeger(ctx context.Context, logf func(format string, args ...any)) (st
 	if err != nil {
 		return "", err
 	}
-	bin, err := toolBinaryPath(dir, "jaeger", JaegerVersion, jaegerBuildArgs())
+	bin, err := toolBinaryPath(dir, "jaeger", JaegerVersion, append(jaegerBuildArgs(), jaegerBuildEnv...))
 	if err != nil {
 		return "", err
 	}
@@ -84,7 +89,7 @@ func BuildJaeger(ctx context.Context, logf func(format string, args ...any)) (st
 		args := append(jaegerBuildArgs(), "-o", out, "github.com/jaegertracing/jaeger/cmd/jaeger")
 		cmd := exec.CommandContext(ctx, "go", args...) //nolint:gosec // the go tool, fixed arguments
 		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GOWORK=off")
+		cmd.Env = append(os.Environ(), jaegerBuildEnv...)
 		if output, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("go %s (in %s): %w\n%s", strings.Join(args, " "), dir, err, output)
 		}

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"debug/elf"
 	"errors"
 	"os"
 	"os/exec"
@@ -25,6 +26,18 @@ func TestJaegerBinary(t *testing.T) {
 	}
 	if want := "github.com/jaegertracing/jaeger " + JaegerVersion; !strings.Contains(string(gomod), want) {
 		t.Errorf("internal/tools/jaeger/go.mod does not require %s", want)
+	}
+	// Static, as Jaeger's releases are: the compose stack's stand-in image runs it on
+	// any base, with no C library.
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			t.Error("the jaeger binary is dynamically linked (it names a program interpreter)")
+		}
 	}
 	out, err := exec.CommandContext(Context(t, 30*time.Second), bin, "version").CombinedOutput()
 	if err != nil {
