@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"sort"
@@ -61,9 +62,11 @@ func TestComposeFileIsValid(t *testing.T) {
 
 // TestComposeLeastPrivilege reads the resolved compose file as an operator would audit
 // it: Redis and NATS sit on the internal backend network with the replicas and the jobs
-// only; the worker and the broker are on the edge network alone and hold no Redis or
-// NATS setting; each process mounts only its own role's secrets; and the servers load
-// the rendered role configurations.
+// only; the worker and the broker are on the edge network (and the internal telemetry
+// network, to export spans) and hold no Redis or NATS setting; Jaeger alone is on the
+// traces network, where its UI listens, and its port is published on loopback only;
+// each process mounts only its own role's secrets; and the servers load the rendered
+// role configurations.
 func TestComposeLeastPrivilege(t *testing.T) {
 	bin, err := exec.LookPath("docker-compose")
 	if err != nil {
@@ -84,6 +87,7 @@ func TestComposeLeastPrivilege(t *testing.T) {
 			Networks    map[string]any    `yaml:"networks"`
 			NetworkMode string            `yaml:"network_mode"`
 			Volumes     []string          `yaml:"volumes"`
+			Ports       []any             `yaml:"ports"`
 		} `yaml:"services"`
 		Networks map[string]struct {
 			Internal bool `yaml:"internal"`
@@ -92,8 +96,8 @@ func TestComposeLeastPrivilege(t *testing.T) {
 	if err := yaml.Unmarshal(out, &cfg); err != nil {
 		t.Fatal(err)
 	}
-	if !cfg.Networks["backend"].Internal || !cfg.Networks["web"].Internal {
-		t.Error("the backend or web network is not internal")
+	if !cfg.Networks["backend"].Internal || !cfg.Networks["web"].Internal || !cfg.Networks["telemetry"].Internal {
+		t.Error("the backend, web or telemetry network is not internal")
 	}
 	networks := func(service string) string {
 		var n []string
@@ -122,12 +126,14 @@ func TestComposeLeastPrivilege(t *testing.T) {
 		{"session", "backend", "agentfy-operator", []string{"secrets-operator", "secrets-jwt"}},
 		{"cli", "backend", "agentfy-operator", []string{"secrets-operator", "secrets-jwt"}},
 		{"demo", "backend", "agentfy-operator", []string{"secrets-operator", "secrets-jwt"}},
-		{"api-a", "backend,edge", "agentfy-replica", []string{"secrets-replica", "secrets-jwt"}},
-		{"api-b", "backend,edge", "agentfy-replica", []string{"secrets-replica", "secrets-jwt"}},
-		// The agent's browser reaches the API and the demo website, nothing else.
-		{"browser", "edge,web", "", nil},
-		{"worker", "edge", "", nil},
+		{"api-a", "backend,edge,telemetry", "agentfy-replica", []string{"secrets-replica", "secrets-jwt"}},
+		{"api-b", "backend,edge,telemetry", "agentfy-replica", []string{"secrets-replica", "secrets-jwt"}},
+		// The agent's browser reaches the API, the demo website and the span receiver,
+		// nothing else.
+		{"browser", "edge,telemetry,web", "", nil},
+		{"worker", "edge,telemetry", "", nil},
 		{"site", "web", "", nil},
+		{"jaeger", "telemetry,traces", "", nil},
 	} {
 		t.Run(tc.service, func(t *testing.T) {
 			if got := networks(tc.service); got != tc.networks {
@@ -148,6 +154,14 @@ func TestComposeLeastPrivilege(t *testing.T) {
 				}
 			}
 		})
+	}
+	for name, svc := range cfg.Services {
+		if _, ok := svc.Networks["traces"]; ok && name != "jaeger" {
+			t.Errorf("%s is on the traces network, where Jaeger's UI listens", name)
+		}
+	}
+	if p := cfg.Services["jaeger"].Ports; len(p) != 1 || !strings.Contains(fmt.Sprint(p[0]), "127.0.0.1") {
+		t.Errorf("jaeger publishes %v, want one port on 127.0.0.1", p)
 	}
 	if s := cfg.Services["secrets"]; s.NetworkMode != "none" {
 		t.Errorf("the secrets job has network mode %q, want none", s.NetworkMode)

@@ -109,9 +109,34 @@ EOF
   docker build -q -t "$name" "$ctx" >/dev/null
 }
 
+standin_jaeger() {
+  local name=jaegertracing/jaeger:2.12.0
+  have "$name" && return
+  pull "$name" && return
+  say "making $name from the distroless stand-in and Jaeger v1.75.0/v2.12.0 built from source (internal/tools/jaeger)"
+  local ctx="$work/jaeger"
+  mkdir -p "$ctx"
+  # The tests' own build (testenv.BuildJaeger, static): built once, cached, a copy here.
+  cp "$(go run ./internal/test/toolbin jaeger)" "$ctx/jaeger-linux"
+  # The release image's layout, user and entrypoint. Its UI is Jaeger's placeholder page:
+  # the UI's assets are built apart (jaeger-ui, Node) and embedded only in releases; the
+  # query API (/api/traces) is whole.
+  cat >"$ctx/Dockerfile" <<'EOF'
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY jaeger-linux /cmd/jaeger/jaeger-linux
+ENV JAEGER_LISTEN_HOST=0.0.0.0
+EXPOSE 4317 4318 16686
+LABEL agentfy.standin=1
+USER 10001
+ENTRYPOINT ["/cmd/jaeger/jaeger-linux"]
+EOF
+  docker build -q -t "$name" "$ctx" >/dev/null
+}
+
 standin_debian
 standin_golang
 standin_distroless
 standin_nats
 standin_redis
+standin_jaeger
 say "base images ready"

@@ -8,10 +8,13 @@
 #   3. the documented commands: up --build, then a member's token and a partner's key
 #      minted through the stack;
 #   4. from the host through the published ports: both routes return a live frame that
-#      decodes as a JPEG (deploy/composecheck), and the web app's window shows one in
+#      decodes as a JPEG (deploy/composecheck), the member's view is one trace in Jaeger
+#      (the replicas', the worker's and the broker's spans in one tree, read from its
+#      query API on the published port), and the web app's window shows a frame in
 #      Chromium (a screenshot in .artifacts/compose-web-app.png);
 #   5. from a throw-away container on the worker's network, TCP to Redis and NATS fails;
-#      from one on the replicas' network it succeeds (the control);
+#      from one on the replicas' network it succeeds (the control); from one on the
+#      telemetry network, Jaeger's query port is shut and its span receiver open;
 #   6. each replica stopped in turn (the worker's first, then the other): frames again
 #      through the one left within 30 s — the worker moves, the broker redeems through it;
 #   7. faults while a viewer polls (deploy/composecheck -fault): NATS restarted, Redis
@@ -90,8 +93,9 @@ for svc in api-a api-b worker; do
 done
 say "up and healthy after $(( $(date +%s) - started )) s"
 
-say "both routes, from the host"
-go run ./deploy/composecheck -url http://127.0.0.1:8080 -token "$TOKEN" -key "$ORG_KEY" -wait 120s
+say "both routes, from the host; the member's view as one trace in Jaeger"
+go run ./deploy/composecheck -url http://127.0.0.1:8080 -token "$TOKEN" -key "$ORG_KEY" -wait 120s \
+  -jaeger http://127.0.0.1:16686
 
 say "the web app, as a person sees it"
 mkdir -p .artifacts
@@ -99,7 +103,7 @@ mkdir -p .artifacts
 node web/scripts/screenshot.mjs "http://127.0.0.1:8080/#/agents/agent-scout/worker?token=$TOKEN" .artifacts/compose-web-app.png
 
 say "networks: the worker's cannot reach Redis or NATS; the replicas' can"
-ip_of() { docker inspect -f "{{(index .NetworkSettings.Networks \"${project}_backend\").IPAddress}}" "$(compose ps -q "$1")"; }
+ip_of() { docker inspect -f "{{(index .NetworkSettings.Networks \"${project}_${2:-backend}\").IPAddress}}" "$(compose ps -q "$1")"; }
 redis_ip=$(ip_of redis)
 nats_ip=$(ip_of nats)
 probe() { # probe NETWORK HOST PORT: exit 0 when a TCP connection opens within 3 s
@@ -111,6 +115,10 @@ for target in "$redis_ip 6379" "$nats_ip 4222"; do
   if probe "${project}_edge" "$1" "$2"; then say "the worker's network reaches $1:$2"; exit 1; fi
   probe "${project}_backend" "$1" "$2" || { say "control: the replicas' network does not reach $1:$2"; exit 1; }
 done
+say "networks: the parts send spans to Jaeger but cannot read a trace back"
+jaeger_ip=$(ip_of jaeger telemetry)
+if probe "${project}_telemetry" "$jaeger_ip" 16686; then say "the telemetry network reaches Jaeger's query port"; exit 1; fi
+probe "${project}_telemetry" "$jaeger_ip" 4318 || { say "control: the telemetry network does not reach Jaeger's receiver"; exit 1; }
 
 say "failover: stop api-b, which holds the worker's socket; then api-a, with api-b back"
 compose logs worker | grep -q '"api":"http://api-b:8080".*"tool channel open"' || { say "the worker is not on api-b"; exit 1; }

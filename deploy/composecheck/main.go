@@ -3,9 +3,10 @@
 // routes return a live frame that decodes as a JPEG, as a member and as a partner would
 // see it. With -fault it breaks a part while a viewer polls and checks what viewers
 // see: never {"live":false} (the session lives on), and frames again within -wait of the
-// fault.
+// fault. With -jaeger it reads the member's view back from the trace backend as one
+// trace: the spans of the replicas, the worker and the broker in one tree.
 //
-//	go run ./deploy/composecheck -url http://127.0.0.1:8080 -token JWT -key ORGKEY [-wait 90s]
+//	go run ./deploy/composecheck -url http://127.0.0.1:8080 -token JWT -key ORGKEY [-wait 90s] [-jaeger http://127.0.0.1:16686]
 //	go run ./deploy/composecheck -url … -token … -key … -fault 'docker compose restart nats' [-wait 90s]
 package main
 
@@ -22,6 +23,9 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
+	"sort"
+	"strings"
 	"time"
 )
 
@@ -40,6 +44,7 @@ func run() error {
 	org := flag.String("org", "org-acme", "the agent's organisation")
 	wait := flag.Duration("wait", 90*time.Second, "how long a route may take to show a live frame")
 	fault := flag.String("fault", "", "a shell `command` that breaks a part while a viewer polls")
+	jaeger := flag.String("jaeger", "", "the trace backend's published query `URL`: read the member's view back as one trace")
 	flag.Parse()
 	if *token == "" || *key == "" {
 		return errors.New("-token and -key are required")
@@ -54,11 +59,16 @@ func run() error {
 		{"partner", "/v1/orgs/" + *org + "/agents/" + *agent + "/worker/view", *key},
 	} {
 		start := time.Now()
-		w, h, title, err := frame(ctx, *base+route.path, route.bearer)
+		f, err := frame(ctx, *base+route.path, route.bearer)
 		if err != nil {
 			return fmt.Errorf("%s route: %w", route.name, err)
 		}
-		fmt.Printf("%s route: a %d×%d JPEG of %q after %v\n", route.name, w, h, title, time.Since(start).Round(time.Millisecond))
+		fmt.Printf("%s route: a %d×%d JPEG of %q after %v\n", route.name, f.w, f.h, f.title, time.Since(start).Round(time.Millisecond))
+		if *jaeger != "" && route.name == "member" {
+			if err := oneTrace(ctx, *jaeger, f.traceResponse); err != nil {
+				return fmt.Errorf("%s route's trace: %w", route.name, err)
+			}
+		}
 	}
 	return nil
 }
@@ -68,16 +78,24 @@ func run() error {
 // and never passed it on) costs one poll, not the whole wait.
 var viewer = &http.Client{Timeout: 15 * time.Second}
 
+// live is a live frame's answer: the JPEG's size, the page's title and the W3C
+// traceresponse header of a traced view.
+type live struct {
+	w, h          int
+	title         string
+	traceResponse string
+}
+
 // frame polls url as a viewer would (every 2.5 s, past the agent's gate and the
 // caller's pace) until it answers a live frame, and decodes it.
-func frame(ctx context.Context, url, bearer string) (w, h int, title string, err error) {
+func frame(ctx context.Context, url, bearer string) (live, error) {
 	var last string
 	tick := time.NewTicker(2500 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
-			return 0, 0, "", err
+			return live{}, err
 		}
 		req.Header.Set("Authorization", "Bearer "+bearer)
 		resp, err := viewer.Do(req)
@@ -96,21 +114,21 @@ func frame(ctx context.Context, url, bearer string) (w, h int, title string, err
 			if resp.StatusCode == http.StatusOK && json.Unmarshal(body, &v) == nil && v.Live && v.Page != nil {
 				raw, err := base64.StdEncoding.DecodeString(v.Page.Data)
 				if err != nil {
-					return 0, 0, "", fmt.Errorf("frame data: %w", err)
+					return live{}, fmt.Errorf("frame data: %w", err)
 				}
 				img, err := jpeg.Decode(bytes.NewReader(raw))
 				if err != nil || v.Page.ContentType != "image/jpeg" {
-					return 0, 0, "", fmt.Errorf("frame is not a JPEG: %v", err)
+					return live{}, fmt.Errorf("frame is not a JPEG: %v", err)
 				}
 				b := img.Bounds()
-				return b.Dx(), b.Dy(), v.Page.Title, nil
+				return live{w: b.Dx(), h: b.Dy(), title: v.Page.Title, traceResponse: resp.Header.Get("traceresponse")}, nil
 			}
 		} else {
 			last = err.Error()
 		}
 		select {
 		case <-ctx.Done():
-			return 0, 0, "", fmt.Errorf("no live frame in time; last answer: %s", last)
+			return live{}, fmt.Errorf("no live frame in time; last answer: %s", last)
 		case <-tick.C:
 		}
 	}
@@ -158,7 +176,7 @@ func underFault(base, agent, org, token, key, fault string, wait time.Duration) 
 	partner := base + "/v1/orgs/" + org + "/agents/" + agent + "/worker/view"
 	ctx, cancel := context.WithTimeout(context.Background(), 2*wait)
 	defer cancel()
-	if _, _, _, err := frame(ctx, member, token); err != nil {
+	if _, err := frame(ctx, member, token); err != nil {
 		return fmt.Errorf("before the fault: %w", err)
 	}
 	start := time.Now()
@@ -213,4 +231,161 @@ func underFault(base, agent, org, token, key, fault string, wait time.Duration) 
 		case <-tick.C:
 		}
 	}
+}
+
+// The services of a view's trace (internal/telemetry), and the spans a frame's view has
+// at least: the view, its NATS request and relay, the worker's JSON-RPC call and its
+// request on the broker's socket, the broker's capture, its consume call and the
+// replica's consume route (docs/operating.md, "Traces").
+var (
+	traceServices = []string{"agentfy-api", "agentfy-broker", "agentfy-worker"}
+	minViewSpans  = 8
+)
+
+// jaegerTrace is what Jaeger's query API (GET /api/traces/<id>) answers, in part.
+type jaegerTrace struct {
+	Spans []struct {
+		SpanID        string `json:"spanID"`
+		OperationName string `json:"operationName"`
+		References    []struct {
+			RefType string `json:"refType"`
+			SpanID  string `json:"spanID"`
+		} `json:"references"`
+		StartTime int64  `json:"startTime"` // µs
+		Duration  int64  `json:"duration"`  // µs
+		ProcessID string `json:"processID"`
+	} `json:"spans"`
+	Processes map[string]struct {
+		ServiceName string `json:"serviceName"`
+	} `json:"processes"`
+}
+
+// oneTrace reads the view's trace (its id from the traceresponse header) from Jaeger's
+// query API at base until it holds the spans of every part, polling while the parts'
+// batches arrive, and checks that they form one tree: one root, and every other span's
+// parent in the trace. It prints the tree with each span's offset and duration.
+func oneTrace(ctx context.Context, base, traceResponse string) error {
+	parts := strings.Split(traceResponse, "-")
+	if len(parts) != 4 || len(parts[1]) != 32 {
+		return fmt.Errorf("traceresponse %q: the view was not traced", traceResponse)
+	}
+	id := parts[1]
+	var last string
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		tr, err := readTrace(ctx, base, id)
+		if err == nil {
+			if err = checkTree(tr); err == nil {
+				fmt.Printf("trace %s in the trace backend: %d spans in one tree\n%s", id, len(tr.Spans), describe(tr))
+				return nil
+			}
+		}
+		last = err.Error()
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("trace %s: not one whole trace in time: %s", id, last)
+		case <-tick.C:
+		}
+	}
+}
+
+func readTrace(ctx context.Context, base, id string) (jaegerTrace, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/traces/"+id, nil)
+	if err != nil {
+		return jaegerTrace{}, err
+	}
+	resp, err := viewer.Do(req)
+	if err != nil {
+		return jaegerTrace{}, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return jaegerTrace{}, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return jaegerTrace{}, fmt.Errorf("GET /api/traces/%s: %d %.200s", id, resp.StatusCode, body)
+	}
+	var v struct {
+		Data []jaegerTrace `json:"data"`
+	}
+	if err := json.Unmarshal(body, &v); err != nil {
+		return jaegerTrace{}, err
+	}
+	if len(v.Data) != 1 {
+		return jaegerTrace{}, fmt.Errorf("GET /api/traces/%s: %d traces", id, len(v.Data))
+	}
+	return v.Data[0], nil
+}
+
+// checkTree says what keeps tr from being a whole view's trace.
+func checkTree(tr jaegerTrace) error {
+	if len(tr.Spans) < minViewSpans {
+		return fmt.Errorf("%d spans so far, want at least %d", len(tr.Spans), minViewSpans)
+	}
+	ids := map[string]bool{}
+	var services []string
+	for _, s := range tr.Spans {
+		ids[s.SpanID] = true
+		if name := tr.Processes[s.ProcessID].ServiceName; !slices.Contains(services, name) {
+			services = append(services, name)
+		}
+	}
+	sort.Strings(services)
+	if !slices.Equal(services, traceServices) {
+		return fmt.Errorf("services %v, want %v", services, traceServices)
+	}
+	roots := 0
+	for _, s := range tr.Spans {
+		parent := ""
+		for _, r := range s.References {
+			if r.RefType == "CHILD_OF" {
+				parent = r.SpanID
+			}
+		}
+		switch {
+		case parent == "":
+			roots++
+		case !ids[parent]:
+			return fmt.Errorf("span %q has its parent %s outside the trace", s.OperationName, parent)
+		}
+	}
+	if roots != 1 {
+		return fmt.Errorf("%d roots, want 1", roots)
+	}
+	return nil
+}
+
+// describe renders tr as a tree: service, span, offset from the root's start, duration.
+func describe(tr jaegerTrace) string {
+	children := map[string][]int{}
+	root := -1
+	for i, s := range tr.Spans {
+		parent := ""
+		for _, r := range s.References {
+			if r.RefType == "CHILD_OF" {
+				parent = r.SpanID
+			}
+		}
+		if parent == "" {
+			root = i
+			continue
+		}
+		children[parent] = append(children[parent], i)
+	}
+	var b strings.Builder
+	var walk func(i, depth int)
+	walk = func(i, depth int) {
+		s := tr.Spans[i]
+		fmt.Fprintf(&b, "  %s%-16s %-50s +%6.1f ms %6.1f ms\n", strings.Repeat("  ", depth), tr.Processes[s.ProcessID].ServiceName,
+			s.OperationName, float64(s.StartTime-tr.Spans[root].StartTime)/1e3, float64(s.Duration)/1e3)
+		kids := children[s.SpanID]
+		sort.Slice(kids, func(a, b int) bool { return tr.Spans[kids[a]].StartTime < tr.Spans[kids[b]].StartTime })
+		for _, k := range kids {
+			walk(k, depth+1)
+		}
+	}
+	walk(root, 0)
+	return b.String()
 }
