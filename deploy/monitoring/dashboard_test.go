@@ -543,7 +543,7 @@ func screenshot(t *testing.T, htmlPath, pngPath string, height int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(pngPath, small, 0o600); err != nil {
+	if err := os.WriteFile(pngPath, small, 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
