@@ -31,6 +31,7 @@ var promParser = parser.NewParser(parser.Options{})
 
 // dashboard is what the tests read of the Grafana dashboard.
 type dashboard struct {
+	Title      string `json:"title"`
 	Templating struct {
 		List []struct {
 			Name  string `json:"name"`
@@ -45,11 +46,28 @@ type panel struct {
 	Title      string      `json:"title"`
 	Type       string      `json:"type"`
 	Datasource *datasource `json:"datasource"`
-	Targets    []struct {
-		Datasource *datasource `json:"datasource"`
-		Expr       string      `json:"expr"`
+	GridPos    gridPos     `json:"gridPos"`
+	// FieldConfig holds the unit the panel formats its values in.
+	FieldConfig struct {
+		Defaults struct {
+			Unit string `json:"unit"`
+		} `json:"defaults"`
+	} `json:"fieldConfig"`
+	Targets []struct {
+		Datasource   *datasource `json:"datasource"`
+		Expr         string      `json:"expr"`
+		LegendFormat string      `json:"legendFormat"`
 	} `json:"targets"`
 	Panels []panel `json:"panels"` // a collapsed row's
+}
+
+// gridPos is a panel's place on Grafana's grid: 24 columns wide, in rows of a fixed
+// height.
+type gridPos struct {
+	X int `json:"x"`
+	Y int `json:"y"`
+	W int `json:"w"`
+	H int `json:"h"`
 }
 
 type datasource struct {
