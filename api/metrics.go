@@ -59,9 +59,14 @@ func NewMetrics(pending, waiters, workers, listeners func() int) *Metrics {
 	// Every reason of every view route exists from the start, at 0: a rate over a series
 	// that appears with its first failure would miss that failure, and an alert on the
 	// first broker_down of a deployment would not fire.
+	// So does every answer a view route gives (its status and outcome): the first 404 or
+	// 429 of a replica shows on the dashboard's rates too.
 	for _, route := range []string{AgentViewRoute, PartnerViewRoute} {
 		for _, reason := range wire.Labels() {
 			m.reasons.WithLabelValues(route, reason)
+		}
+		for _, a := range viewAnswers() {
+			m.outcomes.WithLabelValues(route, strconv.Itoa(a.status), a.outcome)
 		}
 	}
 	m.gate = prometheus.NewCounter(prometheus.CounterOpts{
@@ -122,6 +127,27 @@ func (s *Server) metricView(c *gin.Context) {
 		s.cfg.Metrics.reasons.WithLabelValues(route, reason).Inc()
 	}
 	s.cfg.Metrics.latency.WithLabelValues(route, st).Observe(time.Since(start).Seconds())
+}
+
+// viewAnswer is one answer of a view route, as agentfy_view_requests_total labels it.
+type viewAnswer struct {
+	status  int
+	outcome string
+}
+
+// viewAnswers are the answers a view route gives to a well-formed request: the three
+// of a 200, the refusals, and the 503 (or other status) of each reason's row.
+func viewAnswers() []viewAnswer {
+	answers := []viewAnswer{{http.StatusOK, "frame"}, {http.StatusOK, "no_tab"}, {http.StatusOK, "not_live"}}
+	for _, e := range []httpError{errUnauthenticated, errForbidden, errNotFound, errRateLimited, errIdentity} {
+		answers = append(answers, viewAnswer{e.status, e.code})
+	}
+	for _, reason := range wire.Labels() {
+		if e := unavailable(reason); reason != wire.ReasonIdentityUnavailable && !slices.Contains(answers, viewAnswer{e.status, e.code}) {
+			answers = append(answers, viewAnswer{e.status, e.code})
+		}
+	}
+	return answers
 }
 
 // reasonsHelp is agentfy_view_unavailable_total's help: every value of its reason label

@@ -196,14 +196,24 @@ func TestMetricsConnections(t *testing.T) {
 	}
 }
 
-// TestMetricsReasonsStartAtZero: every reason of both view routes is exported at 0
-// before any view, so that a rate over it sees the first failure.
+// TestMetricsReasonsStartAtZero: every reason of both view routes, and every answer
+// (status and outcome) they give, is exported at 0 before any view, so that a rate over
+// it sees the first failure.
 func TestMetricsReasonsStartAtZero(t *testing.T) {
 	zero := func() int { return 0 }
 	got := scrape(t, NewMetrics(zero, zero, zero, zero).Handler())
 	for _, route := range []string{AgentViewRoute, PartnerViewRoute} {
 		for _, reason := range wire.Labels() {
 			series := fmt.Sprintf(`agentfy_view_unavailable_total{reason=%q,route=%q}`, reason, route)
+			if v, ok := got[series]; !ok || v != 0 {
+				t.Errorf("%s = %v (exported %t), want 0", series, v, ok)
+			}
+		}
+		for _, a := range []struct{ status, outcome string }{
+			{"200", "frame"}, {"200", "no_tab"}, {"200", "not_live"}, {"401", "unauthenticated"}, {"403", "forbidden"},
+			{"404", "not_found"}, {"429", "rate_limited"}, {"503", "identity_unavailable"}, {"503", "unavailable"},
+		} {
+			series := fmt.Sprintf(`agentfy_view_requests_total{outcome=%q,route=%q,status=%q}`, a.outcome, route, a.status)
 			if v, ok := got[series]; !ok || v != 0 {
 				t.Errorf("%s = %v (exported %t), want 0", series, v, ok)
 			}
