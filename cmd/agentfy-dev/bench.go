@@ -27,7 +27,7 @@ func cmdBench(ctx context.Context, args []string, stdout io.Writer) error {
 	chromium := fs.String("chromium", os.Getenv("AGENTFY_CHROMIUM"), "Chromium `binary` (default /usr/bin/chromium)")
 	verbose := fs.Bool("v", false, "log the stack's warnings")
 	capacity := fs.Bool("capacity", false, "run the capacity suite alone and put its section in place of the report's section 7")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the end-to-end suite to this `file`, of the fast paths to file.fastpaths, of the CPU windows to file.footprint and of the capacity ceiling's steps to file.capacity-N.PROCESS (go tool pprof)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the end-to-end suite to this `file`, of its tracing comparison to file.tracing, of the fast paths to file.fastpaths, of the CPU windows to file.footprint and of the capacity ceiling's steps to file.capacity-N.PROCESS (go tool pprof)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -1,7 +1,7 @@
 // Package bench measures the system on real servers (redis-server, NATS, replicas and
 // a broker with Chromium, all on this machine) and renders what it measured as the
 // Markdown of BENCHMARKS.md: a view end to end against the bare capture of the same
-// tab, the cost of the privacy masks, routing against the broadcast design, the fast
+// tab and with tracing on against off, the cost of the privacy masks, routing against the broadcast design, the fast
 // paths, the footprint and the Go benchmarks. `agentfy-dev bench` runs it and writes the files.
 package bench
 
@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentfy/agentfy/internal/dev/stack"
+	"github.com/agentfy/agentfy/internal/test/testenv"
 	"github.com/agentfy/agentfy/view"
 )
 
@@ -49,6 +50,9 @@ type benchOptions struct {
 
 	e2eWarm, e2ePairs int
 
+	tracingWarm, tracingPairs int
+	jaegerBin                 string // testenv.BuildJaeger's
+
 	masksWarm, masksPairs int // per page
 
 	routingViews, routingSims int
@@ -65,6 +69,7 @@ type benchOptions struct {
 func fullOptions() benchOptions {
 	return benchOptions{
 		e2eWarm: 10, e2ePairs: 200,
+		tracingWarm: 10, tracingPairs: 400,
 		masksWarm: 3, masksPairs: 40,
 		routingViews: 40, routingSims: 400,
 		fastConcurrency: 16, fastPhase: 1500 * time.Millisecond, fastRounds: 3, liveFalsePool: 12000,
@@ -76,6 +81,7 @@ func quickOptions() benchOptions {
 	return benchOptions{
 		quick:   true,
 		e2eWarm: 3, e2ePairs: 20,
+		tracingWarm: 3, tracingPairs: 16,
 		masksWarm: 2, masksPairs: 10,
 		routingViews: 6, routingSims: 40,
 		fastConcurrency: 16, fastPhase: 300 * time.Millisecond, fastRounds: 1, liveFalsePool: 3000,
@@ -91,6 +97,7 @@ type Results struct {
 	Started    time.Time       `json:"started"`
 	Elapsed    time.Duration   `json:"elapsed"`
 	E2E        e2eResult       `json:"e2e"`
+	Tracing    tracingResult   `json:"tracing"`
 	Masks      masksResult     `json:"masks"`
 	Routing    []routingResult `json:"routing"`
 	ReplyBytes int             `json:"replyBytes"` // a sealed reply on NATS
@@ -121,8 +128,9 @@ type Options struct {
 	// Chromium is the Chromium binary; empty means broker.DefaultChromium.
 	Chromium string
 	// CPUProfile, when not empty, is where a CPU profile of the end-to-end suite goes
-	// (go tool pprof); the fast paths' to CPUProfile + ".fastpaths" and section 5's CPU
-	// windows' to CPUProfile + ".footprint".
+	// (go tool pprof); section 1's tracing comparison's to CPUProfile + ".tracing", the
+	// fast paths' to CPUProfile + ".fastpaths" and section 5's CPU windows' to
+	// CPUProfile + ".footprint".
 	CPUProfile string
 	// Command is the command line that reproduces the run; the report quotes it.
 	Command string
@@ -139,8 +147,10 @@ type Options struct {
 }
 
 // Run starts the stacks, runs every suite in turn (none beside another) and returns
-// what they measured. A run is bounded: four minutes, ninety seconds with Quick. The
-// error is the first suite's failure, or the context's.
+// what they measured. A run is bounded (benchFullTimeout, benchQuickTimeout); the
+// build of Jaeger, section 1's trace receiver, comes before and is bounded by
+// testenv.JaegerBuildTimeout (a cached binary takes no time). The error is the first
+// suite's failure, or the context's.
 func Run(ctx context.Context, opts Options) (*Results, error) {
 	if opts.Root == "" {
 		return nil, errors.New("no repository root")
@@ -154,6 +164,14 @@ func Run(ctx context.Context, opts Options) (*Results, error) {
 	progress := opts.Progress
 	if progress == nil {
 		progress = func(string, ...any) {}
+	}
+	if !opts.CapacityOnly {
+		// Jaeger, section 1's trace receiver, is built once per machine and cached; a
+		// cold build is compile time, outside the run's bound.
+		var err error
+		if o.jaegerBin, err = testenv.BuildJaeger(ctx, progress); err != nil {
+			return nil, err
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -231,6 +249,17 @@ func benchMainStack(ctx context.Context, o benchOptions, res *Results, progress 
 	}
 	if err != nil {
 		return fmt.Errorf("end to end: %w", err)
+	}
+	progress("tracing: %d views on a stack traced to Jaeger against %d on this one, interleaved", o.tracingPairs, o.tracingPairs)
+	if stopProfile, err = startCPUProfile(profileOf(o.cpuProfile, "tracing")); err != nil {
+		return err
+	}
+	res.Tracing, err = benchTracing(ctx, o, st, bs, v)
+	if perr := stopProfile(); err == nil {
+		err = perr
+	}
+	if err != nil {
+		return fmt.Errorf("tracing: %w", err)
 	}
 	progress("privacy masks: %d views against %d bare captures on %s and on %s each, interleaved", o.masksPairs, o.masksPairs, benchPage, maskedPage)
 	if res.Masks, err = benchMasks(ctx, st, bs, v, st.Replicas[0], benchAgent, o.masksWarm, o.masksPairs); err != nil {

@@ -114,6 +114,36 @@ func TestBenchQuick(t *testing.T) {
 		}
 	})
 
+	t.Run("tracing", func(t *testing.T) {
+		tr := r.Tracing
+		n := o.tracingPairs
+		if tr.Pairs != n || tr.Traced.N != n || tr.Untraced.N != n || tr.TracedView.N != n || tr.UntracedView.N != n {
+			t.Fatalf("samples: traced %d/%d, untraced %d/%d; want %d pairs", tr.Traced.N, tr.TracedView.N, tr.Untraced.N, tr.UntracedView.N, n)
+		}
+		// Every traced view was sampled and its trace reached Jaeger whole; no untraced
+		// one was sampled.
+		if tr.Sampled != n || tr.UntracedSampled != 0 || tr.Exported != n || tr.SpansPerView != spansPerView {
+			t.Errorf("sampled %d traced and %d untraced views, %d traces of %d spans whole in Jaeger; want %d, 0 and %d of %d",
+				tr.Sampled, tr.UntracedSampled, tr.Exported, tr.SpansPerView, n, n, spansPerView)
+		}
+		// Each view contains its own capture, so what it spends beside it is below the
+		// whole view, on either side.
+		for _, side := range []struct {
+			name           string
+			overhead, view dist
+		}{{"traced", tr.Traced, tr.TracedView}, {"untraced", tr.Untraced, tr.UntracedView}} {
+			if side.overhead.P50 <= 0 || side.overhead.P50 >= side.view.P50 || side.overhead.P99 >= side.view.P99 {
+				t.Errorf("%s: beside the capture %v/%v, whole view %v/%v", side.name, side.overhead.P50, side.overhead.P99, side.view.P50, side.view.P99)
+			}
+		}
+		if math.Abs(tr.RatioP50-ratio(tr.Traced.P50, tr.Untraced.P50)) > 1e-9 {
+			t.Errorf("ratio p50 %.3f for %v / %v", tr.RatioP50, tr.Traced.P50, tr.Untraced.P50)
+		}
+		if !strings.Contains(md, "### Tracing on against off") || !strings.Contains(md, "**tracing cost: on − off**") {
+			t.Error("BENCHMARKS.md lacks the tracing cost row")
+		}
+	})
+
 	t.Run("privacy masks", func(t *testing.T) {
 		if len(r.Masks.Pages) != len(masksPages) {
 			t.Fatalf("%d pages, want %d", len(r.Masks.Pages), len(masksPages))

@@ -141,6 +141,43 @@ func renderE2E(b *strings.Builder, r *Results, full bool) {
 	if full {
 		renderWhereTimeGoes(b, r)
 	}
+	renderTracing(b, r, full)
+}
+
+// renderTracing renders section 1's overhead with tracing on against off, the verdict
+// against tracingCostGoal, and what the run checked of the traces.
+func renderTracing(b *strings.Builder, r *Results, full bool) {
+	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
+	t := r.Tracing
+	if t.Pairs == 0 {
+		return
+	}
+	p("### Tracing on against off\n\n")
+	if full {
+		p("The views above again, on two stacks that differ only in their traces: this one, untraced, and a second one laid out alike (two replicas, the worker on replica-b, the same logger, a broker with Chromium of the bench's own on a tab of the same page) ")
+		p("whose replicas, worker and broker export their spans over OTLP/HTTP to a real Jaeger v2 started by the bench (the default batch span processor and parent-based sampler, so every view, which arrives without a trace context, is sampled: %d spans each). ", t.SpansPerView)
+		p("Views at replica-a of each alternate (%d pairs, the order flipping every pair, after warm-up pairs), each after a random idle gap below 50 ms, so that the machine's noise, Jaeger's own work and the exports of the traced views hit both sides alike. ", t.Pairs)
+		p("Each view counts what it spends beside the broker's capture inside it (as the row *everything but the capture* above): the capture's tens of milliseconds of noise would hide a cost of a fraction of one.\n\n")
+	}
+	row := func(name string, d dist) []string {
+		return []string{name, strconv.Itoa(d.N), ms(d.P50), ms(d.P95), ms(d.P99), ms(d.Mean)}
+	}
+	mdTable(b, []string{"", "n", "p50 ms", "p95 ms", "p99 ms", "mean ms"}, [][]string{
+		row("everything but the capture, tracing off", t.Untraced),
+		row("everything but the capture, **tracing on** (every view sampled, exported to Jaeger)", t.Traced),
+		{"**tracing cost: on − off**", "", "**" + ms(t.Traced.P50-t.Untraced.P50) + "**", ms(t.Traced.P95 - t.Untraced.P95), ms(t.Traced.P99 - t.Untraced.P99), ms(t.Traced.Mean - t.Untraced.Mean)},
+		{"on / off", "", fx(t.RatioP50), fx(t.RatioP95), fx(t.RatioP99), fx(ratio(t.Traced.Mean, t.Untraced.Mean))},
+		row("whole view, tracing off", t.UntracedView),
+		row("whole view, tracing on", t.TracedView),
+	})
+	verdict := "**within**"
+	if t.Traced.P50-t.Untraced.P50 > tracingCostGoal {
+		verdict = "**not within**"
+	}
+	p("**Tracing costs %s ms per view at p50** (%s ms against %s ms beside the capture, %s): %s the %s ms goal. ",
+		ms(t.Traced.P50-t.Untraced.P50), ms(t.Traced.P50), ms(t.Untraced.P50), fx(t.RatioP50), verdict, ms(tracingCostGoal))
+	p("%d of the %d traced views were sampled (their answer carried `traceresponse`) and Jaeger held all %d spans of %d of them after the run; %d of the %d untraced views were sampled.\n\n",
+		t.Sampled, t.TracedView.N, t.SpansPerView, t.Exported, t.UntracedSampled, t.UntracedView.N)
 }
 
 // renderRouting renders section 3: real views and the routed and broadcast designs at

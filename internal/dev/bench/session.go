@@ -26,7 +26,8 @@ import (
 // without touching the code it measures: the broker's /observe handler (wrapped), the
 // consume call (a timing transport under the broker's own ConsumeClient) and the CDP
 // capture (broker.Config.OnCapture). Capture spacing is off (MinCaptureInterval 0), as
-// the benchmark needs back-to-back captures.
+// the benchmark needs back-to-back captures. On a stack with traces on, the broker
+// traces as a session's broker would.
 type benchSession struct {
 	ss       *stack.Session
 	chromium *broker.Chromium
@@ -72,14 +73,18 @@ func startBenchSession(ctx context.Context, st *stack.Stack, agentID string, rep
 	if err != nil {
 		return nil, err
 	}
+	// On a traced stack the broker traces as a session's broker does: a span for each
+	// capture and for its consume call (nil, and no wrapper, when tracing is off).
+	tp := st.BrokerTracerProvider()
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	consume, err := broker.NewConsumeClient(&http.Client{Transport: consumeTimer{bs: bs, next: tr}}, st.LB, bs.ss.Passes.Broker)
+	consume, err := broker.NewConsumeClient(&http.Client{Transport: broker.ConsumeTransport(tp, consumeTimer{bs: bs, next: tr})}, st.LB, bs.ss.Passes.Broker)
 	if err != nil {
 		return nil, err
 	}
 	cfg := broker.DefaultConfig()
 	cfg.MinCaptureInterval = 0
 	cfg.OnCapture = bs.onCapture
+	cfg.Tracer = tp
 	if bs.broker, err = broker.New(ctx, bs.chromium.Browser, consume, cfg, log, broker.SystemClock{}); err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentfy/agentfy/api"
 	"github.com/agentfy/agentfy/internal/dev/stack"
+	"github.com/agentfy/agentfy/internal/telemetry"
 	"github.com/agentfy/agentfy/wire"
 )
 
@@ -46,6 +47,9 @@ type frame struct {
 	url       string    // the tab's URL, as the page reports it
 	masked    int       // regions the frame shows masked, as the page reports them
 	headers   time.Time // when the response headers arrived
+	// traceResponse is the answer's traceresponse header: set when the view was
+	// sampled, empty when tracing is off.
+	traceResponse string
 }
 
 // openGate deletes the agent's rate-gate key and the viewer's pace for it (one DEL of
@@ -100,7 +104,8 @@ func (v *viewer) view(ctx context.Context, base, agentID string) (frame, error) 
 	if err != nil {
 		return frame{}, fmt.Errorf("view: not a frame (%s %dx%d, %v)", format, cfg.Width, cfg.Height, err)
 	}
-	return frame{bodyBytes: len(body), jpeg: res.Page.Data, width: cfg.Width, url: res.Page.URL, masked: res.Page.Masked, headers: headers}, nil
+	return frame{bodyBytes: len(body), jpeg: res.Page.Data, width: cfg.Width, url: res.Page.URL, masked: res.Page.Masked, headers: headers,
+		traceResponse: resp.Header.Get(telemetry.HeaderTraceResponse)}, nil
 }
 
 // idleGap sleeps a random time below 50 ms (three frames at 60 Hz) before a timed

@@ -26,6 +26,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/bus"
@@ -298,6 +299,11 @@ func (s *Stack) traces(ctx context.Context, service, instance string) (*telemetr
 	s.closers = append(s.closers, func() { _ = p.Shutdown(context.WithoutCancel(ctx)) })
 	return p, nil
 }
+
+// BrokerTracerProvider is the TracerProvider of the stack's brokers, nil when tracing is
+// off: for a harness that builds a broker of its own (the bench), so that its spans go
+// where a session's broker's would.
+func (s *Stack) BrokerTracerProvider() trace.TracerProvider { return s.brokerTraces.TracerProvider() }
 
 // FlushTraces exports the spans every part of the stack has ended, within ctx: a test
 // reads a view's trace back from the backend once this returns.

@@ -1,0 +1,71 @@
+package telemetry
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// discardExporter drops what the batch span processor hands it: the benchmarks price
+// the spans on the request's path, not the export.
+type discardExporter struct{}
+
+func (discardExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (discardExporter) Shutdown(context.Context) error                             { return nil }
+
+// benchmarkHop times one HTTP request on loopback through Transport and Handler, as a
+// traced hop of a view is made (the worker's POST /observe, the broker's consume call),
+// inside a span of the caller's when tp is set.
+func benchmarkHop(b *testing.B, tp trace.TracerProvider) {
+	route := func(*http.Request) string { return "POST /observe" }
+	srv := httptest.NewServer(Handler(tp, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(make([]byte, 1<<10))
+	}), route))
+	defer srv.Close()
+	client := &http.Client{Transport: Transport(tp, http.DefaultTransport.(*http.Transport).Clone(), route)}
+	ctx, span := Tracer(tp).Start(b.Context(), SpanWorkerView)
+	defer span.End()
+	b.ReportAllocs()
+	for b.Loop() {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/observe", http.NoBody)
+		if err != nil {
+			b.Fatal(err)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+	}
+}
+
+// BenchmarkHop prices tracing on one HTTP hop: off (no wrapper) against on (a client
+// and a server span, sampled, batched and dropped).
+func BenchmarkHop(b *testing.B) {
+	b.Run("off", func(b *testing.B) { benchmarkHop(b, nil) })
+	b.Run("on", func(b *testing.B) {
+		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(discardExporter{}))
+		defer func() { _ = tp.Shutdown(context.WithoutCancel(b.Context())) }()
+		benchmarkHop(b, tp)
+	})
+}
+
+// BenchmarkSpan prices one of Agentfy's own spans, sampled, with its attributes.
+func BenchmarkSpan(b *testing.B) {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(discardExporter{}))
+	defer func() { _ = tp.Shutdown(context.WithoutCancel(b.Context())) }()
+	tracer := Tracer(tp)
+	b.ReportAllocs()
+	for b.Loop() {
+		_, span := tracer.Start(b.Context(), SpanViewRequest, trace.WithAttributes(AttrAgentID.String("agent-scout"), AttrSessionID.String("s-1")))
+		End(span, OutcomeOK, "")
+	}
+}
