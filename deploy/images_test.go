@@ -17,6 +17,9 @@ var development = []string{
 	"github.com/nats-io/nats-server/v2/server",
 	"github.com/agentfy/agentfy/internal/dev/",
 	"github.com/agentfy/agentfy/internal/test/",
+	// The compose test's HTTP side (scripts/test-compose.sh), which reads traces back
+	// through the harness's Jaeger client.
+	"github.com/agentfy/agentfy/deploy/composecheck",
 }
 
 // isDevelopment reports whether package p is development's (a prefix of the list, or

@@ -27,6 +27,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/agentfy/agentfy/internal/test/testenv"
 )
 
 func main() {
@@ -242,24 +244,6 @@ var (
 	minViewSpans  = 8
 )
 
-// jaegerTrace is what Jaeger's query API (GET /api/traces/<id>) answers, in part.
-type jaegerTrace struct {
-	Spans []struct {
-		SpanID        string `json:"spanID"`
-		OperationName string `json:"operationName"`
-		References    []struct {
-			RefType string `json:"refType"`
-			SpanID  string `json:"spanID"`
-		} `json:"references"`
-		StartTime int64  `json:"startTime"` // µs
-		Duration  int64  `json:"duration"`  // µs
-		ProcessID string `json:"processID"`
-	} `json:"spans"`
-	Processes map[string]struct {
-		ServiceName string `json:"serviceName"`
-	} `json:"processes"`
-}
-
 // oneTrace reads the view's trace (its id from the traceresponse header) from Jaeger's
 // query API at base until it holds the spans of every part, polling while the parts'
 // batches arrive, and checks that they form one tree: one root, and every other span's
@@ -270,11 +254,12 @@ func oneTrace(ctx context.Context, base, traceResponse string) error {
 		return fmt.Errorf("traceresponse %q: the view was not traced", traceResponse)
 	}
 	id := parts[1]
+	jaeger := testenv.JaegerAt(base)
 	var last string
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
-		tr, err := readTrace(ctx, base, id)
+		tr, err := jaeger.Trace(ctx, id)
 		if err == nil {
 			if err = checkTree(tr); err == nil {
 				fmt.Printf("trace %s in the trace backend: %d spans in one tree\n%s", id, len(tr.Spans), describe(tr))
@@ -290,37 +275,8 @@ func oneTrace(ctx context.Context, base, traceResponse string) error {
 	}
 }
 
-func readTrace(ctx context.Context, base, id string) (jaegerTrace, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/traces/"+id, nil)
-	if err != nil {
-		return jaegerTrace{}, err
-	}
-	resp, err := viewer.Do(req)
-	if err != nil {
-		return jaegerTrace{}, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return jaegerTrace{}, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return jaegerTrace{}, fmt.Errorf("GET /api/traces/%s: %d %.200s", id, resp.StatusCode, body)
-	}
-	var v struct {
-		Data []jaegerTrace `json:"data"`
-	}
-	if err := json.Unmarshal(body, &v); err != nil {
-		return jaegerTrace{}, err
-	}
-	if len(v.Data) != 1 {
-		return jaegerTrace{}, fmt.Errorf("GET /api/traces/%s: %d traces", id, len(v.Data))
-	}
-	return v.Data[0], nil
-}
-
 // checkTree says what keeps tr from being a whole view's trace.
-func checkTree(tr jaegerTrace) error {
+func checkTree(tr testenv.JaegerTrace) error {
 	if len(tr.Spans) < minViewSpans {
 		return fmt.Errorf("%d spans so far, want at least %d", len(tr.Spans), minViewSpans)
 	}
@@ -328,7 +284,7 @@ func checkTree(tr jaegerTrace) error {
 	var services []string
 	for _, s := range tr.Spans {
 		ids[s.SpanID] = true
-		if name := tr.Processes[s.ProcessID].ServiceName; !slices.Contains(services, name) {
+		if name := tr.Service(s); !slices.Contains(services, name) {
 			services = append(services, name)
 		}
 	}
@@ -338,13 +294,7 @@ func checkTree(tr jaegerTrace) error {
 	}
 	roots := 0
 	for _, s := range tr.Spans {
-		parent := ""
-		for _, r := range s.References {
-			if r.RefType == "CHILD_OF" {
-				parent = r.SpanID
-			}
-		}
-		switch {
+		switch parent := s.Parent(); {
 		case parent == "":
 			roots++
 		case !ids[parent]:
@@ -358,16 +308,11 @@ func checkTree(tr jaegerTrace) error {
 }
 
 // describe renders tr as a tree: service, span, offset from the root's start, duration.
-func describe(tr jaegerTrace) string {
+func describe(tr testenv.JaegerTrace) string {
 	children := map[string][]int{}
 	root := -1
 	for i, s := range tr.Spans {
-		parent := ""
-		for _, r := range s.References {
-			if r.RefType == "CHILD_OF" {
-				parent = r.SpanID
-			}
-		}
+		parent := s.Parent()
 		if parent == "" {
 			root = i
 			continue
@@ -378,7 +323,7 @@ func describe(tr jaegerTrace) string {
 	var walk func(i, depth int)
 	walk = func(i, depth int) {
 		s := tr.Spans[i]
-		fmt.Fprintf(&b, "  %s%-16s %-50s +%6.1f ms %6.1f ms\n", strings.Repeat("  ", depth), tr.Processes[s.ProcessID].ServiceName,
+		fmt.Fprintf(&b, "  %s%-16s %-50s +%6.1f ms %6.1f ms\n", strings.Repeat("  ", depth), tr.Service(s),
 			s.OperationName, float64(s.StartTime-tr.Spans[root].StartTime)/1e3, float64(s.Duration)/1e3)
 		kids := children[s.SpanID]
 		sort.Slice(kids, func(a, b int) bool { return tr.Spans[kids[a]].StartTime < tr.Spans[kids[b]].StartTime })

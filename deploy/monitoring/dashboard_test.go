@@ -1,16 +1,10 @@
 package monitoring
 
 import (
-	"bytes"
-	"cmp"
 	"context"
 	"fmt"
 	"html/template"
-	"image"
-	"image/color"
-	"image/draw"
 	"image/png"
-	"maps"
 	"math"
 	"net/http"
 	"os"
@@ -539,51 +533,9 @@ func screenshot(t *testing.T, htmlPath, pngPath string, height int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	small, err := paletted(shot.Data)
-	if err != nil {
+	if err := os.WriteFile(pngPath, shot.Data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(pngPath, small, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// paletteSize is how many colours the screenshot keeps.
-const paletteSize = 256
-
-// paletted re-encodes a PNG with its paletteSize most frequent colours, each other
-// pixel mapped to the nearest of them: the page is flat colours and anti-aliased text,
-// and the file is a third of the size for the documentation, its text as legible.
-func paletted(b []byte) ([]byte, error) {
-	img, err := png.Decode(bytes.NewReader(b))
-	if err != nil {
-		return nil, err
-	}
-	r := img.Bounds()
-	count := map[color.RGBA]int{}
-	for y := r.Min.Y; y < r.Max.Y; y++ {
-		for x := r.Min.X; x < r.Max.X; x++ {
-			count[color.RGBAModel.Convert(img.At(x, y)).(color.RGBA)]++
-		}
-	}
-	colors := slices.Collect(maps.Keys(count))
-	slices.SortFunc(colors, func(a, b color.RGBA) int {
-		if count[a] != count[b] {
-			return count[b] - count[a]
-		}
-		return cmp.Compare(uint32(a.R)<<24|uint32(a.G)<<16|uint32(a.B)<<8|uint32(a.A), uint32(b.R)<<24|uint32(b.G)<<16|uint32(b.B)<<8|uint32(b.A))
-	})
-	var pal color.Palette
-	for _, c := range colors[:min(paletteSize, len(colors))] {
-		pal = append(pal, c)
-	}
-	p := image.NewPaletted(r, pal)
-	draw.Draw(p, r, img, r.Min, draw.Src)
-	var out bytes.Buffer
-	if err := (&png.Encoder{CompressionLevel: png.BestCompression}).Encode(&out, p); err != nil {
-		return nil, err
-	}
-	return out.Bytes(), nil
 }
 
 // TestDashboardOnAStack serves views of several outcomes from a running stack — frames,

@@ -120,6 +120,13 @@ type Jaeger struct {
 	waitErr error         // guarded by mu; set before done closes
 }
 
+// JaegerAt is a client of the query API at queryURL of a Jaeger run elsewhere (the
+// compose stack's, on its published port): Trace, Services and RawTraces read it, and
+// Stop has nothing to stop.
+func JaegerAt(queryURL string) *Jaeger {
+	return &Jaeger{QueryURL: strings.TrimSuffix(queryURL, "/"), client: &http.Client{}}
+}
+
 // StartJaeger runs Jaeger from JaegerBinary until the test ends (a failing test also
 // gets the tail of its log).
 func StartJaeger(tb testing.TB) *Jaeger {
