@@ -22,7 +22,7 @@ const (
 )
 
 // tracedRoute names the span of a request to a traced route, before the router runs
-// (otelhttp's handler wraps the whole engine); "" for any other request.
+// (telemetry.Handler wraps the whole engine); "" for any other request.
 func tracedRoute(r *http.Request) string {
 	path := r.URL.Path
 	switch r.Method {

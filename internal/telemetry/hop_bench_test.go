@@ -7,6 +7,8 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -21,15 +23,16 @@ func (discardExporter) Shutdown(context.Context) error                          
 // benchmarkHop times one HTTP request on loopback through Transport and Handler, as a
 // traced hop of a view is made (the worker's POST /observe, the broker's consume call),
 // inside a span of the caller's when tp is set.
-func benchmarkHop(b *testing.B, tp trace.TracerProvider) {
+// handler and transport are the wrappers under test.
+func benchmarkHop(b *testing.B, tp trace.TracerProvider, handler func(trace.TracerProvider, http.Handler, RouteOf) http.Handler, transport func(trace.TracerProvider, http.RoundTripper, RouteOf) http.RoundTripper) {
 	route := func(*http.Request) string { return "POST /observe" }
-	srv := httptest.NewServer(Handler(tp, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(handler(tp, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(make([]byte, 1<<10))
 	}), route))
 	defer srv.Close()
-	client := &http.Client{Transport: Transport(tp, http.DefaultTransport.(*http.Transport).Clone(), route)}
+	client := &http.Client{Transport: transport(tp, http.DefaultTransport.(*http.Transport).Clone(), route)}
 	ctx, span := Tracer(tp).Start(b.Context(), SpanWorkerView)
 	defer span.End()
 	b.ReportAllocs()
@@ -47,15 +50,44 @@ func benchmarkHop(b *testing.B, tp trace.TracerProvider) {
 	}
 }
 
+// otelHandler and otelTransport are otelhttp's wrappers configured as Handler and
+// Transport were before they replaced them: the baseline that pays for them.
+func otelHandler(tp trace.TracerProvider, h http.Handler, route RouteOf) http.Handler {
+	return otelhttp.NewHandler(h, "",
+		otelhttp.WithTracerProvider(tp),
+		otelhttp.WithMeterProvider(metricnoop.NewMeterProvider()),
+		otelhttp.WithPropagators(Propagator()),
+		otelhttp.WithFilter(func(r *http.Request) bool { return route(r) != "" }),
+		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return route(r) }),
+	)
+}
+
+func otelTransport(tp trace.TracerProvider, rt http.RoundTripper, route RouteOf) http.RoundTripper {
+	return otelhttp.NewTransport(rt,
+		otelhttp.WithTracerProvider(tp),
+		otelhttp.WithMeterProvider(metricnoop.NewMeterProvider()),
+		otelhttp.WithPropagators(Propagator()),
+		otelhttp.WithFilter(func(r *http.Request) bool { return route(r) != "" }),
+		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return route(r) }),
+	)
+}
+
 // BenchmarkHop prices tracing on one HTTP hop: off (no wrapper) against on (a client
-// and a server span, sampled, batched and dropped).
+// and a server span, sampled, batched and dropped), with Agentfy's wrappers and with
+// otelhttp's.
 func BenchmarkHop(b *testing.B) {
-	b.Run("off", func(b *testing.B) { benchmarkHop(b, nil) })
-	b.Run("on", func(b *testing.B) {
-		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(discardExporter{}))
-		defer func() { _ = tp.Shutdown(context.WithoutCancel(b.Context())) }()
-		benchmarkHop(b, tp)
-	})
+	b.Run("off", func(b *testing.B) { benchmarkHop(b, nil, Handler, Transport) })
+	for _, w := range []struct {
+		name      string
+		handler   func(trace.TracerProvider, http.Handler, RouteOf) http.Handler
+		transport func(trace.TracerProvider, http.RoundTripper, RouteOf) http.RoundTripper
+	}{{"on", Handler, Transport}, {"otelhttp", otelHandler, otelTransport}} {
+		b.Run(w.name, func(b *testing.B) {
+			tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(discardExporter{}))
+			defer func() { _ = tp.Shutdown(context.WithoutCancel(b.Context())) }()
+			benchmarkHop(b, tp, w.handler, w.transport)
+		})
+	}
 }
 
 // BenchmarkSpan prices one of Agentfy's own spans, sampled, with its attributes.
