@@ -89,12 +89,13 @@ func Transport(tp trace.TracerProvider, rt http.RoundTripper, route RouteOf) htt
 	if tp == nil {
 		return rt
 	}
-	return &transport{rt: rt, tracer: Tracer(tp), route: route}
+	return &transport{rt: rt, tracer: Tracer(tp), prop: Propagator(), route: route}
 }
 
 type transport struct {
 	rt     http.RoundTripper
 	tracer trace.Tracer
+	prop   propagation.TextMapPropagator
 	route  RouteOf
 }
 
@@ -112,7 +113,7 @@ func (t *transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if r.Header == nil {
 		r.Header = http.Header{}
 	}
-	Propagator().Inject(ctx, propagation.HeaderCarrier(r.Header))
+	t.prop.Inject(ctx, propagation.HeaderCarrier(r.Header))
 	resp, err := t.rt.RoundTrip(r)
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
