@@ -251,7 +251,7 @@ func TestConsumeRoute(t *testing.T) {
 	publicKey := "04" + strings.Repeat("ab", 64)
 	grants := view.NewGrants(s.r.Redis, s.c.St.NS.Deployment(), s.c.St.GrantKeys, 0)
 	stored := strings.Repeat("cd", 32)
-	if err := grants.Put(ctx, stored, sess.ID, publicKey); err != nil {
+	if err := grants.Put(ctx, stored, sess.ID, sess.BrokerPassID, publicKey); err != nil {
 		t.Fatal(err)
 	}
 	body := stacktest.ConsumeRequest
@@ -330,7 +330,7 @@ func TestConsumeRoute(t *testing.T) {
 	}
 	// A stopped session's broker pass is revoked.
 	id := strings.Repeat("0a", 32)
-	if err := grants.Put(ctx, id, sess.ID, publicKey); err != nil {
+	if err := grants.Put(ctx, id, sess.ID, sess.BrokerPassID, publicKey); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.c.St.Sess.Stop(ctx, sess.ID, "operator"); err != nil {

@@ -11,12 +11,21 @@ import (
 
 // decodeStrict reads one JSON object of at most limit bytes with wire.DecodeStrict (no
 // unknown member, none twice, names in their exact case, nothing after it); otherwise
-// it answers 400 and returns false.
+// it answers 400 (415 for another media type) and returns false.
 func decodeStrict(c *gin.Context, limit int64, v any) bool {
+	if refusal := readStrict(c, limit, v); refusal != nil {
+		c.AbortWithStatusJSON(refusal.status, refusal.body())
+		return false
+	}
+	return true
+}
+
+// readStrict is decodeStrict without the answer: the refusal it would give, or nil. A
+// body it refuses is closed, unread past what was read.
+func readStrict(c *gin.Context, limit int64, v any) *httpError {
 	if ct := c.ContentType(); ct != "" && !strings.EqualFold(ct, "application/json") {
 		closeIfBody(c) // the body is never read
-		c.AbortWithStatusJSON(errMediaType.status, errMediaType.body())
-		return false
+		return &errMediaType
 	}
 	b, err := wire.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, limit))
 	if err == nil {
@@ -24,8 +33,7 @@ func decodeStrict(c *gin.Context, limit int64, v any) bool {
 	}
 	if err != nil {
 		closeIfBody(c) // what is left of it (past the limit) is never read
-		c.AbortWithStatusJSON(errBadRequest.status, errBadRequest.body())
-		return false
+		return &errBadRequest
 	}
-	return true
+	return nil
 }

@@ -119,22 +119,26 @@ func (s *Server) consume(c *gin.Context) {
 		s.abort(c, auth.ErrUnauthenticated)
 		return
 	}
-	pass, err := s.cfg.Creds.VerifyPass(ctx, token, auth.RoleBroker)
-	if errors.Is(err, auth.ErrUnauthenticated) && s.isOtherCredential(ctx, token) {
-		err = auth.ErrForbidden // a real credential, just not a broker pass
-	}
-	if err != nil {
+	pass, ok := auth.ClaimPass(token)
+	if !ok {
+		err := auth.ErrUnauthenticated
+		if s.isOtherCredential(ctx, token) {
+			err = auth.ErrForbidden // a real credential, just not a broker pass
+		}
 		s.abort(c, err)
 		return
 	}
 	var req struct {
 		RequestID string `json:"requestId"`
 	}
-	if !decodeStrict(c, MaxConsumeBody, &req) {
+	if !s.decodeConsume(c, token, &req) {
 		return
 	}
-	trace.SpanFromContext(ctx).SetAttributes(telemetry.AttrSessionID.String(pass.SessionID))
-	pk, err := s.cfg.Grants.Consume(ctx, req.RequestID, pass.SessionID)
+	// One script checks the pass and redeems the grant (Grants.Consume).
+	pk, sessionID, err := s.cfg.Grants.Consume(ctx, pass, req.RequestID)
+	if sessionID != "" {
+		trace.SpanFromContext(ctx).SetAttributes(telemetry.AttrSessionID.String(sessionID))
+	}
 	if errors.Is(err, view.ErrGrantForged) {
 		// Someone who is not a replica wrote it to Redis: the broker hears the one
 		// answer of a grant it cannot have, the operator the reason.
@@ -148,6 +152,22 @@ func (s *Server) consume(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"publicKey": pk})
+}
+
+// decodeConsume reads the consume route's body. A body it refuses is answered 400 (or
+// 415) only to a current broker pass: any other caller hears what its credential earns
+// (401 or 403), as when the pass was checked before the body was read.
+func (s *Server) decodeConsume(c *gin.Context, token string, v any) bool {
+	refusal := readStrict(c, MaxConsumeBody, v)
+	if refusal == nil {
+		return true
+	}
+	if _, err := s.cfg.Creds.VerifyPass(c.Request.Context(), token, auth.RoleBroker); err != nil {
+		s.abort(c, err)
+		return false
+	}
+	c.AbortWithStatusJSON(refusal.status, refusal.body())
+	return false
 }
 
 // isOtherCredential reports whether token is a valid credential of another kind (a

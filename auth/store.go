@@ -213,11 +213,34 @@ func (s *Store) IssuePass(ctx context.Context, role Role, sessionID, agentID str
 		return "", Pass{}, fmt.Errorf("auth: pass: %w", err)
 	}
 	err = s.rdb.HSet(ctx, s.passKey(sec.id),
-		"role", string(role), "session", sessionID, "agent", agentID, "hash", sec.hash()).Err()
+		PassFieldRole, string(role), PassFieldSession, sessionID, PassFieldAgent, agentID, PassFieldHash, sec.hash()).Err()
 	if err != nil {
 		return "", Pass{}, fmt.Errorf("auth: store pass: %w", err)
 	}
 	return token, Pass{ID: sec.id, Role: role, SessionID: sessionID, AgentID: agentID}, nil
+}
+
+// The fields of a pass's record (a Redis hash). The consume route reads them inside the
+// script that redeems a view grant (view.Grants.Consume), beside the grant itself.
+const (
+	PassFieldHash    = "hash"
+	PassFieldRole    = "role"
+	PassFieldSession = "session"
+	PassFieldAgent   = "agent"
+)
+
+// PassClaim is what a pass token claims before its record is read: the pass's id and the
+// SHA-256 of its secret, which the record must hold (IssuePass stores it).
+type PassClaim struct{ ID, Hash string }
+
+// ClaimPass reads a pass token's claim; ok is false for anything that is not shaped as a
+// pass (which no record can match).
+func ClaimPass(token string) (PassClaim, bool) {
+	sec, ok := parseSecret(token, prefixPass)
+	if !ok {
+		return PassClaim{}, false
+	}
+	return PassClaim{ID: sec.id, Hash: sec.hash()}, true
 }
 
 // VerifyPass returns the pass a token stands for if it has the wanted role. A valid pass
@@ -232,10 +255,10 @@ func (s *Store) VerifyPass(ctx context.Context, token string, want Role) (Pass, 
 	if err != nil {
 		return Pass{}, fmt.Errorf("auth: pass: %w", err)
 	}
-	if len(m) == 0 || !sec.matches(m["hash"]) {
+	if len(m) == 0 || !sec.matches(m[PassFieldHash]) {
 		return Pass{}, ErrUnauthenticated
 	}
-	p := Pass{ID: sec.id, Role: Role(m["role"]), SessionID: m["session"], AgentID: m["agent"]}
+	p := Pass{ID: sec.id, Role: Role(m[PassFieldRole]), SessionID: m[PassFieldSession], AgentID: m[PassFieldAgent]}
 	if p.Role != want {
 		return Pass{}, ErrForbidden
 	}

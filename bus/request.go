@@ -8,10 +8,14 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// Headers that carry an error reply, like nats.go's micro services do.
+// Headers of Agentfy's own: those that carry an error reply, like nats.go's micro
+// services do, and a view request's proof.
 const (
 	HeaderErrorCode        = "Agentfy-Error-Code"
 	HeaderErrorDescription = "Agentfy-Error"
+	// HeaderProof carries a view request's proof that a replica made it
+	// (view.Grants.Proof); the owner relays no request without a valid one.
+	HeaderProof = "Agentfy-Proof"
 )
 
 // Subscription limits: a subscriber that falls this far behind drops messages (and the
@@ -44,10 +48,15 @@ func (e *RemoteError) Error() string {
 // deadline. The reply goes to a private random inbox of this connection. It returns
 // ErrNoResponders, ErrTimeout, a *RemoteError for an error reply, or a transport error.
 func Request(ctx context.Context, nc *nats.Conn, subject string, data []byte) ([]byte, error) {
+	return RequestMsg(ctx, nc, &nats.Msg{Subject: subject, Data: data})
+}
+
+// RequestMsg is Request of a message with headers of its own (a view request's
+// HeaderProof); the trace context is added to them.
+func RequestMsg(ctx context.Context, nc *nats.Conn, req *nats.Msg) ([]byte, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		return nil, errors.New("bus: request without a deadline")
 	}
-	req := &nats.Msg{Subject: subject, Data: data}
 	injectTrace(ctx, req)
 	msg, err := nc.RequestMsgWithContext(ctx, req)
 	switch {
@@ -75,9 +84,9 @@ func NewClient(nc *nats.Conn) Client { return Client{conn: nc} }
 // wait in the reconnect buffer until its deadline.
 func (c Client) Connected() bool { return c.conn.IsConnected() }
 
-// Request is Request on c's connection.
-func (c Client) Request(ctx context.Context, subject string, data []byte) ([]byte, error) {
-	return Request(ctx, c.conn, subject, data)
+// RequestMsg is RequestMsg on c's connection.
+func (c Client) RequestMsg(ctx context.Context, msg *nats.Msg) ([]byte, error) {
+	return RequestMsg(ctx, c.conn, msg)
 }
 
 // Publisher sends a message: a *nats.Conn, or a wrapper of one.

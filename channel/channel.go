@@ -56,6 +56,11 @@ const (
 	// worker or the consume route.
 	RelayBurst = 3
 	RelayRate  = rate.Limit(1) // per second
+	// relayMemory is how many of the request ids it relayed a connection remembers, to
+	// refuse a request replayed on the bus while its proof is still fresh: what the pace
+	// lets through over a proof's life, RelayBurst then RelayRate over view.GrantTTL
+	// and view.ProofSkew (15), fits in it.
+	relayMemory = 16
 )
 
 // Deadlines of the hub's own calls to the session store (Redis), the event publisher
@@ -94,9 +99,9 @@ const (
 
 // Grants is what the hub needs of the view grants (view.Grants).
 type Grants interface {
-	// Redeemable reports whether requestID names a grant of sessionID still to be
-	// redeemed; an error means it cannot tell (Redis unreachable).
-	Redeemable(ctx context.Context, requestID, sessionID string) (bool, error)
+	// Vouched reports whether proof (the request's HeaderProof) is a replica's proof
+	// of requestID for sessionID, made recently enough at now. It reads nothing.
+	Vouched(requestID, sessionID, proof string, now time.Time) bool
 }
 
 // Bus is the hub's side of NATS, a *nats.Conn: it subscribes to the view and tool
@@ -118,8 +123,8 @@ type Config struct {
 	ReplicaID string
 	Creds     *auth.Store
 	Sessions  *session.Store
-	// Grants proves that a view request on the bus comes from a replica that
-	// stored its grant: any other request is refused before it reaches the worker.
+	// Grants proves that a view request on the bus comes from a replica, which stored
+	// its grant: any other request is refused before it reaches the worker.
 	Grants    Grants
 	NATS      Bus
 	Namespace bus.Namespace

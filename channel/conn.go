@@ -43,6 +43,9 @@ type Conn struct {
 	// relays paces the view requests relayed to the worker (RelayBurst,
 	// RelayRate) on the hub's RelayClock; it is safe for concurrent use.
 	relays *rate.Limiter
+	// relayed are the last request ids this connection relayed, so that a replayed
+	// request is refused (onView).
+	relayed relayRing
 
 	mu sync.Mutex
 	// Two waiter maps, so that views never share a bound or a table with tool

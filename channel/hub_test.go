@@ -21,7 +21,6 @@ import (
 
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/bus"
-	"github.com/agentfy/agentfy/envelope"
 	"github.com/agentfy/agentfy/internal/dev/redisserver"
 	"github.com/agentfy/agentfy/internal/test/testenv"
 	"github.com/agentfy/agentfy/jsonrpc"
@@ -432,25 +431,31 @@ func TestHubRelaysView(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dest, err := envelope.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-
 	type reply struct {
 		data []byte
 		err  error
 	}
-	request := func(rid string) <-chan reply {
+	// requestWith sends a view request of rid with proof in its header; request sends
+	// one that a replica made just now for this session.
+	requestWith := func(rid, proof string) <-chan reply {
 		out := make(chan reply, 1)
 		go func() {
 			rctx, cancel := context.WithTimeout(ctx, wire.ViewTimeout)
 			defer cancel()
-			b, err := bus.Request(rctx, e.other, subject, []byte(rid))
+			b, err := bus.RequestMsg(rctx, e.other, &nats.Msg{Subject: subject, Data: []byte(rid), Header: nats.Header{bus.HeaderProof: {proof}}})
 			out <- reply{b, err}
 		}()
 		return out
 	}
+	proof := func(t *testing.T, rid, sessionID string, at time.Time) string {
+		t.Helper()
+		p, err := e.features.Proof(rid, sessionID, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	request := func(rid string) <-chan reply { return requestWith(rid, proof(t, rid, sess.ID, time.Now())) }
 	wait := func(t *testing.T, c <-chan reply) reply {
 		t.Helper()
 		select {
@@ -467,9 +472,6 @@ func TestHubRelaysView(t *testing.T) {
 		t.Helper()
 		e.refillPace()
 		rid := randomHex(t, 32)
-		if err := e.features.Put(ctx, rid, sess.ID, envelope.PublicKeyHex(dest)); err != nil {
-			t.Fatal(err)
-		}
 		c := request(rid)
 		m := receive(t, ctx, ws)
 		var p jsonrpc.ViewParams
@@ -523,23 +525,46 @@ func TestHubRelaysView(t *testing.T) {
 		})
 	}
 
-	t.Run("unstored grant", func(t *testing.T) {
+	t.Run("request no replica vouched for", func(t *testing.T) {
+		// Nothing on the bus is believed on its word: a request id without a proof, with
+		// another session's, with one made by another key, with one older than a grant
+		// lives, or one this connection was already asked for (a replay) is refused
+		// before the worker hears of it.
 		before := e.hub.ViewsRefused.Load()
-		other := randomHex(t, 32)
-		if err := e.features.Put(ctx, other, "another-session", envelope.PublicKeyHex(dest)); err != nil {
+		relayed := randomHex(t, 32)
+		replayed := proof(t, relayed, sess.ID, time.Now())
+		e.refillPace()
+		first := requestWith(relayed, replayed)
+		m := receive(t, ctx, ws) // the worker is asked once
+		send(t, ctx, ws, jsonrpc.NewRawResult(*m.ID, []byte("null")))
+		if r := wait(t, first); r.err != nil {
+			t.Fatalf("the first request: %v", r.err)
+		}
+		e.refillPace()
+		foreign, err := view.NewGrants(e.rdb, "dev", view.GrantKeys{[]byte("another deployment's key 32 byte")}, 0).Proof(relayed, sess.ID, time.Now())
+		if err != nil {
 			t.Fatal(err)
 		}
-		for _, rid := range []string{randomHex(t, 32), other} {
-			r := wait(t, request(rid))
+		rid := randomHex(t, 32)
+		for name, c := range map[string]<-chan reply{
+			"no proof":          requestWith(randomHex(t, 32), ""),
+			"another session's": requestWith(rid, proof(t, rid, "another-session", time.Now())),
+			"another key's":     requestWith(rid, foreign),
+			"stale":             requestWith(rid, proof(t, rid, sess.ID, time.Now().Add(-view.GrantTTL-time.Second))),
+			"from the future":   requestWith(rid, proof(t, rid, sess.ID, time.Now().Add(view.ProofSkew+time.Second))),
+			"another request's": requestWith(rid, replayed),
+			"replayed":          requestWith(relayed, replayed),
+		} {
+			r := wait(t, c)
 			var re *bus.RemoteError
 			if !errors.As(r.err, &re) || re.Code != wire.ReasonRefused {
-				t.Fatalf("reply %v, want refused", r.err)
+				t.Errorf("%s: reply %v, want refused", name, r.err)
 			}
 		}
-		if n := e.hub.ViewsRefused.Load() - before; n != 2 {
-			t.Fatalf("ViewsRefused grew by %d, want 2", n)
+		if n := e.hub.ViewsRefused.Load() - before; n != 7 {
+			t.Fatalf("ViewsRefused grew by %d, want 7", n)
 		}
-		// The worker saw neither: its next message is the next relayed request.
+		// The worker saw none of them: its next message is the next relayed request.
 		relay(t, func(id uint64) []byte { return jsonrpc.NewRawResult(id, []byte("null")) })
 	})
 
@@ -554,9 +579,6 @@ func TestHubRelaysView(t *testing.T) {
 	t.Run("worker drops the socket", func(t *testing.T) {
 		e.refillPace()
 		rid := randomHex(t, 32)
-		if err := e.features.Put(ctx, rid, sess.ID, envelope.PublicKeyHex(dest)); err != nil {
-			t.Fatal(err)
-		}
 		c := request(rid)
 		receive(t, ctx, ws)
 		_ = ws.CloseNow()

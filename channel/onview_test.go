@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"golang.org/x/time/rate"
 
 	"github.com/agentfy/agentfy/bus"
@@ -15,31 +16,19 @@ import (
 	"github.com/agentfy/agentfy/wire"
 )
 
-// capCheck is one call of stubFeatures.Pending.
-type capCheck struct {
-	requestID, sessionID string
-	budget               time.Duration // time left to the check's deadline when it began
-	hasDeadline          bool
-}
+// capCheck is one call of stubFeatures.Vouched.
+type capCheck struct{ requestID, sessionID, proof string }
 
-// stubFeatures answers Redeemable as told and records every call. It stands in for
-// view.Features (Redis) only where the decision logic is under test; TestHub*
-// run the real one.
+// stubFeatures answers Vouched as told and records every call. It stands in for
+// view.Grants only where the decision logic is under test; TestHub* run the real one.
 type stubFeatures struct {
 	ok    bool
-	err   error
-	block bool // wait for the check's deadline
 	calls chan capCheck
 }
 
-func (s *stubFeatures) Redeemable(ctx context.Context, requestID, sessionID string) (bool, error) {
-	dl, has := ctx.Deadline()
-	s.calls <- capCheck{requestID, sessionID, time.Until(dl), has}
-	if s.block {
-		<-ctx.Done()
-		return false, ctx.Err()
-	}
-	return s.ok, s.err
+func (s *stubFeatures) Vouched(requestID, sessionID, proof string, _ time.Time) bool {
+	s.calls <- capCheck{requestID, sessionID, proof}
+	return s.ok
 }
 
 // Refusals of a view request arriving on the bus, decided before anything reaches the
@@ -58,7 +47,7 @@ func TestOnViewRefusals(t *testing.T) {
 		noBrowser bool        // the hello did not list browserView
 		prep      func(*Conn) // bounds already reached
 		wantCode  string      // "" for an answer without error
-		wantCheck bool        // whether the grant is looked up
+		wantCheck bool        // whether the request's proof is checked
 		wantCount func(*Hub) int64
 	}{
 		{name: "ping", data: "", wantCode: ""},
@@ -66,10 +55,8 @@ func TestOnViewRefusals(t *testing.T) {
 		{name: "uppercase request id", data: strings.ToUpper(testRequestID), wantCode: wire.ReasonBadRequest},
 		{name: "request id with a newline", data: testRequestID + "\n", wantCode: wire.ReasonBadRequest},
 		{name: "unsupported image", data: testRequestID, noBrowser: true, wantCode: wire.ReasonUnsupported},
-		{name: "no grant", data: testRequestID, features: &stubFeatures{ok: false}, wantCode: wire.ReasonRefused, wantCheck: true,
+		{name: "no proof of a replica", data: testRequestID, features: &stubFeatures{ok: false}, wantCode: wire.ReasonRefused, wantCheck: true,
 			wantCount: func(h *Hub) int64 { return h.ViewsRefused.Load() }},
-		{name: "grant check fails", data: testRequestID, features: &stubFeatures{err: errors.New("redis: connection refused")}, wantCode: wire.ReasonFailed, wantCheck: true},
-		{name: "grant check hangs", data: testRequestID, features: &stubFeatures{block: true}, wantCode: wire.ReasonFailed, wantCheck: true},
 		{name: "waiters full", data: testRequestID, features: &stubFeatures{ok: true}, wantCode: wire.ReasonBusy, wantCheck: true,
 			prep: func(c *Conn) { c.relaying.Store(MaxRelayWaiters) }},
 		{name: "paced", data: testRequestID, features: &stubFeatures{ok: true}, wantCode: wire.ReasonBusy, wantCheck: true,
@@ -116,9 +103,7 @@ func TestOnViewRefusals(t *testing.T) {
 
 			rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer rcancel()
-			start := time.Now()
-			reply, err := bus.Request(rctx, requester, subject, []byte(tt.data))
-			took := time.Since(start)
+			reply, err := bus.RequestMsg(rctx, requester, &nats.Msg{Subject: subject, Data: []byte(tt.data), Header: nats.Header{bus.HeaderProof: {"the proof"}}})
 			var re *bus.RemoteError
 			switch {
 			case tt.wantCode == "" && err != nil:
@@ -135,21 +120,15 @@ func TestOnViewRefusals(t *testing.T) {
 			select {
 			case got := <-features.calls:
 				if !tt.wantCheck {
-					t.Fatalf("grant looked up (%+v), want a refusal before", got)
+					t.Fatalf("proof checked (%+v), want a refusal before", got)
 				}
-				if got.requestID != tt.data || got.sessionID != "s1" {
-					t.Errorf("grant check of %q for %q, want %q for s1", got.requestID, got.sessionID, tt.data)
-				}
-				if !got.hasDeadline || got.budget > wire.OwnerCheckTimeout {
-					t.Errorf("grant check had %v (deadline %v), want at most %v", got.budget, got.hasDeadline, wire.OwnerCheckTimeout)
+				if got.requestID != tt.data || got.sessionID != "s1" || got.proof != "the proof" {
+					t.Errorf("proof check %+v, want %q for s1 with the request's header", got, tt.data)
 				}
 			default:
 				if tt.wantCheck {
-					t.Fatal("grant not looked up")
+					t.Fatal("proof not checked")
 				}
-			}
-			if tt.features != nil && tt.features.block && took > wire.OwnerCheckTimeout+wire.HopMargin {
-				t.Errorf("a hanging check was answered after %v, want within %v", took, wire.OwnerCheckTimeout+wire.HopMargin)
 			}
 			if got := c.relaying.Load(); got != relaying {
 				t.Errorf("%d relay waiters after a refusal, want %d", got, relaying)

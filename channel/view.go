@@ -2,7 +2,11 @@ package channel
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
+	"slices"
+	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
@@ -16,10 +20,11 @@ import (
 )
 
 // onView handles a view request from NATS. It runs on the subscription's goroutine, so
-// it decides at once (image, grant in Redis, pace, waiter slot) and hands the wait
+// it decides at once (image, the request's proof, pace, waiter slot) and hands the wait
 // to a goroutine that the waiter bound limits. Nothing on the bus is believed on its
-// word: a request whose grant no replica stored — a random id, or one already
-// redeemed — is refused without touching the worker, and whatever passes is paced.
+// word: a request no replica made for this session — a random id, another session's,
+// one whose proof is stale, or one this connection relayed already — is refused
+// without touching the worker, and whatever passes is paced.
 func (c *Conn) onView(msg *nats.Msg) {
 	if len(msg.Data) == 0 {
 		// A ping: an empty request is answered empty by the owner, so that a harness
@@ -48,23 +53,15 @@ func (c *Conn) onView(msg *nats.Msg) {
 		refuse(wire.ReasonUnsupported, "worker image cannot relay views")
 		return
 	}
-	// One deadline from the request's arrival: the check and the relay together fit
-	// the owner's hop of the budget.
-	ctx, cancel := context.WithTimeout(ctx, wire.RelayTimeout)
-	cctx, ccancel := context.WithTimeout(ctx, wire.OwnerCheckTimeout)
-	ok, err := c.hub.cfg.Grants.Redeemable(cctx, requestID, c.session.ID)
-	ccancel()
-	switch {
-	case err != nil:
-		cancel()
-		refuse(wire.ReasonFailed, "cannot check the capability")
-		return
-	case !ok:
-		cancel()
+	if !c.hub.cfg.Grants.Vouched(requestID, c.session.ID, msg.Header.Get(bus.HeaderProof), time.Now()) ||
+		c.relayed.holds(requestID) {
 		c.hub.ViewsRefused.Add(1)
 		refuse(wire.ReasonRefused, "no such capability")
 		return
 	}
+	// One deadline from the request's arrival: the relay fits the owner's hop of the
+	// budget.
+	ctx, cancel := context.WithTimeout(ctx, wire.RelayTimeout)
 	if c.relaying.Add(1) > MaxRelayWaiters {
 		cancel()
 		c.relaying.Add(-1)
@@ -76,6 +73,14 @@ func (c *Conn) onView(msg *nats.Msg) {
 		c.relaying.Add(-1)
 		c.hub.ViewsPaced.Add(1)
 		refuse(wire.ReasonBusy, "too many observations for this session")
+		return
+	}
+	if !c.relayed.first(requestID) {
+		// Two copies of one request at once (a replay racing the original): one goes.
+		cancel()
+		c.relaying.Add(-1)
+		c.hub.ViewsRefused.Add(1)
+		refuse(wire.ReasonRefused, "no such capability")
 		return
 	}
 	c.hub.ViewsRelayed.Add(1)
@@ -119,4 +124,50 @@ func viewReason(err error) string {
 		return wire.ReasonNoChannel
 	}
 	return wire.ReasonFailed
+}
+
+// relayRing remembers the last relayMemory request ids a connection relayed; the
+// dispatchers (subscribe.go) may ask it at once.
+type relayRing struct {
+	mu   sync.Mutex
+	ids  *[relayMemory][32]byte // made on the first relay; guarded by mu
+	next int                    // guarded by mu
+}
+
+// holds reports whether id was relayed (a replay: refused before it takes any of the
+// pace, so that replays cannot starve real views).
+func (r *relayRing) holds(id string) bool {
+	b, ok := requestBytes(id)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !ok || r.ids == nil {
+		return false
+	}
+	return slices.Contains(r.ids[:], b)
+}
+
+// first remembers id, in place of the oldest, unless it is there already; it reports
+// whether it was new.
+func (r *relayRing) first(id string) bool {
+	b, ok := requestBytes(id)
+	if !ok {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ids == nil {
+		r.ids = new([relayMemory][32]byte)
+	}
+	if slices.Contains(r.ids[:], b) {
+		return false
+	}
+	r.ids[r.next] = b
+	r.next = (r.next + 1) % relayMemory
+	return true
+}
+
+// requestBytes is a request id's 32 bytes.
+func requestBytes(id string) (b [32]byte, ok bool) {
+	n, err := hex.Decode(b[:], []byte(id))
+	return b, err == nil && n == len(b)
 }

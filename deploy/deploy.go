@@ -46,7 +46,7 @@ const (
 var (
 	ReplicaCommands = []string{
 		"ping", "hello", "cluster|slots", "command",
-		"get", "set", "del", "exists", "incr", "hget", "hset", "hdel", "hgetall", "sadd", "srem", "sismember", "smembers",
+		"get", "set", "del", "exists", "incr", "hget", "hmget", "hset", "hdel", "hgetall", "sadd", "srem", "sismember", "smembers",
 		"pttl", "rpush", "ltrim", "lrange", "multi", "exec", "discard", "eval", "evalsha", "wait", "role",
 	}
 	OperatorCommands = []string{

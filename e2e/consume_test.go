@@ -26,7 +26,7 @@ func TestConsumeRoute(t *testing.T) {
 	b := make([]byte, 32)
 	_, _ = rand.Read(b)
 	id := hex.EncodeToString(b)
-	if err := view.NewGrants(st.Replicas[1].Redis, "dev", st.GrantKeys, 0).Put(c, id, sess.ID, key); err != nil {
+	if err := view.NewGrants(st.Replicas[1].Redis, "dev", st.GrantKeys, 0).Put(c, id, sess.ID, sess.BrokerPassID, key); err != nil {
 		t.Fatal(err)
 	}
 	r := client.Do(t, http.MethodPost, st.LB+wire.ConsumePath, passes.Broker, strings.NewReader(stacktest.ConsumeRequest(id)))

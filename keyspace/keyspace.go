@@ -109,8 +109,12 @@ func (k Keys) CurrentSession(agentID string) string { return k.Agent(agentID) + 
 
 // Views (package view).
 
-// Grant is a view grant, by its request id.
-func (k Keys) Grant(requestID string) string { return k.tagged("cap", "r", requestID) }
+// Grant is a view grant, by the broker pass of the session it is for and its request
+// id: in the pass's slot, so that the consume route checks the pass and redeems the
+// grant in one script.
+func (k Keys) Grant(brokerPassID, requestID string) string {
+	return k.tagged("cap", "p", brokerPassID) + ":" + requestID
+}
 
 // Gate is an agent's view window, in the agent's slot.
 func (k Keys) Gate(agentID string) string { return k.tagged("gate", "a", agentID) }

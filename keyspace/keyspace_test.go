@@ -44,7 +44,7 @@ func TestKeys(t *testing.T) {
 		{k.Pass("p1"), "agentfy:prod-eu:pass:{p:p1}"},
 		{k.Session("s1"), "agentfy:prod-eu:session:{s:s1}"},
 		{k.SessionActivity("s1"), "agentfy:prod-eu:session:{s:s1}:activity"},
-		{k.Grant("ab"), "agentfy:prod-eu:cap:{r:ab}"},
+		{k.Grant("p1", "ab"), "agentfy:prod-eu:cap:{p:p1}:ab"},
 		{k.Gate("a1"), "agentfy:prod-eu:gate:{a:a1}"},
 		{k.PacePattern("a1"), "agentfy:prod-eu:pace:{a:a1}:*"},
 		{k.Pattern(), "agentfy:prod-eu:*"},
@@ -67,6 +67,7 @@ func TestKeysShareSlots(t *testing.T) {
 	groups := [][]string{
 		{k.Agent("a1"), k.CurrentSession("a1"), k.Gate("a1"), pace},
 		{k.Session("s1"), k.SessionActivity("s1")},
+		{k.Pass("p1"), k.Grant("p1", strings.Repeat("ab", 32))},
 		{k.Team("t1"), k.TeamMembers("t1"), k.TeamAgents("t1")},
 		{k.User("u1"), k.UserTeams("u1")},
 		{k.Org("o1"), k.OrgKeys("o1")},
@@ -112,7 +113,7 @@ func TestOperatorPatterns(t *testing.T) {
 			t.Errorf("the operator cannot reach %s", key)
 		}
 	}
-	for _, key := range []string{k.Grant(strings.Repeat("ab", 32)), k.Gate("a"), k.Pace("a", "u"), k.PacePattern("a")} {
+	for _, key := range []string{k.Grant("p", strings.Repeat("ab", 32)), k.Gate("a"), k.Pace("a", "u"), k.PacePattern("a")} {
 		if matches(key) {
 			t.Errorf("the operator reaches %s", key)
 		}

@@ -19,7 +19,6 @@ import (
 	"github.com/agentfy/agentfy/channel"
 	"github.com/agentfy/agentfy/deploy"
 	"github.com/agentfy/agentfy/directory"
-	"github.com/agentfy/agentfy/envelope"
 	"github.com/agentfy/agentfy/internal/dev/natsserver"
 	"github.com/agentfy/agentfy/internal/dev/stack"
 	"github.com/agentfy/agentfy/internal/replica"
@@ -117,24 +116,17 @@ func TestObservationWaitersPerConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(ss.Close)
-	subject, err := st.NS.Subject(bus.VerbView, ss.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Each request carries a grant the owner finds in Redis (as a replica's
-	// would). The owner relays at most RelayBurst at once and then about one a
-	// second, so the eight fill up over a few seconds: a request the pace turns away
-	// is sent again.
-	features := view.NewGrants(st.Replicas[0].Redis, "dev", st.GrantKeys, 0)
-	requester := envelope.PublicKeyHex(attackerKey(t))
+	// Each request carries a replica's proof (as a replica's would). The owner relays
+	// at most RelayBurst at once and then about one a second, so the eight fill up over
+	// a few seconds: a request the pace turns away is sent again, with a new id.
 	request := func(c context.Context) error {
 		b := make([]byte, 32)
 		_, _ = rand.Read(b)
-		id := hex.EncodeToString(b)
-		if err := features.Put(c, id, ss.ID, requester); err != nil {
+		msg, err := st.ViewRequest(ss.ID, hex.EncodeToString(b))
+		if err != nil {
 			return err
 		}
-		_, err := bus.Request(c, st.Bus, subject, []byte(id))
+		_, err = bus.RequestMsg(c, st.Bus, msg)
 		return err
 	}
 	paced := func(err error) bool {

@@ -37,7 +37,7 @@ func TestGrants(t *testing.T) {
 		b := make([]byte, 32)
 		_, _ = rand.Read(b)
 		id := hex.EncodeToString(b)
-		if err := features.Put(c, id, sess.ID, key); err != nil {
+		if err := features.Put(c, id, sess.ID, sess.BrokerPassID, key); err != nil {
 			t.Fatal(err)
 		}
 		return id
@@ -71,10 +71,10 @@ func TestGrants(t *testing.T) {
 		b := make([]byte, 32)
 		_, _ = rand.Read(b)
 		id := hex.EncodeToString(b)
-		if err := view.NewGrants(st.Replicas[0].Redis, "dev", st.GrantKeys, 50*time.Millisecond).Put(c, id, sess.ID, key); err != nil {
+		if err := view.NewGrants(st.Replicas[0].Redis, "dev", st.GrantKeys, 50*time.Millisecond).Put(c, id, sess.ID, sess.BrokerPassID, key); err != nil {
 			t.Fatal(err)
 		}
-		keyName := keyspace.For(st.NS.Deployment()).Grant(id)
+		keyName := keyspace.For(st.NS.Deployment()).Grant(sess.BrokerPassID, id)
 		testenv.WaitFor(t, 5*time.Second, "expiry", func() bool { n, _ := st.AdminClient().Exists(c, keyName).Result(); return n == 0 })
 		a := client.Consume(t, passes.Broker, stacktest.ConsumeRequest(id))
 		observed = fmt.Sprint(a.Status)
@@ -117,7 +117,7 @@ func TestGrants(t *testing.T) {
 		record(t, "Capabilities", "a capability rewritten in Redis by someone who is not a replica (SET XX KEEPTTL with the attacker's public key, the MAC kept) between the request and the consume: 404 with the unknown body, never the attacker's key; a warning with reason forged_capability and agentfy_capability_forged_total +1", &observed)
 		before := metricValue(t, "agentfy_capability_forged_total", 0)
 		id := newCap()
-		k := keyspace.For("dev").Grant(id)
+		k := keyspace.For("dev").Grant(sess.BrokerPassID, id)
 		var stored map[string]string
 		if err := json.Unmarshal([]byte(st.AdminClient().Get(c, k).Val()), &stored); err != nil {
 			t.Fatal(err)
@@ -156,8 +156,7 @@ func TestGrantRedirectedInTheRace(t *testing.T) {
 	before := forgedCount()
 	rewrote := make(chan error, 1)
 	owner := st.Replicas[1]
-	owner.SetHooks(&stack.Hooks{OnRelay: func(requestID string) {
-		k := keyspace.For("dev").Grant(requestID)
+	owner.SetHooks(&stack.Hooks{OnRelay: func(_, k string) {
 		var stored map[string]string
 		err := json.Unmarshal([]byte(st.AdminClient().Get(c, k).Val()), &stored)
 		if err == nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentfy/agentfy/bus"
+	"github.com/agentfy/agentfy/channel"
 	"github.com/agentfy/agentfy/deploy"
 	"github.com/agentfy/agentfy/envelope"
 	"github.com/agentfy/agentfy/internal/dev/stack"
@@ -27,7 +28,6 @@ import (
 	"github.com/agentfy/agentfy/internal/test/testenv"
 	"github.com/agentfy/agentfy/keyspace"
 	"github.com/agentfy/agentfy/session"
-	"github.com/agentfy/agentfy/view"
 	"github.com/agentfy/agentfy/wire"
 )
 
@@ -290,8 +290,8 @@ func TestRedisRefusesStrangersAndConfinesUsers(t *testing.T) {
 			// grant to a key of its own, nor open a gate or a pace early.
 			k := keyspace.For("dev")
 			cmds = append(cmds,
-				[]any{"set", k.Grant(strings.Repeat("ab", 32)), `{"sessionId":"s","publicKey":"x"}`, "xx", "keepttl"},
-				[]any{"get", k.Grant(strings.Repeat("ab", 32))},
+				[]any{"set", k.Grant("0123456789abcdef", strings.Repeat("ab", 32)), `{"sessionId":"s","publicKey":"x"}`, "xx", "keepttl"},
+				[]any{"get", k.Grant("0123456789abcdef", strings.Repeat("ab", 32))},
 				[]any{"del", k.Gate("agent-x")},
 				[]any{"set", k.Gate("agent-x"), "1"},
 				[]any{"del", k.Pace("agent-x", "someone")},
@@ -472,7 +472,7 @@ func next(t *testing.T, stream <-chan stacktest.StatusEvent) stacktest.StatusEve
 
 func TestViewFloodOnTheBusIsPacedAtTheOwner(t *testing.T) {
 	observed := ""
-	record(t, privilege, "with a replica's NATS credential, a flood of view requests with random ids never reaches the worker or the consume route and real views keep working; a flood of ids with stored capabilities reaches the broker at most at the paced rate (burst 3, then 1/s) and real views work again within 2 s after it stops", &observed)
+	record(t, privilege, "with a replica's NATS credential, a flood of view requests with random ids never reaches the worker or the consume route and real views keep working; a flood of ids with a replica's proof reaches the broker at most at the paced rate (burst 3, then 1/s), requests relayed once and replayed are refused before the worker, and real views work again within 2 s after it stops", &observed)
 	agent := "agent-privilege-flood"
 	ss := liveSession(t, agent, stack.SessionOptions{})
 	subject, err := st.NS.Subject(bus.VerbView, ss.ID)
@@ -493,10 +493,19 @@ func TestViewFloodOnTheBusIsPacedAtTheOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = rsub.Unsubscribe() })
-	flood := func(ids []string) {
+	// flood sends a request of each id, with a replica's proof when proven.
+	flood := func(ids []string, proven bool) {
 		t.Helper()
 		for _, id := range ids {
-			if err := attacker.PublishRequest(subject, inbox, []byte(id)); err != nil {
+			msg := &nats.Msg{Subject: subject, Data: []byte(id)}
+			if proven {
+				var err error
+				if msg, err = st.ViewRequest(ss.ID, id); err != nil {
+					t.Fatal(err)
+				}
+			}
+			msg.Reply = inbox
+			if err := attacker.PublishMsg(msg); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -531,7 +540,7 @@ func TestViewFloodOnTheBusIsPacedAtTheOwner(t *testing.T) {
 		for i := range ids {
 			ids[i] = randomID(t)
 		}
-		flood(ids)
+		flood(ids, false)
 		for code, n := range codes(batch) {
 			got[code] += n
 		}
@@ -542,20 +551,17 @@ func TestViewFloodOnTheBusIsPacedAtTheOwner(t *testing.T) {
 			got, consumes.Load(), owner.ViewsRelayed.Load()-relayedBefore, real.Summary())
 	}
 
-	// Ids with stored grants (a compromised replica could store them): paced.
+	// Ids with a replica's proof (a compromised replica, holding the grant key, could
+	// make them): paced.
 	const valid = 40
-	features := view.NewGrants(st.Replicas[0].Redis, "dev", st.GrantKeys, 0)
 	ids = make([]string, valid)
 	for i := range ids {
 		ids[i] = randomID(t)
-		if err := features.Put(client.Context(t), ids[i], ss.ID, envelope.PublicKeyHex(attackerKey(t))); err != nil {
-			t.Fatal(err)
-		}
 	}
 	relayedBefore = owner.ViewsRelayed.Load()
 	pacedBefore := owner.ViewsPaced.Load()
 	start := time.Now()
-	flood(ids)
+	flood(ids, true)
 	got = codes(valid)
 	elapsed := time.Since(start)
 	relayed := int(owner.ViewsRelayed.Load() - relayedBefore)
@@ -563,6 +569,42 @@ func TestViewFloodOnTheBusIsPacedAtTheOwner(t *testing.T) {
 	limit := 3 + int(elapsed.Seconds()) + 1
 	if relayed > limit || relayed+paced != valid || got[wire.ReasonBusy] < paced {
 		t.Fatalf("valid flood of %d in %v: %d reached the broker (limit %d), replies %v", valid, elapsed, relayed, limit, got)
+	}
+	// Replays: requests relayed once, sent again as someone who recorded them on the
+	// bus would (the same ids and proofs) while the proofs are fresh, are refused
+	// before the worker and take none of the pace.
+	if err := st.OpenGateFor(client.Context(t), agent, "nobody"); err != nil { // refills the relay pace
+		t.Fatal(err)
+	}
+	recorded := make([]*nats.Msg, channel.RelayBurst)
+	for i := range recorded {
+		msg, err := st.ViewRequest(ss.ID, randomID(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		recorded[i] = msg
+	}
+	send := func() map[string]int {
+		for _, msg := range recorded {
+			msg.Reply = inbox
+			if err := attacker.PublishMsg(msg); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := attacker.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		return codes(len(recorded))
+	}
+	relayedBefore = owner.ViewsRelayed.Load()
+	send()
+	once := owner.ViewsRelayed.Load() - relayedBefore
+	relayedBefore, pacedBefore = owner.ViewsRelayed.Load(), owner.ViewsPaced.Load()
+	replayed := send()
+	if once != int64(len(recorded)) || replayed[wire.ReasonRefused] != len(recorded) ||
+		owner.ViewsRelayed.Load() != relayedBefore || owner.ViewsPaced.Load() != pacedBefore {
+		t.Fatalf("%d requests relayed %d times; replayed: replies %v, %d relayed, %d paced", len(recorded), once,
+			replayed, owner.ViewsRelayed.Load()-relayedBefore, owner.ViewsPaced.Load()-pacedBefore)
 	}
 	// After the flood a client whose gate window is over asks again (the pace is left
 	// as the flood left it). The floor is the broker's own 2-s spacing after the
@@ -588,8 +630,8 @@ func TestViewFloodOnTheBusIsPacedAtTheOwner(t *testing.T) {
 	if first > 2*time.Second+afterSpacing {
 		t.Fatalf("first frame %v after the flood, want within 2 s of the broker's last capture", first)
 	}
-	observed = fmt.Sprintf("%d random ids: all refused, 0 reached the worker or the consume route, a real view during the flood 200 frame; %d valid ids in %v: %d relayed to the worker, %d answered busy at once by the pace; a frame %v after the flood (the broker's 2-s capture spacing after the flood's last capture)",
-		random, valid, elapsed.Round(time.Millisecond), relayed, paced, first.Round(time.Millisecond))
+	observed = fmt.Sprintf("%d random ids: all refused, 0 reached the worker or the consume route, a real view during the flood 200 frame; %d ids with a replica's proof in %v: %d relayed to the worker, %d answered busy at once by the pace; %d relayed requests replayed: all refused, none relayed or paced; a frame %v after the flood (the broker's 2-s capture spacing after the flood's last capture)",
+		random, valid, elapsed.Round(time.Millisecond), relayed, paced, len(recorded), first.Round(time.Millisecond))
 }
 
 func attackerKey(t *testing.T) *ecdh.PrivateKey {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/internal/test/testenv"
 	"github.com/agentfy/agentfy/view"
 )
@@ -53,39 +54,46 @@ func BenchmarkRedisPing(b *testing.B) {
 }
 
 // BenchmarkGrantPutConsume stores a grant (SET NX PX) and redeems it with the
-// consume script (EVALSHA), as one view does: two round trips.
+// consume script (EVALSHA: the broker pass checked and the grant redeemed), two round
+// trips (a view writes the grant beside the gate's decision instead).
 func BenchmarkGrantPutConsume(b *testing.B) {
 	rdb := benchRedis(b)
 	ctx := b.Context()
-	grants := view.NewGrants(rdb, testenv.Deployment(b), testKeys, 0)
+	dep := testenv.Deployment(b)
+	grants := view.NewGrants(rdb, dep, testKeys, 0)
+	broker := issue(b, ctx, rdb, dep, auth.RoleBroker, "sess-bench")
 	next := benchRequestIDs(b)
 	const pk = "04" + "ab" // opaque to the store
 	b.ReportAllocs()
 	for b.Loop() {
 		id := next()
-		if err := grants.Put(ctx, id, "sess-bench", pk); err != nil {
+		if err := grants.Put(ctx, id, "sess-bench", broker.id, pk); err != nil {
 			b.Fatal(err)
 		}
-		got, err := grants.Consume(ctx, id, "sess-bench")
+		got, _, err := grants.Consume(ctx, broker.claim, id)
 		if err != nil || got != pk {
 			b.Fatalf("consume = %q, %v", got, err)
 		}
 	}
 }
 
-// BenchmarkGrantConsumeRefused redeems a grant for another session: the
-// script reads it, refuses, and leaves it (one round trip).
+// BenchmarkGrantConsumeRefused redeems a grant with another session's broker pass:
+// the script checks the pass, finds no grant of its own, and leaves the other's (one
+// round trip).
 func BenchmarkGrantConsumeRefused(b *testing.B) {
 	rdb := benchRedis(b)
 	ctx := b.Context()
-	grants := view.NewGrants(rdb, testenv.Deployment(b), testKeys, time.Minute)
+	dep := testenv.Deployment(b)
+	grants := view.NewGrants(rdb, dep, testKeys, time.Minute)
+	owner := issue(b, ctx, rdb, dep, auth.RoleBroker, "sess-owner")
+	other := issue(b, ctx, rdb, dep, auth.RoleBroker, "sess-other")
 	id := benchRequestIDs(b)()
-	if err := grants.Put(ctx, id, "sess-owner", "04ab"); err != nil {
+	if err := grants.Put(ctx, id, "sess-owner", owner.id, "04ab"); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := grants.Consume(ctx, id, "sess-other"); !errors.Is(err, view.ErrGrantNotFound) {
+		if _, _, err := grants.Consume(ctx, other.claim, id); !errors.Is(err, view.ErrGrantNotFound) {
 			b.Fatalf("consume by another session: %v", err)
 		}
 	}
@@ -103,6 +111,25 @@ func BenchmarkGateAllow(b *testing.B) {
 		for b.Loop() {
 			i++
 			d, err := gate.Decide(ctx, fmt.Sprintf("agent-b%08d", i), "bench")
+			if err != nil || !d.Allowed {
+				b.Fatalf("decide = %+v, %v", d, err)
+			}
+		}
+	})
+	b.Run("won, with its grant", func(b *testing.B) {
+		// What a view does: the decision and the grant's write in one round trip.
+		ctx := b.Context()
+		grants := view.NewGrants(rdb, testenv.Deployment(b), testKeys, 0)
+		next := benchRequestIDs(b)
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			i++
+			g, err := grants.New(next(), "sess-bench", "0123456789abcdef", "04ab")
+			if err != nil {
+				b.Fatal(err)
+			}
+			d, err := gate.Decide(ctx, fmt.Sprintf("agent-g%08d", i), "bench", g)
 			if err != nil || !d.Allowed {
 				b.Fatalf("decide = %+v, %v", d, err)
 			}

@@ -75,12 +75,65 @@ type Decision struct {
 // Decide reports whether caller (who asks: a user or an organisation key, any string)
 // may view agentID now: its own pace is free and it won the agent's current window. A
 // Redis error is returned as such (the caller answers 503), never as a refusal.
-func (g *Gate) Decide(ctx context.Context, agentID, caller string) (Decision, error) {
+//
+// With a grant (at most one: the view's, Grants.New), Decide writes it in the same
+// round trip as the decision, and deletes it again when the request is refused. The
+// grant lives in its broker pass's slot and the gate in the agent's, so the two are a
+// pipeline rather than one script; a refused request's grant is never sent anywhere
+// before it is deleted, and expires in GrantTTL if the delete fails. With Acks, the
+// gate's durable write goes first on a connection of its own and the grant follows.
+func (g *Gate) Decide(ctx context.Context, agentID, caller string, grants ...Grant) (Decision, error) {
+	if len(grants) > 1 {
+		return Decision{}, fmt.Errorf("view gate: %d grants, at most one", len(grants))
+	}
 	// The caller's pace and the agent's window (keyspace.Keys.Pace, Gate): the caller
 	// appears in its key only as a hash.
 	keys := []string{g.keys.Pace(agentID, caller), g.keys.Gate(agentID)}
-	// Durable, so that a failover cannot lose a granted window and let a second view in.
-	reply, err := runScript(ctx, g.rdb, g.acks, gateScript, keys, g.pace.Milliseconds(), g.window.Milliseconds()).Int64Slice()
+	args := []any{g.pace.Milliseconds(), g.window.Milliseconds()}
+	var (
+		cmd     *redis.Cmd
+		written func() error
+	)
+	switch {
+	case len(grants) == 1 && g.acks.Replicas <= 0:
+		p := g.rdb.Pipeline()
+		cmd = gateScript.EvalSha(ctx, p, keys, args...)
+		written = grants[0].queue(ctx, p)
+		_, _ = p.Exec(ctx) // each command's error is its own
+		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+			// The server has not seen the script yet (a restart, a new master): once.
+			cmd = gateScript.Eval(ctx, g.rdb, keys, args...)
+		}
+	default:
+		// Durable, so that a failover cannot lose a granted window and let a second view in.
+		cmd = runScript(ctx, g.rdb, g.acks, gateScript, keys, args...)
+	}
+	d, err := decision(cmd, g.window)
+	if err != nil || len(grants) == 0 {
+		return d, err
+	}
+	switch {
+	case written == nil && d.Allowed:
+		p := g.rdb.Pipeline()
+		written = grants[0].queue(ctx, p)
+		_, _ = p.Exec(ctx)
+	case written == nil:
+		return d, nil
+	case !d.Allowed:
+		if written() == nil {
+			_ = g.rdb.Del(ctx, grants[0].key).Err() // if it fails, the grant expires unused
+		}
+		return d, nil
+	}
+	if err := written(); err != nil {
+		return Decision{}, err
+	}
+	return d, nil
+}
+
+// decision reads the gate script's reply.
+func decision(cmd *redis.Cmd, window time.Duration) (Decision, error) {
+	reply, err := cmd.Int64Slice()
 	if err != nil {
 		return Decision{}, fmt.Errorf("view gate: %w", err)
 	}
@@ -93,6 +146,6 @@ func (g *Gate) Decide(ctx context.Context, agentID, caller string) (Decision, er
 	case reply[1] > 0:
 		return Decision{RetryAfter: time.Duration(reply[1]) * time.Millisecond}, nil
 	default:
-		return Decision{RetryAfter: g.window}, nil
+		return Decision{RetryAfter: window}, nil
 	}
 }

@@ -9,16 +9,20 @@ import (
 	"context"
 	"crypto/hkdf"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/envelope"
 	"github.com/agentfy/agentfy/keyspace"
 	"github.com/agentfy/agentfy/wire"
@@ -160,97 +164,200 @@ type grant struct {
 	MAC       string `json:"mac"`
 }
 
-// The key is tagged by request id: every operation on it is a single key.
-func (c *Grants) key(requestID string) string { return c.keys.Grant(requestID) }
+// A Grant is one view's grant, ready to be written (New): the gate writes it in the
+// round trip of its decision (Gate.Decide), or Put alone.
+type Grant struct {
+	key   string
+	value []byte
+	ttl   time.Duration
+}
 
-// Put stores a grant for ttl. It fails if the request id exists already (a 256-bit
-// random id never collides; a collision means a bug).
-func (c *Grants) Put(ctx context.Context, requestID, sessionID, publicKeyHex string) error {
+// New makes the grant of requestID for the session whose broker pass is brokerPassID,
+// sealed to publicKeyHex, with its MAC. Its key is in the broker pass's slot
+// (keyspace.Keys.Grant), where the consume route checks the pass and redeems the grant
+// in one script (Consume).
+func (c *Grants) New(requestID, sessionID, brokerPassID, publicKeyHex string) (Grant, error) {
 	if !envelope.ValidRequestID(requestID) {
-		return errors.New("view: bad request id")
+		return Grant{}, errors.New("view: bad request id")
+	}
+	if sessionID == "" || brokerPassID == "" {
+		return Grant{}, errors.New("view: a grant needs a session and its broker pass")
 	}
 	if len(c.mac) == 0 {
-		return errNoGrantKey
+		return Grant{}, errNoGrantKey
 	}
 	mac := base64.RawURLEncoding.EncodeToString(c.sum(c.mac[0], requestID, sessionID, publicKeyHex))
 	b, err := json.Marshal(grant{SessionID: sessionID, PublicKey: publicKeyHex, MAC: mac})
 	if err != nil {
-		return fmt.Errorf("put grant: %w", err)
+		return Grant{}, fmt.Errorf("put grant: %w", err)
 	}
-	ok, err := c.rdb.SetNX(ctx, c.key(requestID), b, c.ttl).Result()
-	if err != nil {
-		return fmt.Errorf("put grant: %w", err)
-	}
-	if !ok {
-		return errors.New("put grant: request id exists")
-	}
-	return nil
+	return Grant{key: c.keys.Grant(brokerPassID, requestID), value: b, ttl: c.ttl}, nil
 }
 
-// Redeemable reports whether requestID names a grant of sessionID that is still to be
-// redeemed. It consumes nothing. The owner replica asks it before relaying a view
-// request, so that a request id nobody stored (a flood of random ones) or one already
-// redeemed never reaches the worker or the consume route.
-func (c *Grants) Redeemable(ctx context.Context, requestID, sessionID string) (bool, error) {
-	if !envelope.ValidRequestID(requestID) || sessionID == "" {
-		return false, nil
+// queue queues the grant's write on p: SET NX with its lifetime. The function, called
+// after p ran, says whether it was written (a 256-bit random id never collides; a
+// collision means a bug).
+func (g Grant) queue(ctx context.Context, p redis.Pipeliner) func() error {
+	cmd := p.SetNX(ctx, g.key, g.value, g.ttl)
+	return func() error {
+		ok, err := cmd.Result()
+		if err != nil {
+			return fmt.Errorf("put grant: %w", err)
+		}
+		if !ok {
+			return errors.New("put grant: request id exists")
+		}
+		return nil
 	}
-	b, err := c.rdb.Get(ctx, c.key(requestID)).Bytes()
-	if errors.Is(err, redis.Nil) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("check grant: %w", err)
-	}
-	// Strict, like any JSON another process wrote: a sessionId twice or in another case
-	// would let Lua's cjson (the consume script) and Go read two sessions from it.
-	var got grant
-	if err := wire.DecodeStrict(b, &got); err != nil {
-		return false, nil
-	}
-	return got.SessionID == sessionID && c.genuine(got.MAC, requestID, sessionID, got.PublicKey), nil
 }
 
-// consumeScript deletes the grant only when its session matches the caller's, so
-// another session's attempt leaves it usable.
-var consumeScript = redis.NewScript(`
-local v = redis.call('GET', KEYS[1])
-if not v then return false end
-local ok, c = pcall(cjson.decode, v)
-if not ok or type(c) ~= 'table' or c.sessionId ~= ARGV[1] then return false end
-redis.call('DEL', KEYS[1])
-return v`)
-
-// Consume redeems a grant for sessionID in one atomic script and returns the
-// destination public key, or ErrGrantNotFound, or ErrGrantForged, or a
-// wrapped Redis error.
-func (c *Grants) Consume(ctx context.Context, requestID, sessionID string) (string, error) {
-	if !envelope.ValidRequestID(requestID) || sessionID == "" {
-		return "", ErrGrantNotFound
-	}
-	if len(c.mac) == 0 {
-		return "", errNoGrantKey
-	}
-	// Durable, so that a failover cannot bring a consumed grant back.
-	v, err := runScript(ctx, c.rdb, c.acks, consumeScript, []string{c.key(requestID)}, sessionID).Text()
-	if errors.Is(err, redis.Nil) {
-		return "", ErrGrantNotFound
-	}
+// Put stores a grant (New) for its lifetime, alone: a view writes it beside the gate's
+// decision instead (Gate.Decide).
+func (c *Grants) Put(ctx context.Context, requestID, sessionID, brokerPassID, publicKeyHex string) error {
+	g, err := c.New(requestID, sessionID, brokerPassID, publicKeyHex)
 	if err != nil {
-		return "", fmt.Errorf("consume grant: %w", err)
+		return err
 	}
-	var got grant
-	if err := wire.DecodeStrict([]byte(v), &got); err != nil || got.SessionID != sessionID ||
-		!c.genuine(got.MAC, requestID, sessionID, got.PublicKey) {
-		return "", ErrGrantForged
-	}
-	return got.PublicKey, nil
+	p := c.rdb.Pipeline()
+	written := g.queue(ctx, p)
+	_, _ = p.Exec(ctx)
+	return written()
 }
 
-// Delete removes a grant that was not consumed (the requester gave up).
-func (c *Grants) Delete(ctx context.Context, requestID string) error {
-	if err := c.rdb.Del(ctx, c.key(requestID)).Err(); err != nil {
+// Delete removes a grant that was not consumed (the requester gave up, or the gate
+// refused the view it was written for).
+func (c *Grants) Delete(ctx context.Context, g Grant) error {
+	if err := c.rdb.Del(ctx, g.key).Err(); err != nil {
 		return fmt.Errorf("delete grant: %w", err)
 	}
 	return nil
+}
+
+// A view request on NATS carries its request id and, in a header, the requesting
+// replica's proof of it (Proof): the time it was made and a MAC under the grant key
+// over the deployment, the request id and the session. The owner replica checks it
+// (Vouched) before it relays anything to the worker, without a Redis round trip, so a
+// request id no replica made (a flood of random ones, or one for another session) never
+// reaches the worker or the consume route. A replayed request is stale after
+// GrantTTL, and the owner refuses one it has already relayed within it
+// (package channel).
+
+// proofLabel is the first part of a request proof's MAC.
+const proofLabel = "agentfy view request v1"
+
+// ProofSkew is how far ahead of the owner's clock a proof may be dated (the replicas'
+// clocks differ a little).
+const ProofSkew = 2 * time.Second
+
+// proofSum is the MAC of a request proof under key.
+func (c *Grants) proofSum(key []byte, requestID, sessionID, issued string) []byte {
+	m := hmac.New(sha256.New, key)
+	for _, part := range []string{proofLabel, c.deployment, requestID, sessionID, issued} {
+		m.Write([]byte(part))
+		m.Write([]byte{0})
+	}
+	return m.Sum(nil)
+}
+
+// Proof is the proof of a view request for sessionID made at now: "<unix ms>.<MAC>".
+func (c *Grants) Proof(requestID, sessionID string, now time.Time) (string, error) {
+	if len(c.mac) == 0 {
+		return "", errNoGrantKey
+	}
+	issued := strconv.FormatInt(now.UnixMilli(), 10)
+	return issued + "." + base64.RawURLEncoding.EncodeToString(c.proofSum(c.mac[0], requestID, sessionID, issued)), nil
+}
+
+// Vouched reports whether proof is a replica's proof of requestID for sessionID, made
+// no longer than GrantTTL before now (and no more than ProofSkew after it).
+func (c *Grants) Vouched(requestID, sessionID, proof string, now time.Time) bool {
+	if !envelope.ValidRequestID(requestID) || sessionID == "" {
+		return false
+	}
+	issued, mac, ok := strings.Cut(proof, ".")
+	if !ok {
+		return false
+	}
+	ms, err := strconv.ParseInt(issued, 10, 64)
+	if err != nil || issued != strconv.FormatInt(ms, 10) {
+		return false
+	}
+	if age := now.Sub(time.UnixMilli(ms)); age > c.ttl || age < -ProofSkew {
+		return false
+	}
+	got, err := base64.RawURLEncoding.Strict().DecodeString(mac)
+	if err != nil {
+		return false
+	}
+	vouched := false
+	for _, k := range c.mac {
+		vouched = hmac.Equal(got, c.proofSum(k, requestID, sessionID, issued)) || vouched
+	}
+	return vouched
+}
+
+// consumeScript redeems a grant for the broker pass that presents it, in one step on two
+// keys of the pass's slot: the pass (KEYS[1], auth's record) and the grant (KEYS[2]).
+// The presented secret's hash (ARGV[1]) is compared with the stored one through a hash
+// keyed by a random nonce (ARGV[2]), so the comparison's time tells nothing of the
+// stored hash; a pass of another role (ARGV[3] is the one wanted) redeems nothing; the
+// grant is deleted only when its session is the pass's, so another session's attempt
+// leaves it usable. The reply is {0} (no such pass), {1} (another role), {2, session}
+// (no grant of this pass's session) or {3, session, grant}.
+var consumeScript = redis.NewScript(`
+local p = redis.call('HMGET', KEYS[1], '` + auth.PassFieldHash + `', '` + auth.PassFieldRole + `', '` + auth.PassFieldSession + `')
+if not p[1] or redis.sha1hex(ARGV[2] .. p[1]) ~= redis.sha1hex(ARGV[2] .. ARGV[1]) then return {0} end
+if p[2] ~= ARGV[3] then return {1} end
+local session = p[3] or ''
+local v = redis.call('GET', KEYS[2])
+if not v then return {2, session} end
+local ok, c = pcall(cjson.decode, v)
+if not ok or type(c) ~= 'table' or c.sessionId ~= session or session == '' then return {2, session} end
+redis.call('DEL', KEYS[2])
+return {3, session, v}`)
+
+// Consume redeems a grant with the broker pass that claims it, in one atomic script,
+// and returns the destination public key and the pass's session. A pass that is not
+// current is auth.ErrUnauthenticated, a pass of another role auth.ErrForbidden; then
+// ErrGrantNotFound, ErrGrantForged, or a wrapped Redis error.
+func (c *Grants) Consume(ctx context.Context, pass auth.PassClaim, requestID string) (publicKey, sessionID string, err error) {
+	if len(c.mac) == 0 {
+		return "", "", errNoGrantKey
+	}
+	nonce := make([]byte, 16)
+	if _, err := rand.Read(nonce); err != nil {
+		return "", "", fmt.Errorf("consume grant: %w", err)
+	}
+	grantKey := c.keys.Grant(pass.ID, requestID)
+	if !envelope.ValidRequestID(requestID) {
+		// Still check the pass: a caller without one hears 401, not 404. The script
+		// finds no grant under a key no request id makes.
+		grantKey = c.keys.Grant(pass.ID, "-")
+	}
+	// Durable, so that a failover cannot bring a consumed grant back.
+	reply, err := runScript(ctx, c.rdb, c.acks, consumeScript, []string{c.keys.Pass(pass.ID), grantKey},
+		pass.Hash, hex.EncodeToString(nonce), string(auth.RoleBroker)).Slice()
+	if err != nil {
+		return "", "", fmt.Errorf("consume grant: %w", err)
+	}
+	code, _ := reply[0].(int64)
+	switch {
+	case code == 0:
+		return "", "", auth.ErrUnauthenticated
+	case code == 1:
+		return "", "", auth.ErrForbidden
+	case len(reply) < 2:
+		return "", "", fmt.Errorf("consume grant: a reply of %d values", len(reply))
+	}
+	sessionID, _ = reply[1].(string)
+	if code != 3 || len(reply) != 3 {
+		return "", sessionID, ErrGrantNotFound
+	}
+	v, _ := reply[2].(string)
+	var got grant
+	if err := wire.DecodeStrict([]byte(v), &got); err != nil || got.SessionID != sessionID ||
+		!c.genuine(got.MAC, requestID, sessionID, got.PublicKey) {
+		return "", sessionID, ErrGrantForged
+	}
+	return got.PublicKey, sessionID, nil
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
@@ -84,8 +85,10 @@ type Service struct {
 
 // Decider decides whether a view request may go ahead now: the Gate.
 type Decider interface {
-	// Decide is Gate.Decide: a refusal is a Decision, an error means it cannot decide.
-	Decide(ctx context.Context, agentID, caller string) (Decision, error)
+	// Decide is Gate.Decide: a refusal is a Decision, an error means it cannot decide;
+	// a grant given is written in the same round trip, and only if the request is let
+	// through.
+	Decide(ctx context.Context, agentID, caller string, grants ...Grant) (Decision, error)
 }
 
 // Requester carries a view request to the replica that holds the worker's socket: the
@@ -93,9 +96,9 @@ type Decider interface {
 type Requester interface {
 	// Connected reports whether a request can leave now.
 	Connected() bool
-	// Request sends data to subject and waits for the reply until ctx ends; its errors
-	// are bus.Request's (bus.ErrNoResponders, bus.ErrTimeout, *bus.RemoteError).
-	Request(ctx context.Context, subject string, data []byte) ([]byte, error)
+	// RequestMsg sends msg and waits for the reply until ctx ends; its errors are
+	// bus.Request's (bus.ErrNoResponders, bus.ErrTimeout, *bus.RemoteError).
+	RequestMsg(ctx context.Context, msg *nats.Msg) ([]byte, error)
 }
 
 // ServiceConfig wires a Service. Its collaborators are interfaces so that the
@@ -141,10 +144,13 @@ func (s *Service) InFlight() int { return len(s.inFlight) }
 //     is decided without a read; a member's check may read more, access.Check);
 //  2. that session's record (and Current's two reads when it has ended meanwhile);
 //  3. the gate (Gate.Decide), only after access is granted, so that strangers cannot
-//     burn another team's window, and only for a running or idle session;
-//  4. the capture's grant (Frame), then the frame's NATS request;
-//  5. the re-check's reads with the agent's session pointer and the session's record,
+//     burn another team's window, and only for a running or idle session, with the
+//     capture's grant written beside it; then the frame's NATS request (frame);
+//  4. the re-check's reads with the agent's session pointer and the session's record,
 //     before any pixel leaves.
+//
+// The owner replica makes none (it checks the request's proof, Grants.Vouched), and the
+// broker's consume call one (Grants.Consume): five for a view that is served.
 //
 // The Result's Seen is filled as far as the view got, also when it returns an error.
 func (s *Service) View(ctx context.Context, agentID, caller string, check access.Check) (Result, error) {
@@ -185,17 +191,21 @@ func (s *Service) view(ctx context.Context, agentID, caller string, check access
 	seen.Session = sess.ID
 	// The view's span (the HTTP edge's) names the session it asked.
 	trace.SpanFromContext(ctx).SetAttributes(telemetry.AttrSessionID.String(sess.ID))
-	// 3. The gate.
-	decision, err := s.gate.Decide(ctx, agentID, caller)
+	// 3. The gate, and the capture's grant beside it.
+	req, err := s.newRequest(sess)
+	if err != nil {
+		return Result{}, err
+	}
+	decision, err := s.gate.Decide(ctx, agentID, caller, req.grant)
 	if err != nil {
 		return Result{}, err
 	}
 	if !decision.Allowed {
 		return Result{}, &RateLimitedError{RetryAfter: decision.RetryAfter}
 	}
-	// 4. The capture.
-	page, obsErr := s.Frame(ctx, sess)
-	// 5. The re-check. The capture took time: the session may have stopped and access
+	// The capture.
+	page, obsErr := s.frame(ctx, sess, req)
+	// 4. The re-check. The capture took time: the session may have stopped and access
 	// may have been revoked meanwhile. Check both before any pixel leaves. A session
 	// that stopped explains a failed capture too (its passes were revoked, its socket
 	// closed): that is "not live", which is true, rather than "unavailable".
@@ -221,46 +231,69 @@ func (s *Service) view(ctx context.Context, agentID, caller string, check access
 	return Result{Live: true, Page: page}, nil
 }
 
-// Frame asks the replica holding sess's worker socket for a frame and opens it. A nil
-// page with a nil error means the worker has no tab open.
-func (s *Service) Frame(ctx context.Context, sess session.Session) (*wire.Page, error) {
-	select {
-	case s.inFlight <- struct{}{}:
-		defer func() { <-s.inFlight }()
-	default:
-		return nil, ErrBusy
-	}
-	if !sess.HasFeature(wire.FeatureBrowserView) && sess.Owner != "" {
-		// The worker said in its hello that its image cannot relay views: refuse without
-		// dispatching anything.
-		return nil, unavailable(wire.ReasonUnsupported)
-	}
-	if !s.requester.Connected() {
-		// While NATS reconnects a request would sit in the reconnect buffer until its
-		// deadline; answer at once instead.
-		return nil, unavailable(wire.ReasonNoChannel)
-	}
-	ctx, cancel := context.WithTimeout(ctx, wire.ViewTimeout)
-	defer cancel()
+// viewRequest is what one view's capture is asked with: its request id, the key pair
+// its frame is sealed to, and its grant.
+type viewRequest struct {
+	id    string
+	priv  *ecdh.PrivateKey
+	grant Grant
+}
 
+// newRequest makes a view request of sess: a random 256-bit request id, a fresh key
+// pair, and the grant that lets the session's broker learn the public key once.
+func (s *Service) newRequest(sess session.Session) (viewRequest, error) {
 	idb := make([]byte, 32)
 	if _, err := rand.Read(idb); err != nil {
-		return nil, fmt.Errorf("view: request id: %w", err)
+		return viewRequest{}, fmt.Errorf("view: request id: %w", err)
 	}
 	requestID := hex.EncodeToString(idb)
 	priv, err := s.newKey()
 	if err != nil {
-		return nil, fmt.Errorf("view: key: %w", err)
+		return viewRequest{}, fmt.Errorf("view: key: %w", err)
 	}
-	if err := s.grants.Put(ctx, requestID, sess.ID, envelope.PublicKeyHex(priv)); err != nil {
-		return nil, err
-	}
-	subject, err := s.ns.Subject(bus.VerbView, sess.ID)
+	g, err := s.grants.New(requestID, sess.ID, sess.BrokerPassID, envelope.PublicKeyHex(priv))
 	if err != nil {
-		return nil, err
+		return viewRequest{}, err
 	}
-	page, err := s.request(ctx, sess, subject, requestID, priv)
+	return viewRequest{id: requestID, priv: priv, grant: g}, nil
+}
+
+// frame asks the replica holding sess's worker socket for a frame of req, whose grant
+// the gate wrote, and opens it. A nil page with a nil error means the worker has no tab
+// open. Whatever keeps the request from leaving deletes the grant.
+func (s *Service) frame(ctx context.Context, sess session.Session, req viewRequest) (*wire.Page, error) {
+	var refused error
+	select {
+	case s.inFlight <- struct{}{}:
+		defer func() { <-s.inFlight }()
+		switch {
+		case !sess.HasFeature(wire.FeatureBrowserView) && sess.Owner != "":
+			// The worker said in its hello that its image cannot relay views: refuse
+			// without dispatching anything.
+			refused = unavailable(wire.ReasonUnsupported)
+		case !s.requester.Connected():
+			// While NATS reconnects a request would sit in the reconnect buffer until its
+			// deadline; answer at once instead.
+			refused = unavailable(wire.ReasonNoChannel)
+		}
+	default:
+		refused = ErrBusy
+	}
+	ctx, cancel := context.WithTimeout(ctx, wire.ViewTimeout)
+	defer cancel()
+	var (
+		page *wire.Page
+		err  = refused
+	)
+	if refused == nil {
+		page, err = s.request(ctx, sess, req)
+	}
 	if err != nil {
+		// The grant may not have been redeemed; do not leave it for 10 s. The
+		// request's own context may be over, so use a short one of our own.
+		dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		_ = s.grants.Delete(dctx, req.grant)
+		dcancel()
 		return nil, err
 	}
 	return page, nil
@@ -268,7 +301,15 @@ func (s *Service) Frame(ctx context.Context, sess session.Session) (*wire.Page, 
 
 // request is the view's NATS request to the owner, in a span of its own, and the
 // opening of its reply.
-func (s *Service) request(ctx context.Context, sess session.Session, subject, requestID string, priv *ecdh.PrivateKey) (page *wire.Page, err error) {
+func (s *Service) request(ctx context.Context, sess session.Session, req viewRequest) (page *wire.Page, err error) {
+	subject, err := s.ns.Subject(bus.VerbView, sess.ID)
+	if err != nil {
+		return nil, err
+	}
+	proof, err := s.grants.Proof(req.id, sess.ID, time.Now())
+	if err != nil {
+		return nil, err
+	}
 	ctx, span := s.tracer.Start(ctx, telemetry.SpanViewRequest, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
 		semconv.MessagingSystemKey.String("nats"), semconv.MessagingOperationName("request"),
 		telemetry.AttrAgentID.String(sess.AgentID), telemetry.AttrSessionID.String(sess.ID),
@@ -281,18 +322,15 @@ func (s *Service) request(ctx context.Context, sess session.Session, subject, re
 		}
 		telemetry.End(span, telemetry.OutcomeOK, "")
 	}()
-	// Only the request id travels on NATS: the public key goes from Redis to the broker
-	// alone (whoever knows it could seal a forged page).
-	reply, err := s.requester.Request(ctx, subject, []byte(requestID))
+	// Only the request id travels on NATS, with the proof that a replica made it: the
+	// public key goes from Redis to the broker alone (whoever knows it could seal a
+	// forged page).
+	msg := &nats.Msg{Subject: subject, Data: []byte(req.id), Header: nats.Header{bus.HeaderProof: []string{proof}}}
+	reply, err := s.requester.RequestMsg(ctx, msg)
 	if err != nil {
-		// The grant may not have been redeemed; do not leave it for 10 s. The
-		// request's own context may be over, so use a short one of our own.
-		dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		_ = s.grants.Delete(dctx, requestID)
-		dcancel()
 		return nil, unavailableFrom(err)
 	}
-	page, err = openReply(priv, requestID, reply)
+	page, err = openReply(req.priv, req.id, reply)
 	if err != nil {
 		return nil, unavailable(wire.ReasonInvalid)
 	}

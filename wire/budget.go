@@ -10,7 +10,8 @@ const (
 	// ViewTimeout bounds the requesting replica's whole wait, NATS to reply (SPEC: 9 s).
 	ViewTimeout = 9 * time.Second
 	// RelayTimeout bounds the owner replica's waiter, from the NATS request's
-	// arrival (its grant check included) to the worker's answer (SPEC: 8 s).
+	// arrival (its check of the request's proof, which reads nothing, included) to the
+	// worker's answer (SPEC: 8 s).
 	RelayTimeout = 8 * time.Second
 	// WorkerCaptureTimeout bounds the worker's call to the broker's /observe.
 	WorkerCaptureTimeout = 7250 * time.Millisecond
@@ -21,9 +22,6 @@ const (
 	BrokerConsumeTimeout = 3 * time.Second
 	// BrokerScreenshotTimeout bounds the CDP calls of one capture's screenshot and masks.
 	BrokerScreenshotTimeout = 5 * time.Second
-	// OwnerCheckTimeout bounds the owner's Redis lookup of the grant before it
-	// relays anything: it comes out of the owner's hop, before the worker's.
-	OwnerCheckTimeout = 500 * time.Millisecond
 
 	// HopMargin is the time left to each hop, after the hop inside it gave up, to
 	// answer with that hop's reason: a few small writes on loopback or a LAN.

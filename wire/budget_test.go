@@ -25,8 +25,7 @@ func TestBudgetNests(t *testing.T) {
 	}
 }
 
-// The broker's steps fit inside its capture, and the owner's grant check
-// leaves the worker its whole hop.
+// The broker's steps fit inside its capture.
 func TestBudgetInsideHops(t *testing.T) {
 	for _, step := range []struct {
 		name         string
@@ -34,7 +33,6 @@ func TestBudgetInsideHops(t *testing.T) {
 	}{
 		{"consume", wire.Hop{Name: "broker consume", Timeout: wire.BrokerConsumeTimeout}, wire.Hop{Name: "broker", Timeout: wire.BrokerCaptureTimeout}},
 		{"capture", wire.Hop{Name: "broker capture", Timeout: wire.BrokerScreenshotTimeout}, wire.Hop{Name: "broker", Timeout: wire.BrokerCaptureTimeout}},
-		{"owner check", wire.Hop{Name: "owner check, worker and margin", Timeout: wire.OwnerCheckTimeout + wire.WorkerCaptureTimeout + wire.HopMargin}, wire.Hop{Name: "owner", Timeout: wire.RelayTimeout + 1}},
 	} {
 		if step.inner.Timeout >= step.outer.Timeout {
 			t.Errorf("%s: %s (%s) does not fit inside %s (%s)", step.name, step.inner.Name, step.inner.Timeout, step.outer.Name, step.outer.Timeout)

@@ -31,7 +31,6 @@ import (
 	"github.com/agentfy/agentfy/internal/dev/stack"
 	"github.com/agentfy/agentfy/internal/test/stacktest"
 	"github.com/agentfy/agentfy/internal/test/testenv"
-	"github.com/agentfy/agentfy/keyspace"
 	"github.com/agentfy/agentfy/wire"
 )
 
@@ -374,8 +373,7 @@ func TestAlertsOnAStack(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r.st.Replicas[1].SetHooks(&stack.Hooks{OnRelay: func(id string) {
-			k := keyspace.For("dev").Grant(id)
+		r.st.Replicas[1].SetHooks(&stack.Hooks{OnRelay: func(_, k string) {
 			var stored map[string]string
 			if json.Unmarshal([]byte(r.st.AdminClient().Get(ctx, k).Val()), &stored) != nil {
 				return

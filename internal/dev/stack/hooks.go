@@ -12,6 +12,8 @@ import (
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/channel"
 	"github.com/agentfy/agentfy/envelope"
+	"github.com/agentfy/agentfy/keyspace"
+	"github.com/agentfy/agentfy/session"
 	"github.com/agentfy/agentfy/view"
 )
 
@@ -37,11 +39,11 @@ type Hooks struct {
 	// sealed result is an answer with data too: a test that tampers makes no tool call
 	// meanwhile. It wraps the hub's channel.Bus.
 	OnEnvelope func([]byte) []byte
-	// OnRelay runs once this replica's hub found a view request's grant pending,
-	// before it relays the request to the worker (a test rewrites the grant in
-	// Redis there, as a Redis writer racing the broker would). It wraps the hub's
-	// channel.Grants.
-	OnRelay func(requestID string)
+	// OnRelay runs once this replica's hub found a view request vouched for by a
+	// replica, before it relays the request to the worker, with the Redis key of its
+	// grant (a test rewrites the grant there, as a Redis writer racing the broker
+	// would). It wraps the hub's channel.Grants.
+	OnRelay func(requestID, grantKey string)
 }
 
 // SetHooks installs h on the replica; nil removes every hook.
@@ -68,7 +70,7 @@ func (s *Stack) hooked(hooks *atomic.Pointer[Hooks]) (func(*view.ServiceConfig),
 	}
 	hub := func(cfg *channel.Config) {
 		cfg.NATS = hookedBus{cfg.NATS, hooks}
-		cfg.Grants = hookedGrants{cfg.Grants, hooks}
+		cfg.Grants = hookedGrants{cfg.Grants, hooks, cfg.Sessions, cfg.Namespace.Keys()}
 		cfg.RelayClock = s.relayClock
 	}
 	return views, hub
@@ -80,9 +82,9 @@ type hookedGate struct {
 	hooks *atomic.Pointer[Hooks]
 }
 
-func (g hookedGate) Decide(ctx context.Context, agentID, caller string) (view.Decision, error) {
+func (g hookedGate) Decide(ctx context.Context, agentID, caller string, grants ...view.Grant) (view.Decision, error) {
 	asked := time.Now()
-	d, err := g.Decider.Decide(ctx, agentID, caller)
+	d, err := g.Decider.Decide(ctx, agentID, caller, grants...)
 	if h := g.hooks.Load(); err == nil && h != nil && h.OnGate != nil {
 		h.OnGate(agentID, d.Allowed, asked)
 	}
@@ -95,8 +97,8 @@ type hookedRequester struct {
 	hooks *atomic.Pointer[Hooks]
 }
 
-func (r hookedRequester) Request(ctx context.Context, subject string, data []byte) ([]byte, error) {
-	reply, err := r.Requester.Request(ctx, subject, data)
+func (r hookedRequester) RequestMsg(ctx context.Context, msg *nats.Msg) ([]byte, error) {
+	reply, err := r.Requester.RequestMsg(ctx, msg)
 	if h := r.hooks.Load(); err == nil && h != nil && h.OnReply != nil {
 		reply = h.OnReply(reply)
 	}
@@ -120,13 +122,21 @@ func (b hookedBus) PublishMsg(m *nats.Msg) error {
 // request it lets through.
 type hookedGrants struct {
 	channel.Grants
-	hooks *atomic.Pointer[Hooks]
+	hooks    *atomic.Pointer[Hooks]
+	sessions *session.Store
+	keys     keyspace.Keys
 }
 
-func (g hookedGrants) Redeemable(ctx context.Context, requestID, sessionID string) (bool, error) {
-	ok, err := g.Grants.Redeemable(ctx, requestID, sessionID)
-	if h := g.hooks.Load(); ok && err == nil && h != nil && h.OnRelay != nil {
-		h.OnRelay(requestID)
+func (g hookedGrants) Vouched(requestID, sessionID, proof string, now time.Time) bool {
+	ok := g.Grants.Vouched(requestID, sessionID, proof, now)
+	if h := g.hooks.Load(); ok && h != nil && h.OnRelay != nil {
+		// The grant is in its session's broker pass's slot (keyspace.Keys.Grant).
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		sess, err := g.sessions.Get(ctx, sessionID)
+		cancel()
+		if err == nil {
+			h.OnRelay(requestID, g.keys.Grant(sess.BrokerPassID, requestID))
+		}
 	}
-	return ok, err
+	return ok
 }

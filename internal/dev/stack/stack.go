@@ -726,3 +726,19 @@ func (s *Stack) Close() {
 		s.closers[i]()
 	}
 }
+
+// ViewRequest is a view request of requestID for sessionID as a replica of this stack
+// sends it on NATS: the id, and the replica's proof in its header (view.Grants.Proof).
+// Tests that speak NATS as a replica, or as an attacker holding a replica's credential
+// and its grant key, send it.
+func (s *Stack) ViewRequest(sessionID, requestID string) (*nats.Msg, error) {
+	subject, err := s.NS.Subject(bus.VerbView, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	proof, err := view.NewGrants(nil, s.NS.Deployment(), s.GrantKeys, 0).Proof(requestID, sessionID, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	return &nats.Msg{Subject: subject, Data: []byte(requestID), Header: nats.Header{bus.HeaderProof: {proof}}}, nil
+}
