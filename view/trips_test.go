@@ -37,8 +37,9 @@ import (
 // with Redis and nothing else — the wire between them is e2e's. What each removed round
 // trip guarded is still tested where it was: TestGateWritesTheGrant (a refused view's
 // grant is deleted), TestGrantConsume (pass and grant in one script: unknown, revoked,
-// worker pass, another session), TestRequestProof, TestHubRelaysView and reliability's TestViewFloodOnTheBusIsPacedAtTheOwner (a request
-// no replica made, or a replay, never reaches the worker).
+// worker pass, another session), TestRequestProof, TestHubRelaysView and
+// reliability's TestViewFloodOnTheBusIsPacedAtTheOwner (a request no replica made, or
+// a replay, never reaches the worker).
 func TestViewRoundTrips(t *testing.T) {
 	srv := testenv.Redis(t)
 	ctx := testenv.Context(t, 30*time.Second)
