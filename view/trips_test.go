@@ -44,7 +44,7 @@ func TestViewRoundTrips(t *testing.T) {
 	srv := testenv.Redis(t)
 	ctx := testenv.Context(t, 30*time.Second)
 	dep := testenv.Deployment(t)
-	replica := testenv.RedisClient(t, srv, 0) // the requesting replica's
+	replica := testenv.RedisClient(t, srv, 0)  // the requesting replica's
 	consumer := testenv.RedisClient(t, srv, 0) // the consume route's
 	var replicaTrips, consumeTrips atomic.Int32
 	replica.AddHook(countTrips{&replicaTrips})
