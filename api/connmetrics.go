@@ -23,6 +23,9 @@ type Connections struct {
 	// RedisDials counts the connections the Redis client opened, and those it failed
 	// to open, since the replica started.
 	RedisDials func() (ok, failed uint64)
+	// RedisRoundTrips counts the Redis client's round trips (a command alone or a
+	// pipeline) since the replica started.
+	RedisRoundTrips func() uint64
 }
 
 var (
@@ -34,6 +37,8 @@ var (
 		"1 when Redis answered a PING at this scrape within "+RedisProbeTimeout.String()+", else 0: sessions, grants and the gate live there.", nil, nil)
 	redisDialsDesc = prometheus.NewDesc("agentfy_redis_dials_total",
 		"Connections the replica's Redis client opened (result ok) and failed to open (result failed): new ones follow every lost connection.", []string{"result"}, nil)
+	redisTripsDesc = prometheus.NewDesc("agentfy_redis_round_trips_total",
+		"Round trips of the replica's Redis client: a command sent alone or a pipeline (per node of a Cluster). A view that is served costs five across the replicas (BENCHMARKS.md §7).", nil, nil)
 )
 
 // WatchConnections exports the replica's NATS and Redis connections: whether each is up
@@ -49,6 +54,7 @@ func (cc *connCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- natsReconnectsDesc
 	ch <- redisUpDesc
 	ch <- redisDialsDesc
+	ch <- redisTripsDesc
 }
 
 func (cc *connCollector) Collect(ch chan<- prometheus.Metric) {
@@ -58,6 +64,7 @@ func (cc *connCollector) Collect(ch chan<- prometheus.Metric) {
 	ok, failed := cc.c.RedisDials()
 	ch <- prometheus.MustNewConstMetric(redisDialsDesc, prometheus.CounterValue, float64(ok), "ok")
 	ch <- prometheus.MustNewConstMetric(redisDialsDesc, prometheus.CounterValue, float64(failed), "failed")
+	ch <- prometheus.MustNewConstMetric(redisTripsDesc, prometheus.CounterValue, float64(cc.c.RedisRoundTrips()))
 }
 
 // one is 1 for true and 0 for false.

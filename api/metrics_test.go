@@ -170,21 +170,22 @@ func TestMetricsConnections(t *testing.T) {
 	}{
 		{name: "both up", connected: true, up: true, want: map[string]float64{
 			"agentfy_nats_connected": 1, "agentfy_nats_reconnects_total": 3, "agentfy_redis_up": 1,
-			`agentfy_redis_dials_total{result="ok"}`: 5, `agentfy_redis_dials_total{result="failed"}`: 2,
+			`agentfy_redis_dials_total{result="ok"}`: 5, `agentfy_redis_dials_total{result="failed"}`: 2, "agentfy_redis_round_trips_total": 42,
 		}},
 		{name: "both down", want: map[string]float64{
 			"agentfy_nats_connected": 0, "agentfy_nats_reconnects_total": 3, "agentfy_redis_up": 0,
-			`agentfy_redis_dials_total{result="ok"}`: 5, `agentfy_redis_dials_total{result="failed"}`: 2,
+			`agentfy_redis_dials_total{result="ok"}`: 5, `agentfy_redis_dials_total{result="failed"}`: 2, "agentfy_redis_round_trips_total": 42,
 		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			m := NewMetrics(func() int { return 0 }, func() int { return 0 }, func() int { return 0 }, func() int { return 0 })
 			m.WatchConnections(Connections{
-				NATSConnected:  func() bool { return tc.connected },
-				NATSReconnects: func() uint64 { return 3 },
-				RedisUp:        func() bool { return tc.up },
-				RedisDials:     func() (uint64, uint64) { return 5, 2 },
+				NATSConnected:   func() bool { return tc.connected },
+				NATSReconnects:  func() uint64 { return 3 },
+				RedisUp:         func() bool { return tc.up },
+				RedisDials:      func() (uint64, uint64) { return 5, 2 },
+				RedisRoundTrips: func() uint64 { return 42 },
 			})
 			got := scrape(t, m.Handler())
 			for k, v := range tc.want {

@@ -8,11 +8,14 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Dials counts the connections a client opened and failed to open. A client dials when
-// its pool needs one more connection, and again after each connection it lost: a burst
-// of dials is Redis coming back, failed dials are Redis unreachable.
+// Dials counts the connections a client opened and failed to open, and its round trips.
+// A client dials when its pool needs one more connection, and again after each
+// connection it lost: a burst of dials is Redis coming back, failed dials are Redis
+// unreachable. A round trip is a command sent alone or a pipeline (per node of a
+// Cluster), not counting what opens a connection (HELLO, CLIENT SETINFO and the like).
 type Dials struct {
 	ok, failed atomic.Uint64
+	trips      atomic.Uint64
 }
 
 // CountDials makes d count c's dials, on every node of a Cluster client; call it before
@@ -44,10 +47,25 @@ func (d *Dials) DialHook(next redis.DialHook) redis.DialHook {
 	}
 }
 
-// ProcessHook leaves commands alone.
-func (*Dials) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+// RoundTrips returns the round trips made so far.
+func (d *Dials) RoundTrips() uint64 { return d.trips.Load() }
 
-// ProcessPipelineHook leaves pipelines alone.
-func (*Dials) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+// ProcessHook counts a command sent alone.
+func (d *Dials) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if name := cmd.Name(); name != "hello" && name != "client" {
+			d.trips.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// ProcessPipelineHook counts a pipeline (MULTI … EXEC included).
+func (d *Dials) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) > 0 && cmds[0].Name() != "client" {
+			d.trips.Add(1)
+		}
+		return next(ctx, cmds)
+	}
 }

@@ -43,3 +43,31 @@ func TestCountDials(t *testing.T) {
 		t.Errorf("Redis back: %d ok dials, want more than %d", ok, before)
 	}
 }
+
+// TestCountRoundTrips: a command alone and a pipeline are one round trip each on a real
+// redis-server, whatever the pipeline holds; opening a connection (HELLO, CLIENT
+// SETINFO) is not counted.
+func TestCountRoundTrips(t *testing.T) {
+	srv := testenv.Redis(t)
+	c := New(&redis.UniversalOptions{Addrs: []string{srv.Addr()}, DialTimeout: time.Second})
+	t.Cleanup(func() { _ = c.Close() })
+	d := CountDials(c)
+	ctx := testenv.Context(t, 30*time.Second)
+	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil { // dials first
+		t.Fatal(err)
+	}
+	if n := d.RoundTrips(); n != 1 {
+		t.Fatalf("one command: %d round trips, want 1", n)
+	}
+	if _, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Get(ctx, "k")
+		p.Incr(ctx, "n")
+		p.Del(ctx, "k")
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n := d.RoundTrips(); n != 2 {
+		t.Fatalf("a pipeline of three after it: %d round trips, want 2", n)
+	}
+}

@@ -197,7 +197,7 @@ func New(ctx context.Context, o Options) (*Replica, error) {
 			defer cancel()
 			return rdb.Ping(pctx).Err() == nil
 		},
-		RedisDials: dials.Counts,
+		RedisDials: dials.Counts, RedisRoundTrips: dials.RoundTrips,
 	})
 	r.Server = api.New(api.Config{
 		Log: o.Log, JWT: verifier, Creds: r.Creds, Dir: r.Dir, Sessions: r.Sessions, Views: r.Views,
