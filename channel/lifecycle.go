@@ -44,9 +44,16 @@ func (h *Hub) check(ctx context.Context) {
 	}
 	h.mu.Unlock()
 	// A pipelined read per batch: a replica holding thousands of sessions checks them
-	// all in a few round trips, not one each (the capacity bench, BENCHMARKS.md §7).
+	// all in a few round trips, not one each; and the batches are spread over the tick,
+	// so that the checks of ten thousand sessions are many short steps rather than one
+	// long burst that every view arriving meanwhile waits behind (BENCHMARKS.md §7).
+	batches := slices.Collect(slices.Chunk(conns, checkBatch))
+	start := time.Now()
 	var failed error
-	for batch := range slices.Chunk(conns, checkBatch) {
+	for i, batch := range batches {
+		if i > 0 && !sleepUntil(ctx, start.Add(h.cfg.Tick*time.Duration(i)/time.Duration(len(batches)))) {
+			return
+		}
 		ids := make([]string, len(batch))
 		for i, c := range batch {
 			ids[i] = c.session.ID
@@ -79,7 +86,23 @@ func (h *Hub) check(ctx context.Context) {
 }
 
 // checkBatch is how many held sessions one pipelined read of the session checks covers.
-const checkBatch = 512
+const checkBatch = 128
+
+// sleepUntil waits until t, or until ctx ends (false).
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	d := time.Until(t)
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C:
+		return true
+	}
+}
 
 // stop records the stop (if not yet recorded), tells every replica and ends the socket.
 func (h *Hub) stop(ctx context.Context, c *Conn, sess session.Session, reason string) {

@@ -192,32 +192,24 @@ func (s *Store) Get(ctx context.Context, id string) (Session, error) {
 // replica's Redis user may make (deploy.RedisACL). A session whose record is gone is
 // absent from the map; the error is the round trip's.
 func (s *Store) Liveness(ctx context.Context, ids []string) (map[string]Session, error) {
-	lastTool := make([]*redis.StringCmd, len(ids))
-	stopped := make([]*redis.StringCmd, len(ids))
+	cmds := make([]*redis.SliceCmd, len(ids))
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, id := range ids {
-			key := s.sessionKey(id)
-			lastTool[i] = p.HGet(ctx, key, "lastTool")
-			stopped[i] = p.HGet(ctx, key, "stopped")
+			cmds[i] = p.HMGet(ctx, s.sessionKey(id), "lastTool", "stopped")
 		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, redis.Nil) {
+	if err != nil {
 		return nil, fmt.Errorf("session: liveness: %w", err)
 	}
 	out := make(map[string]Session, len(ids))
 	for i, id := range ids {
-		last, err := lastTool[i].Result()
-		if errors.Is(err, redis.Nil) {
+		v := cmds[i].Val()
+		last, _ := v[0].(string)
+		if last == "" {
 			continue // no record: every session has its lastTool from the start
 		}
-		stop, serr := stopped[i].Result()
-		if err == nil && !errors.Is(serr, redis.Nil) {
-			err = serr
-		}
-		if err != nil {
-			return nil, fmt.Errorf("session: liveness: %w", err)
-		}
+		stop, _ := v[1].(string)
 		out[id] = Session{ID: id, Stopped: stop != "", LastToolAt: parseMS(last), StoppedAt: parseMS(stop)}
 	}
 	return out, nil
