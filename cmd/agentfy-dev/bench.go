@@ -113,7 +113,7 @@ func writeCapacity(res *bench.Results, out string, stdout io.Writer, progress fu
 // replica or a farm of workers, driven through stdin by `agentfy-dev bench`.
 func cmdBenchNode(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) != 1 {
-		return errors.New("bench-node: want one role (replica or farm)")
+		return errors.New("bench-node: want one role (replica, farm or nats)")
 	}
 	return bench.RunNode(ctx, args[0], os.Stdin, stdout)
 }

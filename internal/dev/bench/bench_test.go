@@ -274,10 +274,24 @@ func TestBenchQuick(t *testing.T) {
 					t.Errorf("level %d, %d viewers: %.2f NATS messages, %.1f Redis commands per frame, %d latencies, %d stand-in works for %d frames",
 						l.Agents, ph.ViewersPerAgent, ph.NATSMsgs, ph.RedisCommands, ph.Latency.N, ph.Work.N, ph.Frames)
 				}
+				// Five round trips a served view, give or take the idle rate's noise; a
+				// 429 adds its own with three viewers.
+				if ph.ViewersPerAgent == 1 && (ph.RedisTrips < 3 || ph.RedisTrips > 8) {
+					t.Errorf("level %d: %.2f Redis round trips per frame, want about 5", l.Agents, ph.RedisTrips)
+				}
+				// NATS is a process of its own, and every Go process's scheduling was read.
+				if ph.Cores[natsProcess] <= 0 || ph.Cores[redisProcess] <= 0 {
+					t.Errorf("level %d: cores %v", l.Agents, ph.Cores)
+				}
+				for _, name := range []string{"replica-a", "replica-b", farmsProcess, natsProcess, benchProcess} {
+					if w, ok := ph.Sched[name]; !ok || w.LatencyP99 <= 0 || w.LatencyP99 < w.LatencyP50 {
+						t.Errorf("level %d: %s's scheduling %+v", l.Agents, name, w)
+					}
+				}
 			}
 		}
 		section := r.CapacityMarkdown()
-		for _, want := range []string{benchSections[6], "**Growth**", "**The ceiling**", "**Per 1,000 watched agents**"} {
+		for _, want := range []string{benchSections[6], "**Growth**", "**Process by process**", "**The ceiling**", "**Per 1,000 watched agents**", "| " + natsProcess + " |"} {
 			if !strings.Contains(section, want) {
 				t.Errorf("section 7 lacks %q", want)
 			}

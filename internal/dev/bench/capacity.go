@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -71,8 +72,14 @@ const (
 	capacityFrameURL = "https://capacity.invalid/"
 )
 
-// farmsProcess names the farm processes together in the CPU figures.
-const farmsProcess = "workers and stand-ins"
+// The processes of the CPU and scheduling figures besides the replicas: the farm
+// processes together, the NATS server, redis-server and the bench (its viewers).
+const (
+	farmsProcess = "workers and stand-ins"
+	natsProcess  = "nats-server"
+	redisProcess = "redis-server"
+	benchProcess = "bench: viewers"
+)
 
 // capacityResult is the capacity suite's measurements.
 type capacityResult struct {
@@ -113,6 +120,8 @@ type capacityLevel struct {
 	// viewer (session checks, pings, NATS and Redis keepalives).
 	IdleReplicaCPU time.Duration   `json:"idleReplicaCPU"`
 	Phases         []capacityPhase `json:"phases"`
+	// Profile is the top of replica-a's CPU profile in the one-viewer window.
+	Profile []string `json:"profile"`
 }
 
 // capacityPhase is one measured window of viewers.
@@ -131,9 +140,14 @@ type capacityPhase struct {
 	ReplicaCPU time.Duration `json:"replicaCPU"`
 	// Cores is each process's CPU over the window per second of it, gross.
 	Cores map[string]float64 `json:"cores"`
-	// Per frame, net of the idle rate: Redis commands (INFO commandstats) and NATS
-	// messages and bytes delivered (the server's OutMsgs, OutBytes).
+	// Sched is each Go process's scheduling over the window (runtime/metrics): how long
+	// goroutines waited runnable, and the collector's pauses.
+	Sched map[string]schedWindow `json:"sched"`
+	// Per frame, net of the idle rate: Redis commands (INFO commandstats), the
+	// replicas' Redis round trips (agentfy_redis_round_trips_total) and NATS messages
+	// and bytes delivered (the server's OutMsgs, OutBytes).
 	RedisCommands float64 `json:"redisCommands"`
+	RedisTrips    float64 `json:"redisTrips"`
 	NATSMsgs      float64 `json:"natsMsgs"`
 	NATSBytes     float64 `json:"natsBytes"`
 }
@@ -176,6 +190,7 @@ type capacity struct {
 
 	replicas []*capNode
 	farms    []*capNode
+	nats     *capNode
 	agents   []string // every agent with a live session, in order
 	member   string   // the member's token
 	keys     [2]string
@@ -203,7 +218,31 @@ func benchCapacity(ctx context.Context, o capacityOptions, self []string, profil
 		return res, err
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
-	st, err := stack.Start(ctx, stack.Options{Replicas: -1, Deployment: capacityDeploy, Log: log})
+	// NATS in a process of its own, as a platform runs it, so that its CPU and its
+	// scheduling are its own and not the viewers'.
+	secrets, err := deploy.GenerateSecrets()
+	if err != nil {
+		return res, err
+	}
+	ns, err := bus.NewNamespace(capacityDeploy, 0)
+	if err != nil {
+		return res, err
+	}
+	natsConfig, err := deploy.NATSConfig(ns, secrets)
+	if err != nil {
+		return res, err
+	}
+	c := &capacity{o: o, self: self, dir: dir, log: log, progress: progress,
+		client: &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 512, IdleConnTimeout: 30 * time.Second}}}
+	if c.nats, err = c.startNode(ctx, natsProcess, nodeNATS, false, natsSpec{Config: natsConfig}); err != nil {
+		return res, err
+	}
+	defer c.nats.stop()
+	var up struct{ URL string }
+	if err := c.nats.read(&up); err != nil {
+		return res, err
+	}
+	st, err := stack.Start(ctx, stack.Options{Replicas: -1, Deployment: capacityDeploy, Log: log, NATSServers: []string{up.URL}, Secrets: &secrets})
 	if err != nil {
 		return res, err
 	}
@@ -211,8 +250,7 @@ func benchCapacity(ctx context.Context, o capacityOptions, self []string, profil
 	if profiles == "" {
 		profiles = filepath.Join(dir, "ceiling")
 	}
-	c := &capacity{o: o, st: st, self: self, dir: dir, profiles: profiles, log: log, progress: progress,
-		client: &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 512, IdleConnTimeout: 30 * time.Second}}}
+	c.st, c.profiles = st, profiles
 	defer c.stopNodes()
 	if err := c.start(ctx); err != nil {
 		return res, err
@@ -320,9 +358,18 @@ func (c *capacity) level(ctx context.Context, n int) (capacityLevel, error) {
 			l.IdleReplicaCPU = idle.replicaCPU()
 		}
 		c.progress("capacity: %d agents, %d watched by %d viewer(s) each", n, watched, per)
-		p, err := c.phase(ctx, watched, per, c.o.window, idle, "")
+		profile := ""
+		if per == 1 {
+			// Each process's CPU profile of the one-viewer window, to set the levels'
+			// side by side.
+			profile = fmt.Sprintf("%s-level-%d", c.profiles, n)
+		}
+		p, err := c.phase(ctx, watched, per, c.o.window, idle, profile)
 		if err != nil {
 			return l, err
+		}
+		if profile != "" {
+			l.Profile = pprofTop(ctx, profile+".replica-a")
 		}
 		l.Phases = append(l.Phases, p)
 	}
@@ -418,6 +465,7 @@ func (c *capacity) addSessions(ctx context.Context, ids []string) error {
 type rates struct {
 	cpu           map[string]float64 // CPU seconds per second, by process
 	redisCommands float64
+	redisTrips    float64
 	natsMsgs      float64
 	natsBytes     float64
 }
@@ -453,6 +501,7 @@ func (c *capacity) idleRates(ctx context.Context) (rates, error) {
 		r.cpu[name] = (v - s0.cpu[name]).Seconds() / wall
 	}
 	r.redisCommands = float64(s1.redisCalls-s0.redisCalls) / wall
+	r.redisTrips = float64(s1.redisTrips-s0.redisTrips) / wall
 	r.natsMsgs = float64(s1.natsOut-s0.natsOut) / wall
 	r.natsBytes = float64(s1.natsBytes-s0.natsBytes) / wall
 	return r, nil
@@ -463,6 +512,7 @@ type snapshot struct {
 	at         time.Time
 	cpu        map[string]time.Duration // by process
 	redisCalls int64
+	redisTrips int64 // the replicas' agentfy_redis_round_trips_total
 	natsOut    int64
 	natsBytes  int64
 	unavail    map[string]float64 // the replicas' agentfy_view_unavailable_total by reason
@@ -489,10 +539,13 @@ func (c *capacity) snapshot(ctx context.Context) (snapshot, error) {
 			return s, err
 		}
 	}
-	if err := add("redis-server", c.st.Redis.Pid()); err != nil {
+	if err := add(natsProcess, c.nats.cmd.Process.Pid); err != nil {
 		return s, err
 	}
-	if err := add("bench: viewers, NATS", os.Getpid()); err != nil {
+	if err := add(redisProcess, c.st.Redis.Pid()); err != nil {
+		return s, err
+	}
+	if err := add(benchProcess, os.Getpid()); err != nil {
 		return s, err
 	}
 	info, err := c.st.AdminClient().Info(ctx, "commandstats").Result()
@@ -506,8 +559,8 @@ func (c *capacity) snapshot(ctx context.Context) (snapshot, error) {
 			s.redisCalls += n
 		}
 	}
-	v, err := c.st.NATS.Varz(nil)
-	if err != nil {
+	var v natsCounters
+	if err := c.nats.call("varz", &v); err != nil {
 		return s, err
 	}
 	s.natsOut, s.natsBytes = v.OutMsgs, v.OutBytes
@@ -517,6 +570,11 @@ func (c *capacity) snapshot(ctx context.Context) (snapshot, error) {
 			return s, err
 		}
 		for line := range strings.Lines(body) {
+			if rest, ok := strings.CutPrefix(line, "agentfy_redis_round_trips_total "); ok {
+				x, _ := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+				s.redisTrips += int64(x)
+				continue
+			}
 			rest, ok := strings.CutPrefix(line, `agentfy_view_unavailable_total{reason="`)
 			if !ok {
 				continue
@@ -636,6 +694,10 @@ func (c *capacity) phase(ctx context.Context, watched, per int, window time.Dura
 	if err != nil {
 		return p, err
 	}
+	h0, err := c.scheds()
+	if err != nil {
+		return p, err
+	}
 	if err := sleepCtx(ctx, time.Until(end)); err != nil {
 		return p, err
 	}
@@ -643,6 +705,11 @@ func (c *capacity) phase(ctx context.Context, watched, per int, window time.Dura
 	if err != nil {
 		return p, err
 	}
+	h1, err := c.scheds()
+	if err != nil {
+		return p, err
+	}
+	p.Sched = schedWindows(h0, h1)
 	if err := stopProfiles(); err != nil {
 		return p, err
 	}
@@ -688,6 +755,7 @@ func (c *capacity) phase(ctx context.Context, watched, per int, window time.Dura
 	if p.Frames > 0 {
 		f := float64(p.Frames)
 		p.RedisCommands = (float64(s1.redisCalls-s0.redisCalls) - idle.redisCommands*wall) / f
+		p.RedisTrips = (float64(s1.redisTrips-s0.redisTrips) - idle.redisTrips*wall) / f
 		p.NATSMsgs = (float64(s1.natsOut-s0.natsOut) - idle.natsMsgs*wall) / f
 		p.NATSBytes = (float64(s1.natsBytes-s0.natsBytes) - idle.natsBytes*wall) / f
 	}
@@ -803,12 +871,12 @@ func (c *capacity) farmWork() ([]time.Duration, error) {
 // profiled are the nodes whose CPU is profiled in a ceiling step: both replicas and
 // the first farm (the farms run the same code).
 func (c *capacity) profiled() []*capNode {
-	return append(slices.Clone(c.replicas), c.farms[:min(1, len(c.farms))]...)
+	return append(append(slices.Clone(c.replicas), c.nats), c.farms[:min(1, len(c.farms))]...)
 }
 
-// startProfiles starts CPU profiles of both replicas, the first farm and this process
-// into prefix.replica-a, prefix.replica-b, prefix.farm-1 and prefix.bench; nothing
-// when prefix is empty.
+// startProfiles starts CPU profiles of both replicas, the NATS server, the first farm
+// and this process into prefix.replica-a, prefix.replica-b, prefix.nats-server,
+// prefix.farm-1 and prefix.bench; nothing when prefix is empty.
 func (c *capacity) startProfiles(prefix string) (stop func() error, err error) {
 	if prefix == "" {
 		return func() error { return nil }, nil
@@ -876,6 +944,8 @@ func (c *capacity) topOfProfile(ctx context.Context, p capacityPhase, prefix str
 		file = prefix + "." + busiest
 	case busiest == farmsProcess:
 		file = prefix + ".farm-1"
+	case busiest == natsProcess:
+		file = prefix + "." + natsProcess
 	case busiest == "redis-server":
 		return busiest, nil // not a Go process
 	}
@@ -1007,6 +1077,116 @@ func (c *capacity) stopNodes() {
 		wg.Go(n.stop)
 	}
 	wg.Wait()
+}
+
+// schedWindow is a process's scheduling over a window: quantiles of the time its
+// goroutines waited runnable before they ran, and of its collector's pauses, and their
+// total.
+type schedWindow struct {
+	LatencyP50 time.Duration `json:"latencyP50"`
+	LatencyP99 time.Duration `json:"latencyP99"`
+	GCPauses   int           `json:"gcPauses"`
+	GCPauseP99 time.Duration `json:"gcPauseP99"`
+	GCPauseSum time.Duration `json:"gcPauseSum"`
+}
+
+// scheds reads the scheduling figures of every Go process of the run but the bench's
+// (the farms' summed).
+func (c *capacity) scheds() (map[string]schedHist, error) {
+	out := map[string]schedHist{}
+	read := func(name string, n *capNode) error {
+		var h schedHist
+		if err := n.call("sched", &h); err != nil {
+			return err
+		}
+		prev := out[name]
+		out[name] = schedHist{Latencies: prev.Latencies.add(h.Latencies), GCPauses: prev.GCPauses.add(h.GCPauses)}
+		return nil
+	}
+	for _, n := range c.replicas {
+		if err := read(n.name, n); err != nil {
+			return nil, err
+		}
+	}
+	for _, n := range c.farms {
+		if err := read(farmsProcess, n); err != nil {
+			return nil, err
+		}
+	}
+	if err := read(natsProcess, c.nats); err != nil {
+		return nil, err
+	}
+	out[benchProcess] = readSched()
+	return out, nil
+}
+
+// add is h and o summed (same buckets: one Go version); an empty h is o.
+func (h hist) add(o hist) hist {
+	if len(h.Counts) == 0 {
+		return hist{Counts: slices.Clone(o.Counts), Buckets: o.Buckets}
+	}
+	out := hist{Counts: slices.Clone(h.Counts), Buckets: h.Buckets}
+	for i := range min(len(out.Counts), len(o.Counts)) {
+		out.Counts[i] += o.Counts[i]
+	}
+	return out
+}
+
+// since is what h counted after before.
+func (h hist) since(before hist) hist {
+	out := hist{Counts: slices.Clone(h.Counts), Buckets: h.Buckets}
+	for i := range min(len(out.Counts), len(before.Counts)) {
+		out.Counts[i] -= before.Counts[i]
+	}
+	return out
+}
+
+// quantile is the upper bound of the bucket holding quantile q (nearest rank), and the
+// number counted.
+func (h hist) quantile(q float64) (time.Duration, int) {
+	var n uint64
+	for _, c := range h.Counts {
+		n += c
+	}
+	if n == 0 {
+		return 0, 0
+	}
+	rank := uint64(math.Ceil(q * float64(n)))
+	var seen uint64
+	for i, c := range h.Counts {
+		seen += c
+		if seen >= rank && i+1 < len(h.Buckets) {
+			return time.Duration(h.Buckets[i+1] * float64(time.Second)), int(n)
+		}
+	}
+	return time.Duration(h.Buckets[len(h.Buckets)-1] * float64(time.Second)), int(n)
+}
+
+// sum is the histogram's total, each count at its bucket's middle.
+func (h hist) sum() time.Duration {
+	var s float64
+	for i, c := range h.Counts {
+		if i+1 < len(h.Buckets) && c > 0 {
+			s += float64(c) * (h.Buckets[i] + min(h.Buckets[i+1], 2*h.Buckets[i]+1e-6)) / 2
+		}
+	}
+	return time.Duration(s * float64(time.Second))
+}
+
+// schedWindows is each process's scheduling between two readings.
+func schedWindows(before, after map[string]schedHist) map[string]schedWindow {
+	out := map[string]schedWindow{}
+	for name, a := range after {
+		lat := a.Latencies.since(before[name].Latencies)
+		gc := a.GCPauses.since(before[name].GCPauses)
+		var w schedWindow
+		w.LatencyP50, _ = lat.quantile(0.50)
+		w.LatencyP99, _ = lat.quantile(0.99)
+		w.GCPauseP99, w.GCPauses = gc.quantile(0.99)
+		w.GCPauseSum = gc.sum()
+		out[name] = w
+	}
+	return out
 }
 
 // lastLines is the last n lines of s.

@@ -8,12 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -26,6 +28,7 @@ import (
 
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/bus"
+	"github.com/agentfy/agentfy/internal/dev/natsserver"
 	"github.com/agentfy/agentfy/internal/replica"
 	"github.com/agentfy/agentfy/openapi"
 	"github.com/agentfy/agentfy/session"
@@ -35,13 +38,20 @@ import (
 
 // The capacity bench runs the replicas and the workers in processes of their own, so
 // that /proc tells each one's CPU and memory apart: this binary started again as a
-// node (`agentfy-dev bench-node replica|farm`, the first line of its stdin the node's
+// node (`agentfy-dev bench-node replica|farm|nats`, the first line of its stdin the node's
 // spec as JSON). A node then answers control lines on stdin, one JSON line on stdout
 // each, and stops when stdin ends.
 const (
 	nodeReplica = "replica" // one API replica (replica.New, as agentfy-api runs it)
 	nodeFarm    = "farm"    // workers, each with a stand-in broker
+	nodeNATS    = "nats"    // the NATS server (nats-server's own code), as a platform runs it
 )
+
+// natsSpec is what the NATS node needs: the deployment's configuration (accounts, users,
+// permissions: deploy.NATSConfig).
+type natsSpec struct {
+	Config string `json:"config"`
+}
 
 // replicaSpec is what a replica node needs: the stack's servers and secrets.
 type replicaSpec struct {
@@ -103,9 +113,90 @@ func RunNode(ctx context.Context, role string, in io.Reader, out io.Writer) erro
 			return fmt.Errorf("bench node: spec: %w", err)
 		}
 		return runFarmNode(ctx, spec, lines, enc, log)
+	case nodeNATS:
+		var spec natsSpec
+		if err := json.Unmarshal(lines.Bytes(), &spec); err != nil {
+			return fmt.Errorf("bench node: spec: %w", err)
+		}
+		return runNATSNode(spec, lines, enc)
 	default:
 		return fmt.Errorf("bench node: unknown role %q", role)
 	}
+}
+
+// runNATSNode serves NATS until stdin ends. It prints {"url":…} when it listens;
+// control lines: "varz" ({"outMsgs","outBytes"}: what the server delivered), "sched",
+// "profile FILE", "stop-profile".
+func runNATSNode(spec natsSpec, lines *bufio.Scanner, enc *json.Encoder) error {
+	srv, err := natsserver.Run(natsserver.Options{Name: "agentfy-capacity", Port: -1, Config: spec.Config})
+	if err != nil {
+		return err
+	}
+	defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
+	if err := enc.Encode(map[string]string{"url": srv.ClientURL()}); err != nil {
+		return err
+	}
+	var prof profiler
+	for lines.Scan() {
+		cmd, arg, _ := strings.Cut(lines.Text(), " ")
+		var answer any = struct{}{}
+		switch cmd {
+		case "varz":
+			v, err := srv.Varz(nil)
+			if err != nil {
+				return err
+			}
+			answer = natsCounters{OutMsgs: v.OutMsgs, OutBytes: v.OutBytes}
+		case "sched":
+			answer = readSched()
+		default:
+			if err := prof.control(cmd, arg); err != nil {
+				return err
+			}
+		}
+		if err := enc.Encode(answer); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// natsCounters are the NATS server's delivery counters.
+type natsCounters struct {
+	OutMsgs  int64 `json:"outMsgs"`
+	OutBytes int64 `json:"outBytes"`
+}
+
+// schedHist is a node's Go scheduler figures since it started (runtime/metrics): how
+// long goroutines waited runnable before they ran, and the collector's stop-the-world
+// pauses, as cumulative histograms; a window is the difference of two.
+type schedHist struct {
+	Latencies hist `json:"latencies"`
+	GCPauses  hist `json:"gcPauses"`
+}
+
+// hist is a runtime/metrics Float64Histogram: Counts[i] in [Buckets[i], Buckets[i+1]).
+type hist struct {
+	Counts  []uint64  `json:"counts"`
+	Buckets []float64 `json:"buckets"`
+}
+
+// readSched reads this process's scheduler figures.
+func readSched() schedHist {
+	samples := []metrics.Sample{{Name: "/sched/latencies:seconds"}, {Name: "/sched/pauses/total/gc:seconds"}}
+	metrics.Read(samples)
+	var out schedHist
+	for i, h := range []*hist{&out.Latencies, &out.GCPauses} {
+		if samples[i].Value.Kind() != metrics.KindFloat64Histogram {
+			continue
+		}
+		fh := samples[i].Value.Float64Histogram()
+		h.Counts, h.Buckets = slices.Clone(fh.Counts), slices.Clone(fh.Buckets)
+		for j, b := range h.Buckets { // JSON has no infinities
+			h.Buckets[j] = max(min(b, math.MaxFloat64), -math.MaxFloat64)
+		}
+	}
+	return out
 }
 
 // runReplicaNode serves one replica until stdin ends. It prints {"url":…} when it
@@ -153,6 +244,8 @@ func runReplicaNode(ctx context.Context, spec replicaSpec, lines *bufio.Scanner,
 			runtime.GC()
 			debug.FreeOSMemory()
 			answer = map[string]int{"goroutines": runtime.NumGoroutine(), "channel": goroutinesIn("github.com/agentfy/agentfy/channel.")}
+		} else if cmd == "sched" {
+			answer = readSched()
 		} else if err = prof.control(cmd, arg); err != nil {
 			break
 		}
@@ -216,6 +309,12 @@ func runFarmNode(ctx context.Context, spec farmSpec, lines *bufio.Scanner, enc *
 	}
 	var prof profiler
 	for lines.Scan() {
+		if lines.Text() == "sched" {
+			if err := enc.Encode(readSched()); err != nil {
+				return err
+			}
+			continue
+		}
 		if cmd, arg, _ := strings.Cut(lines.Text(), " "); cmd != "stats" {
 			if err := prof.control(cmd, arg); err != nil {
 				return err
