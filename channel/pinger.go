@@ -13,10 +13,17 @@ import (
 // socket's reader, and a ping lives only while it waits for its pong (the capacity
 // bench, BENCHMARKS.md §7).
 
+// pingLook is how often the ping loop looks for pings due. Often, so that the pings of
+// a second leave in many small groups rather than one burst: with 5,000 connections
+// pinged every 15 s, about 17 every 50 ms instead of 333 at once each second, a burst
+// of writes that kept runnable goroutines — views among them — waiting up to 15 ms
+// (BENCHMARKS.md §7). A look is a scan of the connections' due times, microseconds.
+const pingLook = 50 * time.Millisecond
+
 // pingLoop pings every connection whose ping is due, each PingInterval after its last
 // (the first one PingInterval after its hello), until ctx ends.
 func (h *Hub) pingLoop(ctx context.Context) {
-	t := time.NewTicker(min(time.Second, h.cfg.PingInterval/4))
+	t := time.NewTicker(min(pingLook, h.cfg.PingInterval/4))
 	defer t.Stop()
 	for {
 		select {

@@ -47,7 +47,7 @@ func fullCapacity() capacityOptions {
 	return capacityOptions{
 		agents: []int{100, 1000, 10000}, watched: 100,
 		settle: 20 * time.Second, idle: 15 * time.Second, warm: 5 * time.Second, window: 30 * time.Second,
-		ceiling: []int{200, 400, 800, 1600, 3200}, step: 15 * time.Second, farmSize: 2500,
+		ceiling: []int{200, 400, 800, 1000, 1200, 1600, 3200}, step: 15 * time.Second, farmSize: 2500,
 	}
 }
 
