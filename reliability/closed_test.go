@@ -123,16 +123,16 @@ func TestSessionCheckRefused(t *testing.T) {
 	ss := liveSession(t, "agent-check", stack.SessionOptions{})
 	admin := st.AdminClient()
 	ctx := client.Context(t)
-	// Take HGET (what the checks read with) from the replicas' user, on the one server
+	// Take HMGET (what the checks read with) from the replicas' user, on the one server
 	// the suite runs.
-	if err := admin.Do(ctx, "ACL", "SETUSER", deploy.RedisReplica, "-hget").Err(); err != nil {
+	if err := admin.Do(ctx, "ACL", "SETUSER", deploy.RedisReplica, "-hmget").Err(); err != nil {
 		t.Fatal(err)
 	}
 	restored := false
 	restore := func() {
 		if !restored {
 			restored = true
-			if err := admin.Do(context.Background(), "ACL", "SETUSER", deploy.RedisReplica, "+hget").Err(); err != nil {
+			if err := admin.Do(context.Background(), "ACL", "SETUSER", deploy.RedisReplica, "+hmget").Err(); err != nil {
 				t.Error(err)
 			}
 		}
