@@ -139,7 +139,7 @@ func TestGrants(t *testing.T) {
 }
 
 // TestGrantRedirectedInTheRace is the race a Redis writer ran against a live view:
-// between the owner's check of the grant and the broker's consume, it rewrites the
+// between the owner's check of the request and the broker's consume, it rewrites the
 // grant with its own public key (SET XX KEEPTTL, the MAC kept). The consume route
 // refuses it: the viewer gets 503, no page is sealed to the attacker's key, the
 // replica says why in its log and its metric; the next view is a frame.

@@ -217,7 +217,7 @@ func (s *e2eSamples) result(pairs int) e2eResult {
 	r.RatioP50, r.RatioP95, r.RatioP99 = ratio(r.View.P50, r.Bare.P50), ratio(r.View.P95, r.Bare.P95), ratio(r.View.P99, r.Bare.P99)
 	names := []struct{ name, what string }{
 		{"A: request → NATS", "HTTP to replica A, JWT, one Redis pipeline (agent, its team's member set, current session id), gate script, session record, P-256 key pair, grant SET, NATS publish"},
-		{"NATS → broker", "NATS delivery to replica B, its grant check in Redis (GET) and relay pace, relay waiter, JSON-RPC over the WebSocket, worker, POST /observe on the unix socket"},
+		{"NATS → broker", "NATS delivery to replica B, its check of the request's proof (in memory) and relay pace, relay waiter, JSON-RPC over the WebSocket, worker, POST /observe on the unix socket"},
 		{"broker: consume", "POST consume via the balancer to a replica: broker pass check, grant script in Redis"},
 		{"broker: capture", "the broker's own CDP capture with the privacy masks' reads: getTargetInfo, then getLayoutMetrics and a DOM snapshot (DOMSnapshot.captureSnapshot) before captureScreenshot and again after it (a page with nothing to mask is sent as captured; section 2)"},
 		{"broker: seal", "page JSON, ECDH + HKDF + AES-GCM, envelope JSON"},

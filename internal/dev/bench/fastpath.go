@@ -91,7 +91,7 @@ func benchFastPaths(ctx context.Context, st *stack.Stack, a *stack.Replica, toke
 			},
 		},
 		{
-			Name: "429", What: "JWT; 3 Redis round trips: the agent's record, its hinted team's member set (a member) and the current session id, then the session's record, then the gate script, lost",
+			Name: "429", What: "JWT; 4 Redis round trips: the agent's record, its hinted team's member set (a member) and the current session id, then the session's record, then the gate script, lost, with the view's grant written beside it (one pipeline), then the grant deleted; a key pair made for the grant",
 			url: func(int64) string { return a.URL + "/v1/agents/" + held + "/worker/view" }, auth: true,
 			check: func(s int, h http.Header, _ []byte) bool {
 				return s == http.StatusTooManyRequests && h.Get("Retry-After") == "2"

@@ -477,7 +477,7 @@ func renderWhereTimeGoes(b *strings.Builder, r *Results) {
 	p("**Redis**: a view costs replica A five round trips (a pipeline for the access check and the current session id, the gate script, the session record, the grant, and a pipeline for the whole re-check before the frame leaves) where it cost ten, replica B one (the capability's GET), and the broker's consume two (its pass, the capability script).\n\n")
 	p("**What is left is the hops themselves.** ")
 	p("Of the %s ms of Go CPU a view costs, %s ms is what the bare capture costs too (CDP over a WebSocket, rod's decoding of the screenshot message); ", ms(f.GoPerView), ms(f.GoPerBare))
-	p("the rest is spread over an HTTP request, two unix-socket HTTP legs (worker → broker, and the broker's consume through the balancer), two WebSocket legs, two NATS legs through the embedded server (in this process too), eight Redis round trips and the goroutine wake-ups between them, each a few tens of microseconds of system calls on this virtual machine, and the garbage collector's share of about 0.9 MB allocated per view. ")
+	p("the rest is spread over an HTTP request, two unix-socket HTTP legs (worker → broker, and the broker's consume through the balancer), two WebSocket legs, two NATS legs through the embedded server (in this process too), five Redis round trips and the goroutine wake-ups between them, each a few tens of microseconds of system calls on this virtual machine, and the garbage collector's share of about 0.9 MB allocated per view. ")
 	p("None of these hops can go without changing the architecture of SPEC.md (NATS between replicas, the worker's WebSocket, the broker's unix socket, Redis-held grants). ")
 	at := func(capture time.Duration) string { return fx(1 + ratio(e.Overhead.P50, capture)) }
 	p("With everything but the capture at %s ms, a view is %s the bare capture of this page (%s ms), and would be %s on a page whose capture takes the 52 ms of NOTES.md.\n\n", ms(e.Overhead.P50), at(e.Bare.P50), ms(e.Bare.P50), at(52*time.Millisecond))
@@ -501,13 +501,13 @@ func renderFastPathFloor(b *strings.Builder, r *Results) {
 	if noop == 0 || nf == 0 || lost == 0 || won == 0 {
 		return
 	}
-	rt := (won - nf) / 3
+	rt := (won - nf) / 2
 	own := nf - noop
 	fmt.Fprintf(b, "In machine time (%d cores ÷ req/s: the load generator, the replica and redis-server share them), a request costs %s µs on the no-op route, %s µs for a 404, %s µs for a 429 and %s µs for live:false. ", cores, f0(noop), f0(nf), f0(lost), f0(won))
-	fmt.Fprintf(b, "The 404 makes no Redis round trip, the 429 two and live:false three, and otherwise they do about the same work (JWT, the view route, an error or a small body), so the 404 prices that work (%s µs beside the no-op) and a round trip costs about %s µs of machine time here ((live:false − 404) ÷ 3: the client's write and read, redis-server's, and the wake-ups between them). ", f0(own), f0(rt))
+	fmt.Fprintf(b, "The 404 makes one Redis round trip (a remembered refusal reads only the directory's generation), live:false three and the 429 four (the gate's, with the view's grant written beside it and deleted after it, and a key pair made for the grant), and otherwise they do about the same work (JWT, the view route, an error or a small body), so the 404 prices that work (%s µs beside the no-op) and a round trip costs about %s µs of machine time here ((live:false − 404) ÷ 2: the client's write and read, redis-server's, and the wake-ups between them). ", f0(own), f0(rt))
 	ceiling := func(n float64) string { return fx(noop / (nf + n*rt)) }
-	fmt.Fprintf(b, "So an answer that needs n round trips reaches about %s ÷ (%s + n × %s) of the no-op's rate: %s for one, %s for two, %s for three. ", f0(noop), f0(nf), f0(rt), ceiling(1), ceiling(2), ceiling(3))
-	b.WriteString("The gate is a Redis script by design (one window per agent across every replica) and must follow the access check (a stranger may not take a team's window), so while the access check reads Redis a 429 needs two round trips and live:false at least two: their ratios are this design's floor on this machine. ")
+	fmt.Fprintf(b, "So an answer that needs n round trips more than the 404 reaches about %s ÷ (%s + n × %s) of the no-op's rate: %s for one, %s for two, %s for three. ", f0(noop), f0(nf), f0(rt), ceiling(1), ceiling(2), ceiling(3))
+	b.WriteString("The gate is a Redis script by design (one window per agent across every replica) and must follow the access check (a stranger may not take a team's window), so while the access check reads Redis a 429 needs three round trips before the gate answers (and a fourth to delete the grant written beside it) and live:false at least two: their ratios are this design's floor on this machine. ")
 	b.WriteString("Remembering grants as well as refusals would save the first round trip of both (the re-check before a frame leaves would still read the truth), at the price of letting a member revoked in the last seconds take the team's window; the replica does not.\n\n")
 }
 
