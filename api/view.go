@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"go.opentelemetry.io/otel/trace"
@@ -154,6 +155,9 @@ func (s *Server) consume(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"publicKey": pk})
 }
 
+// consumeRefusalTimeout bounds the pass check behind a refused consume body.
+const consumeRefusalTimeout = 2 * time.Second
+
 // decodeConsume reads the consume route's body. A body it refuses is answered 400 (or
 // 415) only to a current broker pass: any other caller hears what its credential earns
 // (401 or 403), as when the pass was checked before the body was read.
@@ -162,7 +166,11 @@ func (s *Server) decodeConsume(c *gin.Context, token string, v any) bool {
 	if refusal == nil {
 		return true
 	}
-	if _, err := s.cfg.Creds.VerifyPass(c.Request.Context(), token, auth.RoleBroker); err != nil {
+	// A refused body ends the connection's reads (closeIfBody), and with them, soon, the
+	// request's context: the pass is checked under a deadline of its own.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request.Context()), consumeRefusalTimeout)
+	defer cancel()
+	if _, err := s.cfg.Creds.VerifyPass(ctx, token, auth.RoleBroker); err != nil {
 		s.abort(c, err)
 		return false
 	}
