@@ -118,23 +118,34 @@ func DeriveGrantKey(secret string) (GrantKeys, error) {
 
 // sum is the MAC of a grant under key.
 func (c *Grants) sum(key []byte, requestID, sessionID, publicKey string) []byte {
+	return macOf(key, grantMACLabel, c.deployment, requestID, sessionID, publicKey)
+}
+
+// genuine reports whether mac is a grant's MAC under one of the replicas' keys.
+func (c *Grants) genuine(mac, requestID, sessionID, publicKey string) bool {
+	return c.signedByAny(mac, func(k []byte) []byte { return c.sum(k, requestID, sessionID, publicKey) })
+}
+
+// macOf is HMAC-SHA256 under key over parts, each followed by a zero byte.
+func macOf(key []byte, parts ...string) []byte {
 	m := hmac.New(sha256.New, key)
-	for _, part := range []string{grantMACLabel, c.deployment, requestID, sessionID, publicKey} {
+	for _, part := range parts {
 		m.Write([]byte(part))
 		m.Write([]byte{0})
 	}
 	return m.Sum(nil)
 }
 
-// genuine reports whether mac is a grant's MAC under one of the replicas' keys.
-func (c *Grants) genuine(mac, requestID, sessionID, publicKey string) bool {
+// signedByAny reports whether mac (unpadded base64url) is sum under one of the replicas'
+// keys, compared in constant time against every key.
+func (c *Grants) signedByAny(mac string, sum func(key []byte) []byte) bool {
 	got, err := base64.RawURLEncoding.Strict().DecodeString(mac)
 	if err != nil {
 		return false
 	}
 	ok := false
 	for _, k := range c.mac {
-		ok = hmac.Equal(got, c.sum(k, requestID, sessionID, publicKey)) || ok
+		ok = hmac.Equal(got, sum(k)) || ok
 	}
 	return ok
 }
@@ -251,12 +262,7 @@ const ProofSkew = 2 * time.Second
 
 // proofSum is the MAC of a request proof under key.
 func (c *Grants) proofSum(key []byte, requestID, sessionID, issued string) []byte {
-	m := hmac.New(sha256.New, key)
-	for _, part := range []string{proofLabel, c.deployment, requestID, sessionID, issued} {
-		m.Write([]byte(part))
-		m.Write([]byte{0})
-	}
-	return m.Sum(nil)
+	return macOf(key, proofLabel, c.deployment, requestID, sessionID, issued)
 }
 
 // Proof is the proof of a view request for sessionID made at now: "<unix ms>.<MAC>".
@@ -285,15 +291,7 @@ func (c *Grants) Vouched(requestID, sessionID, proof string, now time.Time) bool
 	if age := now.Sub(time.UnixMilli(ms)); age > c.ttl || age < -ProofSkew {
 		return false
 	}
-	got, err := base64.RawURLEncoding.Strict().DecodeString(mac)
-	if err != nil {
-		return false
-	}
-	vouched := false
-	for _, k := range c.mac {
-		vouched = hmac.Equal(got, c.proofSum(k, requestID, sessionID, issued)) || vouched
-	}
-	return vouched
+	return c.signedByAny(mac, func(k []byte) []byte { return c.proofSum(k, requestID, sessionID, issued) })
 }
 
 // consumeScript redeems a grant for the broker pass that presents it, in one step on two
