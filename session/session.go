@@ -168,12 +168,26 @@ func (s *Store) Start(ctx context.Context, agentID string) (Session, Passes, err
 	err = s.rdb.HSet(ctx, s.sessionKey(id),
 		"agent", agentID, "started", ms(now), "lastTool", ms(now),
 		"workerPass", wp.ID, "brokerPass", bp.ID).Err()
+	// The pointer is swapped in one step that says whom it displaced: a Start that ran
+	// beside this one may have put its own session there since this one stopped the
+	// previous. Whatever the pointer named is stopped here, so that a session stops being
+	// the agent's current one only by being stopped (the view's re-check reads the
+	// session's record alone, QueueStillCurrent).
+	var displaced string
 	if err == nil {
-		err = s.rdb.Set(ctx, s.currentKey(agentID), id, 0).Err()
+		displaced, err = s.rdb.SetArgs(ctx, s.currentKey(agentID), id, redis.SetArgs{Get: true}).Result()
+		if errors.Is(err, redis.Nil) {
+			displaced, err = "", nil
+		}
 	}
 	if err != nil {
 		_ = s.creds.RevokePasses(ctx, wp.ID, bp.ID)
 		return Session{}, Passes{}, fmt.Errorf("session: start: %w", err)
+	}
+	if displaced != "" && displaced != id {
+		if _, err := s.Stop(ctx, displaced, "replaced"); err != nil && !errors.Is(err, ErrNotFound) {
+			return Session{}, Passes{}, fmt.Errorf("session: start: stop the displaced session: %w", err)
+		}
 	}
 	return sess, Passes{Worker: workerTok, Broker: brokerTok}, nil
 }
@@ -256,22 +270,20 @@ func (s *Store) QueueCurrentID(ctx context.Context, p redis.Pipeliner, agentID s
 	}
 }
 
-// QueueStillCurrent queues on p what Current reads, for a session whose id is known
-// (the agent's pointer and that session's record, in one round trip instead of two);
-// the function, called after p ran, returns what Current would: the session while it is
-// still the agent's current one and not stopped, ErrNoSession once it is not.
+// QueueStillCurrent queues on p the read of session id's record, for a session whose
+// agent and id are known (the view's re-check); the function, called after p ran,
+// returns what Current would: the session while it is agentID's, running or idle, and
+// ErrNoSession once it is not. The agent's pointer is not read: a session stops being
+// the agent's current one only by being stopped (Stop; Start stops whatever session
+// its new pointer displaced), which its record says.
 func (s *Store) QueueStillCurrent(ctx context.Context, p redis.Pipeliner, agentID, id string) func() (Session, error) {
-	current := s.QueueCurrentID(ctx, p, agentID)
 	rec := p.HGetAll(ctx, s.sessionKey(id))
 	return func() (Session, error) {
-		now, err := current()
-		if err != nil {
-			return Session{}, err
-		}
-		if now != id {
+		sess, err := s.live(s.parse(id, rec))
+		if err == nil && sess.AgentID != agentID {
 			return Session{}, ErrNoSession
 		}
-		return s.live(s.parse(id, rec))
+		return sess, err
 	}
 }
 

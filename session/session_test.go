@@ -289,3 +289,48 @@ func TestRecordsReadStrictly(t *testing.T) {
 		})
 	}
 }
+
+// A Start that did not see the agent's current session (here a replica whose clock puts
+// it past the stop timeout; beside another Start, a read made before that Start's
+// pointer) still stops the session its pointer displaces: a session stops being the
+// agent's current one only by being stopped, which the view's re-check relies on
+// (QueueStillCurrent reads the record alone).
+func TestStartStopsTheSessionItDisplaces(t *testing.T) {
+	srv := testenv.Redis(t)
+	rdb := testenv.RedisClient(t, srv, 2)
+	dep := testenv.Deployment(t)
+	policy := session.Policy{IdleAfter: time.Minute, StopAfter: 5 * time.Minute}
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	clkA, clkB := testenv.NewClock(now), testenv.NewClock(now.Add(10*time.Minute))
+	credsA := auth.NewStore(rdb, dep, clkA.Now)
+	a := session.NewStore(rdb, credsA, dep, policy, clkA.Now)
+	b := session.NewStore(rdb, auth.NewStore(rdb, dep, clkB.Now), dep, policy, clkB.Now)
+	ctx := testenv.Context(t, 30*time.Second)
+
+	first, passes, err := a.Start(ctx, "agent-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Current(ctx, "agent-1"); !errors.Is(err, session.ErrNoSession) {
+		t.Fatalf("the second replica sees %v; the test needs it to miss the first session", err)
+	}
+	second, _, err := b.Start(ctx, "agent-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if old, err := a.Get(ctx, first.ID); err != nil || !old.Stopped || old.StopReason != "replaced" {
+		t.Fatalf("displaced session: %+v, %v; want stopped, replaced", old, err)
+	}
+	if _, err := credsA.VerifyPass(ctx, passes.Broker, auth.RoleBroker); !errors.Is(err, auth.ErrUnauthenticated) {
+		t.Fatalf("displaced session's broker pass: %v", err)
+	}
+	p := rdb.Pipeline()
+	still := a.QueueStillCurrent(ctx, p, "agent-1", first.ID)
+	_, _ = p.Exec(ctx)
+	if got, err := still(); !errors.Is(err, session.ErrNoSession) {
+		t.Fatalf("re-check of the displaced session = %+v, %v; want ErrNoSession", got, err)
+	}
+	if cur, err := a.Current(ctx, "agent-1"); err != nil || cur.ID != second.ID {
+		t.Fatalf("current = %+v, %v; want %s", cur, err, second.ID)
+	}
+}

@@ -28,10 +28,10 @@ func (s *Service) firstRead(ctx context.Context, agentID string, want access.Rea
 	return facts(), id, err
 }
 
-// recheckRead is the re-check's round trip: what the check reads, with the agent's
-// session pointer and the record of sessionID, the session the view captured. The error
-// is the session's: session.ErrNoSession once it is not the agent's current running or
-// idle one.
+// recheckRead is the re-check's round trip: what the check reads, with the record of
+// sessionID, the session the view captured. The error is the session's:
+// session.ErrNoSession once it is not the agent's running or idle one (stopped, timed
+// out, or replaced, which stops it).
 func (s *Service) recheckRead(ctx context.Context, agentID, sessionID string, want access.Reads) (access.Facts, error) {
 	p := s.rdb.Pipeline()
 	facts := s.queueReads(ctx, p, agentID, want)

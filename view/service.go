@@ -146,8 +146,8 @@ func (s *Service) InFlight() int { return len(s.inFlight) }
 //  3. the gate (Gate.Decide), only after access is granted, so that strangers cannot
 //     burn another team's window, and only for a running or idle session, with the
 //     capture's grant written beside it; then the frame's NATS request (frame);
-//  4. the re-check's reads with the agent's session pointer and the session's record,
-//     before any pixel leaves.
+//  4. the re-check's reads with the session's record (a session stops being the agent's
+//     current one only by being stopped, session.Store.Start), before any pixel leaves.
 //
 // The owner replica makes none (it checks the request's proof, Grants.Vouched), and the
 // broker's consume call one (Grants.Consume): five for a view that is served.

@@ -9,6 +9,8 @@ import (
 	"errors"
 	"image"
 	"image/jpeg"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,8 +29,9 @@ import (
 	"github.com/agentfy/agentfy/wire"
 )
 
-// TestViewRoundTrips counts the Redis round trips of views on a real redis-server: a
-// command alone or a pipeline, each on the client of the process that makes it. A
+// TestViewRoundTrips counts the Redis round trips of views on a real redis-server (a
+// command alone or a pipeline, each on the client of the process that makes it) and
+// the commands the server ran for them (15 for a served view, 9 for a 429). A
 // served view makes five in all: four at the requesting replica (the first check's
 // reads with the session pointer, the session's record, the gate with the grant, the
 // re-check) and one at the consume route (the broker pass and the grant in one
@@ -89,11 +92,15 @@ func TestViewRoundTrips(t *testing.T) {
 		Directory: dir, Creds: creds, Requester: owner, Namespace: mustNamespace(t, dep), Log: testenv.Logger(t),
 	})
 	rules := access.New(dir)
+	stats := testenv.RedisClient(t, srv, 0) // reads the server's counts, outside the counted clients
+	var commands int                        // the server's, in the last look
 	look := func(user string) (res view.Result, atReplica, atConsume int32, err error) {
 		t.Helper()
 		replicaTrips.Store(0)
 		consumeTrips.Store(0)
+		before := commandCalls(ctx, t, stats)
 		res, err = svc.View(ctx, "agent-1", "user:"+user, rules.Member(user, "agent-1"))
+		commands = commandCalls(ctx, t, stats) - before
 		return res, replicaTrips.Load(), consumeTrips.Load(), err
 	}
 
@@ -114,10 +121,23 @@ func TestViewRoundTrips(t *testing.T) {
 	if atReplica != 4 || atConsume != 1 || owner.proven.Load() != 2 {
 		t.Errorf("a served view: %d round trips at the requesting replica and %d at the consume route (%d proofs checked), want 4 and 1", atReplica, atConsume, owner.proven.Load())
 	}
+	// Its commands, as the server counts them (a script's own included): the first
+	// check 3 (the agent's record, the membership, the session pointer), the session's
+	// record 1, the gate 3 (its script and two SETs) and the grant 1, the re-check 3
+	// (the agent's record, the membership, the session's record), the consume 4 (its
+	// script, the pass's HMGET, the grant's GET and DEL).
+	if commands != servedViewCommands {
+		t.Errorf("a served view: %d Redis commands, want %d", commands, servedViewCommands)
+	}
 	// Refused by the gate: the grant written beside the decision is deleted again.
 	_, atReplica, atConsume, err = look("u-alice")
 	if !errors.Is(err, view.ErrRateLimited) || atReplica != 4 || atConsume != 0 {
 		t.Errorf("a refused view: %v in %d and %d round trips, want 429 in 4 (the delete included) and 0", err, atReplica, atConsume)
+	}
+	// The first check 3, the session 1, the gate 3 (its script, the window's SET, the
+	// pace's PTTL), the grant's SET and DEL.
+	if commands != 9 {
+		t.Errorf("a refused view: %d Redis commands, want 9", commands)
 	}
 	if n := len(replica.Keys(ctx, "agentfy:"+dep+":cap:*").Val()); n != 0 {
 		t.Errorf("%d grants left in Redis, want none", n)
@@ -130,6 +150,39 @@ func TestViewRoundTrips(t *testing.T) {
 	if err != nil || res.Live || atReplica > 3 {
 		t.Errorf("a view of a stopped session: %+v, %v in %d round trips, want live:false in at most 3", res, err, atReplica)
 	}
+}
+
+// servedViewCommands is what a served view costs Redis in commands (BENCHMARKS.md §7
+// measures it per frame under load).
+const servedViewCommands = 15
+
+// commandCalls is how many commands the server has run, as INFO commandstats counts them
+// (a script's own commands included), but for the connections' own (HELLO, CLIENT,
+// SELECT, AUTH, PING) and this reading's INFO.
+func commandCalls(ctx context.Context, t *testing.T, rdb redis.UniversalClient) int {
+	t.Helper()
+	info, err := rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		switch strings.TrimPrefix(name, "cmdstat_") {
+		case "info", "hello", "client|setinfo", "client", "select", "auth", "ping":
+			continue
+		}
+		calls, _, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
+		c, err := strconv.Atoi(calls)
+		if err != nil {
+			t.Fatalf("commandstats line %q: %v", line, err)
+		}
+		n += c
+	}
+	return n
 }
 
 // ownerAndBroker is a view.Requester that plays the owner replica, the worker and the
