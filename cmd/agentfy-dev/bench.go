@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/rs/zerolog"
@@ -28,8 +29,23 @@ func cmdBench(ctx context.Context, args []string, stdout io.Writer) error {
 	verbose := fs.Bool("v", false, "log the stack's warnings")
 	capacity := fs.Bool("capacity", false, "run the capacity suite alone and put its section in place of the report's section 7")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the end-to-end suite to this `file`, of its tracing comparison to file.tracing, of the fast paths to file.fastpaths, of the CPU windows to file.footprint and of the capacity ceiling's steps to file.capacity-N.PROCESS (go tool pprof)")
+	levels := fs.String("levels", "", "with -capacity: the live sessions of each level, comma-separated and growing (default 100,1000,10000), without the ceiling search; prints the section and writes nothing")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	var capacityLevels []int
+	if *levels != "" {
+		if !*capacity {
+			return errors.New("bench: -levels needs -capacity")
+		}
+		for _, f := range strings.Split(*levels, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 || (len(capacityLevels) > 0 && n <= capacityLevels[len(capacityLevels)-1]) {
+				return fmt.Errorf("bench: -levels %q: want growing positive counts, like 100,10000", *levels)
+			}
+			capacityLevels = append(capacityLevels, n)
+		}
+		*out = "-"
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("bench: unexpected arguments %q", fs.Args())
@@ -56,7 +72,7 @@ func cmdBench(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	res, err := bench.Run(ctx, bench.Options{
 		Root: root, Quick: *quick, Chromium: *chromium, CPUProfile: *cpuProfile,
-		Self: []string{self, "bench-node"}, CapacityOnly: *capacity,
+		Self: []string{self, "bench-node"}, CapacityOnly: *capacity, CapacityLevels: capacityLevels,
 		Command:  strings.TrimSpace("go run ./cmd/agentfy-dev bench " + strings.Join(args, " ")),
 		Log:      zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: "15:04:05"}).Level(level).With().Timestamp().Logger(),
 		Progress: progress,

@@ -144,6 +144,9 @@ type Options struct {
 	Self []string
 	// CapacityOnly runs the capacity suite alone.
 	CapacityOnly bool
+	// CapacityLevels, when set, are the live sessions of the capacity suite's levels
+	// in place of the full run's, and the ceiling is not searched: a diagnostic run.
+	CapacityLevels []int
 }
 
 // Run starts the stacks, runs every suite in turn (none beside another) and returns
@@ -187,6 +190,9 @@ func Run(ctx context.Context, opts Options) (*Results, error) {
 		co := fullCapacity()
 		if opts.Quick {
 			co = quickCapacity()
+		}
+		if len(opts.CapacityLevels) > 0 {
+			co.agents, co.ceiling = opts.CapacityLevels, nil
 		}
 		c, err := benchCapacity(ctx, co, opts.Self, profileOf(opts.CPUProfile, "capacity"), opts.Log, progress)
 		if err != nil {

@@ -143,6 +143,9 @@ type capacityPhase struct {
 	// Sched is each Go process's scheduling over the window (runtime/metrics): how long
 	// goroutines waited runnable, and the collector's pauses.
 	Sched map[string]schedWindow `json:"sched"`
+	// GC is how the window's frames met the collections of the replicas and of the
+	// farms (gcReplicas, farmsProcess), from their collector traces.
+	GC map[string]gcOverlap `json:"gc"`
 	// Per frame, net of the idle rate: Redis commands (INFO commandstats), the
 	// replicas' Redis round trips (agentfy_redis_round_trips_total) and NATS messages
 	// and bytes delivered (the server's OutMsgs, OutBytes).
@@ -722,6 +725,7 @@ func (c *capacity) phase(ctx context.Context, watched, per int, window time.Dura
 	}
 	p.Work = summarize(work)
 	var lat []time.Duration
+	var frames []frameSpan
 	for _, o := range outcomes {
 		if o.fired.Before(warmEnd) || !o.fired.Before(end) {
 			continue
@@ -733,6 +737,7 @@ func (c *capacity) phase(ctx context.Context, watched, per int, window time.Dura
 		case o.frame:
 			p.Frames++
 			lat = append(lat, o.latency)
+			frames = append(frames, frameSpan{fired: o.fired, latency: o.latency})
 		case o.status == http.StatusTooManyRequests:
 			p.Limited++
 		case o.status != http.StatusServiceUnavailable:
@@ -745,6 +750,7 @@ func (c *capacity) phase(ctx context.Context, watched, per int, window time.Dura
 		}
 	}
 	p.Latency = summarize(lat)
+	p.GC = c.gcOverlaps(frames, warmEnd, end)
 	p.Wall = s1.at.Sub(s0.at)
 	wall := p.Wall.Seconds()
 	p.Cores = map[string]float64{}
@@ -983,8 +989,10 @@ type capNode struct {
 	cmd  *exec.Cmd
 	in   io.WriteCloser
 	out  *bufio.Scanner
-	logs *testenv.Buffer
-	mu   sync.Mutex // one call at a time
+	logs *testenv.Buffer // its standard error: its log and its collector's trace
+	mu   sync.Mutex      // one call at a time
+	// started is when the process started, as it said in its last scheduler reading.
+	started time.Time
 }
 
 // watchedAtMost is how many agents, the first ones, any step watches.
@@ -1009,6 +1017,9 @@ func (c *capacity) startNode(ctx context.Context, name, role string, background 
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...) //nolint:gosec // this program, as a bench node
 	n := &capNode{name: name, cmd: cmd, logs: &testenv.Buffer{}}
 	cmd.Stderr = n.logs
+	// The collector's trace dates each cycle, so that a window's frames can be set
+	// against the collections that ran beside them (overlapGC).
+	cmd.Env = withGCTrace(os.Environ())
 	if n.in, err = cmd.StdinPipe(); err != nil {
 		return nil, err
 	}
@@ -1035,7 +1046,7 @@ func (n *capNode) read(v any) error {
 		if err == nil {
 			err = io.EOF
 		}
-		return fmt.Errorf("%s ended (%w): %s", n.name, err, lastLines(n.logs.String(), 5))
+		return fmt.Errorf("%s ended (%w): %s", n.name, err, lastLines(withoutGCTrace(n.logs.String()), 5))
 	}
 	if v == nil {
 		return nil
@@ -1088,6 +1099,34 @@ type schedWindow struct {
 	GCPauses   int           `json:"gcPauses"`
 	GCPauseP99 time.Duration `json:"gcPauseP99"`
 	GCPauseSum time.Duration `json:"gcPauseSum"`
+	// The collector's CPU in the window, its assists' part, and its cycles.
+	GCCPU    time.Duration `json:"gcCPU"`
+	GCAssist time.Duration `json:"gcAssist"`
+	GCCycles int           `json:"gcCycles"`
+	// What the last cycle in the window scanned (the farms': summed), bytes.
+	ScanStack uint64 `json:"scanStack"`
+	ScanHeap  uint64 `json:"scanHeap"`
+}
+
+// gcReplicas names the replicas together in GC overlaps.
+const gcReplicas = "replicas"
+
+// gcOverlaps sets the frames of the window [from, to) against the collections of the
+// replicas and of the farms.
+func (c *capacity) gcOverlaps(frames []frameSpan, from, to time.Time) map[string]gcOverlap {
+	spans := func(nodes []*capNode) []gcSpan {
+		var out []gcSpan
+		for _, n := range nodes {
+			if !n.started.IsZero() {
+				out = append(out, gcSpans(n.logs.String(), n.started)...)
+			}
+		}
+		return out
+	}
+	return map[string]gcOverlap{
+		gcReplicas:   overlapGC(frames, spans(c.replicas), from, to),
+		farmsProcess: overlapGC(frames, spans(c.farms), from, to),
+	}
 }
 
 // scheds reads the scheduling figures of every Go process of the run but the bench's
@@ -1099,8 +1138,11 @@ func (c *capacity) scheds() (map[string]schedHist, error) {
 		if err := n.call("sched", &h); err != nil {
 			return err
 		}
+		n.started = time.Unix(0, h.Started)
 		prev := out[name]
-		out[name] = schedHist{Latencies: prev.Latencies.add(h.Latencies), GCPauses: prev.GCPauses.add(h.GCPauses)}
+		out[name] = schedHist{Latencies: prev.Latencies.add(h.Latencies), GCPauses: prev.GCPauses.add(h.GCPauses),
+			GCCPU: prev.GCCPU + h.GCCPU, GCAssist: prev.GCAssist + h.GCAssist, GCCycles: prev.GCCycles + h.GCCycles,
+			ScanStack: prev.ScanStack + h.ScanStack, ScanHeap: prev.ScanHeap + h.ScanHeap}
 		return nil
 	}
 	for _, n := range c.replicas {
@@ -1184,6 +1226,11 @@ func schedWindows(before, after map[string]schedHist) map[string]schedWindow {
 		w.LatencyP99, _ = lat.quantile(0.99)
 		w.GCPauseP99, w.GCPauses = gc.quantile(0.99)
 		w.GCPauseSum = gc.sum()
+		b := before[name]
+		w.GCCPU = time.Duration((a.GCCPU - b.GCCPU) * float64(time.Second))
+		w.GCAssist = time.Duration((a.GCAssist - b.GCAssist) * float64(time.Second))
+		w.GCCycles = int(a.GCCycles - b.GCCycles)
+		w.ScanStack, w.ScanHeap = a.ScanStack, a.ScanHeap
 		out[name] = w
 	}
 	return out

@@ -173,6 +173,19 @@ type natsCounters struct {
 type schedHist struct {
 	Latencies hist `json:"latencies"`
 	GCPauses  hist `json:"gcPauses"`
+	// The collector's CPU (/cpu/classes/gc/total:cpu-seconds: its workers, its
+	// pauses and the assists), the part of it that goroutines did instead of their
+	// own work when they allocated during a cycle (/cpu/classes/gc/mark/assist), and
+	// the cycles finished.
+	GCCPU    float64 `json:"gcCPU"`
+	GCAssist float64 `json:"gcAssist"`
+	GCCycles uint64  `json:"gcCycles"`
+	// What the last cycle scanned: goroutine stacks and heap, bytes.
+	ScanStack uint64 `json:"scanStack"`
+	ScanHeap  uint64 `json:"scanHeap"`
+	// Started is when the process started (nodeStarted), Unix ns: its collector
+	// trace dates cycles from it.
+	Started int64 `json:"started"`
 }
 
 // hist is a runtime/metrics Float64Histogram: Counts[i] in [Buckets[i], Buckets[i+1]).
@@ -183,10 +196,26 @@ type hist struct {
 
 // readSched reads this process's scheduler figures.
 func readSched() schedHist {
-	samples := []metrics.Sample{{Name: "/sched/latencies:seconds"}, {Name: "/sched/pauses/total/gc:seconds"}}
+	samples := []metrics.Sample{{Name: "/sched/latencies:seconds"}, {Name: "/sched/pauses/total/gc:seconds"},
+		{Name: "/cpu/classes/gc/total:cpu-seconds"}, {Name: "/cpu/classes/gc/mark/assist:cpu-seconds"}, {Name: "/gc/cycles/total:gc-cycles"},
+		{Name: "/gc/scan/stack:bytes"}, {Name: "/gc/scan/heap:bytes"}}
 	metrics.Read(samples)
-	var out schedHist
-	for i, h := range []*hist{&out.Latencies, &out.GCPauses} {
+	out := schedHist{Started: nodeStarted.UnixNano()}
+	for i, v := range []*uint64{&out.ScanStack, &out.ScanHeap} {
+		if samples[5+i].Value.Kind() == metrics.KindUint64 {
+			*v = samples[5+i].Value.Uint64()
+		}
+	}
+	if samples[2].Value.Kind() == metrics.KindFloat64 {
+		out.GCCPU = samples[2].Value.Float64()
+	}
+	if samples[3].Value.Kind() == metrics.KindFloat64 {
+		out.GCAssist = samples[3].Value.Float64()
+	}
+	if samples[4].Value.Kind() == metrics.KindUint64 {
+		out.GCCycles = samples[4].Value.Uint64()
+	}
+	for i, h := range []*hist{&out.Latencies, &out.GCPauses} { // the first two
 		if samples[i].Value.Kind() != metrics.KindFloat64Histogram {
 			continue
 		}

@@ -649,7 +649,7 @@ func renderProcesses(b *strings.Builder, first, last capacityLevel) {
 	if len(a.Sched) == 0 || len(z.Sched) == 0 {
 		return
 	}
-	fmt.Fprintf(b, "**Process by process**, one viewer per watched agent, at %d and at %d live sessions: CPU (cores, gross), how long runnable goroutines waited to run (the scheduler's latency, p50 and p99 of every wait in the window, bucket upper bounds) and the collector's stop-the-world pauses (count, p99, total):\n\n", first.Agents, last.Agents)
+	fmt.Fprintf(b, "**Process by process**, one viewer per watched agent, at %d and at %d live sessions: CPU (cores, gross), how long runnable goroutines waited to run (the scheduler's latency, p50 and p99 of every wait in the window, bucket upper bounds) the collector's stop-the-world pauses (count, p99, total) and its CPU (ms over the window, cycles, and the part of it done by goroutines that allocated during a cycle, its assists):\n\n", first.Agents, last.Agents)
 	var rows [][]string
 	for _, name := range []string{"replica-a", "replica-b", farmsProcess, natsProcess, redisProcess, benchProcess} {
 		row := []string{name}
@@ -670,18 +670,54 @@ func renderProcesses(b *strings.Builder, first, last capacityLevel) {
 				row = append(row, "—")
 			}
 		}
+		for _, ph := range []capacityPhase{a, z} {
+			if w, ok := ph.Sched[name]; ok {
+				row = append(row, fmt.Sprintf("%.0f ms, %d cycles, assists %.0f ms; scanned %s of stacks, %s of heap", msf(w.GCCPU), w.GCCycles, msf(w.GCAssist), mib(float64(w.ScanStack)), mib(float64(w.ScanHeap))))
+			} else {
+				row = append(row, "—")
+			}
+		}
 		rows = append(rows, row)
 	}
 	at := func(s string) []string {
 		return []string{s + " at " + strconv.Itoa(first.Agents), s + " at " + strconv.Itoa(last.Agents)}
 	}
-	head := append(append(append([]string{"process"}, at("cores")...), at("sched µs p50 / p99")...), at("GC pauses")...)
+	head := append(append(append(append([]string{"process"}, at("cores")...), at("sched µs p50 / p99")...), at("GC pauses")...), at("GC CPU")...)
 	mdTable(b, head, rows)
+	renderGCOverlap(b, first, last)
 	if len(first.Profile) > 0 && len(last.Profile) > 0 {
 		fmt.Fprintf(b, "replica-a's CPU profile in those windows, at %d live sessions:\n\n```\n%s\n```\n\nand at %d:\n\n```\n%s\n```\n\n",
 			first.Agents, strings.Join(first.Profile, "\n"), last.Agents, strings.Join(last.Profile, "\n"))
 	}
 }
+
+// renderGCOverlap sets the frames of the first and the last level's one-viewer windows
+// against the collections of the replicas and of the farms.
+func renderGCOverlap(b *strings.Builder, first, last capacityLevel) {
+	a, z := first.Phases[0], last.Phases[0]
+	if len(a.GC) == 0 || len(z.GC) == 0 {
+		return
+	}
+	b.WriteString("**The frames and the collections**, in the same windows: each process's collector trace (`GODEBUG=gctrace=1`) dates its cycles, from the start to the end of the mark termination; a frame met a collection when its request (from the poll to the decoded body) overlapped one. Busy is the share of the window during which at least one of the processes was collecting:\n\n")
+	var rows [][]string
+	for _, lv := range []capacityLevel{first, last} {
+		for _, group := range []string{gcReplicas, farmsProcess} {
+			o, ok := lv.Phases[0].GC[group]
+			if !ok || o.Frames == 0 {
+				continue
+			}
+			rows = append(rows, []string{strconv.Itoa(lv.Agents), group, strconv.Itoa(o.Cycles),
+				fmt.Sprintf("%.1f %%", 100*o.Busy),
+				fmt.Sprintf("%d of %d (%.1f %%)", o.Met, o.Frames, 100*float64(o.Met)/float64(o.Frames)),
+				fmt.Sprintf("%d of %d", o.SlowestMet, o.Slowest),
+				ms(o.P99Met), ms(o.P99Clear)})
+		}
+	}
+	mdTable(b, []string{"agents", "processes", "cycles", "busy", "frames that met one", "of the slowest 1 %", "p99 ms of those", "p99 ms of the others"}, rows)
+}
+
+// msf is d in milliseconds.
+func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // us is d in microseconds.
 func us(d time.Duration) string { return strconv.FormatInt(d.Microseconds(), 10) }
