@@ -66,5 +66,11 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The hello is small: a larger first message ends the socket before it is read
 	// whole (the limit is raised once the hello passed).
 	ws.SetReadLimit(jsonrpc.MaxHelloBytes)
-	h.serve(context.WithoutCancel(r.Context()), ws, sess)
+	// The socket is served on a goroutine of its own and the handler returns: the
+	// HTTP server's goroutine ends at the upgrade, and with it its deep stack (the
+	// router's and the middlewares' frames) and the request's records. What a replica
+	// keeps per worker is the socket's goroutine alone, whose stack the collector scans
+	// every cycle: a third of its scan work with 5,000 workers (BENCHMARKS.md §7). The
+	// route's request log line is written at the upgrade.
+	go h.serve(context.WithoutCancel(r.Context()), ws, sess)
 }

@@ -159,6 +159,10 @@ type Hub struct {
 
 	wg sync.WaitGroup
 
+	// serving counts the sockets served now, from the upgrade to the end of their
+	// goroutine (Serving).
+	serving atomic.Int64
+
 	// Counts of the view requests that arrived on the bus: relayed to a worker, refused
 	// because no replica stored their grant, or answered busy by the pace.
 	ViewsRelayed, ViewsRefused, ViewsPaced atomic.Int64
@@ -207,6 +211,11 @@ func (h *Hub) Conns() int {
 	defer h.mu.Unlock()
 	return len(h.conns)
 }
+
+// Serving is the number of worker sockets this replica serves now, from the upgrade to
+// the end of the socket's goroutine: Conns and the sockets not registered yet or
+// closing.
+func (h *Hub) Serving() int { return int(h.serving.Load()) }
 
 // RelayWaiters is the number of view requests relayed now, over all connections.
 func (h *Hub) RelayWaiters() int {

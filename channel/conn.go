@@ -61,6 +61,8 @@ type Conn struct {
 var errConnClosed = errors.New("channel: connection closed")
 
 func (h *Hub) serve(parent context.Context, ws *websocket.Conn, sess session.Session) {
+	h.serving.Add(1)
+	defer h.serving.Add(-1) // last: after the socket closed
 	ctx, cancel := context.WithCancel(parent)
 	c := &Conn{
 		hub: h, ws: ws, session: sess, ctx: ctx, cancel: cancel,

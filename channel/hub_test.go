@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,7 +65,6 @@ type hubEnv struct {
 	events   eventLog
 	clock    *testenv.Clock
 	relays   *testenv.Clock // the hub's relay clock (Config.RelayClock)
-	serving  atomic.Int32   // hub handlers running
 }
 
 // refillPace fills the relay pace of the hub's connections, as if each had been quiet
@@ -98,11 +96,7 @@ func newHubEnv(t *testing.T, s *servers, hubSessions func(*hubEnv) *session.Stor
 		ReplicaID: "r1", Creds: e.creds, Sessions: sessions, Grants: e.features, NATS: s.owner,
 		Namespace: ns, Events: e.events, Log: testenv.Logger(t), Now: e.clock.Now, RelayClock: e.relays.Now,
 	})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		e.serving.Add(1)
-		defer e.serving.Add(-1)
-		e.hub.ServeHTTP(w, r)
-	}))
+	srv := httptest.NewServer(e.hub)
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -587,7 +581,7 @@ func TestHubRelaysView(t *testing.T) {
 		if !errors.As(r.err, &re) || re.Code != wire.ReasonNoChannel {
 			t.Fatalf("reply %v, want no_channel", r.err)
 		}
-		testenv.WaitFor(t, 5*time.Second, "the hub to let the socket go", func() bool { return e.serving.Load() == 0 })
+		testenv.WaitFor(t, 5*time.Second, "the hub to let the socket go", func() bool { return e.hub.Serving() == 0 })
 		got, err := e.sessions.Get(ctx, sess.ID)
 		if err != nil || got.Stopped || got.Owner != "" {
 			t.Fatalf("session %+v %v, want live and detached: a lost socket never stops it", got, err)
@@ -840,7 +834,7 @@ func TestHubReconnectKeepsOwner(t *testing.T) {
 	oldClosed := watchClose(ctx, old)
 	e.attach(t, ctx, sess, passes.Worker, []string{wire.FeatureBrowserView})
 	closed(t, ctx, oldClosed)
-	testenv.WaitFor(t, 5*time.Second, "the old connection's handler to end", func() bool { return e.serving.Load() == 1 })
+	testenv.WaitFor(t, 5*time.Second, "the old connection's socket to end", func() bool { return e.hub.Serving() == 1 })
 	if e.hub.Conns() != 1 {
 		t.Fatalf("Conns = %d, want 1", e.hub.Conns())
 	}
@@ -958,7 +952,7 @@ func TestHubDropsAWorkerThatDoesNotAnswerPings(t *testing.T) {
 	silent, silentPasses := e.start(t, ctx)
 	answered := watchClose(ctx, e.attach(t, ctx, answering, answeringPasses.Worker, []string{wire.FeatureBrowserView}))
 	e.attach(t, ctx, silent, silentPasses.Worker, []string{wire.FeatureBrowserView}) // never read again: no pong
-	testenv.WaitFor(t, 10*time.Second, "the hub to drop the silent worker", func() bool { return e.serving.Load() == 1 })
+	testenv.WaitFor(t, 10*time.Second, "the hub to drop the silent worker", func() bool { return e.hub.Serving() == 1 })
 	if n := strings.Count(logs.String(), "worker did not answer a ping"); n != 1 {
 		t.Fatalf("%d ping timeouts logged, want the silent worker's alone:\n%s", n, logs)
 	}
