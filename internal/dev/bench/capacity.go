@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -46,7 +47,7 @@ type capacityOptions struct {
 func fullCapacity() capacityOptions {
 	return capacityOptions{
 		agents: []int{100, 1000, 10000}, watched: 100,
-		settle: 20 * time.Second, idle: 15 * time.Second, warm: 5 * time.Second, window: 30 * time.Second,
+		settle: 20 * time.Second, idle: 15 * time.Second, warm: 5 * time.Second, window: 60 * time.Second,
 		ceiling: []int{200, 400, 800, 1000, 1200, 1600, 3200}, step: 15 * time.Second, farmSize: 2500,
 	}
 }
@@ -135,7 +136,11 @@ type capacityPhase struct {
 	Wrong           int            `json:"wrong"`   // frames of another agent
 	Wall            time.Duration  `json:"wall"`
 	Latency         dist           `json:"latency"` // of the frames, request to decoded body
-	Work            dist           `json:"work"`    // the stand-ins' sealing
+	// P99Low and P99High bound the p99 of the frames' latency with 95 % confidence
+	// (quantileInterval): a window's frames are a sample.
+	P99Low  time.Duration `json:"p99Low"`
+	P99High time.Duration `json:"p99High"`
+	Work    dist          `json:"work"` // the stand-ins' sealing
 	// ReplicaCPU is both replicas' CPU over the window net of their idle rate.
 	ReplicaCPU time.Duration `json:"replicaCPU"`
 	// Cores is each process's CPU over the window per second of it, gross.
@@ -451,6 +456,10 @@ func (c *capacity) addSessions(ctx context.Context, ids []string) error {
 		if err != nil {
 			return err
 		}
+		n.first = first
+		if background {
+			n.nice = backgroundNiceValue
+		}
 		started = append(started, n)
 		first += len(chunk)
 	}
@@ -660,6 +669,9 @@ type pollOutcome struct {
 // process's CPU profiles of the window go (profile.replica-a, … .bench).
 func (c *capacity) phase(ctx context.Context, watched, per int, window time.Duration, idle rates, profile string) (capacityPhase, error) {
 	p := capacityPhase{Watched: watched, ViewersPerAgent: per, Errors: map[string]int{}}
+	if err := c.niceFarms(watched); err != nil {
+		return p, err
+	}
 	var viewers []viewerSpec
 	for i, agent := range c.agents[:watched] {
 		base := c.replicas[i%2].url // a balancer spreads the viewers
@@ -750,6 +762,7 @@ func (c *capacity) phase(ctx context.Context, watched, per int, window time.Dura
 		}
 	}
 	p.Latency = summarize(lat)
+	p.P99Low, p.P99High = quantileInterval(lat, 0.99)
 	p.GC = c.gcOverlaps(frames, warmEnd, end)
 	p.Wall = s1.at.Sub(s0.at)
 	wall := p.Wall.Seconds()
@@ -993,6 +1006,8 @@ type capNode struct {
 	mu   sync.Mutex      // one call at a time
 	// started is when the process started, as it said in its last scheduler reading.
 	started time.Time
+	// A farm's first agent (an index into capacity.agents) and its nice value now.
+	first, nice int
 }
 
 // watchedAtMost is how many agents, the first ones, any step watches.
@@ -1000,8 +1015,52 @@ func (c *capacity) watchedAtMost() int {
 	return max(c.o.watched, slices.Max(append([]int{0}, c.o.ceiling...)))
 }
 
-// backgroundNice is the nice value of a farm of sessions that are never watched.
-const backgroundNice = "10"
+// backgroundNice is the nice value of a farm of sessions that are never watched, and of
+// one that the window at hand does not watch (niceFarms).
+const (
+	backgroundNice      = "10"
+	backgroundNiceValue = 10
+)
+
+// niceFarms sets each farm's priority for a window that watches the first watched
+// agents: a farm that holds one of them runs at the replicas' priority, one that does
+// not at backgroundNice, as a farm that no step watches: its workers stand for workers
+// on machines of their own, whose idle work does not take the replicas' cores.
+func (c *capacity) niceFarms(watched int) error {
+	for _, n := range c.farms {
+		want := backgroundNiceValue
+		if n.first < watched {
+			want = 0
+		}
+		if n.nice == want {
+			continue
+		}
+		if err := setNice(n.cmd.Process.Pid, want); err != nil {
+			return fmt.Errorf("%s: nice %d: %w", n.name, want, err)
+		}
+		n.nice = want
+	}
+	return nil
+}
+
+// setNice sets the nice value of every thread of process pid (Linux's nice is a
+// thread's; threads made later inherit their maker's).
+func setNice(pid, nice int) error {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return err
+	}
+	for _, t := range tasks {
+		tid, err := strconv.Atoi(t.Name())
+		if err != nil {
+			continue
+		}
+		if err := syscall.Setpriority(syscall.PRIO_PROCESS, tid, nice); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return err
+		}
+	}
+	return nil
+}
 
 // startNode starts this program as a bench node of role and sends it spec; background
 // runs it under nice(1).

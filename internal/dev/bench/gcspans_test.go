@@ -43,3 +43,22 @@ func TestGCSpansAndOverlap(t *testing.T) {
 		t.Fatalf("cut window: %+v", o)
 	}
 }
+
+func TestQuantileInterval(t *testing.T) {
+	ds := make([]time.Duration, 600)
+	for i := range ds {
+		ds[len(ds)-1-i] = time.Duration(i+1) * time.Millisecond // 600 … 1 ms, unsorted
+	}
+	low, high := quantileInterval(ds, 0.99)
+	// n·q = 594, 1.96·√(594·0.01) ≈ 4.78: ranks 589 and 599.
+	if low != 589*time.Millisecond || high != 599*time.Millisecond {
+		t.Fatalf("p99 interval = [%v, %v], want [589ms, 599ms]", low, high)
+	}
+	// Few samples: the bounds are clamped to the largest.
+	if low, high := quantileInterval(ds[:10], 0.99); low != 599*time.Millisecond || high != 600*time.Millisecond {
+		t.Fatalf("10 samples (600 … 591 ms): [%v, %v], want [599ms, 600ms]", low, high)
+	}
+	if low, high := quantileInterval(nil, 0.99); low != 0 || high != 0 {
+		t.Fatalf("no samples: [%v, %v]", low, high)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -182,4 +183,22 @@ func vmRSSOf(pid string) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no VmRSS in /proc/%s/status", pid)
+}
+
+// quantileInterval bounds the q-quantile of the distribution that ds are a sample of,
+// with 95 % confidence: the order statistics at the ranks n·q ∓ 1.96·√(n·q·(1−q)) (the
+// normal approximation of the binomial count of samples below the quantile). With
+// 600 samples the p99's bounds are about the 11th and the 2nd largest.
+func quantileInterval(ds []time.Duration, q float64) (low, high time.Duration) {
+	n := len(ds)
+	if n == 0 {
+		return 0, 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	nq := float64(n) * q
+	half := 1.96 * math.Sqrt(nq*(1-q))
+	lo := int(math.Floor(nq-half)) - 1 // ranks are 1-based
+	hi := int(math.Ceil(nq+half)) - 1
+	return s[max(0, min(lo, n-1))], s[max(0, min(hi, n-1))]
 }
