@@ -148,6 +148,11 @@ type capacityPhase struct {
 	// Sched is each Go process's scheduling over the window (runtime/metrics): how long
 	// goroutines waited runnable, and the collector's pauses.
 	Sched map[string]schedWindow `json:"sched"`
+	// ReplicaParts is the replicas' CPU in the window by part of their work
+	// (replicaParts), from their CPU profiles, when profiled; ReplicaPartsSyscalls is
+	// the part of each spent in system calls.
+	ReplicaParts         map[string]time.Duration `json:"replicaParts,omitempty"`
+	ReplicaPartsSyscalls map[string]time.Duration `json:"replicaPartsSyscalls,omitempty"`
 	// GC is how the window's frames met the collections of the replicas and of the
 	// farms (gcReplicas, farmsProcess), from their collector traces.
 	GC map[string]gcOverlap `json:"gc"`
@@ -727,6 +732,9 @@ func (c *capacity) phase(ctx context.Context, watched, per int, window time.Dura
 	p.Sched = schedWindows(h0, h1)
 	if err := stopProfiles(); err != nil {
 		return p, err
+	}
+	if profile != "" {
+		p.ReplicaParts, p.ReplicaPartsSyscalls = cpuParts(ctx, replicaParts, profile+".replica-a", profile+".replica-b")
 	}
 	wg.Wait() // the viewers, and every poll they fired
 	close(out)

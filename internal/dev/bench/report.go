@@ -621,6 +621,8 @@ func renderCapacity(b *strings.Builder, r *Results, full bool) {
 		p("\n\n")
 	}
 
+	renderParts(b, first, last, at)
+
 	held := 0.0 // the most frames/s of a step under the p99 limit without an error
 	for i, ph := range c.Ceiling {
 		if i != c.Crossed {
@@ -694,6 +696,50 @@ func renderProcesses(b *strings.Builder, first, last capacityLevel) {
 		fmt.Fprintf(b, "replica-a's CPU profile in those windows, at %d live sessions:\n\n```\n%s\n```\n\nand at %d:\n\n```\n%s\n```\n\n",
 			first.Agents, strings.Join(first.Profile, "\n"), last.Agents, strings.Join(last.Profile, "\n"))
 	}
+}
+
+// renderParts splits the replicas' CPU per frame by part of their work, from their CPU
+// profiles: the first and the last level's one-viewer windows and the ceiling's step.
+func renderParts(b *strings.Builder, first, last capacityLevel, at capacityPhase) {
+	windows := []struct {
+		name string
+		ph   capacityPhase
+	}{
+		{fmt.Sprintf("%d sessions", first.Agents), first.Phases[0]},
+		{fmt.Sprintf("%d sessions", last.Agents), last.Phases[0]},
+		{fmt.Sprintf("the ceiling's step (%d watched)", at.Watched), at},
+	}
+	for _, w := range windows {
+		if len(w.ph.ReplicaParts) == 0 || w.ph.Frames == 0 {
+			return
+		}
+	}
+	b.WriteString("**Where the replicas' CPU per frame goes**, from their CPU profiles of the same windows (both replicas; each sample given to the first part one of its frames names, in this order; gross, the idle work included, which the figures above take out at its idle rate; in brackets the part of it in system calls), ms per frame served:\n\n")
+	head := []string{"part"}
+	for _, w := range windows {
+		head = append(head, w.name)
+	}
+	names := make([]string, 0, len(replicaParts)+1)
+	for _, part := range replicaParts {
+		names = append(names, part.name)
+	}
+	names = append(names, otherPart)
+	totals := make([]time.Duration, len(windows))
+	var rows [][]string
+	for _, name := range names {
+		row := []string{name}
+		for i, w := range windows {
+			f := time.Duration(w.ph.Frames)
+			row = append(row, fmt.Sprintf("%s (%s)", ms(w.ph.ReplicaParts[name]/f), ms(w.ph.ReplicaPartsSyscalls[name]/f)))
+			totals[i] += w.ph.ReplicaParts[name] / f
+		}
+		rows = append(rows, row)
+	}
+	total := []string{"all"}
+	for _, t := range totals {
+		total = append(total, ms(t))
+	}
+	mdTable(b, head, append(rows, total))
 }
 
 // renderGCOverlap sets the frames of the first and the last level's one-viewer windows
