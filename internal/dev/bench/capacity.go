@@ -1169,7 +1169,7 @@ type schedWindow struct {
 	// The collector's CPU in the window, its assists' part, and its cycles.
 	GCCPU    time.Duration `json:"gcCPU"`
 	GCAssist time.Duration `json:"gcAssist"`
-	GCCycles int           `json:"gcCycles"`
+	GCCycles uint64        `json:"gcCycles"`
 	// What the last cycle in the window scanned (the farms': summed), bytes.
 	ScanStack uint64 `json:"scanStack"`
 	ScanHeap  uint64 `json:"scanHeap"`
@@ -1296,7 +1296,7 @@ func schedWindows(before, after map[string]schedHist) map[string]schedWindow {
 		b := before[name]
 		w.GCCPU = time.Duration((a.GCCPU - b.GCCPU) * float64(time.Second))
 		w.GCAssist = time.Duration((a.GCAssist - b.GCAssist) * float64(time.Second))
-		w.GCCycles = int(a.GCCycles - b.GCCycles)
+		w.GCCycles = a.GCCycles - b.GCCycles
 		w.ScanStack, w.ScanHeap = a.ScanStack, a.ScanHeap
 		out[name] = w
 	}

@@ -201,9 +201,15 @@ func readSched() schedHist {
 		{Name: "/gc/scan/stack:bytes"}, {Name: "/gc/scan/heap:bytes"}}
 	metrics.Read(samples)
 	out := schedHist{Started: nodeStarted.UnixNano()}
-	for i, v := range []*uint64{&out.ScanStack, &out.ScanHeap} {
-		if samples[5+i].Value.Kind() == metrics.KindUint64 {
-			*v = samples[5+i].Value.Uint64()
+	for _, m := range samples[5:] {
+		if m.Value.Kind() != metrics.KindUint64 {
+			continue
+		}
+		switch m.Name {
+		case "/gc/scan/stack:bytes":
+			out.ScanStack = m.Value.Uint64()
+		case "/gc/scan/heap:bytes":
+			out.ScanHeap = m.Value.Uint64()
 		}
 	}
 	if samples[2].Value.Kind() == metrics.KindFloat64 {
