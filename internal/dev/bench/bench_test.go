@@ -288,10 +288,30 @@ func TestBenchQuick(t *testing.T) {
 						t.Errorf("level %d: %s's scheduling %+v", l.Agents, name, w)
 					}
 				}
+				// Every frame was set against the collections of the replicas and the
+				// farms, whose traces dated at least their start; the one-viewer windows
+				// were profiled and their replicas' CPU split by part.
+				for _, group := range []string{gcReplicas, farmsProcess} {
+					if o := ph.GC[group]; o.Frames != ph.Frames || o.Met > o.Frames || o.Busy < 0 || o.Busy > 1 {
+						t.Errorf("level %d, %d viewers: %s's collections %+v for %d frames", l.Agents, ph.ViewersPerAgent, group, o, ph.Frames)
+					}
+				}
+				if ph.P99Low <= 0 || ph.P99Low > ph.Latency.P99 || ph.P99High < ph.Latency.P99 {
+					t.Errorf("level %d: p99 %v outside its bounds [%v, %v]", l.Agents, ph.Latency.P99, ph.P99Low, ph.P99High)
+				}
+				if ph.ViewersPerAgent == 1 {
+					var sum time.Duration
+					for _, d := range ph.ReplicaParts {
+						sum += d
+					}
+					if sum <= 0 || ph.ReplicaParts[replicaParts[3].name] <= 0 {
+						t.Errorf("level %d: the replicas' CPU by part %v, none in the view route", l.Agents, ph.ReplicaParts)
+					}
+				}
 			}
 		}
 		section := r.CapacityMarkdown()
-		for _, want := range []string{benchSections[6], "**Growth**", "**Process by process**", "**The ceiling**", "**Per 1,000 watched agents**", "| " + natsProcess + " |"} {
+		for _, want := range []string{benchSections[6], "**Growth**", "**Process by process**", "**The ceiling**", "**Per 1,000 watched agents**", "**Where the replicas' CPU per frame goes**", "**The frames and the collections**", "| " + natsProcess + " |"} {
 			if !strings.Contains(section, want) {
 				t.Errorf("section 7 lacks %q", want)
 			}
