@@ -159,6 +159,10 @@ type Hub struct {
 
 	wg sync.WaitGroup
 
+	// pings are the connections' next pings by due time (pinger.go).
+	pingMu sync.Mutex
+	pings  pingQueue // guarded by pingMu
+
 	// serving counts the sockets served now, from the upgrade to the end of their
 	// goroutine (Serving).
 	serving atomic.Int64

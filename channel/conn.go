@@ -106,7 +106,7 @@ func (h *Hub) serve(parent context.Context, ws *websocket.Conn, sess session.Ses
 	c.log.Info().Str("image", hello.ImageTag).Strs("features", hello.Features).Msg("worker attached")
 	c.publish(ctx, h.cfg.Sessions.Status(c.current(ctx)))
 
-	c.pingAt.Store(time.Now().Add(h.cfg.PingInterval).UnixNano()) // the hub's pingLoop
+	h.schedulePing(c, time.Now().Add(h.cfg.PingInterval).UnixNano()) // the hub's pingLoop
 	if err := c.readLoop(ctx); websocket.CloseStatus(err) == StatusSessionEnded {
 		// The worker's own end-of-session close: the one way a worker stops its session.
 		sctx := context.WithoutCancel(ctx)
