@@ -134,7 +134,8 @@ type capacityPhase struct {
 	Limited         int            `json:"limited"` // 429
 	Errors          map[string]int `json:"errors"`  // anything else, by status and reason
 	Wrong           int            `json:"wrong"`   // frames of another agent
-	Wall            time.Duration  `json:"wall"`
+	Wall            time.Duration  `json:"wall"`    // from the first counters' reading to the last
+	Window          time.Duration  `json:"window"`  // when the frames counted were fired
 	Latency         dist           `json:"latency"` // of the frames, request to decoded body
 	// P99Low and P99High bound the p99 of the frames' latency with 95 % confidence
 	// (quantileInterval): a window's frames are a sample.
@@ -166,19 +167,28 @@ type capacityPhase struct {
 }
 
 // perSecond is the frames served per second of the window.
+// The frames counted are those fired in the window (Window); the counters are read
+// over Wall, from the first reading to the last, which starts a little after the
+// window and ends a little after it: a figure per frame divides a counter's rate by the
+// frames' rate.
 func (p capacityPhase) perSecond() float64 {
-	if p.Wall <= 0 {
+	if p.Window <= 0 {
 		return 0
 	}
-	return float64(p.Frames) / p.Wall.Seconds()
+	return float64(p.Frames) / p.Window.Seconds()
 }
+
+// framesInWall is the frames served at the window's rate over Wall, the divisor of the
+// counters read over Wall.
+func (p capacityPhase) framesInWall() float64 { return p.perSecond() * p.Wall.Seconds() }
 
 // cpuPerFrame is the replicas' CPU per frame served, net of idle.
 func (p capacityPhase) cpuPerFrame() time.Duration {
-	if p.Frames == 0 {
+	f := p.framesInWall()
+	if f <= 0 {
 		return 0
 	}
-	return p.ReplicaCPU / time.Duration(p.Frames)
+	return time.Duration(float64(p.ReplicaCPU) / f)
 }
 
 // errorCount is how many polls failed for another reason than the gate.
@@ -772,7 +782,7 @@ func (c *capacity) phase(ctx context.Context, watched, per int, window time.Dura
 	p.Latency = summarize(lat)
 	p.P99Low, p.P99High = quantileInterval(lat, 0.99)
 	p.GC = c.gcOverlaps(frames, warmEnd, end)
-	p.Wall = s1.at.Sub(s0.at)
+	p.Wall, p.Window = s1.at.Sub(s0.at), end.Sub(warmEnd)
 	wall := p.Wall.Seconds()
 	p.Cores = map[string]float64{}
 	for name, v := range s1.cpu {
@@ -780,7 +790,7 @@ func (c *capacity) phase(ctx context.Context, watched, per int, window time.Dura
 	}
 	p.ReplicaCPU = time.Duration(((p.Cores["replica-a"]+p.Cores["replica-b"])*wall - idle.replicaCPU().Seconds()*wall) * float64(time.Second))
 	if p.Frames > 0 {
-		f := float64(p.Frames)
+		f := p.framesInWall()
 		p.RedisCommands = (float64(s1.redisCalls-s0.redisCalls) - idle.redisCommands*wall) / f
 		p.RedisTrips = (float64(s1.redisTrips-s0.redisTrips) - idle.redisTrips*wall) / f
 		p.NATSMsgs = (float64(s1.natsOut-s0.natsOut) - idle.natsMsgs*wall) / f
