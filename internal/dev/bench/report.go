@@ -623,10 +623,39 @@ func renderCapacity(b *strings.Builder, r *Results, full bool) {
 
 	renderParts(b, first, last, at)
 
-	held := 0.0 // the most frames/s of a step under the p99 limit without an error
+	// The most frames/s of a step under the p99 limit without an error: the step's
+	// offered rate when every poll fired in its window was answered with a frame (the
+	// frames counted in a 15-s window move by about 2 % with the polls' jitter), what
+	// was counted otherwise.
+	held, heldText := 0.0, ""
 	for i, ph := range c.Ceiling {
-		if i != c.Crossed {
-			held = max(held, ph.perSecond())
+		if i == c.Crossed || ph.errorCount() > 0 {
+			continue
+		}
+		rate, text := ph.perSecond(), " frames/s"
+		if ph.Frames == ph.Polls && ph.Polls > 0 {
+			rate = float64(ph.Watched) / pollInterval.Seconds()
+			text = fmt.Sprintf(" frames/s offered, every poll served (%s counted in the window)", f1(ph.perSecond()))
+		}
+		if rate > held {
+			held, heldText = rate, text
+		}
+	}
+	// The p99's growth is judged by the bounds of each p99 (quantileInterval): met when
+	// even the largest growth they allow is within the limit, not met when even the
+	// smallest is not, undecided between.
+	a0, z0 := first.Phases[0], last.Phases[0]
+	growthLow, growthHigh := ratio(z0.P99Low, a0.P99High), ratio(z0.P99High, a0.P99Low)
+	growthText, growthStatus := fx(p99Growth), met(p99Growth <= growthLimit)
+	if a0.P99Low > 0 && z0.P99Low > 0 {
+		growthText = fmt.Sprintf("%s (95 %%: %s to %s)", fx(p99Growth), fx(growthLow), fx(growthHigh))
+		switch {
+		case growthHigh <= growthLimit:
+			growthStatus = met(true)
+		case growthLow > growthLimit:
+			growthStatus = met(false)
+		default:
+			growthStatus = "**undecided** by this sample"
 		}
 	}
 	one := last.Phases[0]
@@ -635,13 +664,13 @@ func renderCapacity(b *strings.Builder, r *Results, full bool) {
 		maxCmds = max(maxCmds, ph.RedisCommands)
 	}
 	goals := [][]string{
-		{"p99 of a view at the largest level within " + fx(growthLimit) + " of the smallest, one viewer per watched agent", fx(p99Growth), met(p99Growth <= growthLimit)},
+		{"p99 of a view at the largest level within " + fx(growthLimit) + " of the smallest, one viewer per watched agent", growthText, growthStatus},
 		{"the replicas' CPU per frame at the largest level within " + fx(growthLimit) + " of the smallest", fx(cpuGrowth), met(cpuGrowth <= growthLimit)},
 		{fmt.Sprintf("a replica holds %d idle worker connections in at most 64 KiB of RSS and %d goroutines each", last.Agents, goroutinesPerConn), kib(last.RSSPerConn) + ", " + strconv.FormatFloat(last.GoroutinesPerConn, 'f', 2, 64), met(last.RSSPerConn <= rssPerConnLimit && math.Round(100*last.GoroutinesPerConn) <= 100*goroutinesPerConn)},
 		{"at the ceiling, the replicas' own CPU per frame at most " + ms(cpuPerViewLimit) + " ms", ms(at.cpuPerFrame()) + " ms", met(at.Frames > 0 && at.cpuPerFrame() <= cpuPerViewLimit)},
 		{fmt.Sprintf("Redis round trips per frame at most %d (the largest level, one viewer each)", tripsPerViewLimit), f1(one.RedisTrips), met(one.Frames > 0 && math.Round(10*one.RedisTrips) <= 10*tripsPerViewLimit)},
 		{fmt.Sprintf("Redis commands per frame at most %d (the largest level, one and three viewers each)", cmdsPerViewLimit), f1(one.RedisCommands) + " and " + f1(maxCmds), met(math.Round(10*maxCmds) <= 10*cmdsPerViewLimit)},
-		{fmt.Sprintf("the ceiling under a %s ms p99 at the largest level at least %d frames/s", ms(ceilingP99), ceilingGoal), f1(held) + " frames/s", met(held >= ceilingGoal)},
+		{fmt.Sprintf("the ceiling under a %s ms p99 at the largest level at least %d frames/s", ms(ceilingP99), ceilingGoal), f1(held) + heldText, met(held >= ceilingGoal)},
 		{"no error but 429 below the ceiling; no frame of another agent", belowText(c), met(belowClean(c))},
 	}
 	mdTable(b, []string{"goal", "measured", ""}, goals)
