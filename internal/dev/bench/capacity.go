@@ -17,7 +17,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -463,18 +462,16 @@ func (c *capacity) addSessions(ctx context.Context, ids []string) error {
 	for chunk := range slices.Chunk(workers, c.o.farmSize) {
 		name := fmt.Sprintf("farm-%d", len(c.farms)+len(started)+1)
 		// A farm of sessions that no step ever watches stands for workers on machines of
-		// their own: it runs below the others' priority, so that its idle work (the
-		// pings of thousands of sockets, its collections) does not take the replicas'
-		// cores at random. The farms of watched agents, on the view path, do not.
+		// their own: it runs in the background (setBackground), so that its idle work
+		// (the pings of thousands of sockets, its collections) does not take the
+		// replicas' cores at random. The farms of watched agents, on the view path, do
+		// not.
 		background := first >= c.watchedAtMost()
 		n, err := c.startNode(ctx, name, nodeFarm, background, farmSpec{Dir: filepath.Join(c.dir, name), ConsumeURLs: urls, Workers: chunk})
 		if err != nil {
 			return err
 		}
-		n.first = first
-		if background {
-			n.nice = backgroundNiceValue
-		}
+		n.first, n.background = first, background
 		started = append(started, n)
 		first += len(chunk)
 	}
@@ -684,7 +681,7 @@ type pollOutcome struct {
 // process's CPU profiles of the window go (profile.replica-a, … .bench).
 func (c *capacity) phase(ctx context.Context, watched, per int, window time.Duration, idle rates, profile string) (capacityPhase, error) {
 	p := capacityPhase{Watched: watched, ViewersPerAgent: per, Errors: map[string]int{}}
-	if err := c.niceFarms(watched); err != nil {
+	if err := c.backgroundFarms(watched); err != nil {
 		return p, err
 	}
 	var viewers []viewerSpec
@@ -1024,8 +1021,10 @@ type capNode struct {
 	mu   sync.Mutex      // one call at a time
 	// started is when the process started, as it said in its last scheduler reading.
 	started time.Time
-	// A farm's first agent (an index into capacity.agents) and its nice value now.
-	first, nice int
+	// A farm's first agent (an index into capacity.agents), and whether it runs in the
+	// background now (setBackground).
+	first      int
+	background bool
 }
 
 // watchedAtMost is how many agents, the first ones, any step watches.
@@ -1033,55 +1032,27 @@ func (c *capacity) watchedAtMost() int {
 	return max(c.o.watched, slices.Max(append([]int{0}, c.o.ceiling...)))
 }
 
-// backgroundNice is the nice value of a farm of sessions that are never watched, and of
-// one that the window at hand does not watch (niceFarms).
-const (
-	backgroundNice      = "10"
-	backgroundNiceValue = 10
-)
-
-// niceFarms sets each farm's priority for a window that watches the first watched
-// agents: a farm that holds one of them runs at the replicas' priority, one that does
-// not at backgroundNice, as a farm that no step watches: its workers stand for workers
-// on machines of their own, whose idle work does not take the replicas' cores.
-func (c *capacity) niceFarms(watched int) error {
+// backgroundFarms runs each farm, for a window that watches the first watched agents,
+// in the background or not: a farm that holds one of them runs as the replicas do, one
+// that does not in the background (setBackground), as a farm that no step watches: its
+// workers stand for workers on machines of their own, whose idle work does not take the
+// replicas' cores.
+func (c *capacity) backgroundFarms(watched int) error {
 	for _, n := range c.farms {
-		want := backgroundNiceValue
-		if n.first < watched {
-			want = 0
-		}
-		if n.nice == want {
+		want := n.first >= watched
+		if n.background == want {
 			continue
 		}
-		if err := setNice(n.cmd.Process.Pid, want); err != nil {
-			return fmt.Errorf("%s: nice %d: %w", n.name, want, err)
+		if err := setBackground(n.cmd.Process.Pid, want); err != nil {
+			return fmt.Errorf("%s: background %t: %w", n.name, want, err)
 		}
-		n.nice = want
-	}
-	return nil
-}
-
-// setNice sets the nice value of every thread of process pid (Linux's nice is a
-// thread's; threads made later inherit their maker's).
-func setNice(pid, nice int) error {
-	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	if err != nil {
-		return err
-	}
-	for _, t := range tasks {
-		tid, err := strconv.Atoi(t.Name())
-		if err != nil {
-			continue
-		}
-		if err := syscall.Setpriority(syscall.PRIO_PROCESS, tid, nice); err != nil && !errors.Is(err, syscall.ESRCH) {
-			return err
-		}
+		n.background = want
 	}
 	return nil
 }
 
 // startNode starts this program as a bench node of role and sends it spec; background
-// runs it under nice(1).
+// starts it in the background (backgroundCommand).
 func (c *capacity) startNode(ctx context.Context, name, role string, background bool, spec any) (*capNode, error) {
 	b, err := json.Marshal(spec)
 	if err != nil {
@@ -1089,7 +1060,7 @@ func (c *capacity) startNode(ctx context.Context, name, role string, background 
 	}
 	argv := append(slices.Clone(c.self), role)
 	if background {
-		argv = append([]string{"nice", "-n", backgroundNice}, argv...)
+		argv = append(slices.Clone(backgroundCommand), argv...)
 	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...) //nolint:gosec // this program, as a bench node
 	n := &capNode{name: name, cmd: cmd, logs: &testenv.Buffer{}}
