@@ -72,13 +72,11 @@ func (s *Server) renderView(c *gin.Context, agentID, caller string, check access
 	} else {
 		c.Set(ctxOutcome, "frame")
 	}
-	// The body is written as Result made it: re-encoding would scan the frame again.
-	b, err := res.MarshalJSON()
-	if err != nil {
-		s.abort(c, err)
-		return
-	}
-	c.Data(http.StatusOK, "application/json; charset=utf-8", append(b, '\n'))
+	// The body is written as Result encodes it, in one write from encoding/json's pooled
+	// buffer (its Page cannot fail to encode: strings and an int).
+	c.Header("Content-Type", "application/json; charset=utf-8")
+	c.Status(http.StatusOK)
+	_ = res.WriteJSON(c.Writer) // a viewer gone is not an error of the view
 }
 
 // auditView publishes the one audit event of each view request (package audit), once

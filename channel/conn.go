@@ -180,11 +180,12 @@ func (c *Conn) write(ctx context.Context, m message) error {
 // method-not-found.
 func (c *Conn) readLoop(ctx context.Context) error {
 	for {
-		data, err := jsonrpc.ReadMessage(ctx, c.ws)
+		data, err := jsonrpc.ReadMessageScratch(ctx, c.ws)
 		if err != nil {
 			return err
 		}
-		m, err := jsonrpc.Parse(data)
+		m, err := jsonrpc.Parse(*data)
+		wire.Release(data) // Parse copied what it keeps
 		if err != nil {
 			c.log.Warn().Msg("invalid message from worker")
 			continue

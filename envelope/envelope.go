@@ -224,13 +224,21 @@ func sealParts(rand io.Reader, sender *ecdh.PrivateKey, recipient *ecdh.PublicKe
 // off-curve point, a ciphertext longer than MaxPlaintext, or a failed
 // authentication, which covers a wrong key, request id, IV, tag or ciphertext.
 func Open(priv *ecdh.PrivateKey, requestID string, env Envelope) ([]byte, error) {
-	return open(priv, nil, requestID, env, Label)
+	return open(priv, nil, requestID, env, Label, nil)
+}
+
+// OpenTo is Open decrypting in dst's storage when it holds the decoded ciphertext and
+// its tag, for a caller that holds the plaintext only for a moment and lends a buffer
+// it reuses (wire.Scratch); otherwise in a new one. The plaintext returned aliases dst
+// when it fitted. It fails like Open, and then dst may hold some of the ciphertext.
+func OpenTo(dst []byte, priv *ecdh.PrivateKey, requestID string, env Envelope) ([]byte, error) {
+	return open(priv, nil, requestID, env, Label, dst)
 }
 
 // OpenToolCall opens an envelope made by SealToolCall; it fails with ErrOpen like Open,
 // and for a view page.
 func OpenToolCall(priv *ecdh.PrivateKey, requestID string, env Envelope) ([]byte, error) {
-	return open(priv, nil, requestID, env, LabelToolCall)
+	return open(priv, nil, requestID, env, LabelToolCall, nil)
 }
 
 // OpenFrom opens an envelope made by SealFrom with sender's key. It fails with ErrOpen
@@ -239,10 +247,10 @@ func OpenFrom(priv *ecdh.PrivateKey, sender *ecdh.PublicKey, requestID string, e
 	if sender == nil || sender.Curve() != ecdh.P256() {
 		return nil, ErrOpen
 	}
-	return open(priv, sender, requestID, env, LabelFrom)
+	return open(priv, sender, requestID, env, LabelFrom, nil)
 }
 
-func open(priv *ecdh.PrivateKey, sender *ecdh.PublicKey, requestID string, env Envelope, label string) ([]byte, error) {
+func open(priv *ecdh.PrivateKey, sender *ecdh.PublicKey, requestID string, env Envelope, label string, dst []byte) ([]byte, error) {
 	if priv == nil || priv.Curve() != ecdh.P256() || !ValidRequestID(requestID) {
 		return nil, ErrOpen
 	}
@@ -269,7 +277,12 @@ func open(priv *ecdh.PrivateKey, sender *ecdh.PublicKey, requestID string, env E
 		return nil, ErrOpen
 	}
 	enc := base64.StdEncoding.Strict()
-	buf := make([]byte, enc.DecodedLen(len(env.Ciphertext)), enc.DecodedLen(len(env.Ciphertext))+tagSize)
+	var buf []byte
+	if n := enc.DecodedLen(len(env.Ciphertext)); cap(dst) >= n+tagSize {
+		buf = dst[:n]
+	} else {
+		buf = make([]byte, n, n+tagSize)
+	}
 	n, err := enc.Decode(buf, []byte(env.Ciphertext))
 	if err != nil || n > MaxPlaintext {
 		return nil, ErrOpen

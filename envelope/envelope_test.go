@@ -168,6 +168,13 @@ func TestVectors(t *testing.T) {
 				t.Fatalf("failed open returned %d bytes", len(got))
 			}
 			v.check(t, got, err)
+			// OpenTo decides the same, in a lent buffer large enough or not.
+			for _, size := range []int{0, 64 << 10} {
+				lent, err2 := envelope.OpenTo(make([]byte, size), v.priv, v.requestID, v.env)
+				if err2 != err || !bytes.Equal(lent, got) || (err2 != nil && lent != nil) {
+					t.Fatalf("OpenTo in %d bytes: %d bytes, %v; Open: %d bytes, %v", size, len(lent), err2, len(got), err)
+				}
+			}
 		})
 	}
 }
@@ -258,6 +265,7 @@ func TestNodeSealGoOpen(t *testing.T) {
 			if !bytes.Equal(got, tt.plaintext) {
 				t.Fatalf("opened %d bytes, want the %d sealed", len(got), len(tt.plaintext))
 			}
+			checkOpenTo(t, priv, id, sealed.Envelope, tt.plaintext)
 			if _, err := envelope.Open(priv, newRequestID(t), sealed.Envelope); err != envelope.ErrOpen {
 				t.Fatalf("open with another request id: %v, want ErrOpen", err)
 			}
@@ -273,6 +281,22 @@ var wire = regexp.MustCompile(`^\{"envelope":\{"publicKey":"04[0-9a-f]{128}","iv
 func canonicalBase64(s string) bool {
 	b, err := base64.StdEncoding.DecodeString(s)
 	return err == nil && base64.StdEncoding.EncodeToString(b) == s
+}
+
+// checkOpenTo: OpenTo decrypts env in the buffer it is lent when the ciphertext and tag
+// fit, and leaves a smaller one alone.
+func checkOpenTo(t *testing.T, priv *ecdh.PrivateKey, id string, env envelope.Envelope, plaintext []byte) {
+	t.Helper()
+	fits := make([]byte, base64.StdEncoding.DecodedLen(len(env.Ciphertext))+16)
+	lent, err := envelope.OpenTo(fits, priv, id, env)
+	if err != nil || !bytes.Equal(lent, plaintext) || (len(lent) > 0 && &lent[0] != &fits[0]) {
+		t.Fatalf("OpenTo in a buffer that fits: %d bytes, %v, in the buffer: %t", len(lent), err, len(lent) > 0 && &lent[0] == &fits[0])
+	}
+	small := make([]byte, 8)
+	lent, err = envelope.OpenTo(small[:0], priv, id, env)
+	if err != nil || !bytes.Equal(lent, plaintext) || !bytes.Equal(small, make([]byte, 8)) {
+		t.Fatalf("OpenTo in a buffer too small: %d bytes, %v, the buffer %x", len(lent), err, small)
+	}
 }
 
 func TestRoundTrip(t *testing.T) {
@@ -304,6 +328,7 @@ func TestRoundTrip(t *testing.T) {
 			if !bytes.Equal(got, tt.plaintext) {
 				t.Fatalf("opened %d bytes, want the %d sealed", len(got), len(tt.plaintext))
 			}
+			checkOpenTo(t, priv, id, env, tt.plaintext)
 			if again := seal(t, priv.PublicKey(), id, tt.plaintext); again.PublicKey == env.PublicKey || again.IV == env.IV {
 				t.Fatal("two seals share an ephemeral key or an IV")
 			}

@@ -2,6 +2,7 @@ package jsonrpc_test
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -109,5 +110,30 @@ func TestNewRawResult(t *testing.T) {
 	}
 	if _, err := jsonrpc.Parse(jsonrpc.NewRawResult(1, []byte("{broken"))); err == nil {
 		t.Fatal("a malformed raw result parsed")
+	}
+}
+
+// Parse keeps nothing of the bytes it read: the owner's relay reads each message into a
+// buffer it lends to the next one (ReadMessageScratch), zeroed when given back, so a
+// message that still pointed into it would change under its waiter.
+func TestParseCopiesOut(t *testing.T) {
+	for _, msg := range []string{
+		`{"jsonrpc":"2.0","id":7,"result":{"envelope":{"publicKey":"04ab","iv":"00","tag":"11","ciphertext":"QUJD"}}}`,
+		`{"jsonrpc":"2.0","id":8,"error":{"code":-32000,"message":"view failed","data":{"reason":"capture"}}}`,
+		`{"jsonrpc":"2.0","id":9,"method":"observe.view","params":{"requestId":"r"}}`,
+	} {
+		buf := []byte(msg)
+		m, err := jsonrpc.Parse(buf)
+		if err != nil {
+			t.Fatalf("%s: %v", msg, err)
+		}
+		want, err := jsonrpc.Parse([]byte(msg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		clear(buf)
+		if !reflect.DeepEqual(m, want) {
+			t.Fatalf("%s: the message changed with the buffer it was read from: %+v", msg, m)
+		}
 	}
 }

@@ -18,3 +18,14 @@ func ReadMessage(ctx context.Context, ws *websocket.Conn) ([]byte, error) {
 	}
 	return wire.ReadAll(r)
 }
+
+// ReadMessageScratch is ReadMessage into a buffer wire.Scratch lends, for a reader that
+// parses the message at once (Parse copies out what it keeps) and gives the buffer back
+// with wire.Release: the owner's relay reads a 48 KB sealed frame per view.
+func ReadMessageScratch(ctx context.Context, ws *websocket.Conn) (*[]byte, error) {
+	_, r, err := ws.Reader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return wire.ReadScratch(r)
+}

@@ -2,6 +2,7 @@ package view
 
 import (
 	"encoding/json"
+	"io"
 
 	"github.com/agentfy/agentfy/wire"
 )
@@ -32,8 +33,24 @@ func (r Result) MarshalJSON() ([]byte, error) {
 	if !r.Live {
 		return []byte(`{"live":false}`), nil
 	}
-	return json.Marshal(struct {
-		Live bool       `json:"live"`
-		Page *wire.Page `json:"page"`
-	}{true, r.Page})
+	return json.Marshal(r.body())
 }
+
+// WriteJSON writes what MarshalJSON returns and a newline to w in one Write, encoded in
+// encoding/json's pooled buffer rather than in a copy of its own: the body of a frame is
+// some tens of kilobytes, every five seconds for every viewer.
+func (r Result) WriteJSON(w io.Writer) error {
+	if !r.Live {
+		_, err := io.WriteString(w, `{"live":false}`+"\n")
+		return err
+	}
+	return json.NewEncoder(w).Encode(r.body())
+}
+
+// liveBody is the body of a live agent's view.
+type liveBody struct {
+	Live bool       `json:"live"`
+	Page *wire.Page `json:"page"`
+}
+
+func (r Result) body() liveBody { return liveBody{true, r.Page} }

@@ -1,6 +1,7 @@
 package view_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -36,6 +37,11 @@ func TestResultJSON(t *testing.T) {
 			b, err := tt.res.MarshalJSON()
 			if err != nil || string(b) != tt.want {
 				t.Fatalf("got %s, %v; want %s", b, err, tt.want)
+			}
+			// The route writes the same bytes and a newline, in one write.
+			var w countingWriter
+			if err := tt.res.WriteJSON(&w); err != nil || w.String() != tt.want+"\n" || w.writes != 1 {
+				t.Fatalf("WriteJSON wrote %q in %d writes, %v; want %q", w.String(), w.writes, err, tt.want+"\n")
 			}
 		})
 	}
@@ -112,4 +118,20 @@ func TestResultConformsToDocument(t *testing.T) {
 			}
 		})
 	}
+}
+
+// countingWriter is a bytes.Buffer that counts the writes it took.
+type countingWriter struct {
+	bytes.Buffer
+	writes int
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.writes++
+	return w.Buffer.Write(p)
+}
+
+func (w *countingWriter) WriteString(s string) (int, error) {
+	w.writes++
+	return w.Buffer.WriteString(s)
 }

@@ -363,7 +363,14 @@ func openReply(priv *ecdh.PrivateKey, requestID string, reply []byte) (*wire.Pag
 	if err := wire.DecodeStrict(reply, &sealed); err != nil {
 		return nil, wire.ErrInvalidPage
 	}
-	plain, err := envelope.Open(priv, requestID, sealed.Envelope)
+	// The plaintext lives only until the page is parsed (its members are copies), in a
+	// buffer lent for the moment and zeroed when given back.
+	bp := wire.Scratch()
+	defer wire.Release(bp)
+	plain, err := envelope.OpenTo((*bp)[:cap(*bp)], priv, requestID, sealed.Envelope)
+	if cap(plain) > cap(*bp) {
+		*bp = plain[:0] // a larger frame than the buffer held: keep the larger one
+	}
 	if err != nil {
 		return nil, err
 	}

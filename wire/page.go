@@ -113,7 +113,11 @@ func ParsePage(b []byte) (*Page, error) {
 	if base64.StdEncoding.DecodedLen(len(p.Data)) > MaxFrameBytes+3 {
 		return nil, ErrInvalidPage
 	}
-	jpg, err := base64.StdEncoding.Strict().DecodeString(p.Data)
+	// The JPEG is decoded only to be checked, into a buffer lent for the moment.
+	bp := Scratch()
+	defer Release(bp)
+	jpg, err := base64.StdEncoding.Strict().AppendDecode(*bp, []byte(p.Data))
+	*bp = jpg
 	if err != nil {
 		return nil, ErrInvalidPage
 	}

@@ -58,3 +58,28 @@ func BenchmarkReadAll(b *testing.B) {
 		}
 	})
 }
+
+// ReadScratch reads what ReadAll reads into a lent buffer, and Release zeroes it before
+// the next user can have it: it may have held a frame's plaintext.
+func TestReadScratch(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, n := range []int{0, 5, 64 << 10, 300 << 10} {
+		msg := make([]byte, n)
+		for i := range msg {
+			msg[i] = byte(rng.Uint32()) | 1
+		}
+		bp, err := ReadScratch(iotest.HalfReader(bytes.NewReader(msg)))
+		if err != nil || !bytes.Equal(*bp, msg) {
+			t.Fatalf("%d bytes: read %d, %v", n, len(*bp), err)
+		}
+		held := (*bp)[:cap(*bp)]
+		Release(bp)
+		if i := bytes.IndexFunc(held, func(r rune) bool { return r != 0 }); i >= 0 {
+			t.Fatalf("%d bytes: byte %d of the buffer given back is not zero", n, i)
+		}
+	}
+	boom := errors.New("boom")
+	if _, err := ReadScratch(iotest.ErrReader(boom)); !errors.Is(err, boom) {
+		t.Fatalf("read error: %v", err)
+	}
+}
