@@ -467,7 +467,7 @@ func renderWhereTimeGoes(b *strings.Builder, r *Results) {
 	}
 	p(".\n\n")
 	if whole, parts := openReplyBench(r.GoBench); whole > 0 {
-		p("**The requester's share, priced alone** on one core (section 6): handling a sealed reply (`openReply`) costs %s µs, of which the decode of the envelope %s µs (one pass; the strict encoding/json decoder it falls back to for any other shape takes %s µs on the same reply), ", f0(whole), f0(parts["envelope-json"]), f0(parts["envelope-json-strict"]))
+		p("**The requester's share, priced alone** on one core (section 6): handling a sealed reply (`openReply`) costs %s µs, of which the decode of the envelope %s µs (`wire.DecodeStrict`, encoding/json/v2's decoder; encoding/json's takes %s µs on the same reply), ", f0(whole), f0(parts["envelope-json"]), f0(parts["envelope-json-v1"]))
 		p("opening it (ECDH, HKDF, AES-GCM) %s µs and the decode and validation of the page %s µs; rendering the result adds %s µs.\n\n", f0(parts["open"]), f0(parts["page"]), f0(parts["render"]))
 	}
 	p("**What the hops have in common** is the frame's bytes: 27 KB of JPEG travel as 36 KB of base64 inside the page JSON, and as 48 KB of base64 of the encrypted page in the envelope (both layers are fixed by the specification). ")
