@@ -218,3 +218,10 @@ func (c *Conn) close(code websocket.StatusCode, reason string) {
 	_ = c.ws.Close(code, reason)
 	c.cancel()
 }
+
+// drop ends the connection without the close handshake, for a worker that no longer
+// answers; waiters get errConnClosed.
+func (c *Conn) drop() {
+	_ = c.ws.CloseNow()
+	c.cancel()
+}

@@ -5,8 +5,6 @@ import (
 	"context"
 	"math"
 	"time"
-
-	"github.com/coder/websocket"
 )
 
 // The hub pings its workers from one loop rather than a goroutine and a ticker per
@@ -93,7 +91,9 @@ func (q *pingQueue) Pop() any {
 }
 
 // ping sends one ping and schedules the next PingInterval after the pong; a worker that
-// does not answer within PingTimeout is dropped.
+// does not answer within PingTimeout is dropped at once: without the close handshake,
+// which would wait 5 s more for a close frame from a peer that reads nothing, and the
+// socket's reader (it holds the read lock a handshake needs) for as long.
 func (c *Conn) ping() {
 	ctx, cancel := context.WithTimeout(c.ctx, c.hub.cfg.PingTimeout)
 	defer cancel()
@@ -103,6 +103,6 @@ func (c *Conn) ping() {
 		c.hub.schedulePing(c, time.Now().Add(c.hub.cfg.PingInterval).UnixNano())
 	case c.ctx.Err() == nil:
 		c.log.Info().Msg("worker did not answer a ping")
-		c.close(websocket.StatusGoingAway, "ping timeout")
+		c.drop()
 	}
 }
