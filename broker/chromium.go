@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -38,14 +37,20 @@ const (
 	stderrKept = 2 << 10 // 2 KiB
 	// stderrDrain bounds the read of Chromium's standard error after its exit.
 	stderrDrain = 100 * time.Millisecond
+	// noSandboxMessage is how Chromium says, on its standard error, that it cannot
+	// build its sandbox, before it exits.
+	noSandboxMessage = "No usable sandbox!"
 )
 
 // chromiumFlags are the switches of every launch, besides the binary, the
 // profile directory and the DevTools pipe. There is no startup window: the
 // broker starts with no tab, and every tab gets a window of its own.
+//
+// There is no no-sandbox: Chromium's renderers, which run the open internet's code,
+// each run under a seccomp-bpf filter in user and PID namespaces of their own (Linux's
+// namespace sandbox), unless an operator says LaunchConfig.NoSandbox.
 var chromiumFlags = []string{
 	"headless",
-	"no-sandbox",
 	"disable-gpu",
 	"disable-background-networking",
 	"disable-component-update",
@@ -85,10 +90,21 @@ type LaunchConfig struct {
 	// their browser and exit. Without it a Chromium that still runs exits
 	// when its pipe closes with the broker, but a wedged one stays.
 	Leakless bool
-	// Env is the environment of Chromium. The caller must strip every
-	// secret from it. HOME and the XDG directories are replaced by
-	// directories inside the private profile.
+	// Env is where Chromium's locale and time zone come from: of it, Chromium
+	// gets only the variables chromiumEnvNames names. The rest of its
+	// environment is the broker's making (PATH, and HOME, the XDG directories
+	// and TMPDIR inside the private profile), so no secret of the broker's
+	// environment reaches Chromium's.
 	Env []string
+	// User is the account Chromium runs as when the broker runs as root: a
+	// user name or a numeric uid; empty means DefaultChromiumUser. It must
+	// exist, and be neither uid 0 nor of group 0: Chromium never runs as
+	// root. A broker that is not root starts Chromium as itself, and User must
+	// then be empty or its own.
+	User string
+	// NoSandbox starts Chromium without its sandbox (--no-sandbox): only when
+	// an operator says so (AGENTFY_CHROMIUM_SANDBOX=off), never by default.
+	NoSandbox bool
 }
 
 // Chromium is a running Chromium and the rod connection that controls it. The
@@ -122,6 +138,10 @@ func LaunchChromium(ctx context.Context, cfg LaunchConfig, logger zerolog.Logger
 	if _, err := os.Stat(bin); err != nil {
 		return nil, fmt.Errorf("launch chromium: %w", err)
 	}
+	runAs, err := resolveChromiumUser(cfg.User)
+	if err != nil {
+		return nil, fmt.Errorf("launch chromium: %w", err)
+	}
 	// A broker that crashed (or was killed) left its profile behind: clear those of
 	// dead brokers before making a new one.
 	if n := SweepProfiles(cfg.ProfileParent); n > 0 {
@@ -143,27 +163,31 @@ func LaunchChromium(ctx context.Context, cfg LaunchConfig, logger zerolog.Logger
 	if profile, err = filepath.Abs(profile); err != nil {
 		return nil, fmt.Errorf("launch chromium: profile: %w", err)
 	}
+	// The profile holds the owner file, the broker's, and Chromium's user data
+	// directory, Chromium's user's: Chromium can neither forge its owner nor read
+	// anything else the broker keeps.
+	data, err := makeUserData(profile, runAs)
+	if err != nil {
+		return nil, fmt.Errorf("launch chromium: profile: %w", err)
+	}
 
-	args := make([]string, 0, len(chromiumFlags)+2)
-	args = append(args, "--remote-debugging-pipe", "--user-data-dir="+profile)
+	args := make([]string, 0, len(chromiumFlags)+3)
+	args = append(args, "--remote-debugging-pipe", "--user-data-dir="+data)
 	for _, f := range chromiumFlags {
 		args = append(args, "--"+f)
 	}
+	if cfg.NoSandbox {
+		args = append(args, "--no-sandbox")
+	}
 	// Chromium outlives the launch context; Close and kill end it.
 	cmd := exec.CommandContext(context.WithoutCancel(ctx), bin, args...) //nolint:gosec // the operator's Chromium binary and the broker's own flags
-	// Chromium keeps some state (crash database, caches) under HOME and the
-	// XDG directories rather than the profile; point them into the profile,
-	// which is removed at the end. The list is never empty, which matters:
-	// exec passes a nil environment on as "inherit ours".
-	env := slices.Clone(cfg.Env)
-	env = slices.DeleteFunc(env, func(kv string) bool {
-		name, _, _ := strings.Cut(kv, "=")
-		return name == "HOME" || name == "XDG_CONFIG_HOME" || name == "XDG_CACHE_HOME"
-	})
-	cmd.Env = append(env, "HOME="+profile, "XDG_CONFIG_HOME="+filepath.Join(profile, ".config"), "XDG_CACHE_HOME="+filepath.Join(profile, ".cache"))
+	// An environment of the broker's making, never empty, which matters: exec
+	// passes a nil environment on as "inherit ours".
+	cmd.Env = chromiumEnv(cfg.Env, data, chromiumTempDir(data))
 	// Its own process group, so that stopping it ends its renderers and helpers
-	// too.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// too; as its own user when the broker is root. The parent-death signal
+	// survives the switch: Go sets it after the credentials.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: runAs.credential()}
 	if cfg.Leakless {
 		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	}
@@ -224,11 +248,41 @@ func LaunchChromium(ctx context.Context, cfg LaunchConfig, logger zerolog.Logger
 		}
 		c.kill()
 		_ = c.stop()
+		if strings.Contains(c.stderr.String(), noSandboxMessage) {
+			return nil, fmt.Errorf("connect chromium: %w", noSandboxError())
+		}
 		return nil, fmt.Errorf("connect chromium: %w%s", err, c.exitReport())
 	}
 	c.Browser = b
-	logger.Info().Int("pid", c.pid).Msg("chromium started")
+	logger.Info().Int("pid", c.pid).Uint32("uid", runAs.uid).Bool("sandbox", !cfg.NoSandbox).Msg("chromium started")
 	return c, nil
+}
+
+// makeUserData makes Chromium's user data directory inside profile, and the directory
+// of its temporary files inside that, both owned by u. profile stays the broker's: when
+// Chromium runs as another user, that user may pass through it (mode 0711) but not list
+// it or write in it.
+func makeUserData(profile string, u chromiumUser) (string, error) {
+	if err := u.checkReachable(filepath.Dir(profile)); err != nil {
+		return "", err
+	}
+	data := filepath.Join(profile, userDataDir)
+	for _, dir := range []string{data, filepath.Join(data, tempDir)} {
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			return "", err
+		}
+		if u.switched {
+			if err := os.Chown(dir, int(u.uid), int(u.gid)); err != nil {
+				return "", err
+			}
+		}
+	}
+	if u.switched {
+		if err := os.Chmod(profile, 0o711); err != nil { //nolint:gosec // searchable only, for Chromium's user to reach its directory
+			return "", err
+		}
+	}
+	return data, nil
 }
 
 // run starts Chromium and waits for it to exit; it sends the start's error on
@@ -391,6 +445,10 @@ func (t *tailBuffer) String() string {
 const (
 	profilePrefix = "agentfy-chromium-"
 	ownerFile     = "agentfy-owner"
+	// userDataDir, inside a profile, is Chromium's user data directory, and tempDir,
+	// inside that, its TMPDIR where the system's cannot be (chromiumTempDir).
+	userDataDir = "data"
+	tempDir     = "tmp"
 	// sweptPrefix names a profile a sweep has claimed (renamed) and not yet removed
 	// whole: a child of the dead Chromium may still write into it for a moment, which
 	// makes the removal fail with "directory not empty". The next sweep removes it.

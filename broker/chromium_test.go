@@ -331,13 +331,14 @@ func TestLaunchChromiumFails(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			dir := t.TempDir()
+			// Readable by Chromium's user, as which a root broker runs the script.
+			dir := worldDir(t)
 			bin := filepath.Join(dir, "chromium")
-			if err := os.WriteFile(bin, []byte("#!/bin/sh\n"+tt.script+"\n"), 0o700); err != nil { //nolint:gosec // a test's own script
+			if err := os.WriteFile(bin, []byte("#!/bin/sh\n"+tt.script+"\n"), 0o755); err != nil { //nolint:gosec // a test's own script
 				t.Fatal(err)
 			}
 			parent := filepath.Join(dir, "profiles")
-			if err := os.Mkdir(parent, 0o700); err != nil {
+			if err := os.Mkdir(parent, 0o755); err != nil { //nolint:gosec // searchable by Chromium's user
 				t.Fatal(err)
 			}
 			ctx, cancel := context.WithTimeout(t.Context(), time.Second)

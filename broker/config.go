@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/agentfy/agentfy/broker/egress"
 	"github.com/agentfy/agentfy/broker/masks"
 	"github.com/agentfy/agentfy/wire"
 )
@@ -90,6 +91,13 @@ type Config struct {
 	// default each is masked whole, as it may hold a password or a card field. The
 	// secrets of the frames it reads into are masked either way.
 	ShowOpaqueFrames bool
+
+	// Egress is where the agent's browser may go: a tool's URL whose host is
+	// loopback, private, link-local (cloud metadata) or another non-public address
+	// is refused before Chromium sends a byte, unless the policy allows it (the
+	// operator's AGENTFY_BROWSER_ALLOW, the dev stack's demo site). The zero
+	// policy refuses them all and allows the internet.
+	Egress egress.Policy
 
 	// OnCapture, if set, is called after every capture attempt, on the
 	// capture's goroutine, for metrics. It must return quickly.

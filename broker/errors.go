@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/agentfy/agentfy/broker/egress"
 	"github.com/agentfy/agentfy/wire"
 )
 
@@ -18,6 +19,10 @@ var (
 	ErrBadRequestID = errors.New("malformed request id")
 	// ErrBadURL is a URL that is too long, unparsable or of a refused scheme.
 	ErrBadURL = errors.New("refused url")
+	// ErrRefusedAddress is a URL whose host the agent's browser may not reach: an
+	// address of the deployment's own network or a cloud metadata service
+	// (Config.Egress). Its error wraps an *egress.RefusedError naming the rule.
+	ErrRefusedAddress = errors.New("refused address")
 	// ErrBadStep is a browser_play step that is unknown or malformed.
 	ErrBadStep = errors.New("malformed step")
 	// ErrUnknownTab is a tab id that names no live tab.
@@ -66,6 +71,7 @@ var errorTable = []struct {
 	{ErrBodyTooLarge, apiError{http.StatusRequestEntityTooLarge, "body_too_large", "the request body is too large"}},
 	{ErrBadRequestID, reasonError(wire.ReasonBadRequest, "requestId must be 64 lowercase hex digits")},
 	{ErrBadURL, apiError{http.StatusBadRequest, "bad_url", "the url must be an http or https URL, or about:blank"}},
+	{ErrRefusedAddress, apiError{http.StatusForbidden, "refused_address", "the url's host is an address of the deployment's own network or a metadata service, which the agent's browser may not reach"}},
 	{ErrBadStep, apiError{http.StatusBadRequest, "bad_step", "a step is unknown or malformed"}},
 	{ErrUnknownTab, apiError{http.StatusNotFound, "unknown_tab", "no open tab has this id"}},
 	{ErrTooManyTabs, apiError{http.StatusConflict, "too_many_tabs", "too many tabs are open"}},
@@ -95,10 +101,16 @@ func reasonError(reason, message string) apiError {
 	return apiError{wire.BrokerStatus(reason), reason, message}
 }
 
-// statusOf maps an error to what the client sees.
+// statusOf maps an error to what the client sees. A refused address's message names
+// the rule that refused it and the host the caller asked for (its own input), never a
+// path.
 func statusOf(err error) apiError {
 	for _, e := range errorTable {
 		if errors.Is(err, e.err) {
+			var refused *egress.RefusedError
+			if errors.As(err, &refused) {
+				e.message = refused.Error()
+			}
 			return e.apiError
 		}
 	}

@@ -131,6 +131,9 @@ func newTestBrokerOn(tb testing.TB, browser *rod.Browser, clock Clock, edit func
 	}
 	cfg := DefaultConfig()
 	cfg.OnCapture = func(CaptureStats) { tbr.captures.Add(1) }
+	// The test sites listen on loopback (newSite); TestEgressRefused checks the
+	// refusal with the default policy.
+	cfg.Egress = testEgress(tb, "127.0.0.1")
 	if edit != nil {
 		edit(&cfg)
 	}

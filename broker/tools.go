@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/go-rod/rod"
 	"github.com/go-rod/rod/lib/input"
 	"github.com/go-rod/rod/lib/proto"
+
+	"github.com/agentfy/agentfy/broker/egress"
 )
 
 // Tab is a tab as the browser tools report it.
@@ -21,6 +24,9 @@ type Tab struct {
 	// Title is the tab's current title.
 	Title string `json:"title"`
 }
+
+// resolveTimeout bounds the lookup of a tool URL's host name (checkEgress).
+const resolveTimeout = 2 * time.Second
 
 // Step actions of browser_play.
 const (
@@ -221,12 +227,49 @@ func isClientError(err error) bool {
 	return false
 }
 
+// checkEgress refuses a URL whose host the agent's browser may not reach
+// (Config.Egress), before Chromium sends a byte to it: an *egress.RefusedError, which
+// is ErrRefusedAddress too. about:blank goes nowhere.
+func (b *Broker) checkEgress(ctx context.Context, rawURL string) error {
+	if rawURL == "about:blank" {
+		return nil
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return ErrBadURL
+	}
+	port := uint16(80)
+	if u.Scheme == "https" {
+		port = 443
+	}
+	if p := u.Port(); p != "" {
+		n, err := strconv.ParseUint(p, 10, 16)
+		if err != nil {
+			return ErrBadURL
+		}
+		port = uint16(n)
+	}
+	ctx, cancel := context.WithTimeout(ctx, resolveTimeout)
+	defer cancel()
+	if err := b.cfg.Egress.Check(ctx, u.Hostname(), port); err != nil {
+		if errors.Is(err, egress.ErrRefused) {
+			return fmt.Errorf("%w: %w", ErrRefusedAddress, err)
+		}
+		return fmt.Errorf("%w: %w", ErrStepFailed, err)
+	}
+	return nil
+}
+
 // OpenTab opens url in a new tab in a new window and waits for it to load,
 // at most Config.LoadTimeout; a page still loading then is returned as it
-// is. It returns ErrBadURL, ErrTooManyTabs, ErrQueueFull or ErrToolTimeout.
+// is. It returns ErrBadURL, ErrRefusedAddress, ErrTooManyTabs, ErrQueueFull or
+// ErrToolTimeout.
 func (b *Broker) OpenTab(ctx context.Context, rawURL string) (Tab, error) {
 	if err := validateURL(rawURL); err != nil {
 		return Tab{}, err
+	}
+	if err := b.checkEgress(ctx, rawURL); err != nil {
+		return Tab{}, fmt.Errorf("browser_open: %w", err)
 	}
 	v, err := b.runTool(ctx, func(ctx context.Context) (any, error) {
 		if b.tabs.Len() >= b.cfg.MaxTabs {
@@ -256,7 +299,7 @@ func (b *Broker) OpenTab(ctx context.Context, rawURL string) (Tab, error) {
 // Play runs steps on a tab, one after the other, and records the tab as the
 // one browser_play used most recently. It activates the tab first, as a
 // person looks at the tab they work in. It returns ErrBadStep, ErrBadURL,
-// ErrUnknownTab, ErrStepFailed, ErrQueueFull or ErrToolTimeout.
+// ErrRefusedAddress, ErrUnknownTab, ErrStepFailed, ErrQueueFull or ErrToolTimeout.
 func (b *Broker) Play(ctx context.Context, tabID string, steps []Step) (Tab, error) {
 	if len(steps) > MaxSteps {
 		return Tab{}, fmt.Errorf("browser_play: %w: more than %d steps", ErrBadStep, MaxSteps)
@@ -264,6 +307,11 @@ func (b *Broker) Play(ctx context.Context, tabID string, steps []Step) (Tab, err
 	for i, s := range steps {
 		if err := validateStep(s); err != nil {
 			return Tab{}, fmt.Errorf("browser_play: step %d: %w", i, err)
+		}
+		if s.Action == ActionNavigate {
+			if err := b.checkEgress(ctx, s.URL); err != nil {
+				return Tab{}, fmt.Errorf("browser_play: step %d: %w", i, err)
+			}
 		}
 	}
 	v, err := b.runTool(ctx, func(ctx context.Context) (any, error) {

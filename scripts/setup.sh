@@ -3,7 +3,8 @@
 #   redis-server and chromium (Debian packages, as root), the pinned golangci-lint, and
 #   the Node packages of the web app and SDK (npm ci), and the Hydra and Jaeger test
 #   binaries.
-#   --runtime installs only what the development stack needs (redis-server, chromium).
+#   --runtime installs only what the development stack needs (redis-server, chromium, and
+#   as root the system user agentfy-chromium, as which the broker runs Chromium).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runtime_only=false
@@ -24,6 +25,13 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+
+# The unprivileged user a broker running as root starts Chromium as (the dev stack and
+# the tests on a machine where they run as root): Chromium never runs as root.
+if [ "$(id -u)" -eq 0 ] && ! id agentfy-chromium >/dev/null 2>&1; then
+  echo "setup: adding the system user agentfy-chromium (the broker's Chromium runs as it)" >&2
+  useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin agentfy-chromium
 fi
 
 $runtime_only && exit 0

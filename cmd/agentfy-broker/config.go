@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentfy/agentfy/broker"
+	"github.com/agentfy/agentfy/broker/egress"
 	"github.com/agentfy/agentfy/broker/masks"
 )
 
@@ -26,6 +27,13 @@ const (
 	envPassFile   = "AGENTFY_BROKER_PASS_FILE" //nolint:gosec // a variable's name, not a credential
 	envIPCDir     = "AGENTFY_IPC_DIR"
 	envChromium   = "AGENTFY_CHROMIUM"
+	// envChromiumUser is the account a root broker starts Chromium as (default
+	// broker.DefaultChromiumUser); envChromiumSandbox is on (the default) or off.
+	envChromiumUser    = "AGENTFY_CHROMIUM_USER"
+	envChromiumSandbox = "AGENTFY_CHROMIUM_SANDBOX"
+	// envBrowserAllow is the operator's allow-list of non-public addresses the agent's
+	// browser may reach (egress.Parse): none by default.
+	envBrowserAllow = "AGENTFY_BROWSER_ALLOW"
 	envProfileDir = "AGENTFY_BROKER_PROFILE_DIR"
 	envLogLevel   = "AGENTFY_LOG_LEVEL"
 	// envMask is on (the default) or off: whether frames are masked
@@ -46,6 +54,12 @@ type config struct {
 	inlinePass bool // the pass came in the environment (see run's warning)
 	ipcDir     string
 	chromium   string
+	// chromiumUser is whom a root broker starts Chromium as; noSandbox is the
+	// operator's AGENTFY_CHROMIUM_SANDBOX=off.
+	chromiumUser string
+	noSandbox    bool
+	// egress is where the agent's browser may go.
+	egress     egress.Policy
 	profileDir string
 	logLevel   zerolog.Level
 	mask       maskConfig
@@ -70,6 +84,9 @@ func loadConfig(args []string, getenv func(string) string) (config, error) {
 	passFile := fs.String("pass-file", getenv(envPassFile), "file holding the broker pass ($"+envPassFile+"; or $"+envPass+")")
 	ipcDir := fs.String("ipc-dir", getenv(envIPCDir), "IPC directory shared with the worker ($"+envIPCDir+")")
 	chromium := fs.String("chromium", or(getenv(envChromium), broker.DefaultChromium), "Chromium executable ($"+envChromium+")")
+	chromiumUser := fs.String("chromium-user", getenv(envChromiumUser), "the user a root broker starts Chromium as, default "+broker.DefaultChromiumUser+" ($"+envChromiumUser+")")
+	sandbox := fs.String("chromium-sandbox", or(getenv(envChromiumSandbox), "on"), "on or off: Chromium's sandbox; off is not safe for the open internet ($"+envChromiumSandbox+")")
+	browserAllow := fs.String("browser-allow", getenv(envBrowserAllow), "non-public addresses, ranges or host:port the agent's browser may reach, comma separated ($"+envBrowserAllow+")")
 	profileDir := fs.String("profile-dir", getenv(envProfileDir), "parent of the private Chromium profile, default $TMPDIR ($"+envProfileDir+")")
 	logLevel := fs.String("log-level", or(getenv(envLogLevel), "info"), "debug, info, warn or error ($"+envLogLevel+")")
 	mask := fs.String("mask", or(getenv(envMask), "on"), "on or off: paint over secrets in frames ($"+envMask+")")
@@ -83,9 +100,15 @@ func loadConfig(args []string, getenv func(string) string) (config, error) {
 		return config{}, fmt.Errorf("flags: unexpected argument %q", fs.Arg(0))
 	}
 
-	c := config{ipcDir: *ipcDir, chromium: *chromium, profileDir: *profileDir}
+	c := config{ipcDir: *ipcDir, chromium: *chromium, chromiumUser: *chromiumUser, profileDir: *profileDir}
 	var errs []error
 	var err error
+	if c.noSandbox, err = masks.ParseSwitch(*sandbox); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", envChromiumSandbox, err))
+	}
+	if c.egress, err = egress.Parse(*browserAllow); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", envBrowserAllow, err))
+	}
 	if c.apiURLs, err = parseAPIURLs(*apiURL); err != nil {
 		errs = append(errs, err)
 	}
@@ -176,18 +199,6 @@ func readPass(path string) (string, error) {
 		return "", fmt.Errorf("%s: empty", envPassFile)
 	}
 	return pass, nil
-}
-
-// childEnv is the environment for Chromium: ours without any AGENTFY_
-// variable, so that neither the pass nor the configuration reaches it.
-func childEnv(environ []string) []string {
-	var env []string
-	for _, kv := range environ {
-		if !strings.HasPrefix(kv, "AGENTFY_") {
-			env = append(env, kv)
-		}
-	}
-	return env
 }
 
 func or(v, def string) string {

@@ -4,7 +4,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"slices"
 	"strings"
 	"testing"
 
@@ -71,6 +70,12 @@ func TestLoadConfig(t *testing.T) {
 			env:  with(envMaskOpaqueFrames, "off"),
 			want: config{apiURLs: []string{"http://api:8080"}, pass: "env-pass", inlinePass: true, ipcDir: "/run/ipc", chromium: "/usr/bin/chromium", logLevel: zerolog.InfoLevel, mask: maskConfig{showFrames: true}},
 		},
+		{
+			name: "chromium's user named, its sandbox off",
+			env:  with(envChromiumUser, "browser", envChromiumSandbox, "off"),
+			want: config{apiURLs: []string{"http://api:8080"}, pass: "env-pass", inlinePass: true, ipcDir: "/run/ipc", chromium: "/usr/bin/chromium", chromiumUser: "browser", noSandbox: true, logLevel: zerolog.InfoLevel},
+		},
+		{name: "sandbox neither on nor off", env: with(envChromiumSandbox, "false"), wantErr: `AGENTFY_CHROMIUM_SANDBOX: "false", want on or off`},
 		{name: "opaque frames neither on nor off", env: with(envMaskOpaqueFrames, "yes"), wantErr: `AGENTFY_MASK_OPAQUE_FRAMES: "yes", want on or off`},
 		{name: "mask neither on nor off", env: with(envMask, "no"), wantErr: `AGENTFY_MASK: "no", want on or off`},
 		{name: "mask attribute not a name", env: with(envMaskAttributes, "data-x=1"), wantErr: "AGENTFY_MASK_ATTRIBUTES: \"data-x=1\" is not a name"},
@@ -124,12 +129,5 @@ func TestLoadConfig(t *testing.T) {
 				t.Errorf("loadConfig() = %+v, want %+v", got, tt.want)
 			}
 		})
-	}
-}
-
-func TestChildEnv(t *testing.T) {
-	got := childEnv([]string{"PATH=/bin", "AGENTFY_BROKER_PASS=s3cret", "AGENTFY_API_URL=http://api", "TMPDIR=/tmp", "XAGENTFY_KEEP=1"})
-	if want := []string{"PATH=/bin", "TMPDIR=/tmp", "XAGENTFY_KEEP=1"}; !slices.Equal(got, want) {
-		t.Errorf("childEnv() = %v, want %v", got, want)
 	}
 }

@@ -12,6 +12,12 @@
 //	AGENTFY_BROKER_PASS_FILE   a file holding it (one of the two is required)
 //	AGENTFY_IPC_DIR            the IPC directory shared with the worker (required)
 //	AGENTFY_CHROMIUM           Chromium executable (default /usr/bin/chromium)
+//	AGENTFY_CHROMIUM_USER      the user a broker running as root starts Chromium as
+//	                           (default agentfy-chromium): Chromium never runs as root
+//	AGENTFY_CHROMIUM_SANDBOX   on (default) or off: Chromium's sandbox; a broker that cannot
+//	                           start Chromium sandboxed refuses to start unless it is off
+//	AGENTFY_BROWSER_ALLOW      loopback, private or link-local addresses, ranges or host:port
+//	                           the agent's browser may open, comma separated (default none)
 //	AGENTFY_BROKER_PROFILE_DIR parent of the private profile (default $TMPDIR)
 //	AGENTFY_LOG_LEVEL          debug, info, warn or error (default info)
 //	AGENTFY_METRICS_ADDR       serve Prometheus metrics (capture durations, frame sizes) on this TCP address
@@ -68,8 +74,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, environ
 	if err != nil {
 		return err
 	}
-	// The pass lives in cfg from here on; children get a cleaned
-	// environment (see childEnv), and this process's copy is dropped.
+	// The pass lives in cfg from here on; Chromium gets an environment of the
+	// broker's making (broker.LaunchConfig.Env), and this process's copy is dropped.
 	_ = os.Unsetenv(envPass)
 	logger := conf.NewLogger(stderr, cfg.logLevel, getenv("AGENTFY_LOG_FORMAT"), "broker")
 	if cfg.inlinePass {
@@ -100,12 +106,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, environ
 		return err
 	}
 
+	if cfg.noSandbox {
+		logger.Warn().Msg("chromium runs without its sandbox (" + envChromiumSandbox + "=off): a renderer exploit on any page the agent opens gets the broker's rights, its pass and every tab")
+	}
 	launchCtx, cancelLaunch := context.WithTimeout(ctx, broker.DefaultLaunchTimeout)
 	chromium, err := broker.LaunchChromium(launchCtx, broker.LaunchConfig{
 		Bin:           cfg.chromium,
 		ProfileParent: cfg.profileDir,
 		Leakless:      true,
-		Env:           childEnv(environ),
+		// Chromium takes only its locale and time zone of this environment.
+		Env:       environ,
+		User:      cfg.chromiumUser,
+		NoSandbox: cfg.noSandbox,
 	}, logger)
 	cancelLaunch()
 	if err != nil {
@@ -121,12 +133,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, environ
 	bcfg := broker.DefaultConfig()
 	bcfg.NoMask, bcfg.MaskAttributes, bcfg.MaskClasses = cfg.mask.off, cfg.mask.attributes, cfg.mask.classes
 	bcfg.ShowOpaqueFrames = cfg.mask.showFrames
+	bcfg.Egress = cfg.egress
 	bcfg.Tracer = traces.TracerProvider()
 	if cfg.mask.off {
 		logger.Warn().Msg("privacy masks are off (" + envMask + "=off): viewers see secret fields and private regions as they are")
 	}
 	if addr := getenv(envMetricsAddr); addr != "" {
-		m := newCaptureMetrics()
+		m := newCaptureMetrics(!cfg.noSandbox)
 		bcfg.OnCapture = m.record
 		if err := m.serve(ctx, addr, logger); err != nil {
 			return fmt.Errorf("metrics: %w", err)

@@ -28,6 +28,9 @@ import (
 
 const e2ePass = "e2e-broker-pass-4f1c9a"
 
+// collectorKey is a trace collector's key in the broker's environment.
+const collectorKey = "collector-key-7d2e0b"
+
 // TestBrokerProcess runs the built binary against a local consumption
 // endpoint and a local site: it serves the socket, opens a tab, answers an
 // capture the test can open, keeps the pass out of Chromium's command
@@ -60,8 +63,13 @@ func TestBrokerProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(ipc) })
+	// Searchable, not readable: a broker running as root starts Chromium as another
+	// user, which must reach its profile.
 	profiles := filepath.Join(ipc, "profiles")
-	if err := os.Mkdir(profiles, 0o700); err != nil {
+	if err := os.Mkdir(profiles, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(ipc, 0o711); err != nil { //nolint:gosec // searchable only
 		t.Fatal(err)
 	}
 	chromium := os.Getenv("AGENTFY_CHROMIUM")
@@ -86,6 +94,11 @@ func TestBrokerProcess(t *testing.T) {
 		envChromium+"="+chromium,
 		envProfileDir+"="+profiles,
 		envLogLevel+"=debug",
+		// The site is on loopback, which the agent's browser may not reach unless
+		// allowed.
+		envBrowserAllow+"="+site.Listener.Addr().String(),
+		// A collector's key, which Chromium must never see.
+		"OTEL_EXPORTER_OTLP_HEADERS=authorization=Bearer "+collectorKey,
 	)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -183,7 +196,7 @@ func TestBrokerProcess(t *testing.T) {
 	}
 	metrics, _ := io.ReadAll(mresp.Body)
 	_ = mresp.Body.Close()
-	for _, want := range []string{`agentfy_broker_captures_total{result="ok"} 1`, `agentfy_broker_captures_total{result="failed"} 0`, "agentfy_broker_capture_duration_seconds_count 1", "agentfy_broker_frame_bytes_count 1"} {
+	for _, want := range []string{"agentfy_broker_chromium_sandboxed 1", `agentfy_broker_captures_total{result="ok"} 1`, `agentfy_broker_captures_total{result="failed"} 0`, "agentfy_broker_capture_duration_seconds_count 1", "agentfy_broker_frame_bytes_count 1"} {
 		if !strings.Contains(string(metrics), want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
@@ -192,7 +205,9 @@ func TestBrokerProcess(t *testing.T) {
 		t.Error("/metrics names the page")
 	}
 
-	// The pass reaches no child: neither its command line nor environment.
+	// The pass and the collector's key reach no child: neither its command line nor
+	// its environment, which holds no variable of the broker's configuration or
+	// traces at all.
 	children := descendants(t, cmd.Process.Pid)
 	if len(children) == 0 {
 		t.Fatal("no child processes found")
@@ -202,6 +217,19 @@ func TestBrokerProcess(t *testing.T) {
 			b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), f))
 			if err == nil && bytes.Contains(b, []byte(e2ePass)) {
 				t.Errorf("the pass is in the %s of child %d", f, pid)
+			}
+			if err == nil && bytes.Contains(b, []byte(collectorKey)) {
+				t.Errorf("the collector's key is in the %s of child %d", f, pid)
+			}
+		}
+		environ, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "environ"))
+		if err != nil {
+			continue // a helper that exited meanwhile
+		}
+		for kv := range bytes.SplitSeq(environ, []byte{0}) {
+			if bytes.HasPrefix(kv, []byte("AGENTFY_")) || bytes.HasPrefix(kv, []byte("OTEL_")) {
+				name, _, _ := bytes.Cut(kv, []byte("="))
+				t.Errorf("child %d has %s in its environment", pid, name)
 			}
 		}
 	}

@@ -29,7 +29,9 @@ type captureMetrics struct {
 	masked   prometheus.Counter
 }
 
-func newCaptureMetrics() *captureMetrics {
+// newCaptureMetrics makes the broker's series; sandboxed is whether its Chromium runs
+// in its sandbox (agentfy_broker_chromium_sandboxed).
+func newCaptureMetrics(sandboxed bool) *captureMetrics {
 	m := &captureMetrics{
 		reg: prometheus.NewRegistry(),
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -51,6 +53,16 @@ func newCaptureMetrics() *captureMetrics {
 			Help: "Frames sent with at least one secret region masked.",
 		}),
 	}
+	// 1 when Chromium runs in its sandbox, 0 when an operator turned it off: an alert
+	// (AgentfyBrokerUnsandboxed) fires on 0.
+	sandbox := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "agentfy_broker_chromium_sandboxed",
+		Help: "1 when the broker's Chromium runs in its sandbox (seccomp-bpf and namespaces for every renderer), 0 when AGENTFY_CHROMIUM_SANDBOX=off.",
+	})
+	if sandboxed {
+		sandbox.Set(1)
+	}
+	m.reg.MustRegister(sandbox)
 	// Both results exist from the start, at 0, so that a rate sees the first failure.
 	m.total.WithLabelValues("ok")
 	m.total.WithLabelValues("failed")

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -280,11 +281,16 @@ func keepBusy(ctx context.Context, empty *stack.Session, log zerolog.Logger) {
 	}
 }
 
-// ensureInstalled runs the idempotent setup when redis-server or Chromium is missing.
+// ensureInstalled runs the idempotent setup when redis-server or Chromium is missing,
+// or, as root, the user the broker runs Chromium as.
 func ensureInstalled(ctx context.Context, progress func(string, ...any)) error {
 	_, redisErr := exec.LookPath("redis-server")
 	_, chromeErr := os.Stat(broker.DefaultChromium)
-	if redisErr == nil && chromeErr == nil {
+	var userErr error
+	if os.Geteuid() == 0 {
+		_, userErr = user.Lookup(broker.DefaultChromiumUser)
+	}
+	if redisErr == nil && chromeErr == nil && userErr == nil {
 		return nil
 	}
 	progress("installing what is missing (scripts/setup.sh)")
