@@ -283,7 +283,7 @@ func TestChromiumDiesWithTheBroker(t *testing.T) {
 func playBroker(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), DefaultLaunchTimeout)
 	defer cancel()
-	c, err := LaunchChromium(ctx, LaunchConfig{Bin: chromiumBin(), Leakless: true, Env: []string{"HOME=" + os.TempDir()}}, zerolog.Nop())
+	c, err := LaunchChromium(ctx, LaunchConfig{Bin: chromiumBin(), Leakless: true}, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -404,7 +404,7 @@ func TestChromiumSparesOtherChildren(t *testing.T) {
 	})
 	for range 3 {
 		ctx, cancel := context.WithTimeout(t.Context(), DefaultLaunchTimeout)
-		c, err := LaunchChromium(ctx, LaunchConfig{Bin: chromiumBin(), Leakless: true, Env: []string{"HOME=" + os.TempDir()}}, zerolog.Nop())
+		c, err := LaunchChromium(ctx, LaunchConfig{Bin: chromiumBin(), Leakless: true}, zerolog.Nop())
 		cancel()
 		if err != nil {
 			t.Fatal(err)

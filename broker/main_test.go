@@ -45,7 +45,7 @@ func runTests(m *testing.M) int {
 	}
 	logger := zerolog.New(zerolog.NewTestWriter(nil)).Level(zerolog.Disabled)
 	ctx, cancel := context.WithTimeout(context.Background(), DefaultLaunchTimeout)
-	c, err := LaunchChromium(ctx, LaunchConfig{Bin: bin, Leakless: true, Env: []string{"HOME=" + os.TempDir()}}, logger)
+	c, err := LaunchChromium(ctx, LaunchConfig{Bin: bin, Leakless: true}, logger)
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "broker tests need Chromium:", err)

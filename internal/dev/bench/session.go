@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -69,7 +69,7 @@ func startBenchSession(ctx context.Context, st *stack.Stack, agentID string, rep
 	if err != nil {
 		return nil, fmt.Errorf("start session: %w", err)
 	}
-	bs.chromium, err = broker.LaunchChromium(ctx, broker.LaunchConfig{Bin: chromium, Leakless: true, Env: []string{"HOME=" + os.TempDir()}}, log)
+	bs.chromium, err = broker.LaunchChromium(ctx, broker.LaunchConfig{Bin: chromium, Leakless: true}, log)
 	if err != nil {
 		return nil, err
 	}
@@ -83,6 +83,11 @@ func startBenchSession(ctx context.Context, st *stack.Stack, agentID string, rep
 	}
 	cfg := broker.DefaultConfig()
 	cfg.MinCaptureInterval = 0
+	// The demo site is on loopback, which the agent's browser may not reach unless
+	// allowed.
+	if cfg.Egress, err = cfg.Egress.Allow(strings.TrimPrefix(st.Site, "http://")); err != nil {
+		return nil, err
+	}
 	cfg.OnCapture = bs.onCapture
 	cfg.Tracer = tp
 	if bs.broker, err = broker.New(ctx, bs.chromium.Browser, consume, cfg, log, broker.SystemClock{}); err != nil {

@@ -176,7 +176,7 @@ func (ss *Session) StartBroker(ctx context.Context) error {
 		return ss.startBrokerProcess(ctx)
 	}
 	var err error
-	if ss.Chromium, err = broker.LaunchChromium(ctx, broker.LaunchConfig{Bin: s.opts.Chromium, Leakless: true, Env: []string{"HOME=" + os.TempDir()}}, log); err != nil {
+	if ss.Chromium, err = broker.LaunchChromium(ctx, broker.LaunchConfig{Bin: s.opts.Chromium, Leakless: true}, log); err != nil {
 		return err
 	}
 	tp := s.brokerTraces.TracerProvider()
@@ -187,6 +187,11 @@ func (ss *Session) StartBroker(ctx context.Context) error {
 	cfg := broker.DefaultConfig()
 	if o.Broker != nil {
 		cfg = *o.Broker
+	}
+	// The demo site is on loopback, which the agent's browser may not reach unless
+	// allowed; the stack's replicas, NATS and Redis stay refused.
+	if cfg.Egress, err = cfg.Egress.Allow(s.siteAddr()); err != nil {
+		return err
 	}
 	cfg.Tracer = tp
 	if ss.Broker, err = broker.New(ctx, ss.Chromium.Browser, consume, cfg, log, broker.SystemClock{}); err != nil {
@@ -208,6 +213,10 @@ func (ss *Session) StartBroker(ctx context.Context) error {
 	}
 	return nil
 }
+
+// siteAddr is the demo site's host:port, the one loopback address the agent's browser
+// may reach (broker.Config.Egress).
+func (s *Stack) siteAddr() string { return strings.TrimPrefix(s.Site, "http://") }
 
 // brokerAPIURLs are the URLs the session's broker redeems through.
 func (ss *Session) brokerAPIURLs() []string {
@@ -238,6 +247,7 @@ func (ss *Session) startBrokerProcess(ctx context.Context) error {
 		"PATH=" + os.Getenv("PATH"), "HOME=" + os.TempDir(), "TMPDIR=" + os.TempDir(),
 		"AGENTFY_API_URL=" + strings.Join(ss.brokerAPIURLs(), ","), "AGENTFY_BROKER_PASS_FILE=" + passFile,
 		"AGENTFY_IPC_DIR=" + ss.IPCDir, "AGENTFY_CHROMIUM=" + chromium, "AGENTFY_LOG_LEVEL=debug",
+		"AGENTFY_BROWSER_ALLOW=" + s.siteAddr(),
 	}
 	cmd.Env = append(cmd.Env, ss.brokerOpts.BrokerEnv...)
 	if s.opts.Traces != nil {
