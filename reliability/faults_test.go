@@ -106,7 +106,7 @@ func metricValue(t *testing.T, name string, i int) float64 {
 // metricsOf scrapes replica i's /metrics.
 func metricsOf(t *testing.T, i int) map[string]*dto.MetricFamily {
 	t.Helper()
-	req, err := http.NewRequestWithContext(client.Context(t), http.MethodGet, st.Replicas[i].URL+"/metrics", nil)
+	req, err := http.NewRequestWithContext(client.Context(t), http.MethodGet, st.Replicas[i].MetricsURL+"/metrics", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
