@@ -102,9 +102,44 @@ func (m *Metrics) WatchAudit(dropped func() uint64) {
 	}, func() float64 { return float64(dropped()) }))
 }
 
-// Handler serves /metrics.
+// MetricsPath is the one route of a replica's metrics listener.
+const MetricsPath = "/metrics"
+
+// Handler serves m's series in Prometheus's text format, whatever the request's path
+// (ListenerHandler routes to it).
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// ListenerHandler is the whole of a replica's metrics listener (AGENTFY_METRICS_LISTEN),
+// which serves
+//
+//	GET  /metrics                                       none                m's series
+//
+// and nothing else: every other path is the public API's 404 (not_found, "no such
+// route"), another method on /metrics its 405. The series say how much traffic a
+// replica serves and how its parts fare, so they are served only here, on a listener a
+// deployment keeps off the public network, never on the public listener nor the admin
+// API's.
+func (m *Metrics) ListenerHandler() http.Handler {
+	gin.SetMode(gin.ReleaseMode)
+	eng := gin.New()
+	eng.HandleMethodNotAllowed = true
+	eng.RedirectTrailingSlash = false
+	eng.RedirectFixedPath = false
+	eng.Use(gin.CustomRecovery(func(c *gin.Context, _ any) {
+		c.AbortWithStatusJSON(errInternal.status, errInternal.body())
+	}))
+	eng.GET(MetricsPath, gin.WrapH(m.Handler()))
+	eng.NoMethod(func(c *gin.Context) {
+		closeIfBody(c)
+		c.AbortWithStatusJSON(errMethod.status, errMethod.body())
+	})
+	eng.NoRoute(func(c *gin.Context) {
+		closeIfBody(c)
+		c.AbortWithStatusJSON(errNoRoute.status, errNoRoute.body())
+	})
+	return eng
 }
 
 func (s *Server) metricView(c *gin.Context) {

@@ -2,13 +2,16 @@ package api
 
 import (
 	"bufio"
+	"cmp"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"github.com/gin-gonic/gin"
 
@@ -219,5 +222,96 @@ func TestMetricsReasonsStartAtZero(t *testing.T) {
 				t.Errorf("%s = %v (exported %t), want 0", series, v, ok)
 			}
 		}
+	}
+}
+
+// notFoundBody is the public API's 404 of an unknown path (errNoRoute), as sent.
+const notFoundBody = `{"error":{"code":"not_found","message":"no such route"}}`
+
+// TestMetricsListenerServesOnlyMetrics: a metrics listener's handler serves the series
+// at /metrics to a request without a credential, and answers every other path with the
+// API's 404 and another method with its 405: nothing of the public or admin API, no
+// health, no web app.
+func TestMetricsListenerServesOnlyMetrics(t *testing.T) {
+	zero := func() int { return 0 }
+	h := NewMetrics(zero, zero, zero, zero).ListenerHandler()
+	tests := []struct {
+		name       string
+		method     string
+		path       string
+		wantStatus int
+		wantBody   string // "" for the series
+	}{
+		{name: "the series", method: http.MethodGet, path: MetricsPath, wantStatus: http.StatusOK},
+		{name: "the root", method: http.MethodGet, path: "/", wantStatus: http.StatusNotFound, wantBody: notFoundBody},
+		{name: "health", method: http.MethodGet, path: "/healthz", wantStatus: http.StatusNotFound, wantBody: notFoundBody},
+		{name: "readiness", method: http.MethodGet, path: "/readyz", wantStatus: http.StatusNotFound, wantBody: notFoundBody},
+		{name: "the OpenAPI document", method: http.MethodGet, path: "/openapi.yaml", wantStatus: http.StatusNotFound, wantBody: notFoundBody},
+		{name: "a view route", method: http.MethodGet, path: "/v1/agents/a/worker/view", wantStatus: http.StatusNotFound, wantBody: notFoundBody},
+		{name: "an admin route", method: http.MethodGet, path: "/v1/admin/orgs/o/keys", wantStatus: http.StatusNotFound, wantBody: notFoundBody},
+		{name: "a trailing slash", method: http.MethodGet, path: MetricsPath + "/", wantStatus: http.StatusNotFound, wantBody: notFoundBody},
+		{name: "another case", method: http.MethodGet, path: "/METRICS", wantStatus: http.StatusNotFound, wantBody: notFoundBody},
+		{name: "below it", method: http.MethodGet, path: MetricsPath + "/x", wantStatus: http.StatusNotFound, wantBody: notFoundBody},
+		{name: "another method", method: http.MethodPost, path: MetricsPath, wantStatus: http.StatusMethodNotAllowed,
+			wantBody: `{"error":{"code":"method_not_allowed","message":"this route does not take that method"}}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, httptest.NewRequest(tt.method, tt.path, nil))
+			if w.Code != tt.wantStatus {
+				t.Fatalf("%s %s: status %d, want %d", tt.method, tt.path, w.Code, tt.wantStatus)
+			}
+			body := w.Body.String()
+			if tt.wantBody == "" {
+				if !strings.Contains(body, "agentfy_view_pending 0\n") || !strings.HasPrefix(w.Header().Get("Content-Type"), "text/plain") {
+					t.Fatalf("%s %s: not the series (%s): %.200s", tt.method, tt.path, w.Header().Get("Content-Type"), body)
+				}
+				return
+			}
+			if body != tt.wantBody {
+				t.Fatalf("%s %s: body %s, want %s", tt.method, tt.path, body, tt.wantBody)
+			}
+		})
+	}
+}
+
+// TestPublicListenerServesNoMetrics: the public listener, the one viewers reach, answers
+// /metrics as the unknown path it is there — the API's JSON 404 without the web app,
+// and with it whatever any other unknown path gets — and never with a series.
+func TestPublicListenerServesNoMetrics(t *testing.T) {
+	zero := func() int { return 0 }
+	app := fstest.MapFS{"index.html": {Data: []byte("<!doctype html><title>app</title>")}}
+	tests := []struct {
+		name     string
+		webApp   fs.FS
+		wantBody string // "" for the answer of another unknown path
+	}{
+		{name: "without the web app", wantBody: notFoundBody},
+		{name: "with the web app", webApp: app},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := New(Config{Log: testenv.Logger(t), Metrics: NewMetrics(zero, zero, zero, zero), WebApp: tt.webApp})
+			get := func(path string) *httptest.ResponseRecorder {
+				w := httptest.NewRecorder()
+				s.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
+				return w
+			}
+			unknown := get("/no-such-path")
+			for _, path := range []string{MetricsPath, MetricsPath + "/", "/METRICS"} {
+				w := get(path)
+				want := cmp.Or(tt.wantBody, unknown.Body.String())
+				if w.Code != http.StatusNotFound || w.Body.String() != want || w.Header().Get("Content-Type") != unknown.Header().Get("Content-Type") {
+					t.Errorf("GET %s: %d %s %s, want 404 %s %s", path, w.Code, w.Header().Get("Content-Type"), w.Body, unknown.Header().Get("Content-Type"), want)
+				}
+				if strings.Contains(w.Body.String(), "agentfy_") || strings.Contains(w.Body.String(), "go_info") {
+					t.Errorf("GET %s: the public listener serves series", path)
+				}
+			}
+			if tt.webApp != nil && get("/").Code != http.StatusOK {
+				t.Error("the web app is not served at /: the case tests nothing")
+			}
+		})
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/agentfy/agentfy/api"
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/directory"
 	"github.com/agentfy/agentfy/internal/dev/stack"
@@ -60,14 +61,22 @@ func startStack(t *testing.T, ctx context.Context) *one {
 // relayAgent is the agent whose worker answers every view with reason.
 func relayAgent(reason string) string { return "relay-" + reason }
 
-// get fetches path with the member's token.
+// get fetches path of the public listener with the member's token.
 func (s *one) get(t *testing.T, ctx context.Context, path string) (int, http.Header, string) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.base+path, nil)
+	return fetch(t, ctx, s.base+path, s.token)
+}
+
+// fetch GETs url, with bearer unless it is empty.
+func fetch(t *testing.T, ctx context.Context, url, bearer string) (int, http.Header, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+s.token)
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -81,10 +90,10 @@ func (s *one) get(t *testing.T, ctx context.Context, path string) (int, http.Hea
 }
 
 // unavailable reads agentfy_view_unavailable_total{route,reason} of the agent view
-// route from /metrics, by reason.
+// route from /metrics of the replica's metrics listener, by reason.
 func (s *one) unavailable(t *testing.T, ctx context.Context) map[string]float64 {
 	t.Helper()
-	status, _, body := s.get(t, ctx, "/metrics")
+	status, _, body := fetch(t, ctx, s.r.MetricsURL+api.MetricsPath, "")
 	if status != http.StatusOK {
 		t.Fatalf("/metrics answered %d", status)
 	}

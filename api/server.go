@@ -9,7 +9,11 @@
 //	GET  /v1/agents/:id/worker/status                   human JWT           server-sent events
 //	POST /v1/internal/worker-observations/consume       broker pass         {"publicKey"}
 //	GET  /v1/worker/channel                             worker pass         WebSocket, JSON-RPC 2.0
-//	GET  /healthz, /readyz, /metrics, /openapi.yaml, and the web app at /
+//	GET  /healthz, /readyz, /openapi.yaml, and the web app at /
+//
+// The replica's metrics are not among them: /metrics here is an unknown path like any
+// other. They are served on a listener of their own (Metrics.ListenerHandler), the admin
+// API on another (AdminServer).
 package api
 
 import (
@@ -52,7 +56,9 @@ type Config struct {
 	Grants   *view.Grants
 	Hub      *channel.Hub
 	Feed     *feed.Feed
-	Metrics  *Metrics
+	// Metrics counts the view routes' answers; nil counts none. The routes here never
+	// serve it (Metrics.ListenerHandler does, on a listener of its own).
+	Metrics *Metrics
 	// Audit publishes a view decision's event; nil publishes none.
 	Audit *audit.Publisher
 	// OpenAPI is the document served at /openapi.yaml.
@@ -128,9 +134,6 @@ func New(cfg Config) *Server {
 	eng.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"ok": true}) })
 	eng.GET("/readyz", s.ready)
 	eng.GET("/openapi.yaml", func(c *gin.Context) { c.Data(http.StatusOK, "application/yaml", cfg.OpenAPI) })
-	if cfg.Metrics != nil {
-		eng.GET("/metrics", gin.WrapH(cfg.Metrics.Handler()))
-	}
 	var static http.Handler
 	csp := "default-src 'self'; img-src 'self' blob: data:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
 	if cfg.WebApp != nil {

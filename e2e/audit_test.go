@@ -359,7 +359,7 @@ func TestViewsServedWhenAuditUnwritable(t *testing.T) {
 // droppedAudit is replica A's agentfy_audit_dropped_total, scraped from /metrics.
 func droppedAudit(t *testing.T) float64 {
 	t.Helper()
-	req, err := http.NewRequestWithContext(client.Context(t), http.MethodGet, replicaA()+"/metrics", nil)
+	req, err := http.NewRequestWithContext(client.Context(t), http.MethodGet, st.Replicas[0].MetricsURL+"/metrics", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

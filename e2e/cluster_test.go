@@ -120,7 +120,7 @@ func TestThreeNodeClusterAndReplicaRestart(t *testing.T) {
 	})
 
 	t.Run("metrics", func(t *testing.T) {
-		req, _ := http.NewRequestWithContext(c, http.MethodGet, a.URL+"/metrics", nil)
+		req, _ := http.NewRequestWithContext(c, http.MethodGet, a.MetricsURL+"/metrics", nil)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

@@ -149,7 +149,7 @@ func TestRealOpenIDProvider(t *testing.T) {
 	if took := time.Since(start); took > auth.DefaultJWKSFetchTimeout+time.Second {
 		t.Fatalf("an unknown kid with the provider down took %v", took)
 	}
-	metrics := c.Get(t, s.Replicas[0].URL, "/metrics", "")
+	metrics := c.Get(t, s.Replicas[0].MetricsURL, "/metrics", "")
 	for _, want := range []string{`agentfy_jwks_keys{source="1"} `, `agentfy_jwks_age_seconds{source="1"} `, `agentfy_jwks_refreshes_total{result="failed",source="1"} `} {
 		if !strings.Contains(metrics.Body, want) || strings.Contains(metrics.Body, want+"0\n") || strings.Contains(metrics.Body, want+"-1\n") {
 			t.Errorf("/metrics lacks a positive %s", want)
@@ -290,7 +290,7 @@ func TestIdentityProviderOutage(t *testing.T) {
 			t.Fatalf("replica %d, a development token during the outage: %s", r, a.Summary())
 		}
 	}
-	metrics := c.Get(t, s.Replicas[0].URL, "/metrics", "")
+	metrics := c.Get(t, s.Replicas[0].MetricsURL, "/metrics", "")
 	if !strings.Contains(metrics.Body, `agentfy_identity_unavailable_total{route="/v1/agents/:id/worker/view"} `) ||
 		!strings.Contains(metrics.Body, `agentfy_view_unavailable_total{reason="identity_unavailable",route="/v1/agents/:id/worker/view"} `) {
 		t.Error("/metrics does not count identity_unavailable")

@@ -1,5 +1,7 @@
 // Command agentfy-api is one API replica: the view routes, the consume route, the worker
-// tool channel, the status feed, health, metrics, the OpenAPI document and the web app.
+// tool channel, the status feed, health, the OpenAPI document and the web app on its
+// public listener (AGENTFY_LISTEN); the admin API (AGENTFY_ADMIN_LISTEN) and the
+// Prometheus metrics (AGENTFY_METRICS_LISTEN) each on a listener of its own, when set.
 // Run several behind a load balancer; they share Redis and NATS.
 package main
 
@@ -36,8 +38,17 @@ func main() {
 func run() error {
 	listen := flag.String("listen", conf.Env("AGENTFY_LISTEN", ":8080"), "HTTP listen `address` (AGENTFY_LISTEN)")
 	adminListen := flag.String("admin-listen", os.Getenv("AGENTFY_ADMIN_LISTEN"), "the admin API's listen `address` (AGENTFY_ADMIN_LISTEN; off unless set: keep it off the public network)")
+	metricsListen := flag.String("metrics-listen", os.Getenv("AGENTFY_METRICS_LISTEN"), "the Prometheus /metrics listen `address` (AGENTFY_METRICS_LISTEN; off unless set: keep it off the public network)")
 	id := flag.String("replica-id", os.Getenv("AGENTFY_REPLICA_ID"), "replica `id` (AGENTFY_REPLICA_ID; default host name + random)")
 	flag.Parse()
+	// Each listener is a listener of its own: the public one must never serve the admin
+	// API or the metrics.
+	if sameAddress(*adminListen, *listen) {
+		return errors.New("AGENTFY_ADMIN_LISTEN: the admin API needs a listener of its own, not AGENTFY_LISTEN's")
+	}
+	if sameAddress(*metricsListen, *listen) || sameAddress(*metricsListen, *adminListen) {
+		return errors.New("AGENTFY_METRICS_LISTEN: the metrics need a listener of their own, not AGENTFY_LISTEN's or AGENTFY_ADMIN_LISTEN's")
+	}
 	log := conf.Logger("api")
 	warn := func(msg string) { log.Warn().Msg(msg) }
 	if *id == "" {
@@ -94,33 +105,52 @@ func run() error {
 		return err
 	}
 	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", *listen)
-	if err != nil {
+	ls := replica.Listeners{}
+	if ls.Public, err = lc.Listen(ctx, "tcp", *listen); err != nil {
 		return err
 	}
-	log.Info().Str("addr", ln.Addr().String()).Str("replica", *id).Msg("listening")
-	if *adminListen == "" {
-		return r.Serve(ctx, ln)
+	log.Info().Str("addr", ls.Public.Addr().String()).Str("replica", *id).Msg("listening")
+	if ls.Admin, err = listenAside(ctx, lc, "AGENTFY_ADMIN_LISTEN", *adminListen); err != nil {
+		_ = ls.Public.Close()
+		return err
 	}
-	if *adminListen == *listen {
-		return errors.New("AGENTFY_ADMIN_LISTEN: the admin API needs a listener of its own, not AGENTFY_LISTEN's")
+	if ls.Metrics, err = listenAside(ctx, lc, "AGENTFY_METRICS_LISTEN", *metricsListen); err != nil {
+		_ = ls.Public.Close()
+		if ls.Admin != nil {
+			_ = ls.Admin.Close()
+		}
+		return err
 	}
-	adminLn, err := lc.Listen(ctx, "tcp", *adminListen)
+	for _, side := range []struct {
+		ln   net.Listener
+		what string
+	}{{ls.Admin, "admin API listening"}, {ls.Metrics, "metrics listening"}} {
+		if side.ln != nil {
+			log.Info().Str("addr", side.ln.Addr().String()).Msg(side.what)
+		}
+	}
+	return r.ServeAll(ctx, ls)
+}
+
+// listenAside listens on addr, the address of a listener beside the public one that
+// env configures; nil when addr is empty (the listener is off).
+func listenAside(ctx context.Context, lc net.ListenConfig, env, addr string) (net.Listener, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	ln, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
-		_ = ln.Close()
-		return fmt.Errorf("AGENTFY_ADMIN_LISTEN: %w", err)
+		return nil, fmt.Errorf("%s: %w", env, err)
 	}
-	log.Info().Str("addr", adminLn.Addr().String()).Msg("admin API listening")
-	// One stops the other: a replica without its public listener is not serving, and
-	// one whose admin listener failed is not what the operator configured.
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	adminDone := make(chan error, 1)
-	go func() { adminDone <- r.ServeAdmin(sctx, adminLn); cancel() }()
-	err = r.Serve(sctx, ln)
-	cancel()
-	if aerr := <-adminDone; err == nil {
-		err = aerr
+	return ln, nil
+}
+
+// sameAddress reports whether a and b are one fixed listen address, which two listeners
+// cannot share. Port 0 (any free port) never is.
+func sameAddress(a, b string) bool {
+	if a == "" || a != b {
+		return false
 	}
-	return err
+	_, port, err := net.SplitHostPort(a)
+	return err == nil && port != "0"
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/agentfy/agentfy/api"
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/broker"
 	"github.com/agentfy/agentfy/broker/masks"
@@ -74,7 +75,7 @@ type readyFile struct {
 	OrgKeys      map[string]string `json:"orgKeys"`
 	Site         string            `json:"site"`
 	SessionID    string            `json:"sessionId"`
-	Metrics      []string          `json:"metrics"`
+	Metrics      []string          `json:"metrics"` // each replica's metrics listener, not its public one
 	NATSMonitor  string            `json:"natsMonitor,omitempty"`
 	JWTSecret    string            `json:"jwtSecret"`
 	// RedisEnv points the operator CLI at the stack's Redis as the operator: KEY=value
@@ -254,7 +255,7 @@ func newReadyFile(st *stack.Stack, uses readyUses, tokens, keys map[string]strin
 		NATSOperator: natsCred(st, bus.RoleOperator),
 		Agent:        demoAgent, IdleAgent: idleAgent, EmptyAgent: emptyAgent, ForeignAgent: foreignAgent, Tokens: tokens,
 		OrgID: demoOrg, OrgKeys: keys, Site: st.Site, SessionID: sessionID,
-		Metrics:   []string{st.Replicas[0].URL + "/metrics", st.Replicas[1].URL + "/metrics"},
+		Metrics:   []string{st.Replicas[0].MetricsURL + api.MetricsPath, st.Replicas[1].MetricsURL + api.MetricsPath},
 		JWTSecret: string(st.Secret),
 		Admin:     readyAdmin{URL: st.Replicas[0].AdminURL, Key: st.AdminKey},
 	}
@@ -349,6 +350,7 @@ Agentfy browser view is running (ready in %.1fs). Ctrl-C stops everything.
                  (the token travels in the URL fragment, which browsers never send to a
                  server; the page moves it into the tab's session storage at once)
   API replicas   %s  %s   (admin API %s)
+  Metrics        %s  %s   (Prometheus, no credential)
   NATS           %s   (monitoring %s)
   Redis          %s   deployment %q (users agentfy-replica, agentfy-operator)
   Demo agent     %s, browsing %s; %s has a session with no tab; %s has none
@@ -386,7 +388,7 @@ In another terminal:
   export %s AGENTFY_NATS_URL='%s' AGENTFY_NATS_PASSWORD='%s'
   go run ./cmd/agentfy tool -agent %s -name browser_tabs
   go run ./cmd/agentfy session stop -agent %s
-`, took.Seconds(), rf.App, rf.Agent, rf.Tokens["member"], rf.Replicas[0], rf.Replicas[1], rf.Admin.URL, rf.NATS, rf.NATSMonitor, redisSummary(rf), rf.Deployment,
+`, took.Seconds(), rf.App, rf.Agent, rf.Tokens["member"], rf.Replicas[0], rf.Replicas[1], rf.Admin.URL, rf.Metrics[0], rf.Metrics[1], rf.NATS, rf.NATSMonitor, redisSummary(rf), rf.Deployment,
 		rf.Agent, rf.Site, rf.EmptyAgent, rf.IdleAgent,
 		rf.Tokens["member"], rf.OrgKeys["reader"],
 		rf.Replicas[0], rf.Agent, rf.Replicas[0], rf.Agent,

@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -197,6 +198,29 @@ func TestDevStackStartsAndStopsCleanly(t *testing.T) {
 	_ = aresp.Body.Close()
 	if aresp.StatusCode != http.StatusNoContent {
 		t.Fatalf("the banner's admin call: %d", aresp.StatusCode)
+	}
+
+	// The ready file's metrics are each replica's series, without a credential, on a
+	// listener of its own: the replica's public listener answers /metrics 404.
+	if len(rf.Metrics) != len(rf.Replicas) {
+		t.Fatalf("ready file metrics: %q for replicas %q", rf.Metrics, rf.Replicas)
+	}
+	for i, u := range rf.Metrics {
+		for _, tc := range []struct {
+			url    string
+			status int
+		}{{u, http.StatusOK}, {rf.Replicas[i] + "/metrics", http.StatusNotFound}} {
+			mreq, _ := http.NewRequestWithContext(ctx, http.MethodGet, tc.url, nil)
+			mresp, err := http.DefaultClient.Do(mreq)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(io.LimitReader(mresp.Body, 1<<20))
+			_ = mresp.Body.Close()
+			if mresp.StatusCode != tc.status || (tc.status == http.StatusOK) != strings.Contains(string(body), "agentfy_worker_connections ") {
+				t.Fatalf("GET %s: %d %.200s, want %d", tc.url, mresp.StatusCode, body, tc.status)
+			}
+		}
 	}
 
 	// The banner's stop line, by the operator CLI, with the ready file's Redis URL (the

@@ -155,7 +155,7 @@ func (r *rig) views(n int) []string {
 func (r *rig) targets(withBroker bool) []target {
 	var ts []target
 	for _, rep := range r.st.Replicas {
-		ts = append(ts, target{job: "agentfy-api", instance: rep.ID, url: rep.URL + "/metrics"})
+		ts = append(ts, target{job: "agentfy-api", instance: rep.ID, url: rep.MetricsURL + "/metrics"})
 	}
 	if withBroker {
 		ts = append(ts, target{job: "agentfy-broker", instance: "broker-" + r.agent, url: r.broker})
@@ -406,6 +406,32 @@ func TestAlertsOnAStack(t *testing.T) {
 		})
 	})
 
+	fault("AgentfyBrokerUnsandboxed", true, func() {
+		// The broker restarted with its Chromium's sandbox off, as an operator who set
+		// AGENTFY_CHROMIUM_SANDBOX=off to get past a refusal would.
+		env := r.ss.BrokerEnv()
+		r.ss.KillBroker()
+		r.ss.SetBrokerEnv(append(env, "AGENTFY_CHROMIUM_SANDBOX=off"))
+		if err := r.ss.StartBroker(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r.ss.SetBrokerEnv(env)
+	}, func() {
+		testenv.WaitFor(t, 15*time.Second, "the unsandboxed broker's gauge", func() bool {
+			// A scrape that answers is the new broker's (the old one is gone), which
+			// exports the gauge from its start.
+			return r.scrape(true).value("agentfy_broker_chromium_sandboxed") == 0
+		})
+	}, func() {
+		r.ss.KillBroker()
+		if err := r.ss.StartBroker(ctx); err != nil {
+			t.Fatal(err)
+		}
+		testenv.WaitFor(t, 15*time.Second, "the sandboxed broker's gauge", func() bool {
+			return r.scrape(true).value("agentfy_broker_chromium_sandboxed") == 1
+		})
+	})
+
 	fault("AgentfyJWKSStale", true, func() {
 		r.idp.Set(func(s *testenv.IDPState) { s.Status = http.StatusServiceUnavailable })
 	}, func() {
@@ -481,7 +507,7 @@ func TestAlertsOnAStack(t *testing.T) {
 	// Every alert was faulted above, and every series named was exported.
 	for name := range alerts {
 		found := false
-		for _, sub := range []string{"AgentfyViewLatencyHigh", "AgentfyGrantsForged", "AgentfyCapturesFailing", "AgentfyJWKSStale", "AgentfyJWKSRefreshFailing", "AgentfyNoBroker", "AgentfyViewsFailing", "AgentfyRedisUnreachable", "AgentfyNATSUnreachable"} {
+		for _, sub := range []string{"AgentfyViewLatencyHigh", "AgentfyGrantsForged", "AgentfyCapturesFailing", "AgentfyBrokerUnsandboxed", "AgentfyJWKSStale", "AgentfyJWKSRefreshFailing", "AgentfyNoBroker", "AgentfyViewsFailing", "AgentfyRedisUnreachable", "AgentfyNATSUnreachable"} {
 			found = found || sub == name
 		}
 		if !found {

@@ -25,8 +25,18 @@ func (r *Replica) ServeAdmin(ctx context.Context, ln net.Listener) error {
 		Log: r.opts.Log.With().Str("listener", "admin").Logger(), Creds: r.Creds, Dir: r.Dir, JWT: r.JWT,
 		OpenAPI: openapi.AdminDocument, Audit: r.Audit,
 	})
+	return serveAside(ctx, netutil.LimitListener(ln, MaxAdminConnections), admin.Handler())
+}
+
+// asideShutdown bounds the graceful shutdown of a listener beside the public one.
+const asideShutdown = 5 * time.Second
+
+// serveAside serves h on ln, a listener beside the public one, until ctx ends, then
+// shuts it down within asideShutdown. Its requests are bounded like the public ones, and
+// so are its answers: each within BodyTimeout.
+func serveAside(ctx context.Context, ln net.Listener, h http.Handler) error {
 	srv := &http.Server{
-		Handler:           admin.Handler(),
+		Handler:           h,
 		ReadHeaderTimeout: HeaderTimeout,
 		ReadTimeout:       BodyTimeout,
 		WriteTimeout:      BodyTimeout,
@@ -35,13 +45,13 @@ func (r *Replica) ServeAdmin(ctx context.Context, ln net.Listener) error {
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(netutil.LimitListener(ln, MaxAdminConnections)) }()
+	go func() { errc <- srv.Serve(ln) }()
 	select {
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
 	}
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), asideShutdown)
 	defer cancel()
 	err := srv.Shutdown(dctx)
 	if errors.Is(err, http.ErrServerClosed) {

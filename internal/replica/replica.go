@@ -89,6 +89,8 @@ type Replica struct {
 	Feed     *feed.Feed
 	Server   *api.Server
 	JWT      *auth.Verifier
+	// Metrics are the replica's Prometheus series, served by ServeMetrics only.
+	Metrics *api.Metrics
 	// Audit publishes the audit trail (view decisions, admin changes) on a NATS
 	// connection of its own.
 	Audit *audit.Publisher
@@ -185,6 +187,7 @@ func New(ctx context.Context, o Options) (*Replica, error) {
 	}
 	r.Hub = channel.NewHub(hub)
 	metrics := api.NewMetrics(r.Views.InFlight, r.Hub.RelayWaiters, r.Hub.Conns, r.Feed.Listeners)
+	r.Metrics = metrics
 	metrics.WatchJWKS(verifier.JWKSStatus)
 	metrics.WatchAudit(r.Audit.Dropped)
 	metrics.WatchConnections(api.Connections{
@@ -291,6 +294,47 @@ func (r *Replica) Serve(ctx context.Context, ln net.Listener) error {
 	r.close(ctx)
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
+	}
+	return err
+}
+
+// Listeners are a replica's listeners: the public one, and beside it, each when the
+// deployment configures it, the admin API's and the metrics'.
+type Listeners struct {
+	// Public serves the public routes, the worker's channel, health and the web app
+	// (Serve). Required.
+	Public net.Listener
+	// Admin, when set, serves the admin API (ServeAdmin, AGENTFY_ADMIN_LISTEN).
+	Admin net.Listener
+	// Metrics, when set, serves /metrics (ServeMetrics, AGENTFY_METRICS_LISTEN).
+	Metrics net.Listener
+}
+
+// ServeAll serves every listener of ls until ctx ends, or until one of them fails, which
+// stops the others: a replica without its public listener is not serving, and one whose
+// admin or metrics listener failed is not what the operator configured. It returns the
+// public listener's error, or else the first of the others'.
+func (r *Replica) ServeAll(ctx context.Context, ls Listeners) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var aside []chan error
+	for _, side := range []struct {
+		ln    net.Listener
+		serve func(context.Context, net.Listener) error
+	}{{ls.Admin, r.ServeAdmin}, {ls.Metrics, r.ServeMetrics}} {
+		if side.ln == nil {
+			continue
+		}
+		done := make(chan error, 1)
+		go func() { done <- side.serve(ctx, side.ln); cancel() }()
+		aside = append(aside, done)
+	}
+	err := r.Serve(ctx, ls.Public)
+	cancel()
+	for _, done := range aside {
+		if aerr := <-done; err == nil {
+			err = aerr
+		}
 	}
 	return err
 }

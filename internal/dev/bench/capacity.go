@@ -22,6 +22,7 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/rs/zerolog"
 
+	"github.com/agentfy/agentfy/api"
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/deploy"
@@ -308,11 +309,11 @@ func (c *capacity) start(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		var up struct{ URL string }
+		var up struct{ URL, MetricsURL string }
 		if err := n.read(&up); err != nil {
 			return fmt.Errorf("%s: %w", id, err)
 		}
-		n.url = up.URL
+		n.url, n.metricsURL = up.URL, up.MetricsURL
 		if err := waitReady(ctx, n.url); err != nil {
 			return err
 		}
@@ -589,7 +590,7 @@ func (c *capacity) snapshot(ctx context.Context) (snapshot, error) {
 	}
 	s.natsOut, s.natsBytes = v.OutMsgs, v.OutBytes
 	for _, n := range c.replicas {
-		body, err := c.get(ctx, n.url+"/metrics")
+		body, err := c.get(ctx, n.metricsURL+api.MetricsPath)
 		if err != nil {
 			return s, err
 		}
@@ -1013,12 +1014,14 @@ func pprofTop(ctx context.Context, file string, flags ...string) []string {
 // capNode is a bench node: a child process answering one JSON line per control line.
 type capNode struct {
 	name string
-	url  string // a replica's
-	cmd  *exec.Cmd
-	in   io.WriteCloser
-	out  *bufio.Scanner
-	logs *testenv.Buffer // its standard error: its log and its collector's trace
-	mu   sync.Mutex      // one call at a time
+	url  string // a replica's public listener
+	// metricsURL is a replica's metrics listener.
+	metricsURL string
+	cmd        *exec.Cmd
+	in         io.WriteCloser
+	out        *bufio.Scanner
+	logs       *testenv.Buffer // its standard error: its log and its collector's trace
+	mu         sync.Mutex      // one call at a time
 	// started is when the process started, as it said in its last scheduler reading.
 	started time.Time
 	// A farm's first agent (an index into capacity.agents), and whether it runs in the

@@ -234,9 +234,10 @@ func readSched() schedHist {
 	return out
 }
 
-// runReplicaNode serves one replica until stdin ends. It prints {"url":…} when it
-// listens; control lines: "gc" (collect and return memory to the OS, then {}),
-// "profile FILE" (start a CPU profile), "stop-profile".
+// runReplicaNode serves one replica until stdin ends. It prints {"url":…,"metricsURL":…}
+// (its public listener and its metrics listener) when it listens; control lines: "gc"
+// (collect and return memory to the OS, then {}), "profile FILE" (start a CPU
+// profile), "stop-profile".
 func runReplicaNode(ctx context.Context, spec replicaSpec, lines *bufio.Scanner, enc *json.Encoder, log zerolog.Logger) error {
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
@@ -264,10 +265,15 @@ func runReplicaNode(ctx context.Context, spec replicaSpec, lines *bufio.Scanner,
 		_ = ln.Close()
 		return err
 	}
+	metricsLn, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
 	sctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- r.Serve(sctx, ln) }()
-	if err := enc.Encode(map[string]string{"url": "http://" + ln.Addr().String()}); err != nil {
+	go func() { done <- r.ServeAll(sctx, replica.Listeners{Public: ln, Metrics: metricsLn}) }()
+	if err := enc.Encode(map[string]string{"url": "http://" + ln.Addr().String(), "metricsURL": "http://" + metricsLn.Addr().String()}); err != nil {
 		stop()
 		return err
 	}

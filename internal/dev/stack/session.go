@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -294,6 +295,13 @@ func (ss *Session) startBrokerProcess(ctx context.Context) error {
 		}
 	}
 }
+
+// SetBrokerEnv replaces the extra environment of the session's broker process
+// (SessionOptions.BrokerEnv) for its next StartBroker.
+func (ss *Session) SetBrokerEnv(env []string) { ss.brokerOpts.BrokerEnv = env }
+
+// BrokerEnv is the extra environment of the session's broker process.
+func (ss *Session) BrokerEnv() []string { return slices.Clone(ss.brokerOpts.BrokerEnv) }
 
 // KillBroker kills the broker process with SIGKILL, as a crash would (the parent-death
 // signal LaunchConfig.Leakless asks for then ends its Chromium), and waits for it to

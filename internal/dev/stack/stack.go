@@ -205,10 +205,13 @@ type Replica struct {
 	URL string
 	// AdminURL is the replica's admin listener (the admin API), on loopback.
 	AdminURL string
-	cancel   context.CancelFunc
-	done     chan error
-	ln       net.Listener
-	hooks    *atomic.Pointer[Hooks] // SetHooks; the wrappers of the replica's collaborators read it
+	// MetricsURL is the replica's metrics listener, on loopback: its series at
+	// MetricsURL + "/metrics" (api.MetricsPath), which URL does not serve.
+	MetricsURL string
+	cancel     context.CancelFunc
+	done       chan error
+	ln         net.Listener
+	hooks      *atomic.Pointer[Hooks] // SetHooks; the wrappers of the replica's collaborators read it
 
 	stopOnce sync.Once
 	stopErr  error
@@ -658,21 +661,21 @@ func (s *Stack) StartReplica(ctx context.Context, i int, natsURL string) (*Repli
 		_ = ln.Close()
 		return nil, err
 	}
+	metricsLn, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		_ = ln.Close()
+		_ = adminLn.Close()
+		return nil, err
+	}
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	h := &Replica{
 		Replica: r, ID: id, URL: "http://" + ln.Addr().String(), AdminURL: "http://" + adminLn.Addr().String(),
-		cancel: cancel, done: make(chan error, 1), ln: ln, hooks: hooks,
+		MetricsURL: "http://" + metricsLn.Addr().String(),
+		cancel:     cancel, done: make(chan error, 1), ln: ln, hooks: hooks,
 	}
-	adminDone := make(chan error, 1)
-	go func() { adminDone <- r.ServeAdmin(rctx, adminLn) }()
-	go func() {
-		err := r.Serve(rctx, ln)
-		cancel() // a replica that stopped serving stops its admin listener too
-		if aerr := <-adminDone; err == nil {
-			err = aerr
-		}
-		h.done <- err
-	}()
+	// As agentfy-api serves them: a replica that stopped serving stops its admin and
+	// metrics listeners too.
+	go func() { h.done <- r.ServeAll(rctx, replica.Listeners{Public: ln, Admin: adminLn, Metrics: metricsLn}) }()
 	s.mu.Lock()
 	for len(s.Replicas) <= i {
 		s.Replicas = append(s.Replicas, nil)
