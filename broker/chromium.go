@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,8 @@ import (
 	"github.com/go-rod/rod"
 	"github.com/go-rod/rod/lib/cdp"
 	"github.com/rs/zerolog"
+
+	"github.com/agentfy/agentfy/broker/egress"
 )
 
 // Chromium launch defaults.
@@ -102,6 +105,13 @@ type LaunchConfig struct {
 	// root. A broker that is not root starts Chromium as itself, and User must
 	// then be empty or its own.
 	User string
+	// Egress is where Chromium may connect: every connection of the browser —
+	// a navigation, a redirect, a subresource, a script's fetch, a WebSocket —
+	// goes through a proxy of the broker's (egress.Policy.Serve, on a loopback
+	// port of its own) that dials only what the policy allows. Chromium makes
+	// no connection of its own: no QUIC, no WebRTC over UDP, and loopback is
+	// not exempt. The zero policy refuses every non-public address.
+	Egress egress.Policy
 	// NoSandbox starts Chromium without its sandbox (--no-sandbox): only when
 	// an operator says so (AGENTFY_CHROMIUM_SANDBOX=off), never by default.
 	NoSandbox bool
@@ -120,8 +130,10 @@ type Chromium struct {
 	profile string
 	logger  zerolog.Logger
 	cancel  context.CancelFunc // ends the connection's context
-	stderr  *tailBuffer        // the end of Chromium's standard error
-	exited  chan struct{}      // closed when the process has exited and its group is killed
+	// stopProxy stops the egress proxy, Chromium's only way out.
+	stopProxy context.CancelFunc
+	stderr    *tailBuffer   // the end of Chromium's standard error
+	exited    chan struct{} // closed when the process has exited and its group is killed
 
 	mu      sync.Mutex
 	reaped  bool  // guarded by mu: Chromium's pid may be another process's now
@@ -179,6 +191,18 @@ func LaunchChromium(ctx context.Context, cfg LaunchConfig, logger zerolog.Logger
 	if cfg.NoSandbox {
 		args = append(args, "--no-sandbox")
 	}
+	// The browser's only way out: the broker's proxy, which stops with Chromium.
+	proxyCtx, stopProxy := context.WithCancel(context.WithoutCancel(ctx))
+	defer func() {
+		if err != nil {
+			stopProxy()
+		}
+	}()
+	proxyAddr, err := startProxy(proxyCtx, cfg.Egress, logger)
+	if err != nil {
+		return nil, fmt.Errorf("launch chromium: egress proxy: %w", err)
+	}
+	args = append(args, proxyFlags(proxyAddr)...)
 	// Chromium outlives the launch context; Close and kill end it.
 	cmd := exec.CommandContext(context.WithoutCancel(ctx), bin, args...) //nolint:gosec // the operator's Chromium binary and the broker's own flags
 	// An environment of the broker's making, never empty, which matters: exec
@@ -191,7 +215,7 @@ func LaunchChromium(ctx context.Context, cfg LaunchConfig, logger zerolog.Logger
 	if cfg.Leakless {
 		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	}
-	c := &Chromium{profile: profile, logger: logger, stderr: &tailBuffer{max: stderrKept}, exited: make(chan struct{})}
+	c := &Chromium{profile: profile, logger: logger, stderr: &tailBuffer{max: stderrKept}, exited: make(chan struct{}), stopProxy: stopProxy}
 
 	// Chromium reads commands from its descriptor 3 and writes to its 4
 	// (ExtraFiles start at 3). The pipes are the broker's alone: os.Pipe makes
@@ -256,6 +280,34 @@ func LaunchChromium(ctx context.Context, cfg LaunchConfig, logger zerolog.Logger
 	c.Browser = b
 	logger.Info().Int("pid", c.pid).Uint32("uid", runAs.uid).Bool("sandbox", !cfg.NoSandbox).Msg("chromium started")
 	return c, nil
+}
+
+// proxyFlags send every connection of Chromium through the proxy at addr: loopback is
+// not exempt (Chromium's implicit bypass), QUIC is off, and WebRTC may not send UDP
+// past the proxy.
+func proxyFlags(addr string) []string {
+	return []string{
+		"--proxy-server=http://" + addr,
+		"--proxy-bypass-list=<-loopback>",
+		"--disable-quic",
+		"--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
+	}
+}
+
+// startProxy serves the egress proxy on a loopback port until ctx ends, and returns
+// its address.
+func startProxy(ctx context.Context, policy egress.Policy, logger zerolog.Logger) (string, error) {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	go func() {
+		if err := policy.Serve(ctx, ln); err != nil {
+			logger.Error().Err(err).Msg("egress proxy stopped")
+		}
+	}()
+	return ln.Addr().String(), nil
 }
 
 // makeUserData makes Chromium's user data directory inside profile, and the directory
@@ -394,6 +446,7 @@ func (c *Chromium) Exited() <-chan struct{} { return c.exited }
 // stop waits for Chromium to exit, kills it if it does not in time, and
 // removes the profile.
 func (c *Chromium) stop() error {
+	defer c.stopProxy()
 	defer c.cancel()
 	defer os.RemoveAll(c.profile)
 	defer c.pipe.Close()

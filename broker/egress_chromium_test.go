@@ -9,6 +9,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/go-rod/rod/lib/proto"
 
 	"github.com/agentfy/agentfy/broker/egress"
 )
@@ -84,4 +87,75 @@ func (m mapResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Add
 		return []netip.Addr{a}, nil
 	}
 	return nil, &net.DNSError{Err: "not found", Name: host, IsNotFound: true}
+}
+
+// TestEgressOfThePage opens, in a Chromium whose policy allows only its site, a page of
+// that site which itself reaches for another loopback listener (a deployment's, as far
+// as the browser knows): an image, a fetch, a WebSocket, and a redirect of the tab. The
+// page reports to its site when each has ended (the proxy's refusal is a network error
+// or a 502 of the proxy's, which no-cors cannot tell apart), and the listener receives
+// no connection: every connection of the browser goes through the broker's proxy, which
+// dials only what the policy allows. It fails with Chromium's own connections (no proxy
+// flags): the listener is then reached.
+func TestEgressOfThePage(t *testing.T) {
+	var hits atomic.Int64
+	listener := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	t.Cleanup(listener.Close)
+	target := listener.Listener.Addr().String()
+	failed := make(chan string, 8)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/reaching", func(w http.ResponseWriter, r *http.Request) {
+		writeHTML(w, "reaching", `<script>
+const report = what => fetch('/failed/' + what);
+const img = new Image(); img.onerror = img.onload = () => report('image'); img.src = 'http://`+target+`/pixel';
+fetch('http://`+target+`/data', {mode: 'no-cors'}).finally(() => report('fetch'));
+const ws = new WebSocket('ws://`+target+`/socket'); ws.onclose = () => report('websocket');
+</script>`)
+	})
+	mux.HandleFunc("/redirect", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "http://"+target+"/redirected", http.StatusFound)
+	})
+	mux.HandleFunc("/failed/{what}", func(w http.ResponseWriter, r *http.Request) {
+		failed <- r.PathValue("what")
+		w.WriteHeader(http.StatusNoContent)
+	})
+	site := httptest.NewServer(mux)
+	t.Cleanup(site.Close)
+
+	policy := testEgress(t, site.Listener.Addr().String())
+	ctx, cancel := context.WithTimeout(t.Context(), DefaultLaunchTimeout)
+	defer cancel()
+	c, err := LaunchChromium(ctx, LaunchConfig{Bin: chromiumBin(), Leakless: true, Egress: policy}, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	b := c.Browser.Context(t.Context())
+	if _, err := b.Page(proto.TargetCreateTarget{URL: site.URL + "/reaching", NewWindow: true}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"image": true, "fetch": true, "websocket": true}
+	deadline := time.After(30 * time.Second)
+	for len(want) > 0 {
+		select {
+		case what := <-failed:
+			if !want[what] {
+				t.Errorf("the page reported %q", what)
+			}
+			delete(want, what)
+		case <-deadline:
+			t.Fatalf("the page did not report the failures of %v", want)
+		}
+	}
+	// The redirect: the tab ends on Chromium's error page, never on the listener.
+	page, err := b.Page(proto.TargetCreateTarget{URL: site.URL + "/redirect", NewWindow: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := page.WaitLoad(); err != nil {
+		t.Fatal(err)
+	}
+	if n := hits.Load(); n != 0 {
+		t.Errorf("the listener the page reached for received %d requests", n)
+	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/go-rod/rod/lib/proto"
 	"github.com/rs/zerolog"
 
+	"github.com/agentfy/agentfy/broker/egress"
 	"github.com/agentfy/agentfy/envelope"
 	"github.com/agentfy/agentfy/internal/test/testenv"
 	"github.com/agentfy/agentfy/wire"
@@ -30,6 +31,10 @@ import (
 // has two cores and a launch costs about 0.4 s. Tests that use it must not
 // run in parallel with each other, since each broker follows every tab.
 var testChromium *Chromium
+
+// testLoopback is the egress policy of the shared Chromium: loopback allowed, for the
+// test sites.
+var testLoopback egress.Policy
 
 // testPass is the broker pass the fake API expects.
 const testPass = "test-broker-pass-0123456789"
@@ -44,8 +49,15 @@ func runTests(m *testing.M) int {
 		bin = "/usr/lib/chromium/chromium"
 	}
 	logger := zerolog.New(zerolog.NewTestWriter(nil)).Level(zerolog.Disabled)
+	// The test sites listen on loopback: the shared Chromium's proxy lets it reach
+	// them (TestEgressOfThePage checks a Chromium that may not).
+	var err error
+	if testLoopback, err = egress.Parse("127.0.0.0/8,::1"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), DefaultLaunchTimeout)
-	c, err := LaunchChromium(ctx, LaunchConfig{Bin: bin, Leakless: true}, logger)
+	c, err := LaunchChromium(ctx, LaunchConfig{Bin: bin, Leakless: true, Egress: testLoopback}, logger)
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "broker tests need Chromium:", err)

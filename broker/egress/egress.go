@@ -135,7 +135,9 @@ func validHostName(h string) bool {
 		return false
 	}
 	for _, r := range h {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '.' || r == '_') {
+		letter := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z'
+		digit := r >= '0' && r <= '9'
+		if !letter && !digit && r != '-' && r != '.' && r != '_' {
 			return false
 		}
 	}
@@ -192,10 +194,8 @@ func (p Policy) Check(ctx context.Context, host string, port uint16) error {
 	if addr, err := netip.ParseAddr(name); err == nil {
 		return p.CheckAddr(host, addr, port)
 	}
-	for _, a := range p.allow {
-		if a.host != "" && a.host == name && a.port == port {
-			return nil
-		}
+	if p.allowsName(name, port) {
+		return nil
 	}
 	r := p.resolver
 	if r == nil {

@@ -72,7 +72,7 @@ func startAPI(t *testing.T, env []string, want ...string) *apiProcess {
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
-			p.logs.Write(append(sc.Bytes(), '\n'))
+			_, _ = p.logs.Write(append(sc.Bytes(), '\n'))
 			var line struct{ Message, Addr string }
 			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Addr != "" {
 				p.mu.Lock()

@@ -118,6 +118,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, environ
 		Env:       environ,
 		User:      cfg.chromiumUser,
 		NoSandbox: cfg.noSandbox,
+		// Every connection of the browser goes through the broker's proxy, which
+		// refuses the deployment's addresses.
+		Egress: cfg.egress,
 	}, logger)
 	cancelLaunch()
 	if err != nil {

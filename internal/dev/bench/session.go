@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentfy/agentfy/broker"
+	"github.com/agentfy/agentfy/broker/egress"
 	"github.com/agentfy/agentfy/internal/dev/stack"
 	"github.com/agentfy/agentfy/wire"
 )
@@ -69,7 +70,13 @@ func startBenchSession(ctx context.Context, st *stack.Stack, agentID string, rep
 	if err != nil {
 		return nil, fmt.Errorf("start session: %w", err)
 	}
-	bs.chromium, err = broker.LaunchChromium(ctx, broker.LaunchConfig{Bin: chromium, Leakless: true}, log)
+	// The demo site is on loopback, which the agent's browser may not reach unless
+	// allowed.
+	policy, err := egress.Policy{}.Allow(strings.TrimPrefix(st.Site, "http://"))
+	if err != nil {
+		return nil, err
+	}
+	bs.chromium, err = broker.LaunchChromium(ctx, broker.LaunchConfig{Bin: chromium, Leakless: true, Egress: policy}, log)
 	if err != nil {
 		return nil, err
 	}
@@ -83,11 +90,7 @@ func startBenchSession(ctx context.Context, st *stack.Stack, agentID string, rep
 	}
 	cfg := broker.DefaultConfig()
 	cfg.MinCaptureInterval = 0
-	// The demo site is on loopback, which the agent's browser may not reach unless
-	// allowed.
-	if cfg.Egress, err = cfg.Egress.Allow(strings.TrimPrefix(st.Site, "http://")); err != nil {
-		return nil, err
-	}
+	cfg.Egress = policy
 	cfg.OnCapture = bs.onCapture
 	cfg.Tracer = tp
 	if bs.broker, err = broker.New(ctx, bs.chromium.Browser, consume, cfg, log, broker.SystemClock{}); err != nil {

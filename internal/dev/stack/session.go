@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/agentfy/agentfy/broker"
+	"github.com/agentfy/agentfy/broker/egress"
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/channel"
 	"github.com/agentfy/agentfy/internal/telemetry"
@@ -177,7 +178,14 @@ func (ss *Session) StartBroker(ctx context.Context) error {
 		return ss.startBrokerProcess(ctx)
 	}
 	var err error
-	if ss.Chromium, err = broker.LaunchChromium(ctx, broker.LaunchConfig{Bin: s.opts.Chromium, Leakless: true}, log); err != nil {
+	// The demo site is on loopback, which the agent's browser may not reach unless
+	// allowed; the stack's replicas, NATS and Redis stay refused, to the tools and to
+	// the pages alike.
+	policy, err := egress.Policy{}.Allow(s.siteAddr())
+	if err != nil {
+		return err
+	}
+	if ss.Chromium, err = broker.LaunchChromium(ctx, broker.LaunchConfig{Bin: s.opts.Chromium, Leakless: true, Egress: policy}, log); err != nil {
 		return err
 	}
 	tp := s.brokerTraces.TracerProvider()
@@ -189,8 +197,6 @@ func (ss *Session) StartBroker(ctx context.Context) error {
 	if o.Broker != nil {
 		cfg = *o.Broker
 	}
-	// The demo site is on loopback, which the agent's browser may not reach unless
-	// allowed; the stack's replicas, NATS and Redis stay refused.
 	if cfg.Egress, err = cfg.Egress.Allow(s.siteAddr()); err != nil {
 		return err
 	}
