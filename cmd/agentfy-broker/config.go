@@ -22,11 +22,11 @@ const maxPassFileBytes = 4 << 10 // 4 KiB
 // Environment variables. Every flag mirrors one; the flag wins. The pass has
 // no flag: a command line is visible to every process on the machine.
 const (
-	envAPIURL     = "AGENTFY_API_URL"
-	envPass       = "AGENTFY_BROKER_PASS"      //nolint:gosec // a variable's name, not a credential
-	envPassFile   = "AGENTFY_BROKER_PASS_FILE" //nolint:gosec // a variable's name, not a credential
-	envIPCDir     = "AGENTFY_IPC_DIR"
-	envChromium   = "AGENTFY_CHROMIUM"
+	envAPIURL   = "AGENTFY_API_URL"
+	envPass     = "AGENTFY_BROKER_PASS"      //nolint:gosec // a variable's name, not a credential
+	envPassFile = "AGENTFY_BROKER_PASS_FILE" //nolint:gosec // a variable's name, not a credential
+	envIPCDir   = "AGENTFY_IPC_DIR"
+	envChromium = "AGENTFY_CHROMIUM"
 	// envChromiumUser is the account a root broker starts Chromium as (default
 	// broker.DefaultChromiumUser); envChromiumSandbox is on (the default) or off.
 	envChromiumUser    = "AGENTFY_CHROMIUM_USER"
@@ -34,8 +34,8 @@ const (
 	// envBrowserAllow is the operator's allow-list of non-public addresses the agent's
 	// browser may reach (egress.Parse): none by default.
 	envBrowserAllow = "AGENTFY_BROWSER_ALLOW"
-	envProfileDir = "AGENTFY_BROKER_PROFILE_DIR"
-	envLogLevel   = "AGENTFY_LOG_LEVEL"
+	envProfileDir   = "AGENTFY_BROKER_PROFILE_DIR"
+	envLogLevel     = "AGENTFY_LOG_LEVEL"
 	// envMask is on (the default) or off: whether frames are masked
 	// (docs/privacy-masks.md). envMaskAttributes and envMaskClasses are the deployment's
 	// own attribute and class names that mark an element private, comma separated.

@@ -154,8 +154,9 @@ func processTag(tr testenv.JaegerTrace, s testenv.JaegerSpan, key string) string
 }
 
 // page is a page of the test's own, with text found nowhere else: its URL, title and
-// a marker in its body must never reach a span or a log line.
-type page struct{ url, title, marker string }
+// a marker in its body must never reach a span or a log line. addr is its host:port,
+// which the agent's browser is allowed to reach (SessionOptions.BrowserAllow).
+type page struct{ addr, url, title, marker string }
 
 // servePage serves a fresh page on a loopback port until the test ends.
 func servePage(t *testing.T) page {
@@ -182,7 +183,8 @@ func servePage(t *testing.T) page {
 	})}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
-	p.url = "http://" + ln.Addr().String() + path
+	p.addr = ln.Addr().String()
+	p.url = "http://" + p.addr + path
 	return p
 }
 
@@ -206,7 +208,7 @@ func TestViewTraceAcrossReplicas(t *testing.T) {
 	ctx := client.Context(t)
 	p := servePage(t)
 	agent := client.NewAgent(t, "")
-	ss := startSession(t, agent, stack.SessionOptions{Replica: 1})
+	ss := startSession(t, agent, stack.SessionOptions{Replica: 1, BrowserAllow: []string{p.addr}})
 	if _, err := ss.Tool(ctx, "browser_open", map[string]string{"url": p.url}); err != nil {
 		t.Fatal(err)
 	}

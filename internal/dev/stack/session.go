@@ -43,6 +43,10 @@ type SessionOptions struct {
 	// BrokerProcess runs the broker as the Options.BrokerBin binary in a process of its
 	// own (fault tests kill it); otherwise it runs in this process.
 	BrokerProcess bool
+	// BrowserAllow are more addresses the agent's browser may reach besides the demo
+	// site (egress.Parse's entries, as AGENTFY_BROWSER_ALLOW takes them): a test's own
+	// page on loopback.
+	BrowserAllow []string
 	// BrokerEnv is more environment for the broker process of BrokerProcess (for
 	// example AGENTFY_METRICS_ADDR, which serves its metrics).
 	BrokerEnv []string
@@ -181,7 +185,7 @@ func (ss *Session) StartBroker(ctx context.Context) error {
 	// The demo site is on loopback, which the agent's browser may not reach unless
 	// allowed; the stack's replicas, NATS and Redis stay refused, to the tools and to
 	// the pages alike.
-	policy, err := egress.Policy{}.Allow(s.siteAddr())
+	policy, err := egress.Parse(ss.browserAllow())
 	if err != nil {
 		return err
 	}
@@ -197,8 +201,10 @@ func (ss *Session) StartBroker(ctx context.Context) error {
 	if o.Broker != nil {
 		cfg = *o.Broker
 	}
-	if cfg.Egress, err = cfg.Egress.Allow(s.siteAddr()); err != nil {
-		return err
+	for _, entry := range strings.Split(ss.browserAllow(), ",") {
+		if cfg.Egress, err = cfg.Egress.Allow(entry); err != nil {
+			return err
+		}
 	}
 	cfg.Tracer = tp
 	if ss.Broker, err = broker.New(ctx, ss.Chromium.Browser, consume, cfg, log, broker.SystemClock{}); err != nil {
@@ -224,6 +230,12 @@ func (ss *Session) StartBroker(ctx context.Context) error {
 // siteAddr is the demo site's host:port, the one loopback address the agent's browser
 // may reach (broker.Config.Egress).
 func (s *Stack) siteAddr() string { return strings.TrimPrefix(s.Site, "http://") }
+
+// browserAllow is the session's AGENTFY_BROWSER_ALLOW: the demo site and
+// SessionOptions.BrowserAllow.
+func (ss *Session) browserAllow() string {
+	return strings.Join(append([]string{ss.stack.siteAddr()}, ss.brokerOpts.BrowserAllow...), ",")
+}
 
 // brokerAPIURLs are the URLs the session's broker redeems through.
 func (ss *Session) brokerAPIURLs() []string {
@@ -254,7 +266,7 @@ func (ss *Session) startBrokerProcess(ctx context.Context) error {
 		"PATH=" + os.Getenv("PATH"), "HOME=" + os.TempDir(), "TMPDIR=" + os.TempDir(),
 		"AGENTFY_API_URL=" + strings.Join(ss.brokerAPIURLs(), ","), "AGENTFY_BROKER_PASS_FILE=" + passFile,
 		"AGENTFY_IPC_DIR=" + ss.IPCDir, "AGENTFY_CHROMIUM=" + chromium, "AGENTFY_LOG_LEVEL=debug",
-		"AGENTFY_BROWSER_ALLOW=" + s.siteAddr(),
+		"AGENTFY_BROWSER_ALLOW=" + ss.browserAllow(),
 	}
 	cmd.Env = append(cmd.Env, ss.brokerOpts.BrokerEnv...)
 	if s.opts.Traces != nil {
