@@ -3,8 +3,9 @@
 # registry answers, and otherwise — on machines that reach no container registry, like
 # this project's CI — made locally as stand-ins under the same names, from Debian's
 # packages (debootstrap) and this machine's Go toolchain. An image that exists already
-# is left alone, so on a user's machine the real images are used and no stand-in is
-# ever built. Stand-ins carry the label agentfy.standin=1.
+# is left alone (but a stand-in older than its revision, agentfy.standin.rev), so on a
+# user's machine the real images are used and no stand-in is ever built. Stand-ins
+# carry the label agentfy.standin=1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -92,18 +93,31 @@ EOF
   docker build -q -t "$name" "$ctx" >/dev/null
 }
 
+# label IMAGE KEY: the image's label KEY, empty when it has none.
+label() { docker image inspect -f "{{index .Config.Labels \"$2\"}}" "$1" 2>/dev/null || true; }
+
 standin_redis() {
   local name=redis:7.4-alpine
-  have "$name" && return
-  pull "$name" && return
+  # Revision 2 has the real image's redis user and a /data of its own: the compose file
+  # runs Redis as that user (user: redis, no capability). An older stand-in is remade.
+  if have "$name"; then
+    [ "$(label "$name" agentfy.standin)" = 1 ] || return 0
+    [ "$(label "$name" agentfy.standin.rev)" = 2 ] && return
+    say "remaking the stand-in $name (revision 2: Redis as the redis user, /data its own)"
+    docker image rm "$name" >/dev/null 2>&1 || true
+  elif pull "$name"; then
+    return
+  fi
   say "making $name from debian:bookworm-slim and Debian's redis-server"
   local ctx="$work/redis"
   mkdir -p "$ctx"
   cat >"$ctx/Dockerfile" <<'EOF'
 FROM debian:bookworm-slim
-RUN apt-get update && apt-get install -y --no-install-recommends redis-server && rm -rf /var/lib/apt/lists/*
+RUN apt-get update && apt-get install -y --no-install-recommends redis-server && rm -rf /var/lib/apt/lists/* \
+ && mkdir /data && chown redis:redis /data
+WORKDIR /data
 EXPOSE 6379
-LABEL agentfy.standin=1
+LABEL agentfy.standin=1 agentfy.standin.rev=2
 CMD ["redis-server", "--protected-mode", "no"]
 EOF
   docker build -q -t "$name" "$ctx" >/dev/null

@@ -12,6 +12,10 @@
 #      (the replicas', the worker's and the broker's spans in one tree, read from its
 #      query API on the published port), and the web app's window shows a frame in
 #      Chromium (a screenshot in .artifacts/compose-web-app.png);
+#      then the containers' privileges (docker inspect: no capability, no-new-privileges,
+#      read-only roots, the browser's seccomp profile) and, from /proc inside the
+#      browser's, Chromium's sandbox: every renderer under its own seccomp filter in
+#      user and PID namespaces of its own, no --no-sandbox, no uid 0 (deploy/compose_test.go);
 #   5. from a throw-away container on the worker's network, TCP to Redis and NATS fails;
 #      from one on the replicas' network it succeeds (the control); from one on the
 #      telemetry network, Jaeger's query port is shut and its span receiver open;
@@ -20,7 +24,8 @@
 #   7. faults while a viewer polls (deploy/composecheck -fault): NATS restarted, Redis
 #      restarted, the broker and the worker crashed (their process SIGKILLed): never
 #      {"live":false}, a 404 or a 401, and live again on their own (health checks,
-#      restart:) within 90 s, each printing its bound;
+#      restart:) within 90 s, each printing its bound; the restarted broker's Chromium
+#      sandboxed again;
 #   8. down -v leaves no container, network or volume of the project.
 # Containers talk only on the networks this test made.
 set -euo pipefail
@@ -97,6 +102,13 @@ say "both routes, from the host; the member's view as one trace in Jaeger"
 go run ./deploy/composecheck -url http://127.0.0.1:8080 -token "$TOKEN" -key "$ORG_KEY" -wait 120s \
   -jaeger http://127.0.0.1:16686
 
+say "privileges: every container as the compose file says; Chromium's renderers in its sandbox"
+# deploy/compose_test.go: docker inspect of every container of the project (no
+# capability, no-new-privileges, read-only root, the browser's seccomp profile), and
+# /proc inside the browser's (no --no-sandbox, no uid 0, every renderer under a seccomp
+# filter of Chromium's own in user and PID namespaces of its own).
+AGENTFY_COMPOSE_PROJECT=$project go test -v -count=1 -run '^TestRunningStack' ./deploy
+
 say "the web app, as a person sees it"
 mkdir -p .artifacts
 (cd web && [ -d node_modules/playwright-core ] || npm ci --no-audit --no-fund --loglevel=error)
@@ -143,6 +155,9 @@ for fault in "$compose_cmd restart nats" "$compose_cmd restart redis" "$(crash w
   go run ./deploy/composecheck -url http://127.0.0.1:8080 -token "$TOKEN" -key "$ORG_KEY" -wait 90s \
     -fault "$fault >/dev/null 2>&1"
 done
+
+say "the restarted broker's Chromium in its sandbox too"
+AGENTFY_COMPOSE_PROJECT=$project go test -v -count=1 -run '^TestRunningStackChromiumSandbox$' ./deploy
 
 say "down -v"
 compose --profile cli down -v --remove-orphans >/dev/null
