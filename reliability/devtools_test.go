@@ -3,6 +3,7 @@ package reliability
 import (
 	"bufio"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,20 +16,20 @@ import (
 
 // TestChromiumHasNoDevToolsPort looks for what the red team used: a DevTools port of
 // the broker's Chromium on the machine (any process of the broker's host or pod could
-// connect to it and capture every tab unmasked). The broker process of a live session
-// and every process of its Chromium's tree must hold no listening TCP socket, and the
-// profile must have no DevToolsActivePort file: CDP goes over a pipe.
+// connect to it and capture every tab unmasked). No process of its Chromium's tree may
+// hold a listening TCP socket, the broker process only its egress proxy's (the one
+// Chromium's --proxy-server names, on loopback), and the profile must have no
+// DevToolsActivePort file: CDP goes over a pipe.
 func TestChromiumHasNoDevToolsPort(t *testing.T) {
 	observed := ""
-	record(t, "DevTools (the broker's Chromium)", "no listening socket in the broker's process tree; no DevToolsActivePort in the profile", &observed)
+	record(t, "DevTools (the broker's Chromium)", "no listening socket in the broker's process tree but its egress proxy's; no DevToolsActivePort in the profile", &observed)
 	ss := liveSession(t, "agent-devtools", stack.SessionOptions{BrokerProcess: true}) // the agentfy-broker binary
 	pid := ss.BrokerPID()
 	if pid == 0 {
 		t.Fatal("the suite's broker is not a process of its own")
 	}
 	tree := append([]int{pid}, testenv.Descendants(pid)...)
-	chromium, profiles := 0, map[string]bool{}
-	var listening []string
+	chromium, profiles, proxy := 0, map[string]bool{}, ""
 	for _, p := range tree {
 		cmdline, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p), "cmdline"))
 		args := strings.Split(string(cmdline), "\x00")
@@ -39,8 +40,17 @@ func TestChromiumHasNoDevToolsPort(t *testing.T) {
 			if dir, ok := strings.CutPrefix(a, "--user-data-dir="); ok {
 				profiles[dir] = true
 			}
+			if addr, ok := strings.CutPrefix(a, "--proxy-server=http://"); ok {
+				proxy = procAddr(t, addr)
+			}
 		}
+	}
+	var listening []string
+	for _, p := range tree {
 		for _, l := range listeningSockets(t, p) {
+			if p == pid && proxy != "" && l == "tcp "+proxy {
+				continue // the broker's egress proxy, the browser's only way out
+			}
 			listening = append(listening, fmt.Sprintf("pid %d %s", p, l))
 		}
 	}
@@ -58,7 +68,24 @@ func TestChromiumHasNoDevToolsPort(t *testing.T) {
 		t.Errorf("got %s: %q %q", observed, listening, files)
 		return
 	}
-	observed = fmt.Sprintf("%d processes (%d Chromium): no listening socket; no DevToolsActivePort in the profile", len(tree), chromium)
+	if proxy == "" {
+		observed = fmt.Sprintf("%d processes (%d Chromium): Chromium has no --proxy-server", len(tree), chromium)
+		t.Error(observed)
+		return
+	}
+	observed = fmt.Sprintf("%d processes (%d Chromium): no listening socket but the egress proxy's; no DevToolsActivePort in the profile", len(tree), chromium)
+}
+
+// procAddr is an IPv4 host:port as /proc/net/tcp writes it: the address's bytes in
+// the machine's order (little-endian here), then the port, in upper-case hex.
+func procAddr(t *testing.T, hostport string) string {
+	t.Helper()
+	ap, err := netip.ParseAddrPort(hostport)
+	if err != nil || !ap.Addr().Is4() {
+		t.Fatalf("the proxy's address %q is not an IPv4 address and port", hostport)
+	}
+	a := ap.Addr().As4()
+	return fmt.Sprintf("%02X%02X%02X%02X:%04X", a[3], a[2], a[1], a[0], ap.Port())
 }
 
 // listeningSockets returns the TCP sockets of process pid that are listening, as
