@@ -422,6 +422,10 @@ func TestAlertsOnAStack(t *testing.T) {
 			// exports the gauge from its start.
 			return r.scrape(true).value("agentfy_broker_chromium_sandboxed") == 0
 		})
+		// The broker says so at start, as a warning.
+		if log := r.ss.BrokerLog(); !strings.Contains(log, `"level":"warn"`) || !strings.Contains(log, "chromium runs without its sandbox") {
+			t.Errorf("no warning of the unsandboxed start in the broker's log:\n%s", log)
+		}
 	}, func() {
 		r.ss.KillBroker()
 		if err := r.ss.StartBroker(ctx); err != nil {
