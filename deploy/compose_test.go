@@ -76,7 +76,8 @@ func TestComposeFileIsValid(t *testing.T) {
 
 // TestComposeLeastPrivilege reads the resolved compose file as an operator would audit
 // it: Redis and NATS sit on the internal backend network with the replicas and the jobs
-// only; the worker and the broker are on the edge network (and the internal telemetry
+// only; the worker and the broker are on the internal edge network, the browser alone on
+// browse, its way to the internet, the replicas alone on public (and the internal telemetry
 // network, to export spans) and hold no Redis or NATS setting; Jaeger alone is on the
 // traces network, where its UI listens, and its port is published on loopback only;
 // each process mounts only its own role's secrets; and the servers load the rendered
@@ -121,8 +122,13 @@ func TestComposeLeastPrivilege(t *testing.T) {
 	if err := yaml.Unmarshal(out, &cfg); err != nil {
 		t.Fatal(err)
 	}
-	if !cfg.Networks["backend"].Internal || !cfg.Networks["web"].Internal || !cfg.Networks["telemetry"].Internal {
-		t.Error("the backend, web or telemetry network is not internal")
+	// Only the replicas' published ports (public), the browser's way to the internet
+	// (browse) and Jaeger's UI (traces) leave the machine's bridges; the worker's edge
+	// does not.
+	for _, name := range []string{"backend", "edge", "web", "telemetry"} {
+		if !cfg.Networks[name].Internal {
+			t.Errorf("the %s network is not internal", name)
+		}
 	}
 	networks := func(service string) string {
 		var n []string
@@ -151,11 +157,11 @@ func TestComposeLeastPrivilege(t *testing.T) {
 		{"session", "backend", "agentfy-operator", []string{"secrets-operator", "secrets-jwt"}},
 		{"cli", "backend", "agentfy-operator", []string{"secrets-operator", "secrets-jwt"}},
 		{"demo", "backend", "agentfy-operator", []string{"secrets-operator", "secrets-jwt"}},
-		{"api-a", "backend,edge,telemetry", "agentfy-replica", []string{"secrets-replica", "secrets-jwt"}},
-		{"api-b", "backend,edge,telemetry", "agentfy-replica", []string{"secrets-replica", "secrets-jwt"}},
-		// The agent's browser reaches the API, the demo website and the span receiver,
-		// nothing else.
-		{"browser", "edge,telemetry,web", "", nil},
+		{"api-a", "backend,edge,public,telemetry", "agentfy-replica", []string{"secrets-replica", "secrets-jwt"}},
+		{"api-b", "backend,edge,public,telemetry", "agentfy-replica", []string{"secrets-replica", "secrets-jwt"}},
+		// The agent's browser reaches the API (its broker's consume route), the demo
+		// website, the span receiver, and the internet on a network of its own.
+		{"browser", "browse,edge,telemetry,web", "", nil},
 		{"worker", "edge,telemetry", "", nil},
 		{"site", "web", "", nil},
 		{"jaeger", "telemetry,traces", "", nil},
