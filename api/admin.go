@@ -101,14 +101,7 @@ func NewAdmin(cfg AdminConfig) *AdminServer {
 	a.GET("/orgs/:id/keys", s.listKeys)
 	a.DELETE("/orgs/:id/keys/:keyId", s.revokeKey)
 
-	eng.NoMethod(func(c *gin.Context) {
-		closeIfBody(c)
-		c.AbortWithStatusJSON(errMethod.status, errMethod.body())
-	})
-	eng.NoRoute(func(c *gin.Context) {
-		closeIfBody(c)
-		c.AbortWithStatusJSON(errAdminRoute.status, errAdminRoute.body())
-	})
+	answerUnrouted(eng, errAdminRoute)
 	return s
 }
 

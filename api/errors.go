@@ -175,6 +175,20 @@ func retryAfter(err error) string {
 	return strconv.Itoa(int((wait + time.Second - 1) / time.Second))
 }
 
+// answerUnrouted makes eng answer a method a route does not take with 405
+// method_not_allowed and a path it has no route for with notFound, both in the one
+// error body: the admin and metrics listeners' rule.
+func answerUnrouted(eng *gin.Engine, notFound httpError) {
+	eng.NoMethod(func(c *gin.Context) {
+		closeIfBody(c)
+		c.AbortWithStatusJSON(errMethod.status, errMethod.body())
+	})
+	eng.NoRoute(func(c *gin.Context) {
+		closeIfBody(c)
+		c.AbortWithStatusJSON(notFound.status, notFound.body())
+	})
+}
+
 // closeIfBody ends the connection after an error answer to a request that carries a
 // body: net/http would otherwise read (drain) up to 256 KiB of what is left of it once
 // the handler returns, and a client that sends it one byte at a time — an

@@ -131,14 +131,7 @@ func (m *Metrics) ListenerHandler() http.Handler {
 		c.AbortWithStatusJSON(errInternal.status, errInternal.body())
 	}))
 	eng.GET(MetricsPath, gin.WrapH(m.Handler()))
-	eng.NoMethod(func(c *gin.Context) {
-		closeIfBody(c)
-		c.AbortWithStatusJSON(errMethod.status, errMethod.body())
-	})
-	eng.NoRoute(func(c *gin.Context) {
-		closeIfBody(c)
-		c.AbortWithStatusJSON(errNoRoute.status, errNoRoute.body())
-	})
+	answerUnrouted(eng, errNoRoute)
 	return eng
 }
 
