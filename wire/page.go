@@ -60,7 +60,31 @@ type Page struct {
 	// marks private), at most MaxMasked. The broker writes it last, after data, and
 	// only when it is more than 0.
 	Masked int `json:"masked,omitempty"`
+	// Hidden says why the broker masked the frame whole, one of the Hidden* reasons,
+	// when it did; absent when the frame shows the page (with its secrets masked, or
+	// none). It comes with Masked, after it.
+	Hidden string `json:"hidden,omitempty"`
 }
+
+// Why a frame is masked whole: the broker could not place its masks on where the
+// secrets were painted, and hides everything rather than guess (docs/privacy-masks.md).
+const (
+	// HiddenMotion: the page moved a secret while it was captured in a way no mask
+	// followed (a frame of another process, a secret's ink, a scroll between reads
+	// that kept disagreeing).
+	HiddenMotion = "motion"
+	// HiddenChanged: a secret appeared or left the page while it was captured.
+	HiddenChanged = "changed"
+	// HiddenViewTransition: a view transition ran, painting images of the page as it
+	// was, which no read holds.
+	HiddenViewTransition = "view_transition"
+	// HiddenInk: a secret's ink cannot be placed at all (an SVG filter, a 3-D
+	// perspective, a shadow a screen away, a style the broker cannot read).
+	HiddenInk = "ink"
+)
+
+// HiddenReasons are the values of Page.Hidden, in the order the docs list them.
+var HiddenReasons = []string{HiddenMotion, HiddenChanged, HiddenViewTransition, HiddenInk}
 
 // ErrInvalidPage is the one error for a plaintext that is not a valid page, and for a
 // capture that is not a valid frame: which check failed is not said.
