@@ -47,6 +47,9 @@ type Broker struct {
 
 	// capturing holds a token while a capture runs.
 	capturing chan struct{}
+	// input is held by a capture while Chromium paints its pins, and by the tools
+	// while they move the mouse (pins.go).
+	input inputGate
 	// lastCapture is when the last real capture started; guarded by the
 	// capturing token.
 	lastCapture time.Time
@@ -89,6 +92,7 @@ func New(ctx context.Context, browser *rod.Browser, consume *ConsumeClient, cfg 
 		toolSlots: make(chan struct{}, cfg.ToolQueueSize),
 		toolQueue: make(chan *toolOp, cfg.ToolQueueSize),
 		capturing: make(chan struct{}, 1),
+		input:     make(inputGate, 1),
 		sessions:  make(map[proto.TargetTargetID]tabSession),
 		lastURLs:  make(map[proto.TargetTargetID]string),
 		done:      make(chan struct{}),
@@ -183,7 +187,7 @@ func (b *Broker) session(ctx context.Context, target proto.TargetTargetID) (cdpS
 		b.sessions[target] = o
 		b.mu.Unlock()
 	}
-	return cdpSession{ctx: ctx, browser: b.browser, id: o.id, tab: o.tab}, nil
+	return cdpSession{ctx: ctx, browser: b.browser, id: o.id, tab: o.tab, input: b.input}, nil
 }
 
 // tabSession is capture's session on a tab and what it keeps of it. Its

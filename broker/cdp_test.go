@@ -104,6 +104,10 @@ func TestCaptureCDPCalls(t *testing.T) {
 		// Frames of another process (frames.go): the frame element's frame and boxes,
 		// a session of the broker's own on the frame, detached when it is not needed.
 		"DOM.describeNode", "DOM.getBoxModel", "Target.detachFromTarget",
+		// Pins (pins.go): a session of the broker's own for each secret, with the DOM
+		// domain on (the overlay needs it), each secret highlighted in opaque grey for the
+		// screenshot and the overlay off again.
+		"DOM.enable", "Overlay.enable", "Overlay.highlightNode", "Overlay.disable",
 	}
 	check := func(what string) (motionCalls int) {
 		t.Helper()
@@ -127,6 +131,10 @@ func TestCaptureCDPCalls(t *testing.T) {
 			case proto.PageCreateIsolatedWorld:
 				if p.GrantUniveralAccess || p.WorldName != worldName {
 					t.Errorf("%s created a world %+v", what, p)
+				}
+			case proto.OverlayHighlightNode:
+				if p.HighlightConfig != pinConfig || p.BackendNodeID == 0 || p.Selector != "" {
+					t.Errorf("%s highlighted %+v, want one node in the pins' grey", what, p)
 				}
 			}
 		}

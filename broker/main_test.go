@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -312,11 +313,20 @@ func openPage(tb testing.TB, key *ecdh.PrivateKey, requestID string, body []byte
 	}
 	want := []string{"url", "title", "capturedAt", "contentType", "data"}
 	if _, ok := fields["masked"]; ok {
-		// Only a masked frame says so, with a positive count, after the data.
+		// Only a masked frame says so, with a positive count, after the data; and, when
+		// it is masked whole, why, last.
 		want = append(want, "masked")
-		if n, err := strconv.Atoi(string(fields["masked"])); err != nil || n < 1 ||
-			!bytes.HasSuffix(plaintext, []byte(`","masked":`+string(fields["masked"])+`}`)) {
-			tb.Fatalf("masked is %s, want a positive count as the last member", fields["masked"])
+		tail := `","masked":` + string(fields["masked"]) + `}`
+		if hidden, ok := fields["hidden"]; ok {
+			want = append(want, "hidden")
+			var why string
+			if err := json.Unmarshal(hidden, &why); err != nil || !slices.Contains(wire.HiddenReasons, why) {
+				tb.Fatalf("hidden is %s, want one of %v", hidden, wire.HiddenReasons)
+			}
+			tail = `","masked":` + string(fields["masked"]) + `,"hidden":` + string(hidden) + `}`
+		}
+		if n, err := strconv.Atoi(string(fields["masked"])); err != nil || n < 1 || !bytes.HasSuffix(plaintext, []byte(tail)) {
+			tb.Fatalf("masked is %s, want a positive count after the data (and hidden after it, last)", fields["masked"])
 		}
 	}
 	if len(fields) != len(want) {

@@ -37,6 +37,8 @@ type tabState struct {
 	// worlds are the broker's isolated worlds in the frames of the tab's process but
 	// its main frame (transitionIn).
 	worlds map[proto.PageFrameID]proto.RuntimeExecutionContextID
+	// pins are the broker's sessions on the tab that pin its secrets (pins.go).
+	pins []proto.TargetSessionID
 }
 
 // motionScript is a function that returns what runs on the page now (motion), given
@@ -52,6 +54,7 @@ type motion struct {
 	Layout         bool `json:"layout"`
 	Moving         int  `json:"moving"`
 	Related        bool `json:"related"`
+	Ink            bool `json:"ink"`
 }
 
 // worldName names the broker's isolated world in Chromium's lists of contexts; its

@@ -55,6 +55,8 @@ type cdpSession struct {
 	// target is the frame's target of a session on a frame of another process
 	// (frames.go).
 	target proto.TargetTargetID
+	// input is the broker's input gate (pins.go); nil in a test's own session.
+	input inputGate
 }
 
 // Call implements proto.Client.
@@ -163,17 +165,30 @@ func tabPage(ctx context.Context, s cdpSession, target proto.TargetTargetID, at 
 		ContentType: wire.ContentTypeJPEG,
 		Data:        base64.StdEncoding.EncodeToString(shot.data),
 		Masked:      shot.masked,
+		Hidden:      shot.hidden,
 	}, nil
 }
 
-// frame is a checked capture: the JPEG, and how many regions it shows masked.
+// frame is a checked capture: the JPEG, how many regions it shows masked, and why it
+// is masked whole when it is (a wire.Hidden* value).
 type frame struct {
 	data   []byte
 	masked int
+	hidden string
 }
 
 // screenshot captures the visual viewport the metrics describe and checks the JPEG.
 func screenshot(ctx context.Context, s cdpSession, metrics *proto.PageGetLayoutMetricsResult) (frame, error) {
+	return screenshotOf(ctx, s, metrics, false)
+}
+
+// screenshotOf is screenshot; pinned says the frame carries pins (pins.go), whose
+// places are those of the viewport as Chromium paints it. A clip would paint the page
+// where the metrics last saw it scrolled, which a page that scrolls by itself has since
+// left, and the pins would not be over its secrets: so a pinned frame is the viewport
+// itself, unclipped, trimmed of its scrollbars to what the clip would have been
+// (pinViewport says when it can be).
+func screenshotOf(ctx context.Context, s cdpSession, metrics *proto.PageGetLayoutMetricsResult, pinned bool) (frame, error) {
 	clip, err := captureClip(metrics.CSSVisualViewport, devicePixelRatio(metrics))
 	if err != nil {
 		return frame{}, err
@@ -184,6 +199,9 @@ func screenshot(ctx context.Context, s cdpSession, metrics *proto.PageGetLayoutM
 		Quality: &quality,
 		Clip:    clip,
 	}
+	if pinned {
+		req.Clip = nil
+	}
 	raw, err := s.Call(ctx, string(s.id), req.ProtoReq(), req)
 	if err != nil {
 		return frame{}, fmt.Errorf("capture screenshot: %w", err)
@@ -192,7 +210,26 @@ func screenshot(ctx context.Context, s cdpSession, metrics *proto.PageGetLayoutM
 	if err != nil {
 		return frame{}, fmt.Errorf("capture screenshot: %w", err)
 	}
+	if pinned {
+		if data, err = jpegmask.Trim(data, int(clip.Width), int(clip.Height)); err != nil {
+			return frame{}, errNotJPEG
+		}
+	}
 	return checkFrame(frame{data: data})
+}
+
+// pinViewport reports whether a frame of the viewport the metrics describe can be taken
+// unclipped and trimmed to its clip (screenshotOf): one CSS pixel to an image pixel, no
+// pinch zoom, a viewport of whole pixels that fits a frame.
+func pinViewport(m *proto.PageGetLayoutMetricsResult) bool {
+	vv := m.CSSVisualViewport
+	if vv == nil || devicePixelRatio(m) != 1 {
+		return false
+	}
+	whole := func(v float64) bool { return v == math.Trunc(v) }
+	return vv.OffsetX == 0 && vv.OffsetY == 0 && vv.Scale == 1 && (vv.Zoom == nil || *vv.Zoom == 1) &&
+		whole(vv.ClientWidth) && whole(vv.ClientHeight) &&
+		vv.ClientWidth <= wire.MaxFrameWidth && vv.ClientHeight <= wire.MaxFrameHeight
 }
 
 // checkFrame refuses a frame the API would refuse, so it is never sealed and carried
@@ -213,14 +250,20 @@ func checkFrame(f frame) (frame, error) {
 //
 // It reads the page before the screenshot (readBefore: the layout metrics and a DOM
 // snapshot, M0 and S1, what moves, the work counters); those reads may be taken again,
-// at most maskAttempts times, while they disagree with each other. After the screenshot
-// it reads the layout metrics and a snapshot again (M1, S2). When neither snapshot holds
-// a secret anywhere in the document, the screenshot is sent as Chromium made it, not
-// re-encoded. Otherwise the masks cover every place a secret could have been painted
-// between the two reads (placeAfter): where S1 was read when the reads agree, the box
-// spanning a secret's two places when it moved, and the whole frame when that cannot be
-// told. No frame leaves with a secret unmasked. A failed or unreadable read fails the
-// capture.
+// at most maskAttempts times, while they disagree with each other. While the screenshot
+// is taken, Chromium paints a mask on each secret's element in the frame it captures
+// (pins.go), when every secret of S1 can be so pinned. After the screenshot it reads the
+// layout metrics and a snapshot again (M1, S2). When neither snapshot holds a secret
+// anywhere in the document, the screenshot is sent as Chromium made it, not re-encoded.
+// Otherwise:
+//   - when the page did not move between the reads, the broker's masks cover every place
+//     a secret could have been painted between them (placeAfter): where S1 was read when
+//     the reads agree, the box spanning a secret's two places when it moved;
+//   - when it moved, the pins are the masks, where the frame painted the secrets, if
+//     they held every secret the frame could show (pinsHeld);
+//   - otherwise the frame is masked whole, and says why (wire.Hidden*).
+//
+// No frame leaves with a secret unmasked. A failed or unreadable read fails the capture.
 func captureMasked(ctx context.Context, s cdpSession, target proto.TargetTargetID, rules masks.Rules) (frame, error) {
 	if s.tab == nil {
 		s.tab = &tabState{}
@@ -239,7 +282,12 @@ func captureMasked(ctx context.Context, s cdpSession, target proto.TargetTargetI
 			break
 		}
 	}
-	shot, err := screenshot(ctx, s, b.metrics)
+	pinned, err := b.pin(ctx, s, target)
+	if err != nil {
+		return frame{}, err
+	}
+	shot, err := screenshotOf(ctx, s, b.metrics, pinned.unpin != nil)
+	pinned.remove()
 	if err != nil {
 		return frame{}, err
 	}
@@ -248,20 +296,16 @@ func captureMasked(ctx context.Context, s cdpSession, target proto.TargetTargetI
 		return frame{}, err
 	}
 	regions := max(len(b.sec.Regions), len(s2.Regions), 1)
-	if b.unsteady || b.moving.ViewTransition || b.transition {
+	if b.gone {
+		return maskWhole(shot, regions, wire.HiddenChanged)
+	}
+	if b.moving.ViewTransition || b.transition {
 		// A view transition paints images of the page as it was, which no snapshot
 		// holds: a secret the page no longer has may be in them.
-		return maskWhole(shot, regions)
+		return maskWhole(shot, regions, wire.HiddenViewTransition)
 	}
 	if len(b.sec.Regions) == 0 && len(s2.Regions) == 0 {
 		return shot, nil
-	}
-	sec, ok, err := b.placeAfter(s, m1, s2)
-	if err != nil {
-		return frame{}, err
-	}
-	if !ok {
-		return maskWhole(shot, regions)
 	}
 	clip, err := captureClip(b.metrics.CSSVisualViewport, devicePixelRatio(b.metrics))
 	if err != nil {
@@ -271,15 +315,103 @@ func captureMasked(ctx context.Context, s cdpSession, target proto.TargetTargetI
 	if err != nil {
 		return frame{}, errNotJPEG
 	}
-	boxes, shown := sec.Boxes(masks.Rect{X: clip.X, Y: clip.Y, W: clip.Width, H: clip.Height}, cfg.Width, cfg.Height)
+	view := masks.Rect{X: clip.X, Y: clip.Y, W: clip.Width, H: clip.Height}
+	sec, ok := masks.Secrets{}, false
+	if !b.unsteady {
+		if sec, ok, err = b.placeAfter(s, m1, s2); err != nil {
+			return frame{}, err
+		}
+	}
+	if !ok {
+		if pinned.held(b, s2) {
+			// The frame carries its masks where it painted the secrets.
+			_, shown1 := b.sec.Boxes(view, cfg.Width, cfg.Height)
+			_, shown2 := s2.Boxes(view, cfg.Width, cfg.Height)
+			shot.masked = max(shown1, shown2, 1)
+			return shot, nil
+		}
+		return maskWhole(shot, regions, hiddenWhy(b, s2))
+	}
+	boxes, shown := sec.Boxes(view, cfg.Width, cfg.Height)
 	if len(boxes) == 0 {
 		return shot, nil
+	}
+	if sec.Whole {
+		return maskWhole(shot, shown, wire.HiddenInk)
 	}
 	data, err := jpegmask.Paint(shot.data, boxes, CaptureQuality)
 	if err != nil {
 		return frame{}, maskError("paint", err)
 	}
 	return checkFrame(frame{data: data, masked: shown})
+}
+
+// hiddenWhy says why a frame whose masks could not be placed is masked whole: a secret
+// appeared (S2 holds one S1 did not), a secret's ink cannot be placed, or the page
+// moved in a way no mask followed.
+func hiddenWhy(b beforeShot, s2 masks.Secrets) string {
+	switch {
+	case len(s2.Roots) > 0 && !b.sec.HoldsRoots(s2):
+		return wire.HiddenChanged
+	case b.sec.Whole || s2.Whole:
+		return wire.HiddenInk
+	default:
+		return wire.HiddenMotion
+	}
+}
+
+// pins are the masks Chromium painted in a capture's frame (pins.go), if any.
+type pins struct {
+	roots  []int
+	unpin  func()
+	unhold func()
+}
+
+// pin pins every secret of b on the tab while its screenshot is taken, when b's
+// secrets can all be pinned (masks.Secrets.Pins) and are few enough; none otherwise.
+// The agent's mouse waits meanwhile.
+func (b beforeShot) pin(ctx context.Context, s cdpSession, target proto.TargetTargetID) (pins, error) {
+	roots, ok := b.sec.Pins()
+	if !ok || len(roots) == 0 || len(roots) > maxPins || b.gone || !pinViewport(b.metrics) {
+		return pins{}, nil
+	}
+	release, err := s.input.hold(ctx)
+	if err != nil {
+		return pins{}, maskError("hold the input", err)
+	}
+	unpin, ok, err := pin(ctx, s, target, roots)
+	if err != nil || !ok {
+		release()
+		return pins{}, err
+	}
+	return pins{roots: roots, unpin: unpin, unhold: release}, nil
+}
+
+// remove takes the pins off the page and lets the agent's mouse go.
+func (p pins) remove() {
+	if p.unpin != nil {
+		p.unpin()
+		p.unhold()
+	}
+}
+
+// held reports whether the pins masked every secret the frame could show: they were
+// painted, what runs on the page changes no secret's ink (a shadow, a filter, a size
+// that overflows), and every secret of S2 can be pinned and was (none appeared).
+func (p pins) held(b beforeShot, s2 masks.Secrets) bool {
+	if p.unpin == nil || b.moving.Ink {
+		return false
+	}
+	roots2, ok := s2.Pins()
+	if !ok {
+		return false
+	}
+	for _, r := range roots2 {
+		if !slices.Contains(p.roots, r) {
+			return false
+		}
+	}
+	return true
 }
 
 // beforeShot is what a masked capture reads of the page before its screenshot.
@@ -300,8 +432,11 @@ type beforeShot struct {
 	// when sec holds a secret.
 	work work
 	// unsteady says the reads disagree: the page scrolled between the metrics and the
-	// snapshot, a secret left the page, or a frame went away. The rest was not read.
+	// snapshot, or gone. The broker's own masks cannot be placed from them.
 	unsteady bool
+	// gone says a secret left the page, or a frame went away, between the reads: the
+	// rest was not read.
+	gone bool
 }
 
 // readBefore reads the page before a masked capture's screenshot: the layout metrics
@@ -316,17 +451,17 @@ func readBefore(ctx context.Context, s cdpSession, target proto.TargetTargetID, 
 	b := beforeShot{metrics: m0, sec: s1, watch: w1}
 	secret := len(s1.Regions) > 0
 	if secret && !scrolledAs(s1, m0) {
+		// The page scrolls: the reads cannot place the broker's masks, but pins may.
 		b.unsteady = true
-		return b, nil
 	}
 	if b.moving, err = readMotion(s, target, nil); err != nil {
 		return beforeShot{}, err
 	}
-	if b.moving.Moving > 0 && secret {
-		// Something moves its subtree: does it hold a secret, or a secret it?
+	if (b.moving.Moving > 0 || b.moving.Layout) && secret {
+		// Something moves or changes its subtree: does it hold a secret, or a secret it?
 		b.moving, err = readMotion(s, target, s1.Roots)
 		if errors.Is(err, errSecretGone) {
-			b.unsteady = true
+			b.unsteady, b.gone = true, true
 			return b, nil
 		}
 		if err != nil {
@@ -340,7 +475,7 @@ func readBefore(ctx context.Context, s cdpSession, target proto.TargetTargetID, 
 			return beforeShot{}, err
 		}
 		if b.work, err = addFramesWork(b.work, w1); err != nil {
-			b.unsteady = true // a frame went away
+			b.unsteady, b.gone = true, true // a frame went away
 		}
 	}
 	return b, nil
@@ -373,7 +508,8 @@ func (b beforeShot) placeAfter(s cdpSession, m1 *proto.PageGetLayoutMetricsResul
 		return masks.Secrets{}, false, nil
 	}
 	if b.moving.whole() {
-		sec.Whole = true
+		// Something moves a secret, or may (a layout): the reads do not tell where.
+		return masks.Secrets{}, false, nil
 	}
 	for _, i := range slices.Backward(b.framesWhole) {
 		sec.MaskPlacedWhole(i)
@@ -381,8 +517,9 @@ func (b beforeShot) placeAfter(s cdpSession, m1 *proto.PageGetLayoutMetricsResul
 	return sec, true, nil
 }
 
-// maskWhole paints one mask over the whole of shot, counting n regions masked.
-func maskWhole(shot frame, n int) (frame, error) {
+// maskWhole paints one mask over the whole of shot, counting n regions masked, for the
+// reason why (a wire.Hidden* value).
+func maskWhole(shot frame, n int, why string) (frame, error) {
 	cfg, err := jpeg.DecodeConfig(bytes.NewReader(shot.data))
 	if err != nil {
 		return frame{}, errNotJPEG
@@ -391,7 +528,7 @@ func maskWhole(shot frame, n int) (frame, error) {
 	if err != nil {
 		return frame{}, maskError("paint", err)
 	}
-	return checkFrame(frame{data: data, masked: min(n, wire.MaxMasked)})
+	return checkFrame(frame{data: data, masked: min(max(n, 1), wire.MaxMasked), hidden: why})
 }
 
 // snapshotRequest reads the DOM, its layout and the computed styles that paint ink

@@ -111,3 +111,39 @@ func (r Rect) span(o Rect) Rect {
 	x1, y1 := max(r.X+r.W, o.X+o.W), max(r.Y+r.H, o.Y+o.H)
 	return Rect{x0, y0, x1 - x0, y1 - y0}
 }
+
+// pinSlack is how far, in CSS pixels, what a region draws may reach past its root's
+// border box and still count as within it: the layout's fractions of a pixel.
+const pinSlack = 0.5
+
+// holds reports whether o lies within r, give or take pinSlack.
+func (r Rect) holds(o Rect) bool {
+	return o.X >= r.X-pinSlack && o.Y >= r.Y-pinSlack &&
+		o.X+o.W <= r.X+r.W+pinSlack && o.Y+o.H <= r.Y+r.H+pinSlack
+}
+
+// Pins returns the backend node ids of the elements on whose border boxes a mask
+// Chromium draws in the very frame it paints covers every secret of s, wherever the
+// page moves them: each region's root. ok is false when some secret would show past
+// such masks: s is masked whole (ink that cannot be placed); a region draws content
+// beyond its root's box (a descendant overflowing it, a text shadow, a filter, a
+// reflection); or a region is a frame's (read into a frame of another process, or
+// masked with it), which the broker's own masks place.
+func (s Secrets) Pins() (roots []int, ok bool) {
+	if s.Whole || len(s.placed) > 0 || len(s.Frames) > 0 ||
+		len(s.Roots) != len(s.Regions) || len(s.inBox) != len(s.Roots) || slices.Contains(s.inBox, false) {
+		return nil, false
+	}
+	return s.Roots, true
+}
+
+// HoldsRoots reports whether every root of o is one of s's: o found no secret element
+// s did not.
+func (s Secrets) HoldsRoots(o Secrets) bool {
+	for _, r := range o.Roots {
+		if !slices.Contains(s.Roots, r) {
+			return false
+		}
+	}
+	return true
+}

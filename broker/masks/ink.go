@@ -271,6 +271,9 @@ type ink struct {
 	scale   float64
 	mirrors []mirrorOf // reflections that copy the node: each reflecting element's box
 	whole   bool
+	// text is the outset of the node's own text-shadow, scaled: the part of its own
+	// ink that copies what it draws (a box-shadow draws only its box's shape).
+	text outset
 }
 
 type mirrorOf struct {
@@ -307,6 +310,7 @@ func inkOf(doc snapshotDocument, str func(int) (string, bool)) (inks []ink, own 
 		if p >= 0 && p < i {
 			in = inks[p]
 			in.mirrors = in.mirrors[:len(in.mirrors):len(in.mirrors)] // appends copy
+			in.text = outset{}                                        // its own, not inherited
 		}
 		if j := styleOf[i]; j >= 0 && len(doc.Layout.Styles[j]) > 0 { // the document node has none
 			st := doc.Layout.Styles[j]
@@ -338,6 +342,7 @@ func inkOf(doc snapshotDocument, str func(int) (string, bool)) (inks []ink, own 
 			own[i] = outset{
 				max(ts.left, bs.left), max(ts.top, bs.top), max(ts.right, bs.right), max(ts.bottom, bs.bottom),
 			}.scaled(in.scale)
+			in.text = ts.scaled(in.scale)
 			r, ok := parseReflect(v[styleReflect])
 			if !ok {
 				in.whole = true

@@ -64,6 +64,12 @@ type Secrets struct {
 	// Roots are the backend node ids of the elements of the top document the regions
 	// are placed on (a secret element, or the frame that holds one).
 	Roots []int
+	// inBox says, for each region, that everything of it that shows its content lies
+	// within its root's border box: its descendants' boxes, their text shadows and
+	// their ancestors' filters; a box-shadow, which draws only a box's shape, may reach
+	// beyond. A mask Chromium draws on the root's box in the frame it paints (Pins)
+	// covers such a region wherever the page moves it.
+	inBox []bool
 	// ScrollX and ScrollY are the top document's scroll offsets, and width and height
 	// its content size, which must not move between the read and the capture.
 	ScrollX, ScrollY, width, height float64
@@ -307,6 +313,24 @@ func (out *Secrets) place(doc snapshotDocument, region, top []int, inks []ink, o
 		return false
 	}
 	out.Regions = make([][]Rect, len(top))
+	// The border box of each region's root, when it has exactly one.
+	rootBox := make([]Rect, len(top))
+	boxes := make([]int, len(top))
+	rootOf := make(map[int]int, len(top))
+	for k, n := range top {
+		rootOf[n] = k
+	}
+	for j, n := range doc.Layout.NodeIndex {
+		if k, ok := rootOf[n]; ok && j < len(doc.Layout.Bounds) && len(doc.Layout.Bounds[j]) == 4 {
+			b := doc.Layout.Bounds[j]
+			rootBox[k] = Rect{b[0], b[1], b[2], b[3]}
+			boxes[k]++
+		}
+	}
+	inBox := make([]bool, len(top))
+	for k := range top {
+		inBox[k] = boxes[k] == 1
+	}
 	for j, n := range doc.Layout.NodeIndex {
 		if n < 0 || n >= len(region) {
 			return false
@@ -323,6 +347,9 @@ func (out *Secrets) place(doc snapshotDocument, region, top []int, inks []ink, o
 			in := inks[n]
 			r := Rect{b[0], b[1], b[2], b[3]}.grow(in.reach.add(own[n]))
 			out.Regions[k] = append(out.Regions[k], r)
+			if len(in.mirrors) > 0 || in.whole || !rootBox[k].holds(Rect{b[0], b[1], b[2], b[3]}.grow(in.reach.add(in.text))) {
+				inBox[k] = false
+			}
 			for _, m := range in.mirrors {
 				out.Regions[k] = append(out.Regions[k], m.r.mirror(m.box))
 			}
@@ -333,6 +360,7 @@ func (out *Secrets) place(doc snapshotDocument, region, top []int, inks []ink, o
 		for k, n := range top {
 			if len(out.Regions[k]) > 0 {
 				out.Roots = append(out.Roots, doc.Nodes.BackendNodeID[n])
+				out.inBox = append(out.inBox, inBox[k])
 			}
 		}
 	}

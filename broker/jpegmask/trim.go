@@ -1,0 +1,67 @@
+package jpegmask
+
+import (
+	"errors"
+	"slices"
+)
+
+// errNoTrim is a JPEG Trim cannot cut without re-coding it.
+var errNoTrim = errors.New("jpegmask: cannot trim without re-coding")
+
+// Trim cuts a baseline JPEG down to its top-left w × h pixels without touching its
+// coded data: it rewrites the frame header's size alone. That is exact only when the
+// smaller image has as many MCUs across and down as the larger (a decoder lays the
+// same blocks out and drops the pixels past the new edges), so it refuses otherwise,
+// and refuses anything but a baseline frame. It cuts a screenshot of the whole
+// viewport to the part a clip would have shown: without its scrollbars.
+func Trim(jpg []byte, w, h int) ([]byte, error) {
+	if len(jpg) < 4 || jpg[0] != 0xFF || jpg[1] != 0xD8 || w <= 0 || h <= 0 {
+		return nil, errNoTrim
+	}
+	pos := 2
+	for {
+		if pos+4 > len(jpg) || jpg[pos] != 0xFF {
+			return nil, errNoTrim
+		}
+		marker := jpg[pos+1]
+		if marker == 0xFF { // fill byte
+			pos++
+			continue
+		}
+		length := int(jpg[pos+2])<<8 | int(jpg[pos+3])
+		if length < 2 || pos+2+length > len(jpg) {
+			return nil, errNoTrim
+		}
+		seg := jpg[pos+4 : pos+2+length]
+		switch {
+		case marker == 0xC0: // SOF0, baseline
+			if len(seg) < 6 {
+				return nil, errNoTrim
+			}
+			oldH, oldW := int(seg[1])<<8|int(seg[2]), int(seg[3])<<8|int(seg[4])
+			n := int(seg[5])
+			if n < 1 || len(seg) < 6+3*n {
+				return nil, errNoTrim
+			}
+			hmax, vmax := 1, 1
+			for i := range n {
+				s := seg[6+3*i+1]
+				hmax, vmax = max(hmax, int(s>>4)), max(vmax, int(s&15))
+			}
+			mw, mh := 8*hmax, 8*vmax
+			if w > oldW || h > oldH || (w+mw-1)/mw != (oldW+mw-1)/mw || (h+mh-1)/mh != (oldH+mh-1)/mh {
+				return nil, errNoTrim
+			}
+			out := slices.Clone(jpg)
+			at := pos + 4
+			out[at+1], out[at+2] = byte(h>>8), byte(h)
+			out[at+3], out[at+4] = byte(w>>8), byte(w)
+			return out, nil
+		case marker >= 0xC1 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 && marker != 0xCC:
+			return nil, errNoTrim // progressive, lossless, arithmetic
+		case marker == 0xDA: // SOS before any frame header
+			return nil, errNoTrim
+		}
+		pos += 2 + length
+	}
+}
