@@ -97,7 +97,7 @@ func (b *Broker) capturePage(ctx context.Context) ([]byte, error) {
 	page, err := b.captureTab(captureCtx, id, start)
 	stats := CaptureStats{Duration: b.clock.Now().Sub(start), Failed: err != nil}
 	if page != nil {
-		stats.Bytes, stats.Masked = page.JPEGBytes(), page.Masked
+		stats.Bytes, stats.Masked, stats.Hidden = page.JPEGBytes(), page.Masked, page.Hidden
 	}
 	if b.cfg.OnCapture != nil {
 		b.cfg.OnCapture(stats)

@@ -121,6 +121,8 @@ type CaptureStats struct {
 	Failed bool
 	// Masked is how many secret regions the frame shows masked.
 	Masked int
+	// Hidden says why the frame was masked whole (a wire.Hidden* value), or "".
+	Hidden string
 }
 
 // DefaultConfig returns the production limits.

@@ -3,9 +3,12 @@ package broker
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 
 	"github.com/go-rod/rod/lib/proto"
+
+	"github.com/agentfy/agentfy/broker/masks"
 )
 
 // Pins: masks Chromium paints in the very frame it captures. A page that runs a script
@@ -25,11 +28,42 @@ import (
 // overlay is painted, so a compositor-thread animation cannot draw a secret where its
 // highlight was not.
 //
-// One DevTools session highlights one node: the broker keeps up to maxPins sessions on
-// each tab for it. A page with more secret roots is masked from its reads alone.
+// One DevTools session highlights one node, and with it every match of a selector in
+// its document: the broker pins every secret it can name by a unique id through one
+// session, and each other through a session of its own; it keeps up to maxPins sessions
+// on each tab. A page that would need more is masked from its reads alone.
 
-// maxPins bounds the secret roots the broker pins on a tab, and so its sessions there.
+// maxPins bounds the broker's pin sessions on a tab.
 const maxPins = 16
+
+// highlight is one node to highlight, by backend node id, with every element matching
+// selector ("" for none) in its document.
+type highlight struct {
+	backend  int
+	selector string
+}
+
+// planPins plans the highlights that pin every one of roots: the first root with a
+// selector, with the others' selectors, and each root without one on its own.
+func planPins(roots []masks.Pin) []highlight {
+	var plan []highlight
+	var selectors []string
+	for _, r := range roots {
+		switch {
+		case r.Selector == "":
+			plan = append(plan, highlight{backend: r.Backend})
+		case selectors == nil:
+			selectors = []string{}
+			plan = append([]highlight{{backend: r.Backend}}, plan...)
+		default:
+			selectors = append(selectors, r.Selector)
+		}
+	}
+	if len(selectors) > 0 {
+		plan[0].selector = strings.Join(selectors, ", ")
+	}
+	return plan
+}
 
 // pinAlpha is the pins' opacity: opaque.
 var pinAlpha = 1.0
@@ -78,6 +112,10 @@ func pinSessions(ctx context.Context, s cdpSession, target proto.TargetTargetID,
 			detachSession(ctx, s, res.SessionID)
 			return nil, maskError("enable a pin", err)
 		}
+		if err := (proto.OverlayEnable{}).Call(p); err != nil {
+			detachSession(ctx, s, res.SessionID)
+			return nil, maskError("enable a pin", err)
+		}
 		s.tab.pins = append(s.tab.pins, res.SessionID)
 	}
 	out := make([]cdpSession, n)
@@ -87,12 +125,12 @@ func pinSessions(ctx context.Context, s cdpSession, target proto.TargetTargetID,
 	return out, nil
 }
 
-// pin highlights each of roots (backend node ids) through a session of its own, all at
-// once, and returns the function that removes them. ok is false when one could not be
+// pin makes the highlights of plan, each through a session of its own, all at once, and
+// returns the function that removes them. ok is false when one could not be
 // highlighted (it left the page): whatever was pinned is removed, and the capture is
 // masked from its reads alone. An error is a session that failed.
-func pin(ctx context.Context, s cdpSession, target proto.TargetTargetID, roots []int) (unpin func(), ok bool, err error) {
-	sessions, err := pinSessions(ctx, s, target, len(roots))
+func pin(ctx context.Context, s cdpSession, target proto.TargetTargetID, plan []highlight) (unpin func(), ok bool, err error) {
+	sessions, err := pinSessions(ctx, s, target, len(plan))
 	if err != nil {
 		return nil, false, err
 	}
@@ -105,20 +143,18 @@ func pin(ctx context.Context, s cdpSession, target proto.TargetTargetID, roots [
 		for _, p := range sessions {
 			wg.Go(func() {
 				p.ctx = ctx
-				_ = proto.OverlayDisable{}.Call(p)
+				_ = proto.OverlayHideHighlight{}.Call(p)
 			})
 		}
 		wg.Wait()
 	}
-	errs := make([]error, len(roots))
+	errs := make([]error, len(plan))
 	var wg sync.WaitGroup
 	for i, p := range sessions {
 		wg.Go(func() {
-			if err := (proto.OverlayEnable{}).Call(p); err != nil {
-				errs[i] = maskError("enable the overlay", err)
-				return
-			}
-			err := proto.OverlayHighlightNode{HighlightConfig: pinConfig, BackendNodeID: proto.DOMBackendNodeID(roots[i])}.Call(p)
+			err := proto.OverlayHighlightNode{
+				HighlightConfig: pinConfig, BackendNodeID: proto.DOMBackendNodeID(plan[i].backend), Selector: plan[i].selector,
+			}.Call(p)
 			if err != nil {
 				errs[i] = errPinGone
 			}

@@ -299,6 +299,15 @@ func captureMasked(ctx context.Context, s cdpSession, target proto.TargetTargetI
 	if b.gone {
 		return maskWhole(shot, regions, wire.HiddenChanged)
 	}
+	changed, err := takeWatch(s)
+	if err != nil {
+		return frame{}, err
+	}
+	if changed {
+		// What may be a secret entered or left the page: it may be in the frame and in
+		// neither snapshot.
+		return maskWhole(shot, regions, wire.HiddenChanged)
+	}
 	if b.moving.ViewTransition || b.transition {
 		// A view transition paints images of the page as it was, which no snapshot
 		// holds: a secret the page no longer has may be in them.
@@ -362,7 +371,7 @@ func hiddenWhy(b beforeShot, s2 masks.Secrets) string {
 
 // pins are the masks Chromium painted in a capture's frame (pins.go), if any.
 type pins struct {
-	roots  []int
+	roots  []masks.Pin
 	unpin  func()
 	unhold func()
 }
@@ -372,14 +381,18 @@ type pins struct {
 // The agent's mouse waits meanwhile.
 func (b beforeShot) pin(ctx context.Context, s cdpSession, target proto.TargetTargetID) (pins, error) {
 	roots, ok := b.sec.Pins()
-	if !ok || len(roots) == 0 || len(roots) > maxPins || b.gone || !pinViewport(b.metrics) {
+	if !ok || len(roots) == 0 || len(roots) > maxWatchedRoots || b.gone || !pinViewport(b.metrics) {
+		return pins{}, nil
+	}
+	plan := planPins(roots)
+	if len(plan) > maxPins {
 		return pins{}, nil
 	}
 	release, err := s.input.hold(ctx)
 	if err != nil {
 		return pins{}, maskError("hold the input", err)
 	}
-	unpin, ok, err := pin(ctx, s, target, roots)
+	unpin, ok, err := pin(ctx, s, target, plan)
 	if err != nil || !ok {
 		release()
 		return pins{}, err
@@ -407,7 +420,7 @@ func (p pins) held(b beforeShot, s2 masks.Secrets) bool {
 		return false
 	}
 	for _, r := range roots2 {
-		if !slices.Contains(p.roots, r) {
+		if !slices.ContainsFunc(p.roots, func(q masks.Pin) bool { return q.Backend == r.Backend }) {
 			return false
 		}
 	}
@@ -455,6 +468,15 @@ func readBefore(ctx context.Context, s cdpSession, target proto.TargetTargetID, 
 		b.unsteady = true
 	}
 	if b.moving, err = readMotion(s, target, nil); err != nil {
+		return beforeShot{}, err
+	}
+	// From here to the last snapshot, what enters or leaves the page is watched.
+	err = startWatch(s, frames.rules, s1.Roots)
+	if errors.Is(err, errSecretGone) {
+		b.unsteady, b.gone = true, true
+		return b, nil
+	}
+	if err != nil {
 		return beforeShot{}, err
 	}
 	if (b.moving.Moving > 0 || b.moving.Layout) && secret {

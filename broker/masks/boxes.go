@@ -122,19 +122,30 @@ func (r Rect) holds(o Rect) bool {
 		o.X+o.W <= r.X+r.W+pinSlack && o.Y+o.H <= r.Y+r.H+pinSlack
 }
 
-// Pins returns the backend node ids of the elements on whose border boxes a mask
-// Chromium draws in the very frame it paints covers every secret of s, wherever the
-// page moves them: each region's root. ok is false when some secret would show past
-// such masks: s is masked whole (ink that cannot be placed); a region draws content
-// beyond its root's box (a descendant overflowing it, a text shadow, a filter, a
-// reflection); or a region is a frame's (read into a frame of another process, or
-// masked with it), which the broker's own masks place.
-func (s Secrets) Pins() (roots []int, ok bool) {
-	if s.Whole || len(s.placed) > 0 || len(s.Frames) > 0 ||
-		len(s.Roots) != len(s.Regions) || len(s.inBox) != len(s.Roots) || slices.Contains(s.inBox, false) {
+// Pin is an element to pin: its backend node id, and a selector that matches it alone
+// in the top document's own tree, or "".
+type Pin struct {
+	Backend  int
+	Selector string
+}
+
+// Pins returns the elements on whose border boxes a mask Chromium draws in the very
+// frame it paints covers every secret of s, wherever the page moves them: each region's
+// root. ok is false when some secret would show past such masks: s is masked whole (ink
+// that cannot be placed); a region draws content beyond its root's box (a descendant
+// overflowing it, a text shadow, a filter, a reflection); or a region is a frame's (read
+// into a frame of another process, or masked with it), which the broker's own masks
+// place.
+func (s Secrets) Pins() (pins []Pin, ok bool) {
+	if s.Whole || len(s.placed) > 0 || len(s.Frames) > 0 || len(s.Roots) != len(s.Regions) ||
+		len(s.inBox) != len(s.Roots) || len(s.selectors) != len(s.Roots) || slices.Contains(s.inBox, false) {
 		return nil, false
 	}
-	return s.Roots, true
+	pins = make([]Pin, len(s.Roots))
+	for i, r := range s.Roots {
+		pins[i] = Pin{Backend: r, Selector: s.selectors[i]}
+	}
+	return pins, true
 }
 
 // HoldsRoots reports whether every root of o is one of s's: o found no secret element

@@ -265,3 +265,9 @@ func saysSecret(v string) bool {
 
 // maxLabelBytes bounds the text of a label (or a name) read for saysSecret.
 const maxLabelBytes = 256
+
+// Marks returns the attributes and classes that mark an element private under r, the
+// deployment's own included.
+func (r Rules) Marks() (attributes, classes []string) {
+	return slices.Clone(r.attributes), slices.Clone(r.classes)
+}

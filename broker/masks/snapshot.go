@@ -70,6 +70,9 @@ type Secrets struct {
 	// beyond. A mask Chromium draws on the root's box in the frame it paints (Pins)
 	// covers such a region wherever the page moves it.
 	inBox []bool
+	// selectors are, for each root, a selector that matches it alone in the top
+	// document's own tree, or "" (selectors).
+	selectors []string
 	// ScrollX and ScrollY are the top document's scroll offsets, and width and height
 	// its content size, which must not move between the read and the capture.
 	ScrollX, ScrollY, width, height float64
@@ -149,7 +152,7 @@ func Parse(raw []byte, rules Rules) (Secrets, error) {
 		width: doc.ContentWidth, height: doc.ContentHeight,
 		DocFrames: docFrames,
 	}
-	if !out.place(doc, region[0], top, inks, own) {
+	if !out.place(doc, region[0], top, inks, own, selectors(doc, s.str, top)) {
 		return Secrets{}, errSnapshot
 	}
 	if out.Frames, ok = opaqueFrames(doc, opaque, inks, own); !ok {
@@ -308,7 +311,7 @@ func (s *snapshot) docFrames() (ids []string, ok bool) {
 // by what its shadows and its ancestors' filters paint beyond it (inks, own), and each
 // reflection that copies it; and the roots' backend node ids. A region that draws
 // nothing is left out. ok is false for a layout it cannot read.
-func (out *Secrets) place(doc snapshotDocument, region, top []int, inks []ink, own []outset) (ok bool) {
+func (out *Secrets) place(doc snapshotDocument, region, top []int, inks []ink, own []outset, sel []string) (ok bool) {
 	if len(doc.Layout.NodeIndex) != len(doc.Layout.Bounds) {
 		return false
 	}
@@ -361,6 +364,7 @@ func (out *Secrets) place(doc snapshotDocument, region, top []int, inks []ink, o
 			if len(out.Regions[k]) > 0 {
 				out.Roots = append(out.Roots, doc.Nodes.BackendNodeID[n])
 				out.inBox = append(out.inBox, inBox[k])
+				out.selectors = append(out.selectors, sel[k])
 			}
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentfy/agentfy/broker"
+	"github.com/agentfy/agentfy/wire"
 )
 
 // envMetricsAddr, when set, serves Prometheus metrics on that TCP address (for example
@@ -27,6 +28,7 @@ type captureMetrics struct {
 	bytes    prometheus.Histogram
 	total    *prometheus.CounterVec
 	masked   prometheus.Counter
+	whole    *prometheus.CounterVec
 }
 
 // newCaptureMetrics makes the broker's series; sandboxed is whether its Chromium runs
@@ -52,6 +54,10 @@ func newCaptureMetrics(sandboxed bool) *captureMetrics {
 			Name: "agentfy_broker_masked_frames_total",
 			Help: "Frames sent with at least one secret region masked.",
 		}),
+		whole: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentfy_broker_masked_whole_frames_total",
+			Help: "Frames sent masked whole, by why (motion, changed, view_transition, ink): the masks could not be placed where the frame painted the secrets.",
+		}, []string{"reason"}),
 	}
 	// 1 when Chromium runs in its sandbox, 0 when an operator turned it off: an alert
 	// (AgentfyBrokerUnsandboxed) fires on 0.
@@ -66,7 +72,11 @@ func newCaptureMetrics(sandboxed bool) *captureMetrics {
 	// Both results exist from the start, at 0, so that a rate sees the first failure.
 	m.total.WithLabelValues("ok")
 	m.total.WithLabelValues("failed")
-	m.reg.MustRegister(m.duration, m.bytes, m.total, m.masked, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Every reason exists from the start, at 0.
+	for _, why := range wire.HiddenReasons {
+		m.whole.WithLabelValues(why)
+	}
+	m.reg.MustRegister(m.duration, m.bytes, m.total, m.masked, m.whole, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
@@ -81,6 +91,9 @@ func (m *captureMetrics) record(s broker.CaptureStats) {
 	m.bytes.Observe(float64(s.Bytes))
 	if s.Masked > 0 {
 		m.masked.Inc()
+	}
+	if s.Hidden != "" {
+		m.whole.WithLabelValues(s.Hidden).Inc()
 	}
 }
 
