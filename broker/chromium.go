@@ -76,12 +76,11 @@ var chromiumFlags = []string{
 	// A wheel step scrolls at once, as its result says, rather than
 	// animating after the tool call returned.
 	"disable-smooth-scrolling",
-	// Animations and scrolling run on the renderer's main thread, where the overlay
-	// that pins the masks of a capture is painted from the frame's own layout
-	// (pins.go): on the compositor's thread they would draw a moving secret a frame
-	// ahead of its mask (leaks/compositor-transform.html, leaks/smooth-scroll.html).
+	// Animations run on the renderer's main thread, where the overlay that pins the
+	// masks of a capture is painted from the frame's own layout (pins.go): on the
+	// compositor's thread they would draw a moving secret a frame ahead of its mask
+	// (leaks/compositor-transform.html).
 	"disable-threaded-animation",
-	"disable-threaded-scrolling",
 	"window-size=" + WindowSize,
 }
 

@@ -4,8 +4,7 @@ import (
 	"net/http"
 	"sync"
 	"testing"
-
-	"github.com/agentfy/agentfy/wire"
+	"time"
 )
 
 // The demo site's moving/ pages each show a filled sign-in and payment form — a
@@ -161,4 +160,34 @@ func TestMaskFollowLeaks(t *testing.T) {
 	}
 }
 
-var _ = wire.HiddenMotion
+// TestPinsHoldTheMouse: while a capture holds the input gate (its pins are on the
+// page), the agent's click cannot move the mouse — which would clear a pin — and fails
+// at its deadline having clicked nothing; once the gate is free, the same click lands.
+func TestPinsHoldTheMouse(t *testing.T) {
+	site := demoSite(t)
+	tb := newTestBroker(t, nil, func(c *Config) { c.MinCaptureInterval = 0; c.ToolTimeout = time.Second })
+	tab := tb.open(t, site.URL+"/moving/agent-types.html")
+	defer tb.closeTab(t, tab.TabID)
+	s := testSession(t, tab.TabID)
+	evaluate(t, s, `window.downs = 0; document.addEventListener("mousedown", () => window.downs++)`)
+
+	release, err := tb.input.hold(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, body := tb.post(t, "/tools/browser_play", map[string]any{"tabId": tab.TabID, "steps": []Step{{Action: ActionClick, Selector: "#p"}}})
+	if status == http.StatusOK {
+		t.Fatalf("a click while the gate is held: %d %s, want it to fail at its deadline", status, body)
+	}
+	var downs int
+	evalJSON(t, s, "window.downs", &downs)
+	if downs != 0 {
+		t.Fatalf("%d mousedown events while the gate was held, want 0", downs)
+	}
+	release()
+	tb.play(t, tab.TabID, Step{Action: ActionClick, Selector: "#p"})
+	evalJSON(t, s, "window.downs", &downs)
+	if downs != 1 {
+		t.Fatalf("%d mousedown events after the gate was freed, want 1", downs)
+	}
+}
