@@ -325,6 +325,14 @@ func captureMasked(ctx context.Context, s cdpSession, target proto.TargetTargetI
 		return frame{}, errNotJPEG
 	}
 	view := masks.Rect{X: clip.X, Y: clip.Y, W: clip.Width, H: clip.Height}
+	if pinned.held(b, s2) {
+		// The frame carries its masks where it painted the secrets, whether the page
+		// moved or not: one look for a page's masks, frame after frame.
+		_, shown1 := b.sec.Boxes(view, cfg.Width, cfg.Height)
+		_, shown2 := s2.Boxes(view, cfg.Width, cfg.Height)
+		shot.masked = max(shown1, shown2, 1)
+		return shot, nil
+	}
 	sec, ok := masks.Secrets{}, false
 	if !b.unsteady {
 		if sec, ok, err = b.placeAfter(s, m1, s2); err != nil {
@@ -332,13 +340,6 @@ func captureMasked(ctx context.Context, s cdpSession, target proto.TargetTargetI
 		}
 	}
 	if !ok {
-		if pinned.held(b, s2) {
-			// The frame carries its masks where it painted the secrets.
-			_, shown1 := b.sec.Boxes(view, cfg.Width, cfg.Height)
-			_, shown2 := s2.Boxes(view, cfg.Width, cfg.Height)
-			shot.masked = max(shown1, shown2, 1)
-			return shot, nil
-		}
 		return maskWhole(shot, regions, hiddenWhy(b, s2))
 	}
 	boxes, shown := sec.Boxes(view, cfg.Width, cfg.Height)
