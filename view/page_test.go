@@ -7,10 +7,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/getkin/kin-openapi/openapi3"
+
 	"github.com/agentfy/agentfy/internal/test/oas"
+	"github.com/agentfy/agentfy/openapi"
 	"github.com/agentfy/agentfy/view"
 	"github.com/agentfy/agentfy/wire"
 )
@@ -31,6 +35,10 @@ func TestResultJSON(t *testing.T) {
 			`{"live":true,"page":{"url":"https://example.com/","title":"Example","capturedAt":"2026-11-30T12:00:00.000Z","contentType":"image/jpeg","data":"/9j/2Q==","masked":2}}`},
 		{"most masked", view.Result{Live: true, Page: &wire.Page{URL: "", Title: "", CapturedAt: "", ContentType: "", Data: "", Masked: wire.MaxMasked}},
 			`{"live":true,"page":{"url":"","title":"","capturedAt":"","contentType":"","data":"","masked":10000}}`},
+		{"hidden frame", view.Result{Live: true, Page: &wire.Page{URL: "https://example.com/", Title: "Example", CapturedAt: "2026-11-30T12:00:00.000Z", ContentType: "image/jpeg", Data: "/9j/2Q==", Masked: 1, Hidden: wire.HiddenMotion}},
+			`{"live":true,"page":{"url":"https://example.com/","title":"Example","capturedAt":"2026-11-30T12:00:00.000Z","contentType":"image/jpeg","data":"/9j/2Q==","masked":1,"hidden":"motion"}}`},
+		{"most masked, hidden", view.Result{Live: true, Page: &wire.Page{Masked: wire.MaxMasked, Hidden: wire.HiddenViewTransition}},
+			`{"live":true,"page":{"url":"","title":"","capturedAt":"","contentType":"","data":"","masked":10000,"hidden":"view_transition"}}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -46,12 +54,16 @@ func TestResultJSON(t *testing.T) {
 		})
 	}
 	// Both ways of writing a page (base64 data in one pass, anything else through
-	// json.Marshal) write what json.Marshal would, masked count included.
+	// json.Marshal) write what json.Marshal would, masked count and hidden reason
+	// included.
 	for name, data := range map[string]string{"base64 data": page.Data, "data needing escapes": "a\"b\\c"} {
-		for _, masked := range []int{0, 3} {
-			t.Run(fmt.Sprintf("%s, masked %d", name, masked), func(t *testing.T) {
+		for _, m := range []struct {
+			masked int
+			hidden string
+		}{{0, ""}, {3, ""}, {3, wire.HiddenInk}} {
+			t.Run(fmt.Sprintf("%s, masked %d, hidden %q", name, m.masked, m.hidden), func(t *testing.T) {
 				p := *page
-				p.Data, p.Masked = data, masked
+				p.Data, p.Masked, p.Hidden = data, m.masked, m.hidden
 				b, err := view.Result{Live: true, Page: &p}.MarshalJSON()
 				if err != nil || !json.Valid(b) {
 					t.Fatalf("invalid JSON %s: %v", b, err)
@@ -76,8 +88,8 @@ func TestResultJSON(t *testing.T) {
 }
 
 // TestResultConformsToDocument: every shape Result writes is a 200 body the OpenAPI
-// document allows, masked count included, and the document refuses a count the API
-// never writes.
+// document allows, masked count and hidden reason included, and the document refuses a
+// count or a reason the API never writes.
 func TestResultConformsToDocument(t *testing.T) {
 	ctx := t.Context()
 	v, err := oas.New(ctx)
@@ -87,6 +99,11 @@ func TestResultConformsToDocument(t *testing.T) {
 	page := func(masked int) *wire.Page {
 		return &wire.Page{URL: "https://example.com/", Title: "Example", CapturedAt: "2026-11-30T12:00:00.000Z", ContentType: wire.ContentTypeJPEG, Data: "/9j/2Q==", Masked: masked}
 	}
+	hidden := func(masked int, reason string) *wire.Page {
+		p := page(masked)
+		p.Hidden = reason
+		return p
+	}
 	body := func(r view.Result) string {
 		b, err := r.MarshalJSON()
 		if err != nil {
@@ -95,11 +112,12 @@ func TestResultConformsToDocument(t *testing.T) {
 		return string(b)
 	}
 	frame := body(view.Result{Live: true, Page: page(0)})
-	tests := []struct {
+	type test struct {
 		name    string
 		body    string
 		wantErr bool
-	}{
+	}
+	tests := []test{
 		{name: "closed", body: body(view.Result{})},
 		{name: "no tab", body: body(view.Result{Live: true})},
 		{name: "frame", body: frame},
@@ -108,6 +126,14 @@ func TestResultConformsToDocument(t *testing.T) {
 		{name: "masked 0", body: strings.Replace(frame, `"}}`, `","masked":0}}`, 1), wantErr: true},
 		{name: "masked beyond the bound", body: body(view.Result{Live: true, Page: page(wire.MaxMasked + 1)}), wantErr: true},
 		{name: "masked as a string", body: strings.Replace(frame, `"}}`, `","masked":"2"}}`, 1), wantErr: true},
+		{name: "hidden, most masked", body: body(view.Result{Live: true, Page: hidden(wire.MaxMasked, wire.HiddenChanged)})},
+		{name: "hidden without masked", body: body(view.Result{Live: true, Page: hidden(0, wire.HiddenMotion)}), wantErr: true},
+		{name: "hidden, an unknown reason", body: body(view.Result{Live: true, Page: hidden(1, "blur")}), wantErr: true},
+		{name: "hidden null", body: strings.Replace(frame, `"}}`, `","masked":1,"hidden":null}}`, 1), wantErr: true},
+		{name: "hidden as a number", body: strings.Replace(frame, `"}}`, `","masked":1,"hidden":1}}`, 1), wantErr: true},
+	}
+	for _, reason := range wire.HiddenReasons {
+		tests = append(tests, test{name: "hidden " + reason, body: body(view.Result{Live: true, Page: hidden(1, reason)})})
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -134,4 +160,26 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 func (w *countingWriter) WriteString(s string) (int, error) {
 	w.writes++
 	return w.Buffer.WriteString(s)
+}
+
+// TestDocumentHiddenReasons: the OpenAPI document's reasons for a frame hidden whole are
+// wire's, in the same order (the SDK's type and the web app's words follow them), and
+// it names masked as hidden's companion.
+func TestDocumentHiddenReasons(t *testing.T) {
+	doc, err := openapi3.NewLoader().LoadFromData(openapi.Document)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := doc.Components.Schemas["WorkerPage"].Value
+	var reasons []string
+	for _, v := range page.Properties["hidden"].Value.Enum {
+		s, _ := v.(string)
+		reasons = append(reasons, s)
+	}
+	if !slices.Equal(reasons, wire.HiddenReasons) {
+		t.Errorf("the document's hidden reasons are %q, wire's %q", reasons, wire.HiddenReasons)
+	}
+	if got := page.DependentRequired["hidden"]; !slices.Equal(got, []string{"masked"}) {
+		t.Errorf("hidden depends on %q, want masked", got)
+	}
 }

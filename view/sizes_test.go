@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -23,11 +24,13 @@ import (
 func TestSizeChainAgrees(t *testing.T) {
 	jpeg := append([]byte{0xFF, 0xD8, 0xFF}, bytes.Repeat([]byte{0xAB}, wire.MaxFrameBytes-5)...)
 	jpeg = append(jpeg, 0xFF, 0xD9)
-	// A URL and title of the worst kind for JSON: every byte escaped.
+	// A URL and title of the worst kind for JSON: every byte escaped; the largest count
+	// and the longest reason.
+	hidden := slices.MaxFunc(wire.HiddenReasons, func(a, b string) int { return len(a) - len(b) })
 	page, err := json.Marshal(wire.Page{
 		URL: strings.Repeat("\x01", wire.MaxURLBytes), Title: strings.Repeat("\x02", wire.MaxTitleBytes),
 		CapturedAt: "2026-11-30T12:00:00.000Z", ContentType: wire.ContentTypeJPEG, Data: base64.StdEncoding.EncodeToString(jpeg),
-		Masked: wire.MaxMasked,
+		Masked: wire.MaxMasked, Hidden: hidden,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -7,16 +7,18 @@ import (
 	"testing"
 )
 
-// TestDecodePage: the page's one decoder (DecodeStrict, masked by maskedCount) takes
-// the broker's shapes, spaced out or reordered, and refuses every near miss — a member
-// unknown, repeated or differently cased, invalid UTF-8, trailing data, and a masked
-// count that is not a plain JSON integer. ParsePage then checks the values.
+// TestDecodePage: the page's one decoder (DecodeStrict, masked by maskedCount, hidden by
+// hiddenReason) takes the broker's shapes, spaced out or reordered, and refuses every
+// near miss — a member unknown, repeated or differently cased, invalid UTF-8, trailing
+// data, a masked count that is not a plain JSON integer, and a hidden reason that is not
+// a JSON string with something in it. ParsePage then checks the values.
 func TestDecodePage(t *testing.T) {
 	const five = `"url":"a","title":"x","capturedAt":"","contentType":"","data":""`
 	tests := []struct {
 		name    string
 		page    string
-		want    int // masked
+		want    int    // masked
+		hidden  string // hidden
 		wantErr bool
 	}{
 		{name: "broker's shape", page: `{"url":"https://example.com/","title":"Example","capturedAt":"2026-11-30T12:00:00.000Z","contentType":"image/jpeg","data":"/9j/2Q=="}`},
@@ -40,6 +42,21 @@ func TestDecodePage(t *testing.T) {
 		{name: "masked null", page: `{` + five + `,"masked":null}`, wantErr: true},
 		{name: "masked twice", page: `{` + five + `,"masked":3,"masked":4}`, wantErr: true},
 		{name: "masked differently cased", page: `{` + five + `,"Masked":3}`, wantErr: true},
+		{name: "hidden", page: `{` + five + `,"masked":1,"hidden":"motion"}`, want: 1, hidden: "motion"},
+		{name: "hidden, spaced", page: `{` + five + ` , "masked" : 2 ,` + "\n" + `"hidden" : "view_transition" }`, want: 2, hidden: "view_transition"},
+		{name: "hidden first", page: `{"hidden":"ink",` + five + `,"masked":1}`, want: 1, hidden: "ink"},
+		{name: "hidden escaped", page: `{` + five + `,"masked":1,"hidden":"\u0063hanged"}`, want: 1, hidden: "changed"},
+		{name: "hidden unknown", page: `{` + five + `,"masked":1,"hidden":"blur"}`, want: 1, hidden: "blur"}, // ParsePage refuses it
+		{name: "hidden without masked", page: `{` + five + `,"hidden":"motion"}`, hidden: "motion"},          // ParsePage refuses it
+		{name: "hidden empty", page: `{` + five + `,"masked":1,"hidden":""}`, wantErr: true},
+		{name: "hidden null", page: `{` + five + `,"masked":1,"hidden":null}`, wantErr: true},
+		{name: "hidden number", page: `{` + five + `,"masked":1,"hidden":0}`, wantErr: true},
+		{name: "hidden boolean", page: `{` + five + `,"masked":1,"hidden":false}`, wantErr: true},
+		{name: "hidden array", page: `{` + five + `,"masked":1,"hidden":[]}`, wantErr: true},
+		{name: "hidden object", page: `{` + five + `,"masked":1,"hidden":{}}`, wantErr: true},
+		{name: "hidden twice", page: `{` + five + `,"masked":1,"hidden":"motion","hidden":"ink"}`, wantErr: true},
+		{name: "hidden differently cased", page: `{` + five + `,"masked":1,"HIDDEN":"motion"}`, wantErr: true},
+		{name: "hidden invalid UTF-8", page: `{` + five + ",\"masked\":1,\"hidden\":\"\xff\"}", wantErr: true},
 		{name: "url twice", page: `{` + five + `,"url":"b"}`, wantErr: true},
 		{name: "URL", page: `{"URL":"a","title":"x","capturedAt":"","contentType":"","data":""}`, wantErr: true},
 		{name: "unknown member", page: `{` + five + `,"mask":3}`, wantErr: true},
@@ -59,8 +76,8 @@ func TestDecodePage(t *testing.T) {
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("decodePage(%q) = %+v, %v; want error %t", tt.page, p, err, tt.wantErr)
 			}
-			if err == nil && p.Masked != tt.want {
-				t.Fatalf("masked %d, want %d", p.Masked, tt.want)
+			if err == nil && (p.Masked != tt.want || p.Hidden != tt.hidden) {
+				t.Fatalf("masked %d, hidden %q; want %d, %q", p.Masked, p.Hidden, tt.want, tt.hidden)
 			}
 		})
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"image"
 	_ "image/jpeg" // DecodeConfig reads JPEG headers
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -14,7 +15,8 @@ import (
 
 // Limits and layout of a page, the plaintext the broker seals for the requesting
 // replica: exactly `null` (no tab) or {url, title, capturedAt, contentType, data} and,
-// when the broker masked regions of the frame, a last member masked.
+// when the broker masked regions of the frame, a member masked, followed, when it
+// masked the frame whole, by a last member hidden that says why.
 const (
 	// MaxFrameBytes bounds the JPEG.
 	MaxFrameBytes = 4 << 20 // 4 MiB
@@ -33,7 +35,8 @@ const (
 	MaxMasked = 10000
 	// MaxPlaintextBytes bounds a page's JSON: the JPEG in base64, room for the URL and
 	// title even if every byte of them were escaped (\u00XX), and 256 bytes for the
-	// rest (the names, the timestamp, the content type, masked).
+	// rest (the names, the timestamp, the content type, masked and hidden: 140 bytes
+	// with the largest count and the longest reason).
 	MaxPlaintextBytes = 4*((MaxFrameBytes+2)/3) + 6*(MaxURLBytes+MaxTitleBytes) + 256
 	// MaxSealedBytes bounds a sealed page on the wire, {"envelope":{…}}: the ciphertext
 	// in base64 and the keys, IV and tag in hex. It is the largest NATS message of a
@@ -111,11 +114,18 @@ func FormatCapturedAt(t time.Time) string { return t.UTC().Format(CapturedAtLayo
 
 // ParsePage validates a decrypted plaintext: exactly `null` (no tab, a nil page) or a
 // page with exactly the five fields url, title, capturedAt, contentType and data, and
-// optionally masked; a UTC millisecond timestamp, content type image/jpeg, a URL and
-// title of valid UTF-8 within their bounds, strict standard base64 of a frame
-// CheckFrame accepts, and a masked count, when there is one, written as a JSON integer
-// from 0 to MaxMasked. A masked member that is null, a string, a fraction, an
-// exponent, out of range or given twice makes the page invalid.
+// optionally masked and hidden; a UTC millisecond timestamp, content type image/jpeg, a
+// URL and title of valid UTF-8 within their bounds, strict standard base64 of a frame
+// CheckFrame accepts, a masked count, when there is one, written as a JSON integer
+// from 0 to MaxMasked, and a hidden reason, when there is one, written as a JSON string
+// that is one of HiddenReasons, on a page whose masked is at least 1. A masked member
+// that is null, a string, a fraction, an exponent, out of range or given twice makes
+// the page invalid; so does a hidden member that is null, not a string, not a known
+// reason, given twice, or given without a masked count of at least 1.
+//
+// An unknown reason is refused like a member the contract does not name: a broker that
+// says a new reason needs replicas that know it first (until then its whole-masked
+// frames are 503, never shown with a reason no viewer's client was written for).
 func ParsePage(b []byte) (*Page, error) {
 	if bytes.Equal(bytes.TrimSpace(b), []byte("null")) {
 		return nil, nil
@@ -129,6 +139,9 @@ func ParsePage(b []byte) (*Page, error) {
 		return nil, ErrInvalidPage
 	}
 	if p.Masked < 0 || p.Masked > MaxMasked {
+		return nil, ErrInvalidPage
+	}
+	if p.Hidden != "" && (p.Masked < 1 || !slices.Contains(HiddenReasons, p.Hidden)) {
 		return nil, ErrInvalidPage
 	}
 	if _, err := time.Parse(CapturedAtLayout, p.CapturedAt); err != nil {
@@ -151,16 +164,19 @@ func ParsePage(b []byte) (*Page, error) {
 	return &p, nil
 }
 
-// decodePage is DecodeStrict with masked read by maskedCount.
+// decodePage is DecodeStrict with masked read by maskedCount and hidden by
+// hiddenReason.
 func decodePage(b []byte) (Page, error) {
 	var s struct {
 		Page
-		Masked maskedCount `json:"masked"` // shadows Page.Masked
+		Masked maskedCount  `json:"masked"` // shadows Page.Masked
+		Hidden hiddenReason `json:"hidden"` // shadows Page.Hidden
 	}
 	if err := DecodeStrict(b, &s); err != nil {
 		return Page{}, err
 	}
 	s.Page.Masked = int(s.Masked)
+	s.Page.Hidden = string(s.Hidden)
 	return s.Page, nil
 }
 
@@ -176,6 +192,22 @@ func (m *maskedCount) UnmarshalJSON(b []byte) error {
 		return ErrInvalidPage
 	}
 	*m = maskedCount(n)
+	return nil
+}
+
+// hiddenReason is the page's hidden, stricter than a string field, which would take
+// null as no member at all: a JSON string other than "" is the reason (ParsePage checks
+// that it is one of HiddenReasons); null, "", a number, a boolean, an array or an object
+// is refused. (DecodeStrict refuses a member given twice.)
+type hiddenReason string
+
+// UnmarshalJSON reads the hidden member: b is a JSON value the decoder has checked.
+func (h *hiddenReason) UnmarshalJSON(b []byte) error {
+	var s string
+	if len(b) == 0 || b[0] != '"' || DecodeStrict(b, &s) != nil || s == "" {
+		return ErrInvalidPage
+	}
+	*h = hiddenReason(s)
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"image"
 	"image/jpeg"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -139,5 +140,74 @@ func TestParsePageMasked(t *testing.T) {
 				t.Fatalf("ParsePage = %+v, %v; want masked %d", p, err, tt.want)
 			}
 		})
+	}
+}
+
+// TestParsePageHidden: the reason the broker masked a frame whole, written after masked,
+// for each reason, and every other way of writing a member hidden.
+func TestParsePageHidden(t *testing.T) {
+	data := base64.StdEncoding.EncodeToString(encode(t, 8, 8))
+	head := `{"url":"https://example.com/","title":"Example","capturedAt":"2026-11-30T12:00:00.000Z","contentType":"image/jpeg","data":"` + data + `"`
+	type test struct {
+		name       string
+		page       string
+		wantMasked int
+		want       string // hidden
+		wantErr    bool
+	}
+	var tests []test
+	for _, reason := range wire.HiddenReasons {
+		tests = append(tests, test{name: "broker's shape, " + reason, page: head + `,"masked":1,"hidden":"` + reason + `"}`, wantMasked: 1, want: reason})
+	}
+	tests = append(tests, []test{
+		{name: "none", page: head + `,"masked":3}`, wantMasked: 3},
+		{name: "largest count", page: head + `,"masked":10000,"hidden":"view_transition"}`, wantMasked: wire.MaxMasked, want: wire.HiddenViewTransition},
+		{name: "spaced", page: head + "\n , \"masked\" : 2 , \"hidden\" :\t\"ink\" }\n", wantMasked: 2, want: wire.HiddenInk},
+		{name: "before masked", page: head + `,"hidden":"changed","masked":1}`, wantMasked: 1, want: wire.HiddenChanged},
+		{name: "first member", page: `{"hidden":"motion","masked":4,` + head[1:] + `}`, wantMasked: 4, want: wire.HiddenMotion},
+		{name: "escaped", page: head + `,"masked":1,"hidden":"\u006dotion"}`, wantMasked: 1, want: wire.HiddenMotion},
+		{name: "without masked", page: head + `,"hidden":"motion"}`, wantErr: true},
+		{name: "with masked 0", page: head + `,"masked":0,"hidden":"motion"}`, wantErr: true},
+		{name: "with masked -1", page: head + `,"masked":-1,"hidden":"motion"}`, wantErr: true},
+		{name: "unknown reason", page: head + `,"masked":1,"hidden":"blur"}`, wantErr: true},
+		{name: "reason differently cased", page: head + `,"masked":1,"hidden":"Motion"}`, wantErr: true},
+		{name: "reason with a space", page: head + `,"masked":1,"hidden":"motion "}`, wantErr: true},
+		{name: "reason hyphenated", page: head + `,"masked":1,"hidden":"view-transition"}`, wantErr: true},
+		{name: "empty string", page: head + `,"masked":1,"hidden":""}`, wantErr: true},
+		{name: "null", page: head + `,"masked":1,"hidden":null}`, wantErr: true},
+		{name: "null without masked", page: head + `,"hidden":null}`, wantErr: true},
+		{name: "number", page: head + `,"masked":1,"hidden":1}`, wantErr: true},
+		{name: "boolean", page: head + `,"masked":1,"hidden":true}`, wantErr: true},
+		{name: "array", page: head + `,"masked":1,"hidden":["motion"]}`, wantErr: true},
+		{name: "object", page: head + `,"masked":1,"hidden":{"reason":"motion"}}`, wantErr: true},
+		{name: "duplicate", page: head + `,"masked":1,"hidden":"motion","hidden":"motion"}`, wantErr: true},
+		{name: "duplicate, another reason", page: head + `,"masked":1,"hidden":"motion","hidden":"ink"}`, wantErr: true},
+		{name: "differently cased member", page: head + `,"masked":1,"Hidden":"motion"}`, wantErr: true},
+		{name: "after a trailing comma", page: head + `,"masked":1,"hidden":"motion",}`, wantErr: true},
+	}...)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := wire.ParsePage([]byte(tt.page))
+			if tt.wantErr {
+				if p != nil || !errors.Is(err, wire.ErrInvalidPage) {
+					t.Fatalf("ParsePage = %+v, %v; want ErrInvalidPage", p, err)
+				}
+				return
+			}
+			if err != nil || p == nil || p.Hidden != tt.want || p.Masked != tt.wantMasked || p.Data != data {
+				t.Fatalf("ParsePage = %+v, %v; want masked %d, hidden %q", p, err, tt.wantMasked, tt.want)
+			}
+		})
+	}
+}
+
+// TestHiddenReasons: the four reasons, each once, in the order the docs list them.
+func TestHiddenReasons(t *testing.T) {
+	want := []string{"motion", "changed", "view_transition", "ink"}
+	if !slices.Equal(wire.HiddenReasons, want) {
+		t.Fatalf("HiddenReasons = %q, want %q", wire.HiddenReasons, want)
+	}
+	if got := []string{wire.HiddenMotion, wire.HiddenChanged, wire.HiddenViewTransition, wire.HiddenInk}; !slices.Equal(got, want) {
+		t.Fatalf("the constants are %q, want %q", got, want)
 	}
 }
