@@ -177,6 +177,22 @@ describe('watchWorkerView', () => {
     assert.equal(frames[1].masked, undefined);
   });
 
+  test('a frame masked whole carries its masked count and the reason as the API sent them, an unknown reason too', async () => {
+    const frames = [];
+    const hidden = [
+      { ...page, masked: 1, hidden: 'motion' },
+      { ...page, masked: 4, hidden: 'view_transition' },
+      { ...page, masked: 2, hidden: 'a-reason-of-a-later-version' },
+    ];
+    await watch([...hidden.map((p) => json(200, { live: true, page: p })), json(200, { live: true, page }), json(200, { live: false })], {
+      onUpdate: (u) => {
+        if (u.kind === 'frame') frames.push(u.page);
+      },
+    });
+    assert.deepEqual(frames, [...hidden, page]);
+    assert.equal(frames[3].hidden, undefined);
+  });
+
   test('the partner route with orgId', async () => {
     const { requests } = await watch([json(200, { live: false })], { watch: { orgId: 'org-1' } });
     assert.equal(requests[0].url, 'http://api.test/v1/orgs/org-1/agents/agent-1/worker/view');

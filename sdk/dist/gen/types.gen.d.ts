@@ -45,6 +45,23 @@ export type WorkerPage = {
      * private for session-replay tools. Absent when none was masked.
      */
     masked?: number;
+    /**
+     * Why the broker masked the whole frame instead of only its secret regions: it
+     * could not tell where a secret was painted, so the frame shows none of the page,
+     * and `masked` (at least 1) still counts the secret regions. Absent when the frame
+     * shows the page.
+     *
+     * - `motion`: the page moved a secret while it was captured, in a way no mask
+     * could follow.
+     * - `changed`: a secret appeared on the page or left it while it was captured.
+     * - `view_transition`: a view transition was running, painting images of the
+     * page as it was.
+     * - `ink`: a secret was painted where a mask of its own cannot be placed (an
+     * SVG filter, a 3-D perspective, a far shadow).
+     *
+     * A later version may add reasons: show an unknown one as the whole frame hidden.
+     */
+    hidden?: 'motion' | 'changed' | 'view_transition' | 'ink';
 };
 /**
  * Every error. The SDK also returns this shape for failures that never reached the
@@ -139,7 +156,8 @@ export type GetAgentWorkerViewResponses = {
      * `{"live":false}`: no running or idle session (also when it stopped during the
      * capture). `{"live":true,"page":null}`: the worker has no tab open.
      * `{"live":true,"page":{…}}`: a frame, with `masked` when the broker masked secret
-     * regions of it. No success wrapper.
+     * regions of it, and `hidden` besides when it masked the whole frame. No success
+     * wrapper.
      *
      */
     200: WorkerViewBody;
@@ -198,7 +216,8 @@ export type GetPartnerWorkerViewResponses = {
      * `{"live":false}`: no running or idle session (also when it stopped during the
      * capture). `{"live":true,"page":null}`: the worker has no tab open.
      * `{"live":true,"page":{…}}`: a frame, with `masked` when the broker masked secret
-     * regions of it. No success wrapper.
+     * regions of it, and `hidden` besides when it masked the whole frame. No success
+     * wrapper.
      *
      */
     200: WorkerViewBody;
