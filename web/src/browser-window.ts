@@ -10,7 +10,8 @@
 // feed reporting a new session wakes the window up, and until that session shows a tab
 // the window says «Ждём снимок экрана…», asking again at the next moment the API allows.
 // The frame's title, URL and age sit above it; when the broker masked secret regions of
-// the frame, «Часть страницы скрыта» lies over its top corner. A click (or Enter) opens
+// the frame, «Часть страницы скрыта» lies over its top corner, and when it masked the
+// whole frame (page.hidden), why lies over its middle instead. A click (or Enter) opens
 // it at full size, Esc closes it.
 //
 // The status feed only speeds things up: the view route alone says whether the agent is
@@ -36,6 +37,28 @@ const placeholders: Record<Exclude<Display, 'frame'>, [text: string, hint: strin
   closed: ['Браузер закрыт', 'Снимки появятся снова, когда у агента начнётся новая сессия.'],
   notFound: ['Агент не найден', 'Такого агента нет или он принадлежит другой команде.'],
 };
+
+/** maskedTitle explains «Часть страницы скрыта», a frame with secret regions masked. */
+const maskedTitle =
+  'На снимке закрыты поля паролей, платёжных данных и одноразовых кодов, а также области, которые сайт помечает как приватные.';
+
+/**
+ * hiddenReasons is what the window says over a frame the broker masked whole, by the
+ * page's hidden (the API's reasons); hiddenOther is for a reason a later API may add.
+ */
+const hiddenReasons: Record<NonNullable<WorkerPage['hidden']>, string> = {
+  motion: 'Кадр скрыт целиком: страница двигалась так, что секреты нельзя было закрыть по отдельности',
+  changed: 'Кадр скрыт целиком: поле с секретом появилось или исчезло во время снимка',
+  view_transition: 'Кадр скрыт целиком: на странице шёл переход между видами',
+  ink: 'Кадр скрыт целиком: секрет отрисован так, что его нельзя закрыть отдельно',
+};
+const hiddenOther = 'Кадр скрыт целиком, чтобы не показать секреты';
+
+/** hiddenText is what the window says over a frame the broker masked whole for reason. */
+function hiddenText(reason: string): string {
+  // Own keys only: a reason such as "constructor" is unknown, not Object's.
+  return Object.hasOwn(hiddenReasons, reason) ? hiddenReasons[reason as keyof typeof hiddenReasons] : hiddenOther;
+}
 
 const sessionStatus: Record<StatusEvent['status'], string> = {
   running: 'работает',
@@ -94,7 +117,10 @@ export class BrowserWindow {
   private readonly pageTitle: HTMLElement;
   private readonly pageUrl: HTMLElement;
   private readonly age: HTMLTimeElement;
-  /** masked says that the broker painted over secret regions of the frame (page.masked > 0). */
+  /**
+   * masked says that the broker painted over secret regions of the frame (page.masked > 0),
+   * or, with the class bw-masked-whole, over the whole frame and why (page.hidden).
+   */
   private readonly masked: HTMLElement;
   private readonly hint: HTMLElement;
   private readonly dialog: HTMLDialogElement;
@@ -154,15 +180,7 @@ export class BrowserWindow {
     this.pageTitle = el('span', { class: 'bw-page-title' });
     this.pageUrl = el('span', { class: 'bw-page-url', translate: 'no' });
     this.age = el('time', { class: 'bw-age' });
-    this.masked = el(
-      'span',
-      {
-        class: 'bw-masked',
-        hidden: true,
-        title: 'На снимке закрыты поля паролей, платёжных данных и одноразовых кодов, а также области, которые сайт помечает как приватные.',
-      },
-      'Часть страницы скрыта',
-    );
+    this.masked = el('span', { class: 'bw-masked', hidden: true, title: maskedTitle }, 'Часть страницы скрыта');
     this.caption = el('figcaption', { class: 'bw-caption', hidden: true }, this.pageTitle, this.pageUrl, this.age);
     this.hint = el('p', { class: 'hint bw-hint' }, 'Снимок обновляется каждые 5 секунд, пока окно развёрнуто и вкладка открыта. Нажмите на снимок, чтобы открыть его в полном размере.');
     this.dialogImage = el('img', { class: 'bw-dialog-image', alt: '' });
@@ -464,11 +482,26 @@ export class BrowserWindow {
     this.frameUrl = url;
     this.pageTitle.textContent = title;
     this.pageUrl.textContent = page.url;
-    this.masked.hidden = !(page.masked !== undefined && page.masked > 0);
+    this.showMasked(page);
     this.age.dateTime = page.capturedAt;
     this.capturedAt = Date.parse(page.capturedAt);
     this.show('frame');
     this.updateAge();
+  }
+
+  /**
+   * showMasked says what the broker masked of the frame of page: nothing; secret regions
+   * («Часть страницы скрыта» over the top corner); or the whole frame, and why, over its
+   * middle (page.hidden, which comes with masked; an unknown reason gets a general
+   * sentence). Its coming, going and changing move nothing.
+   */
+  private showMasked(page: WorkerPage): void {
+    const reason: string | undefined = page.hidden;
+    const whole = typeof reason === 'string' && reason !== '';
+    this.masked.hidden = !whole && !(page.masked !== undefined && page.masked > 0);
+    this.masked.classList.toggle('bw-masked-whole', whole);
+    this.masked.textContent = whole ? hiddenText(reason) : 'Часть страницы скрыта';
+    this.masked.title = whole ? 'Секреты на этом снимке не удалось закрыть по отдельности, поэтому он закрыт весь.' : maskedTitle;
   }
 
   /** openFull shows the frame at its full size in a modal dialog (Esc closes it). */

@@ -373,6 +373,98 @@ describe('the window on the worker screen of a browsing agent', () => {
     }
   });
 
+  ptest('a frame masked whole says why over its middle, for each reason and one it does not know, instead of «Часть страницы скрыта», and nothing moves', async () => {
+    await visibleImage(page);
+    const partly = w.section.getByText('Часть страницы скрыта', { exact: true });
+    const note = w.section.locator('.bw-masked');
+    // A frame as the broker sends one masked whole: its two dark greys in diagonal
+    // stripes over all of it, the size of the live frame, with the live frame's page.
+    const size = await w.image.evaluate((img) => ({ width: img.naturalWidth, height: img.naturalHeight }));
+    const grey = await page.evaluate(({ width, height }) => {
+      const canvas = document.createElement('canvas');
+      Object.assign(canvas, { width, height });
+      const g = canvas.getContext('2d');
+      g.fillStyle = '#3a3a3a';
+      g.fillRect(0, 0, width, height);
+      g.fillStyle = '#5c5c5c';
+      for (let k = 12; k < width + height; k += 24) {
+        // The band where k ≤ x + y < k + 12.
+        g.beginPath();
+        g.moveTo(k, 0);
+        g.lineTo(k + 12, 0);
+        g.lineTo(k + 12 - height, height);
+        g.lineTo(k - height, height);
+        g.fill();
+      }
+      return canvas.toDataURL('image/jpeg', 0.6).split(',')[1];
+    }, size);
+    let live;
+    let shape = { masked: 3, hidden: 'motion' };
+    const replay = async (route) => {
+      if (live === undefined) {
+        const response = await route.fetch();
+        const body = response.status() === 200 ? await response.json() : undefined;
+        if (!body?.page) {
+          await route.fulfill({ response }); // a 429/503 or no tab: as it came, try the next
+          return;
+        }
+        live = body;
+      }
+      const { masked: _, hidden: __, ...rest } = live.page;
+      const frame = shape.hidden === undefined ? { ...rest, ...shape } : { ...rest, data: grey, ...shape };
+      await route.fulfill({ status: 200, headers: { 'Cache-Control': 'no-store' }, json: { live: true, page: frame } });
+    };
+    const cases = [
+      ['motion', 'Кадр скрыт целиком: страница двигалась так, что секреты нельзя было закрыть по отдельности'],
+      ['changed', 'Кадр скрыт целиком: поле с секретом появилось или исчезло во время снимка'],
+      ['view_transition', 'Кадр скрыт целиком: на странице шёл переход между видами'],
+      ['ink', 'Кадр скрыт целиком: секрет отрисован так, что его нельзя закрыть отдельно'],
+      ['a_reason_of_a_later_api', 'Кадр скрыт целиком, чтобы не показать секреты'],
+      ['constructor', 'Кадр скрыт целиком, чтобы не показать секреты'],
+    ];
+    await page.route('**/worker/view', replay);
+    try {
+      for (const [reason, text] of cases) {
+        shape = { masked: 3, hidden: reason };
+        await w.section.getByText(text, { exact: true }).waitFor({ timeout: eventTimeoutMs });
+        assert.equal(await partly.count(), 0, `${reason}: no «Часть страницы скрыта» over a frame hidden whole`);
+        assert.equal(await note.count(), 1);
+        for (const [width, height] of [[1280, 720], [360, 740]]) {
+          await page.setViewportSize({ width, height });
+          await page.evaluate(() => window.scrollTo(0, 0));
+          const at = await note.boundingBox();
+          const screen = await w.section.locator('.bw-screen').boundingBox();
+          assert.ok(at && at.x >= screen.x && at.y >= screen.y && at.x + at.width <= screen.x + screen.width && at.y + at.height <= screen.y + screen.height, `${reason} at ${width}×${height}: the note at ${JSON.stringify(at)} lies over the screen at ${JSON.stringify(screen)}`);
+          assert.ok(at.y + at.height <= height, `${reason} at ${width}×${height}: the note at ${JSON.stringify(at)} is out of view`);
+          assert.ok(await note.evaluate((e) => e.scrollWidth <= e.clientWidth && e.scrollHeight <= e.clientHeight), `${reason} at ${width}×${height}: the note is cut short`);
+          assert.ok(await page.evaluate((w) => document.documentElement.scrollWidth <= w, width), `no horizontal scrolling at ${width} px`);
+          if (reason === 'motion' || width === 1280) {
+            await page.locator('.browser-window').screenshot({ path: join(artifacts, `browser-window-hidden-${reason}-${width}x${height}.png`) });
+          }
+        }
+        await page.setViewportSize({ width: 1280, height: 720 });
+      }
+      // A click on the note still opens the frame at full size.
+      const at = await note.boundingBox();
+      await page.mouse.click(at.x + at.width / 2, at.y + at.height / 2);
+      await page.getByRole('dialog').waitFor();
+      await page.keyboard.press('Escape');
+      await page.getByRole('dialog').waitFor({ state: 'hidden' });
+      // The next frames are masked in part, then not at all: the note says so, then goes;
+      // the picture stays where it was.
+      const box = await w.image.boundingBox();
+      shape = { masked: 2 };
+      await partly.waitFor({ timeout: eventTimeoutMs });
+      assert.equal(await w.section.getByText(/^Кадр скрыт целиком/).count(), 0, 'the reason went with the frame hidden whole');
+      shape = {};
+      await note.waitFor({ state: 'hidden', timeout: eventTimeoutMs });
+      assert.deepEqual(await w.image.boundingBox(), box, 'the notes\' coming and going moves nothing');
+    } finally {
+      await page.unroute('**/worker/view', replay);
+      await page.setViewportSize({ width: 1280, height: 900 });
+    }
+  });
+
   for (const failure of [
     { name: '503', backOffMs: 0, answer: (route) => route.fulfill({ status: 503, headers: { 'Cache-Control': 'no-store' }, json: { error: { code: 'unavailable', message: 'view unavailable' } } }) },
     { name: '429', backOffMs: 2_000, answer: (route) => route.fulfill({ status: 429, headers: { 'Cache-Control': 'no-store', 'Retry-After': '2' }, json: { error: { code: 'rate_limited', message: 'too many view requests' } } }) },
