@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/agentfy/agentfy/auth"
@@ -50,6 +51,64 @@ func TestMaskedFrame(t *testing.T) {
 		if c := rgb(img.At(80, 200)); c[0] < 0xe0 || c[1] < 0xd0 || c[2] > 0xc8 {
 			t.Fatalf("%s: the email field shows %v, want its pale yellow", viewer.name, c)
 		}
+	}
+}
+
+// TestHiddenFrame views pages sealed with a frame masked whole, through the whole path
+// from the broker's socket on, as a member and as a partner: the broker's reason why
+// reaches the body after masked, as it wrote it, for each reason; a page whose hidden
+// the contract does not allow is 503, never a frame. (A sealing broker stands in for
+// the real one, which masks a frame whole only on pages built for it: the broker's and
+// the reliability suite's tests.)
+func TestHiddenFrame(t *testing.T) {
+	agent := client.NewAgent(t, "")
+	sb := &stack.SealingBroker{}
+	ss := startSession(t, agent, stack.SessionOptions{BrokerHandler: sb})
+	if err := sb.Redeem(st.LB, ss.Passes.Broker); err != nil {
+		t.Fatal(err)
+	}
+	key, _, err := st.Creds.CreateOrgKey(client.Context(t), "org-acme", "production", []string{auth.ScopeWorkerLogsRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	viewers := []struct{ name, path, credential string }{
+		{"member", stacktest.ViewPath(agent), client.Token(t, "u-alice")},
+		{"partner", stacktest.PartnerViewPath("org-acme", agent), key},
+	}
+	page := `{"url":"https://example.com/checkout","title":"Checkout","capturedAt":"2026-11-30T12:00:00.000Z","contentType":"image/jpeg","data":"` +
+		stacktest.EncodeJPEG(t, 64, 48) + `","masked":3`
+	for _, reason := range wire.HiddenReasons {
+		sb.Seal([]byte(page + `,"hidden":"` + reason + `"}`))
+		want := `{"live":true,"page":` + page + `,"hidden":"` + reason + `"}}`
+		for _, viewer := range viewers {
+			client.OpenGate(t, agent)
+			r := client.Get(t, replicaA(), viewer.path, viewer.credential)
+			if r.Status != http.StatusOK || strings.TrimSuffix(r.Body, "\n") != want {
+				t.Fatalf("%s, %s: %s %.300s; want 200 %.300s", reason, viewer.name, r.Summary(), r.Body, want)
+			}
+			if res := r.Result(t); res.Page == nil || res.Page.Masked != 3 || res.Page.Hidden != reason {
+				t.Fatalf("%s, %s: page %+v", reason, viewer.name, res.Page)
+			}
+		}
+	}
+	for _, tc := range []struct{ name, page string }{
+		{"hidden without masked", strings.Replace(page, `,"masked":3`, `,"hidden":"motion"}`, 1)},
+		{"hidden with masked 0", strings.Replace(page, `,"masked":3`, `,"masked":0,"hidden":"motion"}`, 1)},
+		{"an unknown reason", page + `,"hidden":"blur"}`},
+		{"hidden null", page + `,"hidden":null}`},
+		{"hidden a number", page + `,"hidden":1}`},
+	} {
+		sb.Seal([]byte(tc.page))
+		client.OpenGate(t, agent)
+		if r := client.Get(t, replicaA(), stacktest.ViewPath(agent), client.Token(t, "u-alice")); r.Status != http.StatusServiceUnavailable {
+			t.Errorf("%s: %s, want 503", tc.name, r.Summary())
+		}
+	}
+	// The same session's next frame, masked in part, is seen again.
+	sb.Seal([]byte(page + `}`))
+	client.OpenGate(t, agent)
+	if r := client.Get(t, replicaA(), stacktest.ViewPath(agent), client.Token(t, "u-alice")); r.Status != http.StatusOK || strings.Contains(r.Body, `"hidden"`) {
+		t.Fatalf("after the refused pages: %s %.300s", r.Summary(), r.Body)
 	}
 }
 
