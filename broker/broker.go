@@ -201,8 +201,19 @@ type tabSession struct {
 // capture attaches a fresh one.
 func (b *Broker) forgetSession(target proto.TargetTargetID) {
 	b.mu.Lock()
+	o, ok := b.sessions[target]
 	delete(b.sessions, target)
 	b.mu.Unlock()
+	if ok && len(o.tab.pins) > 0 {
+		// Its pin sessions go with it (pins.go), all at once, each under a deadline of
+		// its own.
+		s := cdpSession{browser: b.browser}
+		var wg sync.WaitGroup
+		for _, id := range o.tab.pins {
+			wg.Go(func() { detachSession(context.Background(), s, id) })
+		}
+		wg.Wait()
+	}
 }
 
 // forgetTab forgets everything capture kept of a closed tab.
