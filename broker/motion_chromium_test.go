@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"image"
 	"net/http"
 	"sync"
 	"testing"
@@ -189,5 +190,37 @@ func TestPinsHoldTheMouse(t *testing.T) {
 	evalJSON(t, s, "window.downs", &downs)
 	if downs != 1 {
 		t.Fatalf("%d mousedown events after the gate was freed, want 1", downs)
+	}
+}
+
+// TestPinnedFrameGeometry: a pinned frame is the viewport without its scrollbars, as a
+// clipped one is, whether or not the cut keeps the JPEG's blocks (a 1000-px-wide viewport
+// with a scrollbar does not: it is coded again), and shows no secret.
+func TestPinnedFrameGeometry(t *testing.T) {
+	site := demoSite(t)
+	tb := newTestBroker(t, nil, func(c *Config) { c.MinCaptureInterval = 0 })
+	tab := tb.open(t, site.URL+"/moving/scrolling.html")
+	defer tb.closeTab(t, tab.TabID)
+	s := testSession(t, tab.TabID)
+	for _, width := range []int{1280, 1000} {
+		emulate(t, s, width, 700, 1)
+		var vp struct{ W, H int }
+		evalJSON(t, s, `({W: document.documentElement.clientWidth, H: document.documentElement.clientHeight})`, &vp)
+		if vp.W >= width {
+			t.Fatalf("a %d-px viewport %d px wide inside: the page has no scrollbar to cut", width, vp.W)
+		}
+		for range 3 {
+			p := tb.capturePage(t)
+			if p.Masked == 0 || p.Hidden != "" {
+				t.Fatalf("width %d: masked %d, hidden %q: want the page shown with its secrets pinned", width, p.Masked, p.Hidden)
+			}
+			img := decodeJPEG(t, p.JPEG())
+			if got := img.Bounds().Size(); got != image.Pt(vp.W, vp.H) {
+				t.Fatalf("width %d: a %v frame, want the %d×%d viewport without its scrollbar", width, got, vp.W, vp.H)
+			}
+			if _, leaked := greenPixels(t, p, cssRect{X: 900, Y: 20, W: 300, H: 60}, float64(vp.W)); leaked > 0 {
+				t.Fatalf("width %d: %d green pixels of a secret", width, leaked)
+			}
+		}
 	}
 }

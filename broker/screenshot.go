@@ -211,7 +211,7 @@ func screenshotOf(ctx context.Context, s cdpSession, metrics *proto.PageGetLayou
 		return frame{}, fmt.Errorf("capture screenshot: %w", err)
 	}
 	if pinned {
-		if data, err = jpegmask.Trim(data, int(clip.Width), int(clip.Height)); err != nil {
+		if data, err = jpegmask.Crop(data, int(clip.Width), int(clip.Height), CaptureQuality); err != nil {
 			return frame{}, errNotJPEG
 		}
 	}

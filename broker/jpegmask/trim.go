@@ -1,19 +1,50 @@
 package jpegmask
 
 import (
+	"bytes"
 	"errors"
+	"image"
+	"image/jpeg"
 	"slices"
 )
 
 // errNoTrim is a JPEG Trim cannot cut without re-coding it.
 var errNoTrim = errors.New("jpegmask: cannot trim without re-coding")
 
+// Crop cuts a JPEG down to its top-left w × h pixels: through Trim, when the cut keeps
+// every MCU, or else by decoding it, cropping and encoding it again at quality. It cuts
+// a screenshot of the whole viewport to the part a clip would have shown: without its
+// scrollbars.
+func Crop(jpg []byte, w, h, quality int) ([]byte, error) {
+	if out, err := Trim(jpg, w, h); err == nil {
+		return out, nil
+	}
+	img, err := jpeg.Decode(bytes.NewReader(jpg))
+	if err != nil {
+		return nil, err
+	}
+	b := img.Bounds()
+	if w <= 0 || h <= 0 || w > b.Dx() || h > b.Dy() {
+		return nil, errNoTrim
+	}
+	sub, ok := img.(interface {
+		SubImage(image.Rectangle) image.Image
+	})
+	if !ok {
+		return nil, errNoTrim
+	}
+	var out bytes.Buffer
+	if err := jpeg.Encode(&out, sub.SubImage(image.Rect(b.Min.X, b.Min.Y, b.Min.X+w, b.Min.Y+h)), &jpeg.Options{Quality: quality}); err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
+}
+
 // Trim cuts a baseline JPEG down to its top-left w × h pixels without touching its
 // coded data: it rewrites the frame header's size alone. That is exact only when the
 // smaller image has as many MCUs across and down as the larger (a decoder lays the
 // same blocks out and drops the pixels past the new edges), so it refuses otherwise,
-// and refuses anything but a baseline frame. It cuts a screenshot of the whole
-// viewport to the part a clip would have shown: without its scrollbars.
+// and refuses anything but a baseline frame.
 func Trim(jpg []byte, w, h int) ([]byte, error) {
 	if len(jpg) < 4 || jpg[0] != 0xFF || jpg[1] != 0xD8 || w <= 0 || h <= 0 {
 		return nil, errNoTrim

@@ -51,4 +51,15 @@ func TestTrim(t *testing.T) {
 	if _, err := Trim([]byte("not a jpeg"), 10, 10); err == nil {
 		t.Error("trim of a non-JPEG: no error")
 	}
+	// Crop takes what Trim refuses by coding the frame again.
+	out, err = Crop(buf.Bytes(), 48, 33, 80)
+	if err != nil {
+		t.Fatalf("crop: %v", err)
+	}
+	if cut, err = jpeg.Decode(bytes.NewReader(out)); err != nil || cut.Bounds() != image.Rect(0, 0, 48, 33) {
+		t.Fatalf("cropped to %v (%v), want 48×33", cut.Bounds(), err)
+	}
+	if _, err := Crop(buf.Bytes(), 65, 48, 80); err == nil {
+		t.Error("crop to a larger size: no error")
+	}
 }
