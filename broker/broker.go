@@ -199,7 +199,7 @@ type tabSession struct {
 
 // forgetSession forgets the capture session of a tab, so that the next
 // capture attaches a fresh one.
-func (b *Broker) forgetSession(target proto.TargetTargetID) {
+func (b *Broker) forgetSession(ctx context.Context, target proto.TargetTargetID) {
 	b.mu.Lock()
 	o, ok := b.sessions[target]
 	delete(b.sessions, target)
@@ -210,7 +210,7 @@ func (b *Broker) forgetSession(target proto.TargetTargetID) {
 		s := cdpSession{browser: b.browser}
 		var wg sync.WaitGroup
 		for _, id := range o.tab.pins {
-			wg.Go(func() { detachSession(context.Background(), s, id) })
+			wg.Go(func() { detachSession(ctx, s, id) })
 		}
 		wg.Wait()
 	}

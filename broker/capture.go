@@ -107,7 +107,7 @@ func (b *Broker) capturePage(ctx context.Context) ([]byte, error) {
 		// timed out is fine and stays (a tab that does not paint would time
 		// out again through a new one).
 		if captureCtx.Err() == nil {
-			b.forgetSession(id)
+			b.forgetSession(ctx, id)
 		}
 		// CDP errors name methods and codes, never page content.
 		b.log(ctx).Warn().Err(err).Dur("duration", stats.Duration).Msg("capture failed")

@@ -476,7 +476,7 @@ func (b *Broker) step(ctx context.Context, page *rod.Page, s Step) error {
 			b.waitLoad(ctx, page, s.URL)
 		}
 	case ActionClick:
-		err = click(page, s.Selector, b.input)
+		err = click(ctx, page, s.Selector, b.input)
 	case ActionType:
 		err = typeText(page, s.Selector, s.Text)
 	case ActionPress:
@@ -485,7 +485,7 @@ func (b *Broker) step(ctx context.Context, page *rod.Page, s Step) error {
 			err = key.Encode(proto.InputDispatchKeyEventTypeKeyUp, 0).Call(page)
 		}
 	case ActionScroll:
-		err = scroll(page, s.X, s.Y, b.input)
+		err = scroll(ctx, page, s.X, s.Y, b.input)
 	case ActionWait:
 		select {
 		case <-b.clock.After(time.Duration(s.MS) * time.Millisecond):
@@ -513,12 +513,11 @@ const interactionRetry = 100 * time.Millisecond
 // click scrolls the first element matching selector into view and clicks
 // the centre of its first box, once it has one, as a mouse would. It moves the mouse
 // holding the input gate, so that no capture's pins are cleared by it (pins.go).
-func click(page *rod.Page, selector string, gate inputGate) error {
+func click(ctx context.Context, page *rod.Page, selector string, gate inputGate) error {
 	el, err := page.Element(selector)
 	if err != nil {
 		return err
 	}
-	ctx := page.GetContext()
 	var pt *proto.Point
 	for {
 		if err := (proto.DOMScrollIntoViewIfNeeded{ObjectID: el.Object.ObjectID}).Call(page); err != nil {
@@ -576,7 +575,7 @@ func typeText(page *rod.Page, selector, text string) error {
 
 // scroll turns the mouse wheel at the centre of the layout viewport, holding the input
 // gate, and waits for two frames, so that the scroll is painted when the step ends.
-func scroll(page *rod.Page, dx, dy float64, gate inputGate) error {
+func scroll(ctx context.Context, page *rod.Page, dx, dy float64, gate inputGate) error {
 	m, err := proto.PageGetLayoutMetrics{}.Call(page)
 	if err != nil {
 		return err
@@ -585,7 +584,7 @@ func scroll(page *rod.Page, dx, dy float64, gate inputGate) error {
 	if lv := m.CSSLayoutViewport; lv != nil {
 		x, y = float64(lv.ClientWidth)/2, float64(lv.ClientHeight)/2
 	}
-	release, err := gate.hold(page.GetContext())
+	release, err := gate.hold(ctx)
 	if err != nil {
 		return err
 	}

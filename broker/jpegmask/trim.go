@@ -2,6 +2,7 @@ package jpegmask
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"image"
 	"image/jpeg"
@@ -85,8 +86,9 @@ func Trim(jpg []byte, w, h int) ([]byte, error) {
 			}
 			out := slices.Clone(jpg)
 			at := pos + 4
-			out[at+1], out[at+2] = byte(h>>8), byte(h)
-			out[at+3], out[at+4] = byte(w>>8), byte(w)
+			// w ≤ oldW and h ≤ oldH, both read from two bytes.
+			binary.BigEndian.PutUint16(out[at+1:], uint16(h)) //nolint:gosec // h ≤ oldH ≤ 65535
+			binary.BigEndian.PutUint16(out[at+3:], uint16(w)) //nolint:gosec // w ≤ oldW ≤ 65535
 			return out, nil
 		case marker >= 0xC1 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 && marker != 0xCC:
 			return nil, errNoTrim // progressive, lossless, arithmetic
