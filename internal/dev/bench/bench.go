@@ -53,7 +53,8 @@ type benchOptions struct {
 	tracingWarm, tracingPairs int
 	jaegerBin                 string // testenv.BuildJaeger's
 
-	masksWarm, masksPairs int // per page
+	masksWarm, masksPairs             int // per page: `/` and the checkout
+	masksMovingWarm, masksMovingPairs int // per moving page
 
 	routingViews, routingSims int
 
@@ -70,7 +71,7 @@ func fullOptions() benchOptions {
 	return benchOptions{
 		e2eWarm: 10, e2ePairs: 200,
 		tracingWarm: 10, tracingPairs: 400,
-		masksWarm: 3, masksPairs: 40,
+		masksWarm: 3, masksPairs: 40, masksMovingWarm: 3, masksMovingPairs: 20,
 		routingViews: 40, routingSims: 400,
 		fastConcurrency: 16, fastPhase: 1500 * time.Millisecond, fastRounds: 3, liveFalsePool: 12000,
 		cpuCaptures: 60, goBenchTime: "300ms",
@@ -82,7 +83,7 @@ func quickOptions() benchOptions {
 		quick:   true,
 		e2eWarm: 3, e2ePairs: 20,
 		tracingWarm: 3, tracingPairs: 16,
-		masksWarm: 2, masksPairs: 10,
+		masksWarm: 2, masksPairs: 10, masksMovingWarm: 1, masksMovingPairs: 4,
 		routingViews: 6, routingSims: 40,
 		fastConcurrency: 16, fastPhase: 300 * time.Millisecond, fastRounds: 1, liveFalsePool: 3000,
 		cpuCaptures: 8, goBenchTime: "200x",
@@ -267,8 +268,9 @@ func benchMainStack(ctx context.Context, o benchOptions, res *Results, progress 
 	if err != nil {
 		return fmt.Errorf("tracing: %w", err)
 	}
-	progress("privacy masks: %d views against %d bare captures on %s and on %s each, interleaved", o.masksPairs, o.masksPairs, benchPage, maskedPage)
-	if res.Masks, err = benchMasks(ctx, st, bs, v, st.Replicas[0], benchAgent, o.masksWarm, o.masksPairs); err != nil {
+	progress("privacy masks: %d views against %d bare captures on %s and on %s each, %d on each of %d moving pages, interleaved",
+		o.masksPairs, o.masksPairs, benchPage, maskedPage, o.masksMovingPairs, movingPages())
+	if res.Masks, err = benchMasks(ctx, st, bs, v, st.Replicas[0], benchAgent, o.masksWarm, o.masksPairs, o.masksMovingWarm, o.masksMovingPairs); err != nil {
 		return fmt.Errorf("privacy masks: %w", err)
 	}
 	progress("fast paths: %d round(s) of %s per answer at concurrency %d", o.fastRounds, o.fastPhase, o.fastConcurrency)

@@ -1,13 +1,17 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"math"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentfy/agentfy/wire"
 )
 
 // overheadTarget is the headline's bar: a view's p50 at most 5 ms above the bare
@@ -370,19 +374,22 @@ func renderJSONDecoders(b *strings.Builder, r *Results) {
 	fmt.Fprintf(b, "\nEvery body that crosses from another process (a JSON-RPC message, the sealed reply, the page) is read by one strict decoder, `wire.DecodeStrict`: encoding/json/v2's, from github.com/go-json-experiment/json. It reads %s. It is as fast as the hand-written one-pass scanners it replaced, so none is left: one would have to save 5 %% of a view's Go CPU over this decoder to be kept.\n", strings.Join(parts, "; "))
 }
 
-// renderMasks renders section 2: the views of a page with nothing to mask and of a
-// page with masked fields, each against the bare capture measured beside it, and the
-// verdict against masksTarget.
+// renderMasks renders section 2: the views of a page with nothing to mask, of a page
+// with masked fields and of each moving page, each against the bare capture measured
+// beside it, with the share of the views masked whole, the verdict against masksTarget
+// and the moving pages' figures (renderMovingMasks).
 func renderMasks(b *strings.Builder, r *Results, full bool) {
 	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
 	p("%s\n\n", benchSections[1])
-	var none, masked *maskPageResult
+	var none, masked, moving *maskPageResult
 	for i, pg := range r.Masks.Pages {
-		switch pg.Path {
-		case benchPage:
+		switch {
+		case pg.Path == benchPage:
 			none = &r.Masks.Pages[i]
-		case maskedPage:
+		case pg.Path == maskedPage:
 			masked = &r.Masks.Pages[i]
+		case pg.Moving && moving == nil:
+			moving = &r.Masks.Pages[i]
 		}
 	}
 	if full {
@@ -393,19 +400,30 @@ func renderMasks(b *strings.Builder, r *Results, full bool) {
 		p("The broker paints privacy masks over the secret regions of a frame before sealing it (on by default, `broker.DefaultConfig()`; `Config.NoMask` turns them off). ")
 		p("Its capture then reads `Page.getLayoutMetrics` and `DOMSnapshot.captureSnapshot` (with the computed styles that paint ink outside a box) together before `Page.captureScreenshot` and again after it, and what moves on the page (one function called in an isolated world of the broker's); with a secret on the page, also Chromium's work counters around the screenshot. ")
 		p("When neither snapshot holds a secret the screenshot is sent as Chromium made it; otherwise the masks are painted in the JPEG's DCT domain — each 8×8 block under a mask re-coded flat, every other block copied as Chromium coded it, no decode or encode of pixels — and the page says how many regions it shows masked (`masked`). ")
-		p("On the session of section 1, the tab the broker views is navigated with a `browser_play` navigate step to the demo site's home page `%s` (nothing to mask), then to `%s` (13 secrets, 11 of them in the first 1280×800 viewport, each beside a control that looks alike), then back. ", benchPage, maskedPage)
-		p("On each, %d pairs of one view and one bare capture of that tab alternate as in section 1 (idle gaps, the gate opened outside the timed part, the first %d pairs after the navigation not counted). ", pairs, warm)
+		p("While the screenshot is taken, DevTools' overlay paints an opaque grey box on each secret's element in the very frame Chromium captures (a pin); on a page that moves, where the reads cannot tell where the frame painted a secret, the pins are the masks, and a frame the broker cannot mask either way is masked whole, the page saying why (`hidden`: %s). ", strings.Join(wire.HiddenReasons, ", "))
+		p("On the session of section 1, the tab the broker views is navigated with a `browser_play` navigate step to the demo site's home page `%s` (nothing to mask), then to `%s` (13 secrets, 11 of them in the first 1280×800 viewport, each beside a control that looks alike), ", benchPage, maskedPage)
+		p("then to each of its moving pages (`testdata/site/moving/`, all but agent-types, whose fields are empty): a filled sign-in and payment form with three secrets (password, card number, one-time code) beside one kind of motion, or moving itself; then back. ")
+		p("On `%s` and `%s`, %d pairs of one view and one bare capture of that tab alternate as in section 1 (idle gaps, the gate opened outside the timed part, the first %d pairs after the navigation not counted). ", benchPage, maskedPage, pairs, warm)
+		if moving != nil {
+			p("On each moving page, %d pairs alternate the same way, the first %d not counted, once the page holds its form (the bench asks through its own CDP session, outside the timed part: secret-appears inserts the form 700 ms after its load). ", moving.Pairs, moving.Warm)
+		}
 		p("**The cost of masking** is the broker's own capture inside each view (its `OnCapture` hook: the whole masked sequence) against the bare three-call sequence; the issue's bar is %.2f× on the page with nothing to mask. ", masksTarget)
-		p("The suite fails, and prints no table, unless every view is of the page it was meant to be, says `masked` ≥ 1 on `%s` and nothing on `%s`, and says what the broker counted.\n\n", maskedPage, benchPage)
+		p("**Masked whole** is the share of a page's counted views whose frame the broker masked whole, with the views counted by the reason the page gave. ")
+		p("The suite fails, and prints no table, unless every view is of the page it was meant to be, says `masked` ≥ 1 on `%s` and on every moving page (a frame masked whole says it too) and nothing on `%s`, and says what the broker counted and why it masked a frame whole; ", maskedPage, benchPage)
+		p("on the dialog page, whose form rests outside the viewport between its slides, a view may say `masked` 0, but then its frame, decoded after the timing, must show no pixel of the secrets' green (the moving pages draw the secrets, and a control that is never masked, in that green alone).\n\n")
 	}
 	var rows [][]string
 	for _, pg := range r.Masks.Pages {
+		name := pg.Name
+		if pg.Moving {
+			name = "moving: " + name
+		}
 		rows = append(rows, []string{
-			pg.Name + " (`" + pg.Path + "`)", strconv.Itoa(pg.View.N), ms(pg.View.P50), ms(pg.View.P95), ms(pg.InCap.P50), ms(pg.Bare.P50),
-			fx(pg.ViewRatio), "**" + fx(pg.CaptureRatio) + "**", kib(float64(pg.JPEGBytes)), maskedCount(&pg),
+			name + " (`" + pg.Path + "`)", strconv.Itoa(pg.View.N), ms(pg.View.P50), ms(pg.View.P95), ms(pg.InCap.P50), ms(pg.Bare.P50),
+			fx(pg.ViewRatio), "**" + fx(pg.CaptureRatio) + "**", kib(float64(pg.JPEGBytes)), maskedCount(&pg), maskedWhole(&pg),
 		})
 	}
-	mdTable(b, []string{"", "n", "view p50 ms", "view p95 ms", "broker capture p50 ms", "bare p50 ms", "view / bare p50", "**broker capture / bare p50**", "JPEG (median)", "masked"}, rows)
+	mdTable(b, []string{"", "n", "view p50 ms", "view p95 ms", "broker capture p50 ms", "bare p50 ms", "view / bare p50", "**broker capture / bare p50**", "JPEG (median)", "masked", "masked whole"}, rows)
 	if none == nil || masked == nil {
 		return
 	}
@@ -421,6 +439,86 @@ func renderMasks(b *strings.Builder, r *Results, full bool) {
 	p("With %s regions masked, it is %s (%s ms against %s ms): the reads, and the re-coding of the frame's blocks (`BenchmarkPaintMasks` in section 6 has it against a decode, paint and encode). ",
 		maskedCount(masked), fx(masked.CaptureRatio), ms(masked.InCap.P50), ms(masked.Bare.P50))
 	p("A whole view is %s the bare capture with nothing to mask and %s with masked fields.\n\n", fx(none.ViewRatio), fx(masked.ViewRatio))
+	renderMovingMasks(b, r)
+}
+
+// renderMovingMasks states the moving pages' figures: the span of the broker's capture
+// against the bare one, the share of the views masked whole on each page and why, and
+// the views that said masked 0 with the form out of the frame. Nothing without a
+// moving page.
+func renderMovingMasks(b *strings.Builder, r *Results) {
+	var pages []*maskPageResult
+	for i := range r.Masks.Pages {
+		if r.Masks.Pages[i].Moving && r.Masks.Pages[i].View.N > 0 {
+			pages = append(pages, &r.Masks.Pages[i])
+		}
+	}
+	if len(pages) == 0 {
+		return
+	}
+	lo := slices.MinFunc(pages, func(x, y *maskPageResult) int { return cmp.Compare(x.CaptureRatio, y.CaptureRatio) })
+	hi := slices.MaxFunc(pages, func(x, y *maskPageResult) int { return cmp.Compare(x.CaptureRatio, y.CaptureRatio) })
+	ratios := make([]float64, len(pages))
+	views, whole := 0, 0
+	var wholePages []string
+	for i, pg := range pages {
+		ratios[i] = pg.CaptureRatio
+		views, whole = views+pg.View.N, whole+pg.wholeViews()
+		if pg.wholeViews() > 0 {
+			wholePages = append(wholePages, maskedWhole(pg)+" on "+movingName(pg))
+		}
+	}
+	slices.Sort(ratios)
+	sentences := []string{fmt.Sprintf("On the %d moving pages (%d pairs each), the broker's capture p50 is %s to %s the bare capture p50 measured beside it (median %s): %s on %s, %s on %s.",
+		len(pages), pages[0].Pairs, fx(lo.CaptureRatio), fx(hi.CaptureRatio), fx(ratios[len(ratios)/2]), fx(lo.CaptureRatio), movingName(lo), fx(hi.CaptureRatio), movingName(hi))}
+	switch clean := len(pages) - len(wholePages); {
+	case whole == 0:
+		sentences = append(sentences, "No view of theirs was masked whole.")
+	case clean == 0:
+		sentences = append(sentences, fmt.Sprintf("Of their %d views, %d were masked whole (%s): %s.", views, whole, percent(whole, views), strings.Join(wholePages, "; ")))
+	default:
+		sentences = append(sentences, fmt.Sprintf("Of their %d views, %d were masked whole (%s): none on %d of the %d pages; %s.", views, whole, percent(whole, views), clean, len(pages), strings.Join(wholePages, "; ")))
+	}
+	for _, pg := range pages {
+		if pg.Outside > 0 {
+			sentences = append(sentences, fmt.Sprintf("On %s, %d of the %d views said `masked` 0: the form was out of the frame, which showed none of the secrets' green.", movingName(pg), pg.Outside, pg.View.N))
+		}
+	}
+	b.WriteString(strings.Join(sentences, " ") + "\n\n")
+}
+
+// movingName names a moving page in prose by its file: `dialog` for
+// /moving/dialog.html.
+func movingName(pg *maskPageResult) string {
+	return "`" + strings.TrimSuffix(path.Base(pg.Path), ".html") + "`"
+}
+
+// percent is n of total in per cent, no decimals: "15 %".
+func percent(n, total int) string {
+	if total == 0 {
+		return "0 %"
+	}
+	return f0(100*float64(n)/float64(total)) + " %"
+}
+
+// maskedWhole is the share of a page's views masked whole with the views by reason,
+// "15 % (motion 2, changed 1)", "0 %" when none was, and "—" on a page with nothing
+// to mask.
+func maskedWhole(pg *maskPageResult) string {
+	if pg.MaskedMax == 0 && len(pg.Whole) == 0 {
+		return "—"
+	}
+	n := pg.wholeViews()
+	if n == 0 {
+		return "0 %"
+	}
+	var why []string
+	for _, reason := range wire.HiddenReasons {
+		if c := pg.Whole[reason]; c > 0 {
+			why = append(why, reason+" "+strconv.Itoa(c))
+		}
+	}
+	return percent(n, pg.View.N) + " (" + strings.Join(why, ", ") + ")"
 }
 
 // maskedCount is a page's masked count, or its range when the views disagreed.

@@ -48,7 +48,8 @@ type hopSample struct {
 	consume                  time.Duration
 	capture                  time.Duration
 	frameBytes               int
-	masked                   int // regions the broker's frame shows masked
+	masked                   int    // regions the broker's frame shows masked
+	hidden                   string // why the broker masked its frame whole, if it did
 	captureBody              int
 }
 
@@ -138,7 +139,7 @@ func (bs *benchSession) serve(w http.ResponseWriter, r *http.Request) {
 
 func (bs *benchSession) onCapture(s broker.CaptureStats) {
 	bs.mu.Lock()
-	bs.hop.capture, bs.hop.frameBytes, bs.hop.masked = s.Duration, s.Bytes, s.Masked
+	bs.hop.capture, bs.hop.frameBytes, bs.hop.masked, bs.hop.hidden = s.Duration, s.Bytes, s.Masked, s.Hidden
 	bs.mu.Unlock()
 }
 
@@ -209,8 +210,9 @@ func (w *countingWriter) Write(b []byte) (int, error) {
 // bareCapture runs the broker's capture sequence on a tab directly over CDP, through a
 // session of its own: Target.getTargetInfo, Page.getLayoutMetrics and
 // Page.captureScreenshot (JPEG, quality 60, the visual viewport at most 2000 CSS px
-// tall, scaled to at most 1280 px wide). Like the broker, it changes nothing: no
-// activation, no emulation, no script. This is the physical limit of a view.
+// tall, scaled to at most 1280 px wide). Like the broker's, the sequence changes
+// nothing: no activation, no emulation, no script. This is the physical limit of a
+// view. (The session also answers holds, between a navigation and the first view.)
 type bareCapture struct {
 	browser *rod.Browser
 	target  proto.TargetTargetID
@@ -275,6 +277,25 @@ func (c *bareCapture) timed(ctx context.Context) (time.Duration, error) {
 		return 0, fmt.Errorf("bare capture: %w", err)
 	}
 	return d, nil
+}
+
+// holds reports whether the tab's document holds an element matching selector, by one
+// Runtime.evaluate in the page's main world through the bench's own session. It is the
+// only script the bench runs in a page; it reads and changes nothing, and it runs outside
+// any timed part.
+func (c *bareCapture) holds(ctx context.Context, selector string) (bool, error) {
+	sel, err := json.Marshal(selector)
+	if err != nil {
+		return false, err
+	}
+	res, err := proto.RuntimeEvaluate{Expression: "document.querySelector(" + string(sel) + ") !== null", ReturnByValue: true}.Call(cdpClient{ctx: ctx, browser: c.browser, id: c.session})
+	if err != nil {
+		return false, err
+	}
+	if res.ExceptionDetails != nil {
+		return false, fmt.Errorf("evaluate: %s", res.ExceptionDetails.Text)
+	}
+	return res.Result.Value.Bool(), nil
 }
 
 // Close detaches the bench's own session.

@@ -46,6 +46,7 @@ type frame struct {
 	width     int
 	url       string    // the tab's URL, as the page reports it
 	masked    int       // regions the frame shows masked, as the page reports them
+	hidden    string    // why the frame is masked whole (wire.Hidden*), as the page says
 	headers   time.Time // when the response headers arrived
 	// traceResponse is the answer's traceresponse header: set when the view was
 	// sampled, empty when tracing is off.
@@ -89,6 +90,7 @@ func (v *viewer) view(ctx context.Context, base, agentID string) (frame, error) 
 			ContentType string `json:"contentType"`
 			Data        []byte `json:"data"`
 			Masked      int    `json:"masked"` // absent when none (wire.Page)
+			Hidden      string `json:"hidden"` // absent unless masked whole
 		} `json:"page"`
 	}
 	if err := json.Unmarshal(body, &res); err != nil {
@@ -104,7 +106,7 @@ func (v *viewer) view(ctx context.Context, base, agentID string) (frame, error) 
 	if err != nil {
 		return frame{}, fmt.Errorf("view: not a frame (%s %dx%d, %v)", format, cfg.Width, cfg.Height, err)
 	}
-	return frame{bodyBytes: len(body), jpeg: res.Page.Data, width: cfg.Width, url: res.Page.URL, masked: res.Page.Masked, headers: headers,
+	return frame{bodyBytes: len(body), jpeg: res.Page.Data, width: cfg.Width, url: res.Page.URL, masked: res.Page.Masked, hidden: res.Page.Hidden, headers: headers,
 		traceResponse: resp.Header.Get(telemetry.HeaderTraceResponse)}, nil
 }
 
