@@ -3,7 +3,10 @@ package reliability
 import (
 	"fmt"
 	"image"
+	"maps"
 	"net/http"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/agentfy/agentfy/internal/dev/stack"
@@ -241,7 +244,7 @@ func TestMasksFollowMotion(t *testing.T) {
 				t.Fatalf("the agent's typing: %v", err)
 			}
 			total, shownAll = total+views, shownAll+shown
-			observed = fmt.Sprintf("%d views: %d frames, %d shown masked in part, masked whole %v; no green outside the control", views, frames, shown, whole)
+			observed = fmt.Sprintf("%d views: %d frames, %d shown masked in part, %s; no green outside the control", views, frames, shown, wholeByReason(whole))
 			if frames != views {
 				t.Errorf("%s: want every view a frame", observed)
 			}
@@ -255,6 +258,18 @@ func TestMasksFollowMotion(t *testing.T) {
 			t.Errorf("%s: want at least 95 %%", observed)
 		}
 	})
+}
+
+// wholeByReason says how many frames were masked whole, by reason, for a row.
+func wholeByReason(whole map[string]int) string {
+	if len(whole) == 0 {
+		return "none masked whole"
+	}
+	var parts []string
+	for _, why := range slices.Sorted(maps.Keys(whole)) {
+		parts = append(parts, fmt.Sprintf("%s %d", why, whole[why]))
+	}
+	return "masked whole: " + strings.Join(parts, ", ")
 }
 
 // leakGreen counts a frame's pixels of the leak pages' green inside the control (CSS
