@@ -29,8 +29,10 @@ type Acks struct {
 var DefaultAcks = Acks{Replicas: 1, Timeout: 500 * time.Millisecond}
 
 // runScript runs script on keys[0]'s master and, with acks, makes its write durable:
-// on the same connection (WAIT counts that connection's own writes) it reads ROLE and
-// WAITs for as many of the master's connected replicas as acks asks, at most. A master
+// on the same connection (WAIT counts that connection's own writes) it reads ROLE before
+// and after it and, when the master's replication offset moved (the script, or another
+// client meanwhile, wrote), WAITs for as many of the master's connected replicas as
+// acks asks, at most; a script that wrote nothing (a refusal) waits for none. A master
 // with no replica connected (one just promoted, its old master gone) waits for none:
 // there is no replica that a failover could promote without the write. A reply that was
 // not acknowledged by enough replicas in time is ErrNotDurable.
@@ -58,8 +60,9 @@ func runScript(ctx context.Context, rdb redis.UniversalClient, acks Acks, script
 	}
 	conn := node.Conn()
 	defer func() { _ = conn.Close() }()
-	var cmd, role *redis.Cmd
+	var cmd, before, role *redis.Cmd
 	_, _ = conn.Pipelined(ctx, func(p redis.Pipeliner) error {
+		before = p.Do(ctx, "role")
 		cmd = script.Eval(ctx, p, keys, args...)
 		role = p.Do(ctx, "role")
 		return nil
@@ -67,9 +70,14 @@ func runScript(ctx context.Context, rdb redis.UniversalClient, acks Acks, script
 	if cmd.Err() != nil && !errors.Is(cmd.Err(), redis.Nil) {
 		return cmd
 	}
-	replicas, err := connectedReplicas(role)
+	replicas, offset, err := masterRole(role)
 	if err != nil {
 		cmd.SetErr(fmt.Errorf("%w: role: %v", ErrNotDurable, err))
+		return cmd
+	}
+	if _, was, err := masterRole(before); err == nil && was == offset {
+		// The replication stream did not move across the script: it wrote nothing
+		// (a refusal), and there is nothing to make durable.
 		return cmd
 	}
 	want := min(acks.Replicas, replicas)
@@ -87,18 +95,23 @@ func runScript(ctx context.Context, rdb redis.UniversalClient, acks Acks, script
 	return cmd
 }
 
-// connectedReplicas reads a master's ROLE reply: ["master", offset, [[ip, port, offset], …]].
-func connectedReplicas(role *redis.Cmd) (int, error) {
+// masterRole reads a master's ROLE reply: ["master", offset, [[ip, port, offset], …]],
+// its connected replicas and its replication offset.
+func masterRole(role *redis.Cmd) (replicas int, offset int64, err error) {
 	v, err := role.Slice()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if len(v) < 3 || v[0] != "master" {
-		return 0, fmt.Errorf("not a master: %v", v)
+		return 0, 0, fmt.Errorf("not a master: %v", v)
+	}
+	offset, ok := v[1].(int64)
+	if !ok {
+		return 0, 0, fmt.Errorf("replication offset %T", v[1])
 	}
 	list, ok := v[2].([]any)
 	if !ok {
-		return 0, fmt.Errorf("replica list %T", v[2])
+		return 0, 0, fmt.Errorf("replica list %T", v[2])
 	}
-	return len(list), nil
+	return len(list), offset, nil
 }
