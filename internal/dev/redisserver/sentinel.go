@@ -153,7 +153,8 @@ func (s *SentinelSet) Master(ctx context.Context) (*Server, error) {
 }
 
 // WaitHealthy waits (at most 60 s) until every sentinel names the same master, knows
-// one replica and the two other sentinels, and the master has a replica in sync.
+// one replica and the two other sentinels, and the master has a replica in sync that
+// acknowledges a write within 100 ms.
 func (s *SentinelSet) WaitHealthy(ctx context.Context) error {
 	return waitUntil(ctx, "redis sentinel set not healthy", s.healthy)
 }
@@ -184,6 +185,16 @@ func (s *SentinelSet) healthy(ctx context.Context) error {
 	}
 	if !strings.Contains(info, "connected_slaves:1") || !strings.Contains(info, "state=online") {
 		return fmt.Errorf("master %s: replica not in sync", master)
+	}
+	// And the replica acknowledges a write at once, as the replicas' durable writes
+	// (view.Acks) need: a write on this connection, then WAIT for it.
+	conn := rdb.Conn()
+	defer func() { _ = conn.Close() }()
+	if err := conn.Set(ctx, "agentfy:redisserver:health", "1", 5*time.Second).Err(); err != nil {
+		return err
+	}
+	if n, err := conn.Do(ctx, "wait", 1, 100).Int64(); err != nil || n < 1 {
+		return fmt.Errorf("master %s: the replica did not acknowledge a write (%d, %v)", master, n, err)
 	}
 	return nil
 }
