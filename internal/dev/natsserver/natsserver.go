@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/rs/zerolog"
 
 	"github.com/agentfy/agentfy/bus"
 )
@@ -38,6 +39,9 @@ type Options struct {
 	// JetStream, when set, enables JetStream (the audit trail's tests keep it in a
 	// stream, as a platform does).
 	JetStream *JetStream
+	// Log, when set, receives the server's warnings and errors (a stream it could not
+	// make says why only there); nil keeps the server quiet.
+	Log *zerolog.Logger
 }
 
 // JetStream enables JetStream with its store in StoreDir for the configuration's
@@ -102,6 +106,9 @@ func Run(o Options) (*server.Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("natsserver: %w", err)
 	}
+	if o.Log != nil {
+		s.SetLoggerV2(serverLog{o.Log}, false, false, false)
+	}
 	go s.Start()
 	if !s.ReadyForConnections(ReadyTimeout) {
 		s.Shutdown()
@@ -147,4 +154,21 @@ func enableJetStream(s *server.Server, o Options) error {
 		return fmt.Errorf("natsserver: enable JetStream: %w", err)
 	}
 	return nil
+}
+
+// serverLog passes the server's warnings and errors to a zerolog logger; its notices,
+// debug and trace lines are left out.
+type serverLog struct{ log *zerolog.Logger }
+
+func (l serverLog) Noticef(string, ...any) {}
+func (l serverLog) Debugf(string, ...any)  {}
+func (l serverLog) Tracef(string, ...any)  {}
+func (l serverLog) Warnf(format string, v ...any) {
+	l.log.Warn().Str("part", "nats-server").Msgf(format, v...)
+}
+func (l serverLog) Errorf(format string, v ...any) {
+	l.log.Error().Str("part", "nats-server").Msgf(format, v...)
+}
+func (l serverLog) Fatalf(format string, v ...any) {
+	l.log.Error().Str("part", "nats-server").Msgf(format, v...)
 }

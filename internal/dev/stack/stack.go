@@ -376,7 +376,7 @@ func (s *Stack) startServers(ctx context.Context) (err error) {
 		if err != nil {
 			return err
 		}
-		s.natsOpts = natsserver.Options{Name: "agentfy-dev", Port: -1, MonitorPort: -1, Config: cfg}
+		s.natsOpts = natsserver.Options{Name: "agentfy-dev", Port: -1, MonitorPort: -1, Config: cfg, Log: &s.opts.Log}
 		if o.JetStreamDir != "" {
 			pw := make([]byte, 32)
 			if _, err := rand.Read(pw); err != nil {
