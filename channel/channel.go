@@ -171,6 +171,12 @@ type Hub struct {
 	// because no replica stored their grant, or answered busy by the pace.
 	ViewsRelayed, ViewsRefused, ViewsPaced atomic.Int64
 
+	// invalid counts the messages from workers that were no JSON-RPC (InvalidMessages);
+	// peerLog is the logger of such bad input, its lines at most PeerLogBurst a
+	// PeerLogPeriod across every socket, so that a worker cannot flood the log.
+	invalid atomic.Uint64
+	peerLog zerolog.Logger
+
 	// key opens tool calls sealed to this replica; its public half is published with
 	// each session this replica holds. It lives only in this process's memory.
 	key *ecdh.PrivateKey
@@ -206,8 +212,21 @@ func NewHub(cfg Config) *Hub {
 	if err != nil {
 		panic(fmt.Sprintf("channel: generate key: %v", err)) // crypto/rand does not fail
 	}
-	return &Hub{cfg: cfg, tracer: telemetry.Tracer(cfg.Tracer), conns: map[string]*Conn{}, key: key, msgs: make(chan *nats.Msg, dispatchQueue), done: make(chan struct{})}
+	return &Hub{
+		cfg: cfg, tracer: telemetry.Tracer(cfg.Tracer), conns: map[string]*Conn{}, key: key, msgs: make(chan *nats.Msg, dispatchQueue), done: make(chan struct{}),
+		peerLog: cfg.Log.Sample(&zerolog.BurstSampler{Burst: PeerLogBurst, Period: PeerLogPeriod}),
+	}
 }
+
+// The bound of the log lines about bad input from workers: the first PeerLogBurst of
+// each PeerLogPeriod, across the replica's sockets; InvalidMessages counts them all.
+const (
+	PeerLogBurst  = 5
+	PeerLogPeriod = time.Minute
+)
+
+// InvalidMessages is how many messages from workers were no JSON-RPC message.
+func (h *Hub) InvalidMessages() uint64 { return h.invalid.Load() }
 
 // Conns is the number of worker sockets this replica holds.
 func (h *Hub) Conns() int {

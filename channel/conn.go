@@ -187,7 +187,8 @@ func (c *Conn) readLoop(ctx context.Context) error {
 		m, err := jsonrpc.Parse(*data)
 		wire.Release(data) // Parse copied what it keeps
 		if err != nil {
-			c.log.Warn().Msg("invalid message from worker")
+			c.hub.invalid.Add(1)
+			c.hub.peerLog.Warn().Str("session", c.session.ID).Uint64("invalid", c.hub.invalid.Load()).Msg("invalid message from worker")
 			continue
 		}
 		switch {

@@ -970,3 +970,27 @@ func TestHubDropsAWorkerThatDoesNotAnswerPings(t *testing.T) {
 		t.Fatalf("Conns = %d, want the answering worker's", e.hub.Conns())
 	}
 }
+
+// A worker that sends messages that are no JSON-RPC has each one counted and the
+// socket kept, but cannot flood the log: PeerLogBurst lines a PeerLogPeriod.
+func TestHubBoundsTheLogOfBadInput(t *testing.T) {
+	t.Parallel()
+	s := startServers(t)
+	e := newHubEnv(t, s, nil)
+	logs := &testenv.Buffer{}
+	e.hub.peerLog = zerolog.New(logs).Sample(&zerolog.BurstSampler{Burst: PeerLogBurst, Period: PeerLogPeriod})
+	ctx := testenv.Context(t, 30*time.Second)
+	sess, passes := e.start(t, ctx)
+	ws := e.attach(t, ctx, sess, passes.Worker, []string{wire.FeatureBrowserView})
+	const bad = 200
+	for range bad {
+		send(t, ctx, ws, []byte(`{"not":"json-rpc"`))
+	}
+	testenv.WaitFor(t, 10*time.Second, "the bad messages counted", func() bool { return e.hub.InvalidMessages() == bad })
+	if n := strings.Count(logs.String(), "invalid message from worker"); n != PeerLogBurst {
+		t.Fatalf("%d log lines for %d bad messages, want %d", n, bad, PeerLogBurst)
+	}
+	if e.hub.Conns() != 1 {
+		t.Fatalf("Conns = %d: the socket was dropped", e.hub.Conns())
+	}
+}
