@@ -9,6 +9,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/agentfy/agentfy/audit"
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/directory"
 	"github.com/agentfy/agentfy/feed"
@@ -94,6 +95,7 @@ var errorTable = []struct {
 	{feed.ErrTooManyForCaller, errStreams, ""},
 	{view.ErrBusy, unavailable(wire.ReasonInFlightLimit), wire.ReasonInFlightLimit},
 	{view.ErrNotDurable, unavailable(wire.ReasonNotDurable), wire.ReasonNotDurable},
+	{audit.ErrUnavailable, unavailable(wire.ReasonAuditUnavailable), wire.ReasonAuditUnavailable},
 }
 
 // httpErrorOf is the public API's answer to err: its row in errorTable, or the answer

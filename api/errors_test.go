@@ -14,6 +14,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/rs/zerolog"
 
+	"github.com/agentfy/agentfy/audit"
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/directory"
 	"github.com/agentfy/agentfy/feed"
@@ -160,13 +161,14 @@ func TestAdminErrorOf(t *testing.T) {
 
 // raisedHere is the error each reason this replica raises itself comes as: the edge's
 // identity_unavailable and the replica's own labels (pending_limit, not_durable,
-// internal). Every other reason arrives from the view service in a view.UnavailableError,
+// internal, audit_unavailable). Every other reason arrives from the view service in a view.UnavailableError,
 // as the hop that raised it named it.
 var raisedHere = map[string]error{
 	wire.ReasonIdentityUnavailable: fmt.Errorf("verify: %w", auth.ErrIdentityUnavailable),
 	wire.ReasonInFlightLimit:       view.ErrBusy,
 	wire.ReasonNotDurable:          fmt.Errorf("%w: 0 of 1 replicas in 500ms", view.ErrNotDurable),
 	wire.ReasonInternal:            errors.New("redis: connection pool timeout"),
+	wire.ReasonAuditUnavailable:    fmt.Errorf("%w: nats: timeout", audit.ErrUnavailable),
 }
 
 // abort renders the table's row; a 503 logs (only) its reason and the internal error, and

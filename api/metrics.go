@@ -93,13 +93,48 @@ func NewMetrics(pending, waiters, workers, listeners func() int) *Metrics {
 	return m
 }
 
-// WatchAudit registers agentfy_audit_dropped_total, read at scrape time from dropped
-// (audit.Publisher.Dropped).
-func (m *Metrics) WatchAudit(dropped func() uint64) {
+// WatchAudit registers the audit trail's series, read at scrape time from p:
+// agentfy_audit_dropped_total{reason} (audit.DropReasons), agentfy_audit_published_total
+// and agentfy_audit_best_effort.
+func (m *Metrics) WatchAudit(p *audit.Publisher) {
+	m.reg.MustRegister(auditCollector{p}, prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "agentfy_audit_published_total",
+		Help: "Audit events this replica published that the audit stream acknowledged (with AGENTFY_AUDIT=best-effort: that were sent, unacknowledged).",
+	}, func() float64 { return float64(p.Published()) }), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "agentfy_audit_best_effort",
+		Help: "1 when this replica publishes its audit trail unacknowledged (AGENTFY_AUDIT=best-effort): frames are served whether or not the trail keeps their events, and the trail cannot show it is complete. 0 when durable.",
+	}, func() float64 {
+		if p.BestEffort() {
+			return 1
+		}
+		return 0
+	}))
+}
+
+// WatchPeers registers agentfy_worker_invalid_messages_total, read at scrape time from
+// invalid (channel.Hub.InvalidMessages): bad input from workers, whose log lines are
+// bounded.
+func (m *Metrics) WatchPeers(invalid func() uint64) {
 	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "agentfy_audit_dropped_total",
-		Help: "Audit events (view decisions, admin changes) this replica dropped instead of publishing on NATS: its buffer of " + strconv.Itoa(audit.Buffer) + " was full, the connection failed the publish, or the server refused it (the audit subjects not writable).",
-	}, func() float64 { return float64(dropped()) }))
+		Name: "agentfy_worker_invalid_messages_total",
+		Help: "Messages from workers on their sockets that were no JSON-RPC message, each ignored; the log says the first few a minute.",
+	}, func() float64 { return float64(invalid()) }))
+}
+
+// auditDropped describes agentfy_audit_dropped_total.
+var auditDropped = prometheus.NewDesc("agentfy_audit_dropped_total",
+	"Audit events (view decisions, admin changes) this replica could not record, by cause: full (its buffer of "+strconv.Itoa(audit.Buffer)+" events), invalid (too large or an unknown action), closed (left at shutdown), unacknowledged (the audit stream did not acknowledge it within "+audit.RetryFor.String()+"), refused (the server refused a best-effort publish), publish (the connection failed a best-effort publish). Each leaves a gap `agentfy audit verify` shows.",
+	[]string{"reason"}, nil)
+
+// auditCollector reads the publisher's drops by cause at scrape time.
+type auditCollector struct{ p *audit.Publisher }
+
+func (c auditCollector) Describe(ch chan<- *prometheus.Desc) { ch <- auditDropped }
+
+func (c auditCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, r := range audit.DropReasons {
+		ch <- prometheus.MustNewConstMetric(auditDropped, prometheus.CounterValue, float64(c.p.Drops(r)), r)
+	}
 }
 
 // MetricsPath is the one route of a replica's metrics listener.

@@ -68,8 +68,13 @@ type Config struct {
 	// Ready reports whether Redis and NATS answer (for /readyz).
 	Ready func(ctx context.Context) error
 	// Tracer, when set, traces the view routes and the consume route (a server span
-	// each, its parent taken from the request's traceparent); nil means tracing off.
+	// each: the root of a new trace, unless continuesTrace continues the caller's);
+	// nil means tracing off.
 	Tracer trace.TracerProvider
+	// TrustedTraceSources are the addresses of a front end whose trace context the
+	// traced routes continue (telemetry.TrustedSources); empty means none: every
+	// request from outside starts a trace of the deployment's own.
+	TrustedTraceSources telemetry.TrustedSources
 }
 
 // Server is one replica's HTTP edge.
@@ -104,6 +109,8 @@ const (
 	ctxReason = "agentfy.reason"
 	// ctxAudit is a view request's audit event (*audit.View, auditView).
 	ctxAudit = "agentfy.audit"
+	// ctxAudited is set once the handler recorded the decision itself (a frame's).
+	ctxAudited = "agentfy.audited"
 )
 
 // New builds the routes.
@@ -168,7 +175,7 @@ func New(cfg Config) *Server {
 		h.Set("Referrer-Policy", "no-referrer")
 		static.ServeHTTP(c.Writer, c.Request)
 	})
-	s.handler = telemetry.Handler(cfg.Tracer, eng, tracedRoute)
+	s.handler = telemetry.EdgeHandler(cfg.Tracer, eng, tracedRoute, s.continuesTrace)
 	return s
 }
 

@@ -1,13 +1,16 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/internal/telemetry"
 	"github.com/agentfy/agentfy/wire"
 )
@@ -47,17 +50,74 @@ func tracedRoute(r *http.Request) string {
 	return ""
 }
 
-// traceView gives a view's answer its traceresponse header (W3C Trace Context Level
-// 2) when the request is sampled, so that a support engineer finds the trace from the
-// browser's network tab, and gives the view's span its outcome and reason once the
-// handler decided them.
+// traceView gives the view's span its outcome and reason once the handler decided
+// them, and the answer its traceresponse header (W3C Trace Context Level 2) when the
+// request is sampled and the viewer was let in, so that a support engineer finds the
+// trace from the browser's network tab (traceResponder says when).
 func (s *Server) traceView(c *gin.Context) {
-	ctx := c.Request.Context()
-	if v := telemetry.TraceResponse(ctx); v != "" {
-		c.Header(telemetry.HeaderTraceResponse, v)
+	if v := telemetry.TraceResponse(c.Request.Context()); v != "" {
+		w := &traceResponder{ResponseWriter: c.Writer, value: v}
+		c.Writer = w
+		defer func() { c.Writer = w.ResponseWriter }()
+		c.Next()
+		// A handler that wrote nothing still answers through the responder.
+		w.WriteHeaderNow()
+	} else {
+		c.Next()
 	}
-	c.Next()
 	s.traceOutcome(c)
+}
+
+// traceResponder is a sampled view's writer. It adds the traceresponse header just
+// before the answer's header is written, once the status is known, and only when
+// traceViewer found the viewer authenticated and the answer is not a refusal of access
+// (401, 403, 404): the trace id is the deployment's own, a handle for its support, not
+// something to hand whoever knocks. A refused viewer's trace is still found from the
+// answer's X-Request-Id, in the log line that carries its trace_id.
+type traceResponder struct {
+	gin.ResponseWriter
+	value    string // the header's value (telemetry.TraceResponse)
+	viewer   bool   // the viewer is authenticated (traceViewer)
+	answered bool   // the header was decided
+}
+
+// answer decides the header, once, before the answer's header is written.
+func (w *traceResponder) answer() {
+	if w.answered || w.Written() {
+		return
+	}
+	w.answered = true
+	switch w.Status() {
+	case http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound:
+		return
+	}
+	if w.viewer {
+		w.Header().Set(telemetry.HeaderTraceResponse, w.value)
+	}
+}
+
+// WriteHeaderNow writes the answer's header, the traceresponse decided first.
+func (w *traceResponder) WriteHeaderNow() {
+	w.answer()
+	w.ResponseWriter.WriteHeaderNow()
+}
+
+// Write writes the answer's body, the traceresponse decided first.
+func (w *traceResponder) Write(b []byte) (int, error) {
+	w.answer()
+	return w.ResponseWriter.Write(b)
+}
+
+// WriteString writes the answer's body, the traceresponse decided first.
+func (w *traceResponder) WriteString(s string) (int, error) {
+	w.answer()
+	return w.ResponseWriter.WriteString(s)
+}
+
+// Flush writes what is buffered, the traceresponse decided first.
+func (w *traceResponder) Flush() {
+	w.answer()
+	w.ResponseWriter.Flush()
 }
 
 // traceConsume gives the consume route's span its outcome.
@@ -84,8 +144,13 @@ func (s *Server) traceOutcome(c *gin.Context) {
 }
 
 // traceViewer names the agent and the viewer on the view's span: a member by user id,
-// a partner by its organisation key's id, never a token.
+// a partner by its organisation key's id, never a token. A viewer id is set only once
+// the credential was verified: the view's answer may then carry traceresponse
+// (traceResponder).
 func traceViewer(c *gin.Context, agentID, kind, viewerID string) {
+	if w, ok := c.Writer.(*traceResponder); ok {
+		w.viewer = viewerID != ""
+	}
 	span := trace.SpanFromContext(c.Request.Context())
 	if !span.IsRecording() {
 		return
@@ -94,4 +159,40 @@ func traceViewer(c *gin.Context, agentID, kind, viewerID string) {
 	if viewerID != "" {
 		span.SetAttributes(telemetry.AttrViewerKind.String(kind), telemetry.AttrViewerID.String(viewerID))
 	}
+}
+
+// traceTrustTimeout bounds the broker pass check of continuesTrace: it only chooses a
+// span's parent, and must not spend much of the broker's consume budget
+// (wire.BrokerConsumeTimeout) on a slow Redis, where the redemption fails anyway.
+const traceTrustTimeout = 500 * time.Millisecond
+
+// continuesTrace reports whether a traced request continues its caller's trace context
+// (telemetry.EdgeHandler, which asks only about a request that carries one) instead of
+// starting a trace of this deployment's own:
+//
+//   - a request from the platform's trusted front end (Config.TrustedTraceSources);
+//   - the consume route called with a current broker pass. A broker calls it inside a
+//     view whose context came from the view's own span, through NATS, the worker's
+//     _meta and the broker's socket, so the consume span belongs under the broker's
+//     call. The pass is checked here because the parent is chosen before the span
+//     starts; the route checks it again in the one script that redeems the grant.
+//
+// Anyone else is outside the deployment, and anything it sends as a trace context is
+// dropped: an outsider who asks a view, or calls the consume route without a broker's
+// pass, neither chooses the trace nor its sampling.
+func (s *Server) continuesTrace(r *http.Request) bool {
+	if s.cfg.TrustedTraceSources.Contains(r) {
+		return true
+	}
+	if r.Method != http.MethodPost || r.URL.Path != wire.ConsumePath {
+		return false
+	}
+	token := auth.BearerToken(r.Header.Get("Authorization"))
+	if _, ok := auth.ClaimPass(token); !ok {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), traceTrustTimeout)
+	defer cancel()
+	_, err := s.cfg.Creds.VerifyPass(ctx, token, auth.RoleBroker)
+	return err == nil
 }

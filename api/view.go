@@ -70,7 +70,16 @@ func (s *Server) renderView(c *gin.Context, agentID, caller string, check access
 	} else if res.Page == nil {
 		c.Set(ctxOutcome, "no_tab")
 	} else {
-		c.Set(ctxOutcome, "frame")
+		// No frame leaves unrecorded: it is served only once the audit stream has its
+		// event, and discarded (503 audit_unavailable) when the stream does not say so
+		// in time. Either way the publisher recorded the decision itself.
+		ev.Agent = agentID
+		c.Set(ctxAudited, true)
+		if err := s.cfg.Audit.Frame(c.Request.Context(), *ev); err != nil {
+			s.abort(c, err)
+			return
+		}
+		c.Set(ctxOutcome, audit.OutcomeFrame)
 	}
 	// The body is written as Result encodes it, in one write from encoding/json's pooled
 	// buffer (its Page cannot fail to encode: strings and an int).
@@ -82,22 +91,25 @@ func (s *Server) renderView(c *gin.Context, agentID, caller string, check access
 // auditView publishes the one audit event of each view request (package audit), once
 // the handler decided: the viewer, the agent and what the view learnt of it
 // (viewEvent, which the handler fills), and the outcome and reason the answer was
-// labelled with. It never delays the answer's bytes, which are written by then, nor
-// fails it.
+// labelled with — after the answer, through the publisher's buffer, even when the
+// handler panicked. A frame's event is the handler's own (renderView): it is
+// acknowledged before the frame is written.
 func (s *Server) auditView(c *gin.Context) {
 	ev := &audit.View{}
 	c.Set(ctxAudit, ev)
+	defer func() {
+		if s.cfg.Audit == nil || c.GetBool(ctxAudited) {
+			return
+		}
+		ev.Agent = c.Param("id")
+		ev.Outcome = c.GetString(ctxOutcome)
+		if ev.Outcome == "" {
+			ev.Outcome = "other"
+		}
+		ev.Reason = c.GetString(ctxReason)
+		s.cfg.Audit.View(c.Request.Context(), *ev)
+	}()
 	c.Next()
-	if s.cfg.Audit == nil {
-		return
-	}
-	ev.Agent = c.Param("id")
-	ev.Outcome = c.GetString(ctxOutcome)
-	if ev.Outcome == "" {
-		ev.Outcome = "other"
-	}
-	ev.Reason = c.GetString(ctxReason)
-	s.cfg.Audit.View(c.Request.Context(), *ev)
 }
 
 // viewEvent is the audit event auditView publishes for this request (a throwaway one

@@ -3,6 +3,7 @@ package bus_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -90,9 +91,9 @@ func TestAuditSubjects(t *testing.T) {
 		name, action, want string
 		wantErr            bool
 	}{
-		{name: "two words", action: "user.put", want: "agentfy.prod-eu.db3.audit.admin.user.put"},
-		{name: "underscore", action: "orgkey.create", want: "agentfy.prod-eu.db3.audit.admin.orgkey.create"},
-		{name: "one word", action: "seed", want: "agentfy.prod-eu.db3.audit.admin.seed"},
+		{name: "two words", action: "user.put", want: "agentfy.prod-eu.db3.audit.admin.api.user.put"},
+		{name: "underscore", action: "orgkey.create", want: "agentfy.prod-eu.db3.audit.admin.api.orgkey.create"},
+		{name: "one word", action: "seed", want: "agentfy.prod-eu.db3.audit.admin.api.seed"},
 		{name: "empty", action: "", wantErr: true},
 		{name: "wildcard", action: "user.*", wantErr: true},
 		{name: "upper case", action: "User.put", wantErr: true},
@@ -101,7 +102,7 @@ func TestAuditSubjects(t *testing.T) {
 	}
 	for _, tt := range admins {
 		t.Run("admin "+tt.name, func(t *testing.T) {
-			got, err := ns.AuditAdmin(tt.action)
+			got, err := ns.AuditAdmin(bus.AuditSourceAPI, tt.action)
 			if (err != nil) != tt.wantErr || got != tt.want {
 				t.Fatalf("AuditAdmin(%q) = %q, %v; want %q (err %v)", tt.action, got, err, tt.want, tt.wantErr)
 			}
@@ -116,7 +117,15 @@ func TestAuditSubjects(t *testing.T) {
 	if got := ns.AuditAdminWildcard(); got != "agentfy.prod-eu.db3.audit.admin.>" {
 		t.Fatalf("AuditAdminWildcard = %q", got)
 	}
-	if p := ns.Permissions(bus.RoleAudit); len(p.Publish) != 0 || len(p.Subscribe) != 1 || p.Subscribe[0] != ns.AuditWildcard() {
+	if got, err := ns.AuditAdmin(bus.AuditSourceCLI, "user.put"); err != nil || got != "agentfy.prod-eu.db3.audit.admin.cli.user.put" {
+		t.Fatalf("AuditAdmin(cli, user.put) = %q, %v", got, err)
+	}
+	if _, err := ns.AuditAdmin("admin-api", "user.put"); !errors.Is(err, bus.ErrBadToken) {
+		t.Fatalf("AuditAdmin with a source that is no token: %v", err)
+	}
+	if p := ns.Permissions(bus.RoleAudit); len(p.Subscribe) != 2 || p.Subscribe[0] != ns.AuditWildcard() || slices.ContainsFunc(p.Publish, func(s string) bool {
+		return !strings.HasPrefix(s, "$JS.API.STREAM.INFO.AGENTFY_AUDIT") && !strings.HasPrefix(s, "$JS.API.CONSUMER.")
+	}) {
 		t.Fatalf("the audit role's permissions: %+v", p)
 	}
 }

@@ -9,19 +9,21 @@ type Role string
 // The roles.
 const (
 	// RoleReplica is an API replica: it publishes and subscribes everything of its
-	// namespace (view and tool requests, replies, status events).
+	// namespace (view and tool requests, replies, status events, the audit events of
+	// views and of its admin API) but the operator CLI's audit events.
 	RoleReplica Role = "replica"
 	// RoleOperator is the operator CLI (and the demo agent of the development stack): it
-	// publishes tool requests and the events of its admin changes (audit.admin.>), and
-	// receives the replies sent to its own inboxes.
+	// publishes tool requests and the events of its admin changes (audit.admin.cli.>,
+	// never the admin API's), may create the audit stream (never change or delete it),
+	// and receives the replies sent to its own inboxes.
 	RoleOperator Role = "operator"
 	// RoleDebug is a person watching the bus with `nats sub`: it may subscribe to the
 	// namespace and publish nothing.
 	RoleDebug Role = "debug"
 	// RoleAudit is a platform's reader of the audit trail (package audit): it may
 	// subscribe to the namespace's audit subjects (`nats sub` watches them live) and
-	// publish nothing. Keeping the trail is a JetStream stream's work, which the
-	// platform's own NATS user sets up (docs/operating.md).
+	// read the audit stream through ordered consumers of its own (`agentfy audit`),
+	// and publish nothing else: it cannot change, delete or add to the trail.
 	RoleAudit Role = "audit"
 	// RoleSystem is the NATS system account's user, for `nats server report` and the
 	// like; it sees no application subject.
@@ -42,22 +44,39 @@ func (r Role) User() string { return "agentfy-" + string(r) }
 func (n Namespace) InboxPrefix(r Role) string { return n.Prefix() + "._INBOX." + string(r) }
 
 // Permissions are the subjects a role may publish to and subscribe to (NATS wildcards).
-// An empty list allows nothing.
+// An empty list allows nothing; PublishDeny takes subjects back out of Publish.
 type Permissions struct {
-	Publish   []string
-	Subscribe []string
+	Publish     []string
+	PublishDeny []string
+	Subscribe   []string
 }
+
+// jsAPI is the subject of JetStream's API call verb on the audit stream: $JS.API.<verb>.
+// AGENTFY_AUDIT (and its consumers, for verbs that name one after the stream).
+func jsAPI(verb string) string { return "$JS.API." + verb + "." + AuditStream }
 
 // Permissions returns what role r may do in namespace n; the system role has no
 // application permissions (it lives in the server's system account).
 func (n Namespace) Permissions(r Role) Permissions {
 	switch r {
 	case RoleReplica:
-		return Permissions{Publish: []string{n.Wildcard()}, Subscribe: []string{n.Wildcard()}}
+		return Permissions{Publish: []string{n.Wildcard()}, PublishDeny: []string{n.AuditAdminPrefix(AuditSourceCLI) + ".>"}, Subscribe: []string{n.Wildcard()}}
 	case RoleOperator:
-		return Permissions{Publish: []string{n.AllOf(VerbTool), n.AuditAdminWildcard()}, Subscribe: []string{n.InboxPrefix(r) + ".>"}}
+		return Permissions{
+			Publish:   []string{n.AllOf(VerbTool), n.AuditAdminPrefix(AuditSourceCLI) + ".>", jsAPI("STREAM.CREATE"), jsAPI("STREAM.INFO")},
+			Subscribe: []string{n.InboxPrefix(r) + ".>"},
+		}
 	case RoleAudit:
-		return Permissions{Subscribe: []string{n.AuditWildcard()}}
+		// An ordered consumer: created (with its filter in the subject), pulled from,
+		// asked about and deleted; the stream's state for its counts. Nothing else of
+		// JetStream's API: no update, purge or message deletion.
+		return Permissions{
+			Publish: []string{
+				jsAPI("STREAM.INFO"), jsAPI("CONSUMER.CREATE") + ".>", jsAPI("CONSUMER.MSG.NEXT") + ".>",
+				jsAPI("CONSUMER.INFO") + ".>", jsAPI("CONSUMER.DELETE") + ".>",
+			},
+			Subscribe: []string{n.AuditWildcard(), n.InboxPrefix(r) + ".>"},
+		}
 	case RoleDebug:
 		return Permissions{Subscribe: []string{n.Wildcard()}}
 	}

@@ -100,19 +100,31 @@ func (n Namespace) AllOf(verb Verb) string { return n.Prefix() + "." + string(ve
 func (n Namespace) Wildcard() string { return n.Prefix() + ".>" }
 
 // The audit trail's subjects (package audit publishes on them): one event per view
-// decision on agentfy.<deployment>.db<N>.audit.view.<agentId>, one per admin change on
-// agentfy.<deployment>.db<N>.audit.admin.<action>, where an action is one or more
-// lowercase words joined by '.' (user.put, orgkey.revoke), so it may span tokens.
+// decision on agentfy.<deployment>.db<N>.audit.view.<agentId> when the decision read
+// the agent's record, else on ….audit.view._ (an id no agent has, or a refusal before
+// any read: an outsider's ids never make subjects of their own); one event per admin
+// change on agentfy.<deployment>.db<N>.audit.admin.<source>.<action>, where the source
+// token says who published it (api: the replicas' admin API, cli: the operator CLI),
+// which the NATS server's permissions vouch for (Permissions), and an action is one or
+// more lowercase words joined by '.' (user.put, orgkey.revoke), so it may span tokens.
 const (
 	// AuditToken is the subject token under which every audit event lives.
 	AuditToken = "audit"
 	// AuditViewToken and AuditAdminToken follow AuditToken.
 	AuditViewToken  = "view"
 	AuditAdminToken = "admin"
-	// AuditNoAgent stands for an agent id that cannot be a subject token (one no
-	// record can have, as directory.ValidID says): its view is refused before any
-	// read, and its event is published here with an empty agent.
+	// AuditNoAgent stands for the agent of a decision that read no agent's record:
+	// an id no record has or can have (directory.ValidID), or a refusal before the
+	// read (401). The event names the id asked for in its body when it is valid.
 	AuditNoAgent = "_"
+	// AuditSourceAPI and AuditSourceCLI are the admin events' source tokens: the
+	// replicas' admin API and the operator CLI.
+	AuditSourceAPI = "api"
+	AuditSourceCLI = "cli"
+	// AuditStream is the JetStream stream that keeps a deployment's audit trail, over
+	// its namespace's AuditWildcard (package audit's Stream is its configuration). The
+	// roles' permissions name it: the operator may create it, the audit role read it.
+	AuditStream = "AGENTFY_AUDIT"
 )
 
 var actionRe = regexp.MustCompile(`^[a-z][a-z_]{0,31}(\.[a-z][a-z_]{0,31}){0,3}$`)
@@ -126,28 +138,38 @@ func (n Namespace) AuditView(agentID string) string {
 	return n.Prefix() + "." + AuditToken + "." + AuditViewToken + "." + agentID
 }
 
-// AuditAdmin is agentfy.<deployment>.db<N>.audit.admin.<action>. It rejects an action
-// that is not lowercase words joined by '.'.
-func (n Namespace) AuditAdmin(action string) (string, error) {
+// AuditAdmin is agentfy.<deployment>.db<N>.audit.admin.<source>.<action>. It rejects a
+// source other than AuditSourceAPI and AuditSourceCLI, and an action that is not
+// lowercase words joined by '.'.
+func (n Namespace) AuditAdmin(source, action string) (string, error) {
 	if n.deployment == "" {
 		return "", fmt.Errorf("%w: zero namespace", ErrBadToken)
+	}
+	if source != AuditSourceAPI && source != AuditSourceCLI {
+		return "", fmt.Errorf("%w: audit source %q", ErrBadToken, source)
 	}
 	if !actionRe.MatchString(action) {
 		return "", fmt.Errorf("%w: action %q", ErrBadToken, action)
 	}
-	return n.Prefix() + "." + AuditToken + "." + AuditAdminToken + "." + action, nil
+	return n.AuditAdminPrefix(source) + "." + action, nil
+}
+
+// AuditAdminPrefix is agentfy.<deployment>.db<N>.audit.admin.<source>.
+func (n Namespace) AuditAdminPrefix(source string) string {
+	return n.Prefix() + "." + AuditToken + "." + AuditAdminToken + "." + source
 }
 
 // AuditWildcard is agentfy.<deployment>.db<N>.audit.>, every audit event of the
-// namespace: what the audit role may read.
+// namespace: what the audit role may read and the stream keeps.
 func (n Namespace) AuditWildcard() string { return n.Prefix() + "." + AuditToken + ".>" }
 
+// AuditViewWildcard is agentfy.<deployment>.db<N>.audit.view.>, every view event.
+func (n Namespace) AuditViewWildcard() string {
+	return n.Prefix() + "." + AuditToken + "." + AuditViewToken + ".>"
+}
+
 // AuditAdminWildcard is agentfy.<deployment>.db<N>.audit.admin.>, every admin change's
-// event: what the operator CLI may publish of the audit trail.
+// event, of both sources.
 func (n Namespace) AuditAdminWildcard() string {
 	return n.Prefix() + "." + AuditToken + "." + AuditAdminToken + ".>"
 }
-
-// AuditStreamSubjects is the subject filter of a JetStream stream that keeps the audit
-// trail of every deployment and database on a NATS system.
-const AuditStreamSubjects = Root + ".*.*." + AuditToken + ".>"

@@ -153,6 +153,7 @@ func TestComposeLeastPrivilege(t *testing.T) {
 	}{
 		{"redis", "backend", "", []string{"secrets-redis"}},
 		{"nats", "backend", "", []string{"secrets-nats"}},
+		{"audit-stream", "backend", "agentfy-operator", []string{"secrets-operator", "secrets-jwt"}},
 		{"seed", "backend", "agentfy-operator", []string{"secrets-operator", "secrets-jwt"}},
 		{"session", "backend", "agentfy-operator", []string{"secrets-operator", "secrets-jwt"}},
 		{"cli", "backend", "agentfy-operator", []string{"secrets-operator", "secrets-jwt"}},
@@ -237,7 +238,7 @@ var hardening = map[string]struct {
 	tmpfs   []string // tmpfs mount points
 	user    string   // the user, where the compose file sets one
 }{
-	"secrets": {}, "nats": {}, "seed": {}, "session": {}, "cli": {}, "api-a": {}, "api-b": {},
+	"secrets": {}, "nats": {}, "audit-stream": {}, "seed": {}, "session": {}, "cli": {}, "api-a": {}, "api-b": {},
 	"site": {}, "demo": {}, "jaeger": {},
 	// As the image's redis user from the start: its entrypoint would otherwise switch
 	// users as root (CAP_SETUID, CAP_SETGID, CAP_CHOWN).

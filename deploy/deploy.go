@@ -102,8 +102,8 @@ const bcryptCost = 6
 const NATSAccount = "AGENTFY"
 
 type natsUser struct {
-	User, Hash         string
-	Publish, Subscribe string // quoted, comma-separated subjects
+	User, Hash                      string
+	Publish, PublishDeny, Subscribe string // quoted, comma-separated subjects
 }
 
 // NATSConfig renders the NATS server configuration for namespace ns: the AGENTFY account
@@ -121,7 +121,7 @@ func NATSConfig(ns bus.Namespace, s Secrets) (string, error) {
 			return "", fmt.Errorf("deploy: hash NATS password: %w", err)
 		}
 		p := ns.Permissions(r)
-		users[r] = natsUser{User: r.User(), Hash: string(h), Publish: quoteAll(p.Publish), Subscribe: quoteAll(p.Subscribe)}
+		users[r] = natsUser{User: r.User(), Hash: string(h), Publish: quoteAll(p.Publish), PublishDeny: quoteAll(p.PublishDeny), Subscribe: quoteAll(p.Subscribe)}
 	}
 	var b strings.Builder
 	err := template.Must(template.New("nats").Parse(natsTemplate)).Execute(&b, map[string]any{

@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentfy/agentfy/audit"
@@ -29,75 +28,9 @@ import (
 // viewEventFields and adminEventFields are the documented members of an event
 // (docs/operating.md, "Audit trail"): each event has exactly these.
 var (
-	viewEventFields  = []string{"agent", "organisation", "outcome", "reason", "session", "team", "time", "traceId", "viewerId", "viewerKind"}
-	adminEventFields = []string{"action", "adminKey", "ids", "source", "time", "traceId"}
+	viewEventFields  = []string{"agent", "boot", "count", "organisation", "outcome", "reason", "replica", "seq", "session", "team", "time", "traceId", "viewerId", "viewerKind"}
+	adminEventFields = []string{"action", "adminKey", "boot", "count", "ids", "replica", "seq", "source", "time", "traceId"}
 )
-
-// auditStream makes a JetStream stream over every deployment's audit subjects
-// (bus.AuditStreamSubjects), as a platform does with `nats stream add`, and deletes it
-// when the test ends.
-func auditStream(t *testing.T) jetstream.Stream {
-	t.Helper()
-	nc, err := st.ConnectPlatform("audit-keeper")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := client.Context(t)
-	name := "AUDIT_" + strings.ToUpper(strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()))
-	s, err := js.CreateStream(ctx, jetstream.StreamConfig{
-		Name: name, Subjects: []string{bus.AuditStreamSubjects}, Storage: jetstream.FileStorage,
-		Retention: jetstream.LimitsPolicy, MaxAge: time.Hour, MaxBytes: 64 << 20, MaxMsgSize: audit.MaxEventBytes,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = js.DeleteStream(ctx, name)
-	})
-	return s
-}
-
-// storedEvents waits until the stream holds want events on subject, then returns
-// their bodies in order.
-func storedEvents(t *testing.T, s jetstream.Stream, subject string, want int) [][]byte {
-	t.Helper()
-	ctx := client.Context(t)
-	var n uint64
-	testenv.WaitFor(t, 15*time.Second, strconv.Itoa(want)+" audit events on "+subject, func() bool {
-		info, err := s.Info(ctx, jetstream.WithSubjectFilter(subject))
-		if err != nil {
-			return false
-		}
-		n = info.State.Subjects[subject]
-		return n >= uint64(want)
-	})
-	c, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	batch, err := c.FetchNoWait(int(n))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out [][]byte
-	for m := range batch.Messages() {
-		out = append(out, slices.Clone(m.Data()))
-	}
-	if err := batch.Error(); err != nil {
-		t.Fatal(err)
-	}
-	if len(out) != int(n) {
-		t.Fatalf("read %d of the %d events on %s", len(out), n, subject)
-	}
-	return out
-}
 
 // strictEvent decodes data into v refusing any member v does not have, and checks that
 // it has every one of fields and no other.
@@ -129,7 +62,7 @@ func strictEvent(t *testing.T, data []byte, v any, fields []string) {
 // agent's team and organisation and the session as the view knew them, and nothing of
 // the page (its URL, title or pixels) nor any credential.
 func TestAuditTrailOfEveryOutcome(t *testing.T) {
-	stream := auditStream(t)
+	stream := client.AuditStream(t)
 	alice := client.Token(t, "u-alice")
 	ctx := client.Context(t)
 	reader, _, err := st.Creds.CreateOrgKey(ctx, "org-acme", "production", []string{auth.ScopeWorkerLogsRead})
@@ -224,15 +157,16 @@ func TestAuditTrailOfEveryOutcome(t *testing.T) {
 	if r := client.Get(t, replicaA(), stacktest.ViewPath(last), alice); r.Status != http.StatusOK {
 		t.Fatalf("last view: %s", r.Summary())
 	}
-	storedEvents(t, stream, st.NS.AuditView(last), 1)
+	client.ViewEvents(t, stream, last, 1, nil)
 
 	secrets := []string{st.Site, "Northwind", page[:64], `"/9j/`, alice, reader, noScope, "not-a-token"}
 	for agent, wants := range perAgent {
-		events := storedEvents(t, stream, st.NS.AuditView(agent), len(wants))
+		events := client.ViewEvents(t, stream, agent, len(wants), nil)
 		if len(events) != len(wants) {
 			t.Fatalf("agent %s: %d events, want %d", agent, len(events), len(wants))
 		}
-		for i, data := range events {
+		for i, read := range events {
+			data := read.Raw
 			for _, s := range secrets {
 				if strings.Contains(string(data), s) {
 					t.Fatalf("audit event %d of %s holds page data or a credential (%.16q…)", i, agent, s)
@@ -245,7 +179,7 @@ func TestAuditTrailOfEveryOutcome(t *testing.T) {
 				t.Logf("the event of a frame served: %s", data) // docs/operating.md's example
 			}
 			if ev.ViewerKind != w.kind || ev.ViewerID != w.viewer || ev.Agent != agent || ev.Session != w.session ||
-				ev.Outcome != w.outcome || ev.Reason != w.reason {
+				ev.Outcome != w.outcome || ev.Reason != w.reason || ev.Replica != "replica-a" || ev.Count != 1 || ev.Seq == 0 {
 				t.Fatalf("event %d of %s: %s, want %+v", i, agent, data, w)
 			}
 			// Every decision past the agent's record names its team and organisation.
@@ -257,13 +191,16 @@ func TestAuditTrailOfEveryOutcome(t *testing.T) {
 			}
 		}
 	}
+	events, boots := client.SequencesWhole(t, stream)
+	t.Logf("the stream holds %d events of %d boots, each boot's sequence whole", events, boots)
 }
 
 // TestAuditTrailOfAdminChanges makes changes through the admin API and reads their
 // events back from a stream: one per change, on audit.admin.<action>, naming the admin
 // key by its id and the ids touched, never the key itself or a created key's secret.
 func TestAuditTrailOfAdminChanges(t *testing.T) {
-	stream := auditStream(t)
+	stream := client.AuditStream(t)
+	began := time.Now().Add(-time.Second).UTC()
 	ctx := client.Context(t)
 	admin, err := st.Creds.VerifyAdminKey(ctx, st.AdminKey)
 	if err != nil {
@@ -296,11 +233,21 @@ func TestAuditTrailOfAdminChanges(t *testing.T) {
 		{"orgkey.create", map[string]string{"org": "org-acme", "key": key.ID, "environment": "production", "scopes": "worker:logs:read"}},
 		{"agent.delete", map[string]string{"agent": agent}},
 	} {
-		subject, err := st.NS.AuditAdmin(c.action)
+		subject, err := st.NS.AuditAdmin(bus.AuditSourceAPI, c.action)
 		if err != nil {
 			t.Fatal(err)
 		}
-		events := storedEvents(t, stream, subject, 1)
+		var events [][]byte
+		testenv.WaitFor(t, 15*time.Second, "the event of "+c.action, func() bool {
+			events = events[:0]
+			for _, m := range client.StoredMsgs(t, stream, subject) {
+				var ev audit.Admin
+				if err := json.Unmarshal(m.Data(), &ev); err == nil && maps.Equal(ev.IDs, c.ids) && !ev.Time.Before(began) {
+					events = append(events, m.Data())
+				}
+			}
+			return len(events) > 0
+		})
 		if len(events) != 1 {
 			t.Fatalf("%s: %d events", c.action, len(events))
 		}
@@ -312,52 +259,89 @@ func TestAuditTrailOfAdminChanges(t *testing.T) {
 		}
 		var ev audit.Admin
 		strictEvent(t, data, &ev, adminEventFields)
-		if ev.Source != audit.SourceAdminAPI || ev.AdminKey != admin.ID || ev.Action != c.action || !maps.Equal(ev.IDs, c.ids) {
+		if ev.Source != audit.SourceAdminAPI || ev.AdminKey != admin.ID || ev.Action != c.action || !maps.Equal(ev.IDs, c.ids) || ev.Count != 1 || ev.Replica == "" {
 			t.Fatalf("%s event %s, want key %s and ids %v", c.action, data, admin.ID, c.ids)
 		}
 	}
 }
 
-// TestViewsServedWhenAuditUnwritable removes the replicas' right to publish on the
-// audit subjects (a live reload of the NATS server): views are served as before, and
-// every event the server refuses is counted in agentfy_audit_dropped_total.
-func TestViewsServedWhenAuditUnwritable(t *testing.T) {
-	deny := func(o *server.Options) {
-		for _, u := range o.Users {
-			if u.Username == bus.RoleReplica.User() && u.Permissions != nil && u.Permissions.Publish != nil {
-				u.Permissions.Publish.Deny = append(u.Permissions.Publish.Deny, st.NS.AuditWildcard())
-			}
-		}
-	}
-	if err := st.ReconfigureNATS(deny); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := st.ReconfigureNATS(nil); err != nil {
-			t.Errorf("restore NATS permissions: %v", err)
-		}
-	})
-	before := droppedAudit(t)
+// TestNoFrameWithoutTheTrail deletes the audit stream mid-run: a view that would send a
+// frame is answered 503 audit_unavailable (the frame discarded), the other decisions
+// are answered as ever, and once the stream is made again frames are served and every
+// decision of the outage is in the trail, each boot's sequence whole.
+func TestNoFrameWithoutTheTrail(t *testing.T) {
+	ctx := client.Context(t)
+	alice := client.Token(t, "u-alice")
 	agent := client.NewAgent(t, "")
 	ss := startSession(t, agent, stack.SessionOptions{})
-	if _, err := ss.Tool(client.Context(t), "browser_open", map[string]string{"url": st.Site + "/"}); err != nil {
+	if _, err := ss.Tool(ctx, "browser_open", map[string]string{"url": st.Site + "/"}); err != nil {
 		t.Fatal(err)
 	}
-	const views = 3
-	for i := range views {
+	idle := client.NewAgent(t, "")
+	if r := client.Get(t, replicaA(), stacktest.ViewPath(agent), alice); r.Status != http.StatusOK || r.Result(t).Page == nil {
+		t.Fatalf("a view with the trail: %s", r.Summary())
+	}
+	nc, err := st.ConnectPlatform("audit-breaker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteStream(ctx, bus.AuditStream); err != nil {
+		t.Fatal(err)
+	}
+	remade := false
+	t.Cleanup(func() {
+		if !remade {
+			if err := st.MakeAuditStream(context.WithoutCancel(ctx)); err != nil {
+				t.Errorf("make the audit stream again: %v", err)
+			}
+		}
+	})
+	before := auditUnavailable(t)
+	const outage = 3
+	for i := range outage {
 		client.OpenGate(t, agent)
-		r := client.Get(t, replicaA(), stacktest.ViewPath(agent), client.Token(t, "u-alice"))
-		if res := r.Result(t); r.Status != http.StatusOK || res.Page == nil {
-			t.Fatalf("view %d with the audit subjects unwritable: %s", i, r.Summary())
+		r := client.Get(t, replicaA(), stacktest.ViewPath(agent), alice)
+		if r.Status != http.StatusServiceUnavailable || strings.Contains(r.Body, "data") {
+			t.Fatalf("view %d without the trail: %s", i, r.Summary())
+		}
+		if r := client.Get(t, replicaA(), stacktest.ViewPath(idle), alice); r.Status != http.StatusOK {
+			t.Fatalf("a view of an idle agent without the trail: %s", r.Summary())
 		}
 	}
-	testenv.WaitFor(t, 10*time.Second, "the refused audit events counted", func() bool {
-		return droppedAudit(t)-before >= views
-	})
+	if got := auditUnavailable(t) - before; got != outage {
+		t.Fatalf("agentfy_view_unavailable_total{reason=\"audit_unavailable\"} rose by %v, want %d", got, outage)
+	}
+	if err := st.MakeAuditStream(ctx); err != nil {
+		t.Fatal(err)
+	}
+	remade = true
+	client.OpenGate(t, agent)
+	if r := client.Get(t, replicaA(), stacktest.ViewPath(agent), alice); r.Status != http.StatusOK || r.Result(t).Page == nil {
+		t.Fatalf("a view with the trail back: %s", r.Summary())
+	}
+	stream := client.AuditStream(t)
+	var outcomes []string
+	for _, ev := range client.ViewEvents(t, stream, agent, outage+1, nil) {
+		outcomes = append(outcomes, ev.Outcome+" "+ev.Reason)
+	}
+	slices.Sort(outcomes)
+	if want := []string{"frame ", "unavailable audit_unavailable", "unavailable audit_unavailable", "unavailable audit_unavailable"}; !slices.Equal(outcomes, want) {
+		t.Fatalf("the agent's events %q, want %q", outcomes, want)
+	}
+	if n := len(client.ViewEvents(t, stream, idle, outage, nil)); n != outage {
+		t.Fatalf("%d events of the idle agent's %d views", n, outage)
+	}
+	client.SequencesWhole(t, stream)
 }
 
-// droppedAudit is replica A's agentfy_audit_dropped_total, scraped from /metrics.
-func droppedAudit(t *testing.T) float64 {
+// auditUnavailable is replica A's count of views answered 503 audit_unavailable,
+// scraped from /metrics.
+func auditUnavailable(t *testing.T) float64 {
 	t.Helper()
 	req, err := http.NewRequestWithContext(client.Context(t), http.MethodGet, st.Replicas[0].MetricsURL+"/metrics", nil)
 	if err != nil {
@@ -369,15 +353,16 @@ func droppedAudit(t *testing.T) float64 {
 	}
 	defer func() { _ = resp.Body.Close() }()
 	sc := bufio.NewScanner(resp.Body)
+	total := 0.0
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "agentfy_audit_dropped_total "); ok {
-			f, err := strconv.ParseFloat(v, 64)
+		line := sc.Text()
+		if strings.HasPrefix(line, "agentfy_view_unavailable_total{") && strings.Contains(line, `reason="audit_unavailable"`) {
+			f, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
 			if err != nil {
 				t.Fatal(err)
 			}
-			return f
+			total += f
 		}
 	}
-	t.Fatal("replica A exports no agentfy_audit_dropped_total")
-	return 0
+	return total
 }

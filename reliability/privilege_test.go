@@ -170,7 +170,7 @@ func TestDebugUserWatchesAndCannotPublish(t *testing.T) {
 
 func TestOperatorUserMayOnlyCallTools(t *testing.T) {
 	observed := ""
-	record(t, privilege, "the operator user may publish tool requests and its admin changes' audit events and read its own replies, nothing else: view, status and view-audit publishes, the namespace and the replicas' inboxes are refused", &observed)
+	record(t, privilege, "the operator user may publish tool requests and its admin changes' audit events and read its own replies, nothing else: view, status, view-audit and admin-API-audit publishes, the namespace and the replicas' inboxes are refused", &observed)
 	op, errs := connectAs(t, bus.RoleOperator)
 	view, err := st.NS.Subject(bus.VerbView, "s1")
 	if err != nil {
@@ -180,8 +180,14 @@ func TestOperatorUserMayOnlyCallTools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, subject := range []string{view, status, st.NS.AuditView("a1")} {
-		if err := op.Publish(subject, []byte("x")); err != nil {
+	// An event claiming the admin API's source, on its subjects: who published it is
+	// the server's word, not the event's.
+	forged, err := st.NS.AuditAdmin(bus.AuditSourceAPI, "adminkey.create")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, subject := range []string{view, status, st.NS.AuditView("a1"), forged} {
+		if err := op.Publish(subject, []byte(`{"source":"admin-api","adminKey":"0123456789abcdef","action":"adminkey.create"}`)); err != nil {
 			t.Fatal(err)
 		}
 		violation(t, errs, subject)
@@ -192,12 +198,12 @@ func TestOperatorUserMayOnlyCallTools(t *testing.T) {
 		}
 		violation(t, errs, subject)
 	}
-	observed = "3 publishes and 2 subscriptions refused by the server"
+	observed = "4 publishes (an admin-API event among them) and 2 subscriptions refused by the server"
 }
 
 func TestAuditUserOnlyReadsTheAuditTrail(t *testing.T) {
 	observed := ""
-	record(t, privilege, "the audit user receives the audit events and nothing else: subscriptions to view and tool subjects, the namespace and >, and its every publish (audit subjects included) are refused", &observed)
+	record(t, privilege, "the audit user receives the audit events and reads the audit stream, nothing else: subscriptions to view and tool subjects, the namespace and >, its publishes (audit subjects included) and JetStream calls that change the stream are refused", &observed)
 	reader, errs := connectAs(t, bus.RoleAudit)
 	events := make(chan *nats.Msg, 4)
 	sub, err := reader.ChanSubscribe(st.NS.AuditWildcard(), events)
@@ -209,8 +215,9 @@ func TestAuditUserOnlyReadsTheAuditTrail(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A replica's event reaches it.
+	// Events of a boot of their own (the stream keeps them): whole sequences.
 	subject := st.NS.AuditView("agent-privilege-audit")
-	if err := st.Bus.Publish(subject, []byte(`{"outcome":"frame"}`)); err != nil {
+	if err := st.Bus.Publish(subject, []byte(`{"outcome":"frame","replica":"privilege-test","boot":"00000000feedface","seq":1,"count":1}`)); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -232,29 +239,31 @@ func TestAuditUserOnlyReadsTheAuditTrail(t *testing.T) {
 		}
 		violation(t, errs, s)
 	}
-	admin, err := st.NS.AuditAdmin("user.put")
+	admin, err := st.NS.AuditAdmin(bus.AuditSourceAPI, "user.put")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{subject, admin, view} {
+	changes := []string{"$JS.API.STREAM.PURGE." + bus.AuditStream, "$JS.API.STREAM.DELETE." + bus.AuditStream, "$JS.API.STREAM.UPDATE." + bus.AuditStream, "$JS.API.STREAM.MSG.DELETE." + bus.AuditStream}
+	for _, s := range append([]string{subject, admin, view}, changes...) {
 		if err := reader.Publish(s, []byte("{}")); err != nil {
 			t.Fatal(err)
 		}
 		violation(t, errs, s)
 	}
 	// What it published reached no one: its own subscription saw nothing more.
-	if err := st.Bus.Publish(subject, []byte("marker")); err != nil {
+	const marker = `{"outcome":"marker","replica":"privilege-test","boot":"00000000feedface","seq":2,"count":1}`
+	if err := st.Bus.Publish(subject, []byte(marker)); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case m := <-events:
-		if string(m.Data) != "marker" {
+		if string(m.Data) != marker {
 			t.Fatalf("the audit user's own publish was delivered: %q", m.Data)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the marker did not arrive")
 	}
-	observed = fmt.Sprintf("received the replica's event; %d subscriptions and 3 publishes refused by the server", len(refused))
+	observed = fmt.Sprintf("received the replica's event; %d subscriptions, 3 publishes and %d JetStream calls (purge, delete, update, message delete) refused by the server", len(refused), len(changes))
 }
 
 func TestRedisRefusesStrangersAndConfinesUsers(t *testing.T) {

@@ -23,6 +23,13 @@ const (
 	// BrokerScreenshotTimeout bounds the CDP calls of one capture's screenshot and masks.
 	BrokerScreenshotTimeout = 5 * time.Second
 
+	// AuditTimeout bounds the requesting replica's wait, once a frame is in hand, for
+	// the audit stream's acknowledgement of its event; without it the frame is
+	// discarded (ReasonAuditUnavailable). It follows ViewTimeout: a viewer's request
+	// lasts at most ViewTimeout + AuditTimeout, under ten seconds with HopMargin
+	// (budget_test.go), the poll a viewer's page may give one view.
+	AuditTimeout = 500 * time.Millisecond
+
 	// HopMargin is the time left to each hop, after the hop inside it gave up, to
 	// answer with that hop's reason: a few small writes on loopback or a LAN.
 	HopMargin = 250 * time.Millisecond

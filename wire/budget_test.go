@@ -46,3 +46,11 @@ func TestBudgetKeepsTheSpec(t *testing.T) {
 		t.Fatalf("view %s, owner %s: the SPEC says 9 s and 8 s", wire.ViewTimeout, wire.RelayTimeout)
 	}
 }
+
+// A frame's wait for the audit stream follows the view's: the whole request stays under
+// ten seconds.
+func TestBudgetHoldsTheAudit(t *testing.T) {
+	if total := wire.ViewTimeout + wire.AuditTimeout + wire.HopMargin; wire.AuditTimeout <= 0 || total.Seconds() > 10 {
+		t.Fatalf("view %s + audit %s + margin %s = %s, want at most 10 s", wire.ViewTimeout, wire.AuditTimeout, wire.HopMargin, total)
+	}
+}

@@ -59,6 +59,10 @@ const (
 	ReasonNotDurable = "not_durable"
 	// ReasonInternal: the replica's own Redis or NATS failed.
 	ReasonInternal = "internal"
+	// ReasonAuditUnavailable: the audit stream did not acknowledge a frame's event within
+	// AuditTimeout, so the frame was discarded (audit.ErrUnavailable): no frame leaves
+	// unrecorded.
+	ReasonAuditUnavailable = "audit_unavailable"
 )
 
 // The JSON-RPC error codes of a view's error answer, which tool calls use too (package
@@ -119,6 +123,7 @@ var reasonTable = []reasonRow{
 	{ReasonInFlightLimit, true, 0, false, 0, http.StatusServiceUnavailable},
 	{ReasonNotDurable, true, 0, false, 0, http.StatusServiceUnavailable},
 	{ReasonInternal, true, 0, false, 0, http.StatusServiceUnavailable},
+	{ReasonAuditUnavailable, true, 0, false, 0, http.StatusServiceUnavailable},
 }
 
 // reasons is the closed set that crosses processes, and labels every reason, both in

@@ -60,8 +60,8 @@ func TestReasonsAreLabels(t *testing.T) {
 	}
 	// The requesting replica's own labels follow, and never cross a process.
 	labels := wire.Labels()
-	if !slices.Equal(labels[:len(seen)], wire.Reasons()) || !slices.Equal(labels[len(seen):], []string{"pending_limit", "not_durable", "internal"}) {
-		t.Errorf("labels %q, want the reasons then pending_limit, not_durable, internal", labels)
+	if !slices.Equal(labels[:len(seen)], wire.Reasons()) || !slices.Equal(labels[len(seen):], []string{"pending_limit", "not_durable", "internal", "audit_unavailable"}) {
+		t.Errorf("labels %q, want the reasons then pending_limit, not_durable, internal, audit_unavailable", labels)
 	}
 	for _, l := range labels[len(seen):] {
 		if !token.MatchString(l) || seen[l] || wire.IsReason(l) {

@@ -77,6 +77,14 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	auditBestEffort, err := apiconf.AuditBestEffort(warn)
+	if err != nil {
+		return err
+	}
+	trustedTraces, err := apiconf.TrustedTraceSources()
+	if err != nil {
+		return err
+	}
 	var policy session.Policy
 	if policy.IdleAfter, err = conf.Duration("AGENTFY_IDLE_AFTER", session.DefaultPolicy.IdleAfter); err != nil {
 		return err
@@ -99,7 +107,7 @@ func run() error {
 	r, err := replica.New(ctx, replica.Options{
 		ReplicaID: *id, Deployment: conf.Deployment(), Redis: ro, NATS: nc, JWT: []auth.JWTConfig{jwtCfg},
 		Policy: policy, GrantKeys: grantKeys, OpenAPI: openapi.Document, WebApp: web.Files(), Log: log.With().Str("replica", *id).Logger(),
-		Tracer: traces.TracerProvider(),
+		Tracer: traces.TracerProvider(), TrustedTraceSources: trustedTraces, AuditBestEffort: auditBestEffort,
 	})
 	if err != nil {
 		return err

@@ -26,6 +26,7 @@ import (
 	"github.com/agentfy/agentfy/directory"
 	"github.com/agentfy/agentfy/feed"
 	"github.com/agentfy/agentfy/internal/redisclient"
+	"github.com/agentfy/agentfy/internal/telemetry"
 	"github.com/agentfy/agentfy/session"
 	"github.com/agentfy/agentfy/view"
 	"github.com/agentfy/agentfy/wire"
@@ -68,6 +69,11 @@ type Options struct {
 	// NATS request, the relay as the owner, the consume route
 	// (internal/telemetry.Setup with ServiceAPI). Nil means tracing off.
 	Tracer trace.TracerProvider
+	// TrustedTraceSources: see api.Config. Empty means none.
+	TrustedTraceSources telemetry.TrustedSources
+	// AuditBestEffort publishes the audit trail unacknowledged on core NATS
+	// (AGENTFY_AUDIT=best-effort), for a deployment without JetStream.
+	AuditBestEffort bool
 }
 
 // replicated reports whether o describes a Cluster or a Sentinel set: deployments where
@@ -145,7 +151,8 @@ func New(ctx context.Context, o Options) (*Replica, error) {
 		return nil, fmt.Errorf("nats: the server's max_payload is %d bytes, a sealed frame may need %d: set max_payload: 8MB", limit, wire.MaxSealedBytes)
 	}
 	r := &Replica{opts: o, Redis: rdb, NATS: nc, JWT: verifier, stopVerifier: stopVerifier}
-	if r.Audit, err = audit.Connect(o.NATS, ns, o.Log.With().Str("part", "audit").Logger()); err != nil {
+	auditOpts := audit.Options{Replica: o.ReplicaID, Source: audit.SourceAdminAPI, BestEffort: o.AuditBestEffort}
+	if r.Audit, err = audit.Connect(o.NATS, ns, auditOpts, o.Log.With().Str("part", "audit").Logger()); err != nil {
 		r.close(ctx)
 		return nil, fmt.Errorf("audit: %w", err)
 	}
@@ -189,7 +196,8 @@ func New(ctx context.Context, o Options) (*Replica, error) {
 	metrics := api.NewMetrics(r.Views.InFlight, r.Hub.RelayWaiters, r.Hub.Conns, r.Feed.Listeners)
 	r.Metrics = metrics
 	metrics.WatchJWKS(verifier.JWKSStatus)
-	metrics.WatchAudit(r.Audit.Dropped)
+	metrics.WatchAudit(r.Audit)
+	metrics.WatchPeers(r.Hub.InvalidMessages)
 	metrics.WatchConnections(api.Connections{
 		NATSConnected:  func() bool { return nc.Status() == nats.CONNECTED },
 		NATSReconnects: func() uint64 { return nc.Stats().Reconnects },
@@ -205,7 +213,7 @@ func New(ctx context.Context, o Options) (*Replica, error) {
 	r.Server = api.New(api.Config{
 		Log: o.Log, JWT: verifier, Creds: r.Creds, Dir: r.Dir, Sessions: r.Sessions, Views: r.Views,
 		Grants: grants, Hub: r.Hub, Feed: r.Feed, Metrics: metrics, Audit: r.Audit, OpenAPI: o.OpenAPI, WebApp: o.WebApp,
-		Ready: r.ready, Tracer: o.Tracer,
+		Ready: r.ready, Tracer: o.Tracer, TrustedTraceSources: o.TrustedTraceSources,
 	})
 	return r, nil
 }

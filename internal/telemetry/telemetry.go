@@ -199,8 +199,11 @@ func Setup(ctx context.Context, cfg Config) (*Provider, error) {
 	return &Provider{sdk: tp}, nil
 }
 
-// samplerOf is the sampler OTEL_TRACES_SAMPLER names, parent-based by default so that
-// a platform that traces its web app sees the view's spans inside its own trace.
+// samplerOf is the sampler OTEL_TRACES_SAMPLER names, parent-based by default: the
+// inner hops of a view follow the decision of its first span, and a platform whose front
+// end the replicas trust (EdgeHandler, TrustedSources) sees the view's spans inside its
+// own trace. A request from outside has no parent here (EdgeHandler), so the root
+// sampler decides for it.
 func samplerOf(name, arg string) (sdktrace.Sampler, error) {
 	ratio := func() (float64, error) {
 		if arg == "" {

@@ -20,6 +20,7 @@ import (
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/cmd/internal/conf"
+	"github.com/agentfy/agentfy/internal/telemetry"
 	"github.com/agentfy/agentfy/view"
 )
 
@@ -264,6 +265,19 @@ func ExternalJWT(warn func(string)) (*auth.JWTConfig, error) {
 	return cfg, nil
 }
 
+// TrustedTraceSources reads AGENTFY_TRACE_TRUSTED_SOURCES: the addresses and CIDR
+// ranges of a front end of the platform's own whose W3C trace context the replica
+// continues (telemetry.ParseTrustedSources), matched against a request's peer address.
+// Unset means none: a request from outside always starts a trace of the deployment's
+// own.
+func TrustedTraceSources() (telemetry.TrustedSources, error) {
+	s, err := telemetry.ParseTrustedSources(os.Getenv("AGENTFY_TRACE_TRUSTED_SOURCES"))
+	if err != nil {
+		return nil, fmt.Errorf("AGENTFY_TRACE_TRUSTED_SOURCES: %w", err)
+	}
+	return s, nil
+}
+
 // GrantKeys reads AGENTFY_CAPABILITY_KEY(_FILE): the replicas' keys of the view
 // grants' MAC (view.ParseGrantKeys), every replica of a deployment the same.
 // Nil when unset: the replica then derives its key from its Redis password
@@ -278,4 +292,22 @@ func GrantKeys(warn func(string)) (view.GrantKeys, error) {
 		return nil, fmt.Errorf("AGENTFY_CAPABILITY_KEY: %w", err)
 	}
 	return keys, nil
+}
+
+// AuditBestEffort reads AGENTFY_AUDIT: "" or "durable" (the default) keeps the audit
+// trail in the JetStream stream with every event acknowledged and no frame served
+// unrecorded; "best-effort" publishes on core NATS unacknowledged, for a deployment
+// without JetStream, which warn says (the trail cannot show it is complete).
+func AuditBestEffort(warn func(string)) (bool, error) {
+	switch v := os.Getenv("AGENTFY_AUDIT"); v {
+	case "", "durable":
+		return false, nil
+	case "best-effort":
+		if warn != nil {
+			warn("AGENTFY_AUDIT=best-effort: audit events are published unacknowledged and frames are served whether or not the trail keeps them; the trail cannot show it is complete")
+		}
+		return true, nil
+	default:
+		return false, fmt.Errorf("AGENTFY_AUDIT=%q: want durable (the default) or best-effort", v)
+	}
 }

@@ -134,3 +134,40 @@ func TestGrantKeys(t *testing.T) {
 		})
 	}
 }
+
+// TestTrustedTraceSources: unset trusts no front end; a list of addresses and ranges is
+// read; a bad one is an error that names the variable.
+func TestTrustedTraceSources(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		value   string
+		want    string // the sources, comma-separated
+		wantErr string
+	}{
+		{name: "unset", value: "", want: ""},
+		{name: "a range and an address", value: "10.0.4.0/24, 10.0.5.7", want: "10.0.4.0/24,10.0.5.7/32"},
+		{name: "every address", value: "0.0.0.0/0", wantErr: "AGENTFY_TRACE_TRUSTED_SOURCES: telemetry: trusted sources"},
+		{name: "a host name", value: "proxy.internal", wantErr: "AGENTFY_TRACE_TRUSTED_SOURCES"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("AGENTFY_TRACE_TRUSTED_SOURCES", tt.value)
+			got, err := TrustedTraceSources()
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var s []string
+			for _, p := range got {
+				s = append(s, p.String())
+			}
+			if strings.Join(s, ",") != tt.want {
+				t.Errorf("sources %v, want %s", s, tt.want)
+			}
+		})
+	}
+}

@@ -98,7 +98,11 @@ func Audit(name string, log zerolog.Logger) (*audit.Publisher, error) {
 	if err != nil {
 		return nil, err
 	}
-	return audit.Connect(ncfg, ns, log)
+	bestEffort, err := apiconf.AuditBestEffort(func(w string) { log.Warn().Msg(w) })
+	if err != nil {
+		return nil, err
+	}
+	return audit.Connect(ncfg, ns, audit.Options{Replica: "cli", Source: audit.SourceOperatorCLI, BestEffort: bestEffort}, log)
 }
 
 // healthTimeout bounds a health check.

@@ -256,10 +256,12 @@ func runReplicaNode(ctx context.Context, spec replicaSpec, lines *bufio.Scanner,
 		// Sessions stay running for the whole run: ten thousand started together would
 		// turn idle together two minutes later, in the middle of a window, and that burst
 		// of status events is not what a view costs.
-		Policy:    session.Policy{IdleAfter: time.Hour, StopAfter: 2 * time.Hour},
-		OpenAPI:   openapi.Document,
-		GrantKeys: view.GrantKeys{spec.GrantKey},
-		Log:       log, DrainTimeout: 10 * time.Second,
+		Policy:  session.Policy{IdleAfter: time.Hour, StopAfter: 2 * time.Hour},
+		OpenAPI: openapi.Document,
+		// The capacity nodes' NATS server runs no JetStream: the trail best effort.
+		AuditBestEffort: true,
+		GrantKeys:       view.GrantKeys{spec.GrantKey},
+		Log:             log, DrainTimeout: 10 * time.Second,
 	})
 	if err != nil {
 		_ = ln.Close()

@@ -24,10 +24,12 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/agentfy/agentfy/audit"
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/channel"
@@ -59,10 +61,14 @@ type Options struct {
 	Tick   time.Duration
 	WebApp fs.FS
 	Log    zerolog.Logger
-	// JetStreamDir, when set, enables JetStream on the embedded NATS server with its
-	// store there, and a platform's user with every right in the deployment's account
-	// (ConnectPlatform), which keeps the audit trail in a stream.
+	// JetStreamDir is where the embedded NATS server keeps its JetStream store, which
+	// holds the audit trail's stream (the stack makes it, audit.Stream); empty means a
+	// temporary directory the stack removes. A platform's user with every right in the
+	// deployment's account reaches it (ConnectPlatform).
 	JetStreamDir string
+	// AuditBestEffort runs the replicas with AGENTFY_AUDIT=best-effort: for NATSServers
+	// without JetStream.
+	AuditBestEffort bool
 	// NATSServers, when set, replaces the embedded NATS server (a cluster the caller
 	// runs, configured with deploy.NATSConfig and Secrets); replica i connects to
 	// NATSServers[i % len].
@@ -377,14 +383,19 @@ func (s *Stack) startServers(ctx context.Context) (err error) {
 			return err
 		}
 		s.natsOpts = natsserver.Options{Name: "agentfy-dev", Port: -1, MonitorPort: -1, Config: cfg, Log: &s.opts.Log}
-		if o.JetStreamDir != "" {
-			pw := make([]byte, 32)
-			if _, err := rand.Read(pw); err != nil {
+		storeDir := o.JetStreamDir
+		if storeDir == "" {
+			if storeDir, err = os.MkdirTemp("", "agentfy-jetstream-"); err != nil {
 				return err
 			}
-			s.natsOpts.JetStream = &natsserver.JetStream{
-				StoreDir: o.JetStreamDir, Account: deploy.NATSAccount, User: PlatformUser, Password: base64.RawURLEncoding.EncodeToString(pw),
-			}
+			s.closers = append(s.closers, func() { _ = os.RemoveAll(storeDir) })
+		}
+		pw := make([]byte, 32)
+		if _, err := rand.Read(pw); err != nil {
+			return err
+		}
+		s.natsOpts.JetStream = &natsserver.JetStream{
+			StoreDir: storeDir, Account: deploy.NATSAccount, User: PlatformUser, Password: base64.RawURLEncoding.EncodeToString(pw),
 		}
 		if s.NATS, err = natsserver.Run(s.natsOpts); err != nil {
 			return err
@@ -392,6 +403,9 @@ func (s *Stack) startServers(ctx context.Context) (err error) {
 		s.closers = append(s.closers, func() { s.NATS.Shutdown(); s.NATS.WaitForShutdown() })
 		s.natsPort = s.NATS.Addr().(*net.TCPAddr).Port
 		s.natsURLs = []string{s.NATS.ClientURL()}
+		if err := s.MakeAuditStream(ctx); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -530,6 +544,32 @@ func (s *Stack) ConnectPlatform(name string) (*nats.Conn, error) {
 	return bus.Connect(bus.Config{Servers: s.natsURLs, Name: name, User: js.User, Password: js.Password}, s.opts.Log)
 }
 
+// AuditStreamMaxBytes bounds the development stack's audit stream: its store lives in
+// a temporary directory, and JetStream reserves a stream's whole limit on the disk.
+const AuditStreamMaxBytes = 256 << 20
+
+// MakeAuditStream makes the audit stream on the embedded server, as a platform does
+// (the stack does at its start; a test that deleted it makes it again).
+func (s *Stack) MakeAuditStream(ctx context.Context) error {
+	nc, err := s.ConnectPlatform("agentfy-dev audit stream")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	cfg := audit.Stream(s.NS)
+	cfg.MaxBytes = AuditStreamMaxBytes
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := js.CreateStream(ctx, cfg); err != nil {
+		return fmt.Errorf("stack: audit stream: %w", err)
+	}
+	return nil
+}
+
 // ReconfigureNATS reloads the embedded NATS server with its configuration as edit
 // changes it (a role's permissions, say); connected clients keep their connections
 // under the new rules.
@@ -650,7 +690,7 @@ func (s *Stack) StartReplica(ctx context.Context, i int, natsURL string) (*Repli
 		NATS: natsCfg, JWT: append([]auth.JWTConfig{s.JWTConfig()}, s.opts.ExtraJWT...),
 		Policy: s.opts.Policy, Tick: s.opts.Tick, GrantKeys: s.GrantKeys,
 		OpenAPI: openapi.Document, WebApp: s.opts.WebApp, Log: log, DrainTimeout: 10 * time.Second,
-		Views: views, Hub: hub, Tracer: traces.TracerProvider(),
+		Views: views, Hub: hub, Tracer: traces.TracerProvider(), AuditBestEffort: s.opts.AuditBestEffort,
 	})
 	if err != nil {
 		_ = ln.Close()
