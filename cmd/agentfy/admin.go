@@ -44,9 +44,9 @@ func cmdSeed(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := st.Dir.Load(ctx, seed); err != nil {
 		return err
 	}
-	recordChange(ctx, "directory.seed", "teams", count(len(seed.Teams)), "users", count(len(seed.Users)), "orgs", count(len(seed.Orgs)), "agents", count(len(seed.Agents)))
-	fmt.Fprintf(stdout, "seeded %d teams, %d users, %d organisations, %d agents\n", len(seed.Teams), len(seed.Users), len(seed.Orgs), len(seed.Agents))
-	return nil
+	unrecorded := recordChange(ctx, "directory.seed", "teams", count(len(seed.Teams)), "users", count(len(seed.Users)), "orgs", count(len(seed.Orgs)), "agents", count(len(seed.Agents)))
+	_, err = fmt.Fprintf(stdout, "seeded %d teams, %d users, %d organisations, %d agents\n", len(seed.Teams), len(seed.Users), len(seed.Orgs), len(seed.Agents))
+	return errors.Join(err, unrecorded)
 }
 
 func cmdToken(_ context.Context, args []string, stdout io.Writer) error {
@@ -102,7 +102,8 @@ func cmdSession(ctx context.Context, args []string, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		recordChange(ctx, "session.start", "agent", *agent, "session", sess.ID)
+		// The passes are shown once: printed whether or not the event is recorded.
+		unrecorded := recordChange(ctx, "session.start", "agent", *agent, "session", sess.ID)
 		out := map[string]string{"sessionId": sess.ID, "agentId": *agent, "workerPass": passes.Worker, "brokerPass": passes.Broker}
 		// Deployments hand each pass to its own container through a file, so neither
 		// pass is ever printed where the other side could read it.
@@ -114,11 +115,11 @@ func cmdSession(ctx context.Context, args []string, stdout io.Writer) error {
 				continue
 			}
 			if err := os.WriteFile(f.path, []byte(f.pass+"\n"), 0o600); err != nil {
-				return fmt.Errorf("session start: %w", err)
+				return errors.Join(fmt.Errorf("session start: %w", err), unrecorded)
 			}
 			out[f.key] = "written to " + f.path
 		}
-		return enc.Encode(out)
+		return errors.Join(enc.Encode(out), unrecorded)
 	default:
 		sid := *id
 		if sid == "" {
@@ -132,7 +133,7 @@ func cmdSession(ctx context.Context, args []string, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		recordChange(ctx, "session.stop", "agent", sess.AgentID, "session", sess.ID)
-		return enc.Encode(map[string]string{"sessionId": sess.ID, "agentId": sess.AgentID, "status": "stopped"})
+		unrecorded := recordChange(ctx, "session.stop", "agent", sess.AgentID, "session", sess.ID)
+		return errors.Join(enc.Encode(map[string]string{"sessionId": sess.ID, "agentId": sess.AgentID, "status": "stopped"}), unrecorded)
 	}
 }

@@ -71,8 +71,8 @@ func cmdUser(ctx context.Context, args []string, stdout io.Writer) error {
 				if err := st.Dir.PutUser(ctx, u); err != nil {
 					return err
 				}
-				recordChange(ctx, "user.put", "user", u.ID)
-				return printJSON(stdout, map[string]string{"id": u.ID, "name": u.Name})
+				unrecorded := recordChange(ctx, "user.put", "user", u.ID)
+				return errors.Join(printJSON(stdout, map[string]string{"id": u.ID, "name": u.Name}), unrecorded)
 			})
 		},
 	})
@@ -89,8 +89,8 @@ func cmdTeam(ctx context.Context, args []string, stdout io.Writer) error {
 				if err := st.Dir.PutTeam(ctx, t); err != nil {
 					return err
 				}
-				recordChange(ctx, "team.put", "team", t.ID)
-				return printJSON(stdout, t)
+				unrecorded := recordChange(ctx, "team.put", "team", t.ID)
+				return errors.Join(printJSON(stdout, t), unrecorded)
 			})
 		},
 	})
@@ -108,8 +108,8 @@ func cmdOrg(ctx context.Context, args []string, stdout io.Writer) error {
 				if err := st.Dir.PutOrg(ctx, o); err != nil {
 					return err
 				}
-				recordChange(ctx, "org.put", "org", o.ID)
-				return printJSON(stdout, o)
+				unrecorded := recordChange(ctx, "org.put", "org", o.ID)
+				return errors.Join(printJSON(stdout, o), unrecorded)
 			})
 		},
 	})
@@ -132,8 +132,8 @@ func cmdMember(ctx context.Context, args []string, stdout io.Writer) error {
 				if err != nil {
 					return err
 				}
-				recordChange(ctx, "member."+verb, "team", *team, "user", *user)
-				return printJSON(stdout, map[string]string{"team": *team, "user": *user, "member": map[bool]string{true: "yes", false: "no"}[add]})
+				unrecorded := recordChange(ctx, "member."+verb, "team", *team, "user", *user)
+				return errors.Join(printJSON(stdout, map[string]string{"team": *team, "user": *user, "member": map[bool]string{true: "yes", false: "no"}[add]}), unrecorded)
 			})
 		}
 	}
@@ -155,11 +155,11 @@ func cmdAgent(ctx context.Context, args []string, stdout io.Writer) error {
 				if err != nil {
 					return err
 				}
-				recordChange(ctx, "agent.put", "agent", a.ID, "team", a.TeamID, "previousTeam", before, "org", a.OrgID, "environment", a.Environment)
-				return printJSON(stdout, struct {
+				unrecorded := recordChange(ctx, "agent.put", "agent", a.ID, "team", a.TeamID, "previousTeam", before, "org", a.OrgID, "environment", a.Environment)
+				return errors.Join(printJSON(stdout, struct {
 					directory.Agent
 					PreviousTeam string `json:"previousTeam,omitempty"`
-				}{a, before})
+				}{a, before}), unrecorded)
 			})
 		},
 		"delete": func(ctx context.Context, args []string, stdout io.Writer) error {
@@ -169,8 +169,8 @@ func cmdAgent(ctx context.Context, args []string, stdout io.Writer) error {
 				if err := st.Dir.DeleteAgent(ctx, *id); err != nil {
 					return err
 				}
-				recordChange(ctx, "agent.delete", "agent", *id)
-				return printJSON(stdout, map[string]string{"id": *id, "deleted": "yes"})
+				unrecorded := recordChange(ctx, "agent.delete", "agent", *id)
+				return errors.Join(printJSON(stdout, map[string]string{"id": *id, "deleted": "yes"}), unrecorded)
 			})
 		},
 	})
@@ -233,8 +233,8 @@ func cmdOrgKey(ctx context.Context, args []string, stdout io.Writer) error {
 				if !deleted {
 					return fmt.Errorf("orgkey revoke: %s has no key %s (nothing changed)", *org, *id)
 				}
-				recordChange(ctx, "orgkey.revoke", "org", *org, "key", *id)
-				return printJSON(stdout, map[string]string{"org": *org, "id": *id, "revoked": "yes"})
+				unrecorded := recordChange(ctx, "orgkey.revoke", "org", *org, "key", *id)
+				return errors.Join(printJSON(stdout, map[string]string{"org": *org, "id": *id, "revoked": "yes"}), unrecorded)
 			})
 		},
 	})
@@ -253,9 +253,10 @@ func orgKeyCreate(ctx context.Context, args []string, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		recordChange(ctx, "orgkey.create", "org", *org, "key", key.ID, "environment", key.Environment, "scopes", strings.Join(key.Scopes, " "))
+		// The key is shown once: printed whether or not its event is recorded.
+		unrecorded := recordChange(ctx, "orgkey.create", "org", *org, "key", key.ID, "environment", key.Environment, "scopes", strings.Join(key.Scopes, " "))
 		_, err = fmt.Fprintln(stdout, tok)
-		return err
+		return errors.Join(err, unrecorded)
 	})
 }
 
@@ -269,8 +270,9 @@ func cmdAdminKey(ctx context.Context, args []string, stdout io.Writer) error {
 				if err != nil {
 					return err
 				}
-				recordChange(ctx, "adminkey.create", "adminKey", key.ID)
-				return printJSON(stdout, map[string]string{"id": key.ID, "name": key.Name, "key": tok})
+				// The key is shown once: printed whether or not its event is recorded.
+				unrecorded := recordChange(ctx, "adminkey.create", "adminKey", key.ID)
+				return errors.Join(printJSON(stdout, map[string]string{"id": key.ID, "name": key.Name, "key": tok}), unrecorded)
 			})
 		},
 		"revoke": func(ctx context.Context, args []string, stdout io.Writer) error {
@@ -284,8 +286,8 @@ func cmdAdminKey(ctx context.Context, args []string, stdout io.Writer) error {
 				if !deleted {
 					return fmt.Errorf("adminkey revoke: no admin key %q (nothing changed)", *id)
 				}
-				recordChange(ctx, "adminkey.revoke", "adminKey", *id)
-				return printJSON(stdout, map[string]string{"id": *id, "revoked": "yes"})
+				unrecorded := recordChange(ctx, "adminkey.revoke", "adminKey", *id)
+				return errors.Join(printJSON(stdout, map[string]string{"id": *id, "revoked": "yes"}), unrecorded)
 			})
 		},
 	})

@@ -10,7 +10,10 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/agentfy/agentfy/audit"
 	"github.com/agentfy/agentfy/auth"
+	"github.com/agentfy/agentfy/bus"
+	"github.com/agentfy/agentfy/cmd/internal/apiconf"
 	"github.com/agentfy/agentfy/cmd/internal/operator"
 	"github.com/agentfy/agentfy/deploy"
 	"github.com/agentfy/agentfy/directory"
@@ -22,7 +25,8 @@ const devSecret = "test-secret-test-secret-test-secret!"
 
 // TestOperatorCommands runs seed, token, orgkey and session start|stop against a
 // redis-server, or the Cluster or Sentinel set AGENTFY_TEST_REDIS names (as the operator
-// user of the deployment's ACL).
+// user of the deployment's ACL), with a NATS server whose audit stream `agentfy audit
+// stream` makes; at the end the trail holds one event per change, whole.
 func TestOperatorCommands(t *testing.T) {
 	ctx := testenv.Context(t, 2*time.Minute)
 	dep := testenv.Deployment(t)
@@ -46,6 +50,17 @@ func TestOperatorCommands(t *testing.T) {
 		t.Setenv("AGENTFY_REDIS_URL", testenv.Redis(t).URL(4))
 	}
 	t.Chdir("../..") // the CLI's default paths are relative to the repository root
+	ro, err := apiconf.Redis(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := apiconf.Namespace(ro)
+	if err != nil {
+		t.Fatal(err)
+	}
+	natsURL, natsSecrets, _ := auditServer(t, ns)
+	asRole(t, natsURL, natsSecrets, bus.RoleOperator)
+	t.Setenv("AGENTFY_LOG_LEVEL", "error")
 
 	exec := func(args ...string) string {
 		t.Helper()
@@ -55,6 +70,7 @@ func TestOperatorCommands(t *testing.T) {
 		}
 		return out.String()
 	}
+	exec("audit", "stream")
 
 	if out := exec("seed"); !strings.Contains(out, "5 agents") {
 		t.Fatalf("seed: %q", out)
@@ -164,6 +180,24 @@ func TestOperatorCommands(t *testing.T) {
 	}
 	if a, err := st.Dir.Agent(ctx, "agent-scout"); err != nil || a.TeamID != "team-atlas" || a.Environment != "production" {
 		t.Errorf("a refused agent put changed agent-scout: %+v %v", a, err)
+	}
+
+	// One event per change made (none for those refused), each from a publisher of
+	// its own, and nothing lost.
+	asRole(t, natsURL, natsSecrets, bus.RoleAudit)
+	var actions []string
+	for _, e := range decodeLines[audit.Admin](t, exec("audit", "admin")) {
+		if e.Source != audit.SourceOperatorCLI || e.Replica != "cli" || e.Seq != 1 {
+			t.Errorf("event %+v", e)
+		}
+		actions = append(actions, e.Action)
+	}
+	want := "directory.seed orgkey.create orgkey.create session.start session.stop user.put team.put org.put member.add agent.put agent.put member.remove agent.delete orgkey.revoke adminkey.create adminkey.revoke"
+	if got := strings.Join(actions, " "); got != want {
+		t.Errorf("audit admin: %s\nwant %s", got, want)
+	}
+	if out := exec("audit", "verify"); !strings.Contains(out, "read 16 events (16 decisions) of 16 boots of 1 replica") {
+		t.Errorf("audit verify: %s", out)
 	}
 }
 

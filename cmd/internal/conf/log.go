@@ -3,6 +3,7 @@ package conf
 import (
 	"io"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -23,7 +24,7 @@ func Logger(component string) zerolog.Logger {
 // component name. Logger reads its level and format from the environment; a process
 // that reads its configuration otherwise (the broker) passes them in.
 func NewLogger(w io.Writer, level zerolog.Level, format, component string) zerolog.Logger {
-	zerolog.TimeFieldFormat = time.RFC3339Nano
+	setTimeFormat()
 	var l zerolog.Logger
 	if format == "console" {
 		l = zerolog.New(zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000"})
@@ -32,6 +33,11 @@ func NewLogger(w io.Writer, level zerolog.Level, format, component string) zerol
 	}
 	return l.Level(level).With().Timestamp().Str("component", component).Logger()
 }
+
+// setTimeFormat sets zerolog's time format, a global, once: a command that makes a
+// logger while another's connection logs (the CLI's tests) would race with a second
+// write.
+var setTimeFormat = sync.OnceFunc(func() { zerolog.TimeFieldFormat = time.RFC3339Nano })
 
 // Duration reads a duration variable or returns def.
 func Duration(name string, def time.Duration) (time.Duration, error) {
