@@ -142,6 +142,24 @@ func (e httpError) body() wire.ErrorBody {
 // client does not see of a 5xx with its reason (reasonLabel).
 func (s *Server) abort(c *gin.Context, err error) {
 	e := httpErrorOf(err)
+	if d, ok := c.Get(ctxDecision); ok {
+		// A view's refusal or failure: its decision says it, once (record).
+		d := d.(*decision)
+		switch {
+		case viewerGone(c, err):
+			d.answer(outcomeCancelled, "", err)
+		case e.status >= http.StatusInternalServerError:
+			d.answer(e.code, reasonLabel(err), err)
+		default:
+			d.answer(e.code, "", err)
+		}
+	}
+	s.answerError(c, e, err)
+}
+
+// answerError writes e as the answer to err: its Retry-After, the log line of a 5xx
+// outside the view routes (a view's decision writes its own), and its body.
+func (s *Server) answerError(c *gin.Context, e httpError, err error) {
 	switch {
 	case e.status == http.StatusTooManyRequests:
 		c.Header("Retry-After", retryAfter(err))
@@ -151,12 +169,14 @@ func (s *Server) abort(c *gin.Context, err error) {
 			s.cfg.Metrics.identity.WithLabelValues(c.FullPath()).Inc()
 		}
 	}
-	if e.status >= http.StatusInternalServerError {
-		reason := reasonLabel(err)
-		c.Set(ctxReason, reason)
-		s.log(c).Warn().Err(err).Str("reason", reason).Msg("request failed")
+	if _, view := c.Get(ctxDecision); !view {
+		if e.status >= http.StatusInternalServerError {
+			reason := reasonLabel(err)
+			c.Set(ctxReason, reason)
+			s.log(c).Warn().Err(err).Str("reason", reason).Msg("request failed")
+		}
+		c.Set(ctxOutcome, e.code)
 	}
-	c.Set(ctxOutcome, e.code)
 	closeIfBody(c)
 	c.AbortWithStatusJSON(e.status, e.body())
 }

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
@@ -65,7 +64,7 @@ func NewMetrics(pending, waiters, workers, listeners func() int) *Metrics {
 		for _, reason := range wire.Labels() {
 			m.reasons.WithLabelValues(route, reason)
 		}
-		for _, a := range viewAnswers() {
+		for _, a := range viewOutcomes() {
 			m.outcomes.WithLabelValues(route, strconv.Itoa(a.status), a.outcome)
 		}
 	}
@@ -170,47 +169,10 @@ func (m *Metrics) ListenerHandler() http.Handler {
 	return eng
 }
 
-func (s *Server) metricView(c *gin.Context) {
-	start := time.Now()
-	c.Next()
-	if s.cfg.Metrics == nil {
-		return
-	}
-	route := c.FullPath()
-	outcome := c.GetString(ctxOutcome)
-	if outcome == "" {
-		outcome = "other"
-	}
-	if outcome == errRateLimited.code {
-		s.cfg.Metrics.gate.Inc()
-	}
-	st := strconv.Itoa(c.Writer.Status())
-	s.cfg.Metrics.outcomes.WithLabelValues(route, st, outcome).Inc()
-	if reason := c.GetString(ctxReason); reason != "" {
-		s.cfg.Metrics.reasons.WithLabelValues(route, reason).Inc()
-	}
-	s.cfg.Metrics.latency.WithLabelValues(route, st).Observe(time.Since(start).Seconds())
-}
-
 // viewAnswer is one answer of a view route, as agentfy_view_requests_total labels it.
 type viewAnswer struct {
 	status  int
 	outcome string
-}
-
-// viewAnswers are the answers a view route gives to a well-formed request: the three
-// of a 200, the refusals, and the 503 (or other status) of each reason's row.
-func viewAnswers() []viewAnswer {
-	answers := []viewAnswer{{http.StatusOK, "frame"}, {http.StatusOK, "no_tab"}, {http.StatusOK, "not_live"}}
-	for _, e := range []httpError{errUnauthenticated, errForbidden, errNotFound, errRateLimited, errIdentity} {
-		answers = append(answers, viewAnswer{e.status, e.code})
-	}
-	for _, reason := range wire.Labels() {
-		if e := unavailable(reason); reason != wire.ReasonIdentityUnavailable && !slices.Contains(answers, viewAnswer{e.status, e.code}) {
-			answers = append(answers, viewAnswer{e.status, e.code})
-		}
-	}
-	return answers
 }
 
 // reasonsHelp is agentfy_view_unavailable_total's help: every value of its reason label

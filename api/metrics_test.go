@@ -3,6 +3,7 @@ package api
 import (
 	"bufio"
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -14,6 +15,7 @@ import (
 	"testing/fstest"
 
 	"github.com/gin-gonic/gin"
+	"github.com/rs/zerolog"
 
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/internal/test/testenv"
@@ -58,8 +60,9 @@ func sum(samples map[string]float64, name string) float64 {
 	return n
 }
 
-// The view routes' middleware counts every answer by route, status and outcome, and a
-// 503 once more by its reason: agentfy_view_unavailable_total{route,reason}.
+// A view's decision counts every answer by route, status and outcome, and a 503 once
+// more by its reason: agentfy_view_unavailable_total{route,reason}; a viewer gone is
+// its own outcome (499), not a failure; a panic is counted (500 other).
 func TestMetricViewCountsReasons(t *testing.T) {
 	gin.SetMode(gin.ReleaseMode)
 	zero := func() int { return 0 }
@@ -78,11 +81,21 @@ func TestMetricViewCountsReasons(t *testing.T) {
 		errs["reason-"+r] = &view.UnavailableError{Reason: r}
 	}
 	eng := gin.New()
-	eng.GET(route, s.metricView, func(c *gin.Context) {
+	eng.Use(gin.CustomRecovery(func(c *gin.Context, _ any) { c.AbortWithStatusJSON(errInternal.status, errInternal.body()) }))
+	eng.GET(route, s.decide, func(c *gin.Context) {
 		id := c.Param("id")
-		if id == "frame" {
-			c.Set(ctxOutcome, "frame")
+		switch id {
+		case "frame":
+			decisionOf(c).answer(outcomeFrame, "", nil)
 			c.Data(http.StatusOK, "application/json", []byte(`{"live":true,"page":null}`))
+			return
+		case "panic":
+			panic("a handler's bug")
+		case "gone":
+			ctx, cancel := context.WithCancel(c.Request.Context())
+			cancel() // the viewer went away
+			c.Request = c.Request.WithContext(ctx)
+			s.abort(c, fmt.Errorf("view: %w", ctx.Err()))
 			return
 		}
 		s.abort(c, errs[id])
@@ -102,6 +115,7 @@ func TestMetricViewCountsReasons(t *testing.T) {
 		{"pending limit", "pending", 503, "unavailable", "pending_limit"},
 		{"not durable", "durable", 503, "unavailable", "not_durable"},
 		{"internal", "redis", 503, "unavailable", "internal"},
+		{"panic", "panic", 500, "other", ""},
 	}
 	for _, r := range wire.Reasons() {
 		tests = append(tests, struct {
@@ -123,6 +137,9 @@ func TestMetricViewCountsReasons(t *testing.T) {
 			after := scrape(t, m.Handler())
 
 			outcome := fmt.Sprintf(`agentfy_view_requests_total{outcome=%q,route=%q,status="%d"}`, tt.wantOut, route, tt.wantStatus)
+			if _, ok := before[outcome]; !ok {
+				t.Errorf("%s did not exist before its first answer", outcome)
+			}
 			if d := after[outcome] - before[outcome]; d != 1 {
 				t.Errorf("%s moved by %v, want 1", outcome, d)
 			}
@@ -149,12 +166,44 @@ func TestMetricViewCountsReasons(t *testing.T) {
 	}
 }
 
-// Without Metrics the middleware only passes the request on.
+// A viewer who went away before the answer is counted as cancelled, status 499, and
+// logged at info without a reason: no failure of the view's.
+func TestViewerGoneIsNoFailure(t *testing.T) {
+	gin.SetMode(gin.ReleaseMode)
+	zero := func() int { return 0 }
+	m := NewMetrics(zero, zero, zero, zero)
+	logs := &testenv.Buffer{}
+	s := &Server{cfg: Config{Log: zerolog.New(logs), Metrics: m}}
+	const route = "/v1/agents/:id/worker/view"
+	eng := gin.New()
+	eng.GET(route, s.decide, func(c *gin.Context) {
+		ctx, cancel := context.WithCancel(c.Request.Context())
+		cancel()
+		c.Request = c.Request.WithContext(ctx)
+		s.abort(c, fmt.Errorf("view: %w", ctx.Err()))
+	})
+	before := scrape(t, m.Handler())
+	eng.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/v1/agents/a1/worker/view", nil))
+	after := scrape(t, m.Handler())
+	series := fmt.Sprintf(`agentfy_view_requests_total{outcome="cancelled",route=%q,status="499"}`, route)
+	if d := after[series] - before[series]; d != 1 {
+		t.Fatalf("%s moved by %v, want 1", series, d)
+	}
+	if d := sum(after, "agentfy_view_unavailable_total") - sum(before, "agentfy_view_unavailable_total"); d != 0 {
+		t.Fatalf("agentfy_view_unavailable_total moved by %v for a viewer gone", d)
+	}
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], `"level":"info"`) || !strings.Contains(lines[0], `"outcome":"cancelled"`) || strings.Contains(lines[0], `"reason"`) {
+		t.Fatalf("log %q, want one info line of the cancelled view", lines)
+	}
+}
+
+// Without Metrics the decision only passes the request on.
 func TestMetricViewWithoutMetrics(t *testing.T) {
 	gin.SetMode(gin.ReleaseMode)
 	s := &Server{cfg: Config{Log: testenv.Logger(t)}}
 	eng := gin.New()
-	eng.GET("/v1/agents/:id/worker/view", s.metricView, func(c *gin.Context) { s.abort(c, view.ErrBusy) })
+	eng.GET("/v1/agents/:id/worker/view", s.decide, func(c *gin.Context) { s.abort(c, view.ErrBusy) })
 	w := httptest.NewRecorder()
 	eng.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/v1/agents/a/worker/view", nil))
 	if w.Code != http.StatusServiceUnavailable {

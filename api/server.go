@@ -103,14 +103,11 @@ const (
 )
 
 const (
-	ctxLogger  = "agentfy.log"
+	ctxLogger = "agentfy.log"
+	// ctxOutcome and ctxReason are a consume request's outcome (its error's code) and,
+	// for a 503, why (reasonLabel), for its span; a view's are its decision's.
 	ctxOutcome = "agentfy.outcome"
-	// ctxReason is why a request was answered 503 (reasonLabel).
-	ctxReason = "agentfy.reason"
-	// ctxAudit is a view request's audit event (*audit.View, auditView).
-	ctxAudit = "agentfy.audit"
-	// ctxAudited is set once the handler recorded the decision itself (a frame's).
-	ctxAudited = "agentfy.audited"
+	ctxReason  = "agentfy.reason"
 )
 
 // New builds the routes.
@@ -129,7 +126,7 @@ func New(cfg Config) *Server {
 	}), refuseAmbiguous)
 
 	v1 := eng.Group("/v1", noStore)
-	views := eng.Group("", noStore, s.metricView, s.traceView, s.auditView)
+	views := eng.Group("", noStore, s.decide, s.traceView)
 	views.GET(AgentViewRoute, s.agentView)
 	views.GET(PartnerViewRoute, s.partnerView)
 	v1.GET("/agents", s.agents)
@@ -266,6 +263,9 @@ func (s *Server) requestLog(c *gin.Context) {
 	l := telemetry.WithTraceID(c.Request.Context(), s.cfg.Log.With().Str("request", id).Logger())
 	c.Set(ctxLogger, &l)
 	c.Next()
+	if _, view := c.Get(ctxDecision); view {
+		return // the view's decision wrote its line (record)
+	}
 	route := c.FullPath()
 	if route == "" {
 		route = "static"

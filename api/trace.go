@@ -50,10 +50,10 @@ func tracedRoute(r *http.Request) string {
 	return ""
 }
 
-// traceView gives the view's span its outcome and reason once the handler decided
-// them, and the answer its traceresponse header (W3C Trace Context Level 2) when the
-// request is sampled and the viewer was let in, so that a support engineer finds the
-// trace from the browser's network tab (traceResponder says when).
+// traceView gives a view's answer its traceresponse header (W3C Trace Context Level 2)
+// when the request is sampled and the viewer was let in, so that a support engineer
+// finds the trace from the browser's network tab (traceResponder says when). The span's
+// outcome and reason are the decision's (record).
 func (s *Server) traceView(c *gin.Context) {
 	if v := telemetry.TraceResponse(c.Request.Context()); v != "" {
 		w := &traceResponder{ResponseWriter: c.Writer, value: v}
@@ -65,7 +65,6 @@ func (s *Server) traceView(c *gin.Context) {
 	} else {
 		c.Next()
 	}
-	s.traceOutcome(c)
 }
 
 // traceResponder is a sampled view's writer. It adds the traceresponse header just

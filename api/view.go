@@ -18,11 +18,11 @@ import (
 
 // agentView serves GET /v1/agents/:id/worker/view for a member of the agent's team.
 func (s *Server) agentView(c *gin.Context) {
-	ev := viewEvent(c)
+	ev := &decisionOf(c).event
 	ev.ViewerKind = audit.ViewerMember
 	agentID := c.Param("id")
 	user, err := s.cfg.JWT.Verify(c.Request.Context(), auth.BearerToken(c.GetHeader("Authorization")))
-	traceViewer(c, agentID, telemetry.ViewerMember, user)
+	traceViewer(c, agentID, audit.ViewerMember, user)
 	if err != nil {
 		s.abort(c, err)
 		return
@@ -34,18 +34,18 @@ func (s *Server) agentView(c *gin.Context) {
 // partnerView serves GET /v1/orgs/:orgId/agents/:id/worker/view for an organisation key
 // with worker:logs:read of the agent's organisation and environment.
 func (s *Server) partnerView(c *gin.Context) {
-	ev := viewEvent(c)
+	ev := &decisionOf(c).event
 	ev.ViewerKind = audit.ViewerPartner
 	token := auth.BearerToken(c.GetHeader("Authorization"))
 	key, err := s.cfg.Creds.VerifyOrgKey(c.Request.Context(), token)
 	agentID := c.Param("id")
 	if err != nil {
-		traceViewer(c, agentID, telemetry.ViewerPartner, "")
+		traceViewer(c, agentID, audit.ViewerPartner, "")
 		s.abort(c, err)
 		return
 	}
 	ev.ViewerID = key.ID
-	traceViewer(c, agentID, telemetry.ViewerPartner, key.ID)
+	traceViewer(c, agentID, audit.ViewerPartner, key.ID)
 	s.renderView(c, agentID, KeyCaller(key.ID), access.Partner(token, key, c.Param("orgId"), agentID, auth.ScopeWorkerLogsRead))
 }
 
@@ -59,66 +59,34 @@ func KeyCaller(keyID string) string { return "key:" + keyID }
 // renderView answers a view of agentID for caller (who asks, for the per-caller pace).
 func (s *Server) renderView(c *gin.Context, agentID, caller string, check access.Check) {
 	res, err := s.cfg.Views.View(c.Request.Context(), agentID, caller, check)
-	ev := viewEvent(c)
+	d := decisionOf(c)
+	ev := &d.event
 	ev.Team, ev.Organisation, ev.Session = res.Seen.Team, res.Seen.Organisation, res.Seen.Session
 	if err != nil {
 		s.abort(c, err)
 		return
 	}
 	if !res.Live {
-		c.Set(ctxOutcome, "not_live")
+		d.answer(outcomeNotLive, "", nil)
 	} else if res.Page == nil {
-		c.Set(ctxOutcome, "no_tab")
+		d.answer(outcomeNoTab, "", nil)
 	} else {
 		// No frame leaves unrecorded: it is served only once the audit stream has its
 		// event, and discarded (503 audit_unavailable) when the stream does not say so
 		// in time. Either way the publisher recorded the decision itself.
 		ev.Agent = agentID
-		c.Set(ctxAudited, true)
+		d.audited = true
 		if err := s.cfg.Audit.Frame(c.Request.Context(), *ev); err != nil {
 			s.abort(c, err)
 			return
 		}
-		c.Set(ctxOutcome, audit.OutcomeFrame)
+		d.answer(outcomeFrame, "", nil)
 	}
 	// The body is written as Result encodes it, in one write from encoding/json's pooled
 	// buffer (its Page cannot fail to encode: strings and an int).
 	c.Header("Content-Type", "application/json; charset=utf-8")
 	c.Status(http.StatusOK)
 	_ = res.WriteJSON(c.Writer) // a viewer gone is not an error of the view
-}
-
-// auditView publishes the one audit event of each view request (package audit), once
-// the handler decided: the viewer, the agent and what the view learnt of it
-// (viewEvent, which the handler fills), and the outcome and reason the answer was
-// labelled with — after the answer, through the publisher's buffer, even when the
-// handler panicked. A frame's event is the handler's own (renderView): it is
-// acknowledged before the frame is written.
-func (s *Server) auditView(c *gin.Context) {
-	ev := &audit.View{}
-	c.Set(ctxAudit, ev)
-	defer func() {
-		if s.cfg.Audit == nil || c.GetBool(ctxAudited) {
-			return
-		}
-		ev.Agent = c.Param("id")
-		ev.Outcome = c.GetString(ctxOutcome)
-		if ev.Outcome == "" {
-			ev.Outcome = "other"
-		}
-		ev.Reason = c.GetString(ctxReason)
-		s.cfg.Audit.View(c.Request.Context(), *ev)
-	}()
-	c.Next()
-}
-
-// viewEvent is the audit event auditView publishes for this request (a throwaway one
-// outside a view route).
-func viewEvent(c *gin.Context) *audit.View {
-	if ev, ok := c.Get(ctxAudit); ok {
-		return ev.(*audit.View)
-	}
-	return &audit.View{}
 }
 
 // consume serves POST /v1/internal/worker-observations/consume: a broker redeems a view
