@@ -35,10 +35,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/directory"
+	"github.com/agentfy/agentfy/internal/telemetry"
 	"github.com/agentfy/agentfy/wire"
 )
 
@@ -175,6 +175,9 @@ const (
 	WriteTimeout = 2 * time.Second
 	// DropLogInterval spaces the log lines about drops.
 	DropLogInterval = 10 * time.Second
+	// FoldWindow is how long identical refusals fold into one event: each is held
+	// until the window it falls in ends.
+	FoldWindow = time.Second
 )
 
 // The causes of a dropped event, agentfy_audit_dropped_total's reason label.
@@ -221,7 +224,8 @@ type Publisher struct {
 	mu       sync.Mutex
 	closed   bool               // Close was called: nothing more is queued
 	queue    []*item            // FIFO, at most Buffer
-	folds    map[string]*item   // the queued refusals that may take more of their kind
+	folds    map[string]*item   // the held or queued refusals that may take more of their kind
+	held     int                // refusals held until their window ends (emit)
 	buffered int                // bytes of the queue's events, at most MaxBufferedBytes
 	wake     chan struct{}      // signalled when the queue gains an item or closes
 	stop     context.CancelFunc // ends the drain's waits when Close's deadline came
@@ -235,6 +239,7 @@ type Publisher struct {
 // item is one queued event: the event itself (so a fold can raise its count before it
 // is encoded) and its size as first encoded.
 type item struct {
+	held    bool // waiting for its second to end before it is queued; guarded by mu
 	subject string
 	view    *View  // or
 	admin   *Admin // one of the two
@@ -314,7 +319,7 @@ func (p *Publisher) asyncError(err error) bool {
 // decision read its record, else the one subject of the rest (bus.AuditNoAgent).
 func prepareView(ctx context.Context, ns bus.Namespace, e *View) string {
 	e.Time = stamp(e.Time)
-	e.TraceID = TraceID(ctx)
+	e.TraceID = telemetry.TraceID(ctx)
 	if !directory.ValidID(e.Agent) {
 		e.Agent = ""
 	}
@@ -404,7 +409,7 @@ func (p *Publisher) AdminAcked(ctx context.Context, e Admin) error {
 
 func (p *Publisher) adminItem(ctx context.Context, e Admin) (*item, error) {
 	e.Time = stamp(e.Time)
-	e.TraceID = TraceID(ctx)
+	e.TraceID = telemetry.TraceID(ctx)
 	e.Source, e.Count = p.opts.Source, 1
 	if e.IDs == nil {
 		e.IDs = map[string]string{}
@@ -439,7 +444,10 @@ func foldKey(subject string, e *View) string {
 	return string(b)
 }
 
-// emit queues it, or folds it into an identical refusal still queued, or drops it.
+// emit queues it, or folds it into an identical refusal held or still queued, or
+// drops it. A refusal is held until its second ends (FoldWindow): identical ones of
+// that second fold into it, so that a flood of them — an outsider's 401s — costs the
+// stream an event a second, not one a request.
 func (p *Publisher) emit(it *item) {
 	data, err := it.encode()
 	if err != nil || len(data) > MaxEventBytes {
@@ -463,17 +471,41 @@ func (p *Publisher) emit(it *item) {
 			return
 		}
 	}
-	if len(p.queue) >= Buffer || p.buffered+it.size > MaxBufferedBytes {
+	if len(p.queue)+p.held >= Buffer || p.buffered+it.size > MaxBufferedBytes {
 		p.mu.Unlock()
 		p.drop(DropFull)
 		return
 	}
-	p.queue = append(p.queue, it)
 	p.buffered += it.size
 	if it.fold != "" {
 		p.folds[it.fold] = it
+		it.held = true
+		p.held++
+		p.mu.Unlock()
+		time.AfterFunc(time.Until(it.view.Time.Truncate(FoldWindow).Add(FoldWindow)), func() { p.release(it) })
+		return
 	}
+	p.queue = append(p.queue, it)
 	p.mu.Unlock()
+	p.signal()
+}
+
+// release queues a held refusal, its second over (or the publisher closing).
+func (p *Publisher) release(it *item) {
+	p.mu.Lock()
+	if !it.held {
+		p.mu.Unlock()
+		return
+	}
+	it.held = false
+	p.held--
+	p.queue = append(p.queue, it)
+	p.mu.Unlock()
+	p.signal()
+}
+
+// signal wakes the drain.
+func (p *Publisher) signal() {
 	select {
 	case p.wake <- struct{}{}:
 	default:
@@ -692,11 +724,15 @@ func (p *Publisher) Close(ctx context.Context) error {
 	}
 	p.mu.Lock()
 	p.closed = true
-	p.mu.Unlock()
-	select {
-	case p.wake <- struct{}{}:
-	default:
+	for _, it := range p.folds {
+		if it.held { // queued now rather than at its second's end
+			it.held = false
+			p.held--
+			p.queue = append(p.queue, it)
+		}
 	}
+	p.mu.Unlock()
+	p.signal()
 	var err error
 	select {
 	case <-p.drained:
@@ -715,15 +751,6 @@ func (p *Publisher) Close(ctx context.Context) error {
 	p.stop()
 	p.conn.Close()
 	return err
-}
-
-// TraceID is the trace id of ctx's span, "" when it has no valid one.
-func TraceID(ctx context.Context) string {
-	sc := trace.SpanContextFromContext(ctx)
-	if !sc.IsValid() {
-		return ""
-	}
-	return sc.TraceID().String()
 }
 
 // stamp is t (or now, when t is zero) in UTC, to the millisecond.

@@ -58,7 +58,8 @@ type readyFile struct {
 	// NATSDebug may subscribe to the namespace and publish nothing (`nats sub`);
 	// NATSSystem is the system account's user (`nats server report connections`);
 	// NATSOperator runs tools (`agentfy tool`); NATSAudit may subscribe to the audit
-	// trail's subjects (agentfy.dev.db0.audit.>) and nothing else.
+	// trail's subjects (agentfy.dev.db0.audit.>) and read the audit stream
+	// (`agentfy audit views|admin|verify`), nothing else.
 	NATSDebug    natsCredential `json:"natsDebug"`
 	NATSAudit    natsCredential `json:"natsAudit"`
 	NATSSystem   natsCredential `json:"natsSystem"`

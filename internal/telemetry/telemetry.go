@@ -49,8 +49,10 @@ const ScopeName = "github.com/agentfy/agentfy"
 // The attributes an operator filters on, under the project's one prefix. None of them
 // carries a credential: a viewer is named by its user id or its organisation key's id.
 const (
-	AttrAgentID    = attribute.Key("agentfy.agent.id")
-	AttrSessionID  = attribute.Key("agentfy.session.id")
+	AttrAgentID   = attribute.Key("agentfy.agent.id")
+	AttrSessionID = attribute.Key("agentfy.session.id")
+	// AttrViewerKind is the audit event's viewer kind (audit.ViewerMember,
+	// audit.ViewerPartner): one name for each kind in every record of a view.
 	AttrViewerKind = attribute.Key("agentfy.viewer.kind")
 	AttrViewerID   = attribute.Key("agentfy.viewer.id")
 	// AttrOutcome is the view route's outcome (frame, no_tab, not_live, or the error
@@ -58,12 +60,6 @@ const (
 	AttrOutcome = attribute.Key("agentfy.outcome")
 	// AttrReason is why a view failed: a label of the reasons' table (wire.Labels).
 	AttrReason = attribute.Key("agentfy.reason")
-)
-
-// Viewer kinds (AttrViewerKind).
-const (
-	ViewerMember  = "member"
-	ViewerPartner = "partner"
 )
 
 // Outcomes of the inner hops (AttrOutcome): the relay, the worker, the capture, the
