@@ -121,6 +121,11 @@ func dashboardQueries(t *testing.T, d dashboard) []query {
 // alert is one alerting rule.
 type alert struct {
 	name, expr, runbook string
+	// hold is the rule's `for`: how long its expression returns a series before that
+	// series' alert fires.
+	hold time.Duration
+	// annotations are the rule's, their templates unexpanded.
+	annotations map[string]string
 }
 
 func loadAlerts(t *testing.T) []alert {
@@ -139,7 +144,7 @@ func loadAlerts(t *testing.T) []alert {
 				t.Errorf("group %s: a recording rule %q: the file holds alerts only", g.Name, r.Record)
 				continue
 			}
-			out = append(out, alert{name: r.Alert, expr: r.Expr, runbook: r.Annotations["runbook_url"]})
+			out = append(out, alert{name: r.Alert, expr: r.Expr, runbook: r.Annotations["runbook_url"], hold: time.Duration(r.For), annotations: r.Annotations})
 		}
 	}
 	if len(out) == 0 {
