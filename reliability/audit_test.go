@@ -3,14 +3,20 @@ package reliability
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentfy/agentfy/audit"
@@ -218,4 +224,67 @@ func TestAuditFloodOfOutsiders(t *testing.T) {
 	}
 	client.SequencesWhole(t, stream)
 	observed = fmt.Sprintf("the member's %d frames in the trail (%d with the first poll's); %d 401s recorded in %d events; 0 dropped", watches, len(frames), decisions, events)
+}
+
+// TestAuditVerifyFindsAGap runs `agentfy audit verify` as the audit user on the stack's
+// trail after events of a boot of its own were stored with one missing (as the
+// platform's user, the one that may): it names the gap and exits 1; once the missing
+// event is there, it names none for that boot.
+func TestAuditVerifyFindsAGap(t *testing.T) {
+	observed := ""
+	record(t, auditArea, "agentfy audit verify names a gap in a boot's sequence (exit 1), and none once the event is there", &observed)
+	ctx := client.Context(t)
+	nc, err := st.ConnectPlatform("audit-forger")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	boot := "0000gap0" + strconv.FormatInt(time.Now().UnixNano()%1e8, 16)
+	boot += strings.Repeat("0", 16-len(boot))
+	store := func(seq uint64) {
+		ev := audit.View{Time: time.Now().UTC().Truncate(time.Millisecond), ViewerKind: audit.ViewerMember, Outcome: "unauthenticated",
+			Origin: audit.Origin{Replica: "replica-gap", Boot: boot, Seq: seq, Count: 1}}
+		data, err := json.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := nats.NewMsg(st.NS.AuditView(bus.AuditNoAgent))
+		m.Data = data
+		m.Header.Set(jetstream.MsgIDHeader, ev.MsgID())
+		if _, err := js.PublishMsg(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store(1)
+	store(3)
+	pw := filepath.Join(t.TempDir(), "password")
+	if err := os.WriteFile(pw, []byte(st.Secrets.NATS[bus.RoleAudit]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	verify := func() (string, int) {
+		cmd := exec.CommandContext(ctx, cliBin, "audit", "verify", "-since", "1h")
+		cmd.Env = []string{"AGENTFY_NATS_URL=" + st.NATS.ClientURL(), "AGENTFY_NATS_USER=" + bus.RoleAudit.User(), "AGENTFY_NATS_PASSWORD_FILE=" + pw,
+			"AGENTFY_DEPLOYMENT=" + st.NS.Deployment(), "AGENTFY_REDIS_DB=" + strconv.Itoa(st.NS.DB())}
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		if err != nil && !errors.As(err, &exit) {
+			t.Fatal(err)
+		}
+		return string(out), cmd.ProcessState.ExitCode()
+	}
+	gap := "gap: replica replica-gap boot " + boot + ": seq 2 missing"
+	out, code := verify()
+	if code != 1 || !strings.Contains(out, gap) {
+		t.Fatalf("verify with a gap: exit %d\n%s", code, out)
+	}
+	store(2)
+	after, _ := verify()
+	if strings.Contains(after, "gap: replica replica-gap boot "+boot) || !strings.Contains(after, "boot "+boot+" of replica replica-gap: seq 1 to 3 judged") {
+		t.Fatalf("verify after the gap was filled:\n%s", after)
+	}
+	observed = fmt.Sprintf("exit %d, %q; after the event was stored: no gap of that boot", code, gap)
 }

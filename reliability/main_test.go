@@ -31,6 +31,7 @@ var (
 	st     *stack.Stack
 	client *stacktest.Client   // on st
 	logs   = &testenv.Buffer{} // every log line of every in-process component
+	cliBin string              // the operator CLI, cmd/agentfy
 	report = &recorder{}
 )
 
@@ -51,10 +52,11 @@ func run(m *testing.M) int {
 	}
 	defer func() { _ = os.RemoveAll(binDir) }()
 	brokerBin := filepath.Join(binDir, "agentfy-broker")
-	build := exec.CommandContext(ctx, "go", "build", "-o", brokerBin, "./cmd/agentfy-broker")
+	cliBin = filepath.Join(binDir, "agentfy")
+	build := exec.CommandContext(ctx, "go", "build", "-o", binDir+"/", "./cmd/agentfy-broker", "./cmd/agentfy")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build broker: %v\n%s", err, out)
+		fmt.Fprintf(os.Stderr, "build the broker and the CLI: %v\n%s", err, out)
 		return 1
 	}
 	validator, err := oas.New(ctx)
