@@ -118,9 +118,10 @@ type Admin struct {
 	// AdminKey is the id of the admin key that made the change on the admin API (never
 	// the key); "" for the operator CLI, which holds the operator's credentials.
 	AdminKey string `json:"adminKey"`
-	// Action names the change: user.put, team.put, org.put, members.set, member.add,
-	// member.remove, agent.put, agent.delete, orgkey.create, orgkey.revoke,
-	// adminkey.create, adminkey.revoke, directory.seed, session.start, session.stop.
+	// Action names the change: one of package change's Actions (user.put, team.put,
+	// org.put, members.set, member.add, member.remove, agent.put, agent.delete,
+	// orgkey.create, orgkey.revoke, adminkey.create, adminkey.revoke, directory.seed,
+	// session.start, session.stop).
 	Action string `json:"action"`
 	// IDs are what the change touched, by kind (agent, team, user, org, key, session,
 	// …), the same pairs as the change's log line; never a secret.
@@ -225,7 +226,7 @@ type Publisher struct {
 	closed   bool               // Close was called: nothing more is queued
 	queue    []*item            // FIFO, at most Buffer
 	folds    map[string]*item   // the held or queued refusals that may take more of their kind
-	held     int                // refusals held until their window ends (emit)
+	holding  []*item            // refusals held until their window ends (emit), in the order they came
 	buffered int                // bytes of the queue's events, at most MaxBufferedBytes
 	wake     chan struct{}      // signalled when the queue gains an item or closes
 	stop     context.CancelFunc // ends the drain's waits when Close's deadline came
@@ -239,7 +240,8 @@ type Publisher struct {
 // item is one queued event: the event itself (so a fold can raise its count before it
 // is encoded) and its size as first encoded.
 type item struct {
-	held    bool // waiting for its second to end before it is queued; guarded by mu
+	held    bool      // waiting for its window to end before it is queued; guarded by mu
+	due     time.Time // when its window ends
 	subject string
 	view    *View  // or
 	admin   *Admin // one of the two
@@ -471,7 +473,7 @@ func (p *Publisher) emit(it *item) {
 			return
 		}
 	}
-	if len(p.queue)+p.held >= Buffer || p.buffered+it.size > MaxBufferedBytes {
+	if len(p.queue)+len(p.holding) >= Buffer || p.buffered+it.size > MaxBufferedBytes {
 		p.mu.Unlock()
 		p.drop(DropFull)
 		return
@@ -480,9 +482,10 @@ func (p *Publisher) emit(it *item) {
 	if it.fold != "" {
 		p.folds[it.fold] = it
 		it.held = true
-		p.held++
+		it.due = it.view.Time.Truncate(FoldWindow).Add(FoldWindow)
+		p.holding = append(p.holding, it)
 		p.mu.Unlock()
-		time.AfterFunc(time.Until(it.view.Time.Truncate(FoldWindow).Add(FoldWindow)), func() { p.release(it) })
+		time.AfterFunc(time.Until(it.due), p.release)
 		return
 	}
 	p.queue = append(p.queue, it)
@@ -490,18 +493,28 @@ func (p *Publisher) emit(it *item) {
 	p.signal()
 }
 
-// release queues a held refusal, its second over (or the publisher closing).
-func (p *Publisher) release(it *item) {
+// release queues the held refusals whose window is over, in the order they came.
+func (p *Publisher) release() {
 	p.mu.Lock()
-	if !it.held {
-		p.mu.Unlock()
-		return
-	}
-	it.held = false
-	p.held--
-	p.queue = append(p.queue, it)
+	p.queueHeld(time.Now())
 	p.mu.Unlock()
 	p.signal()
+}
+
+// queueHeld queues the held refusals due by now (all, for a zero now), in the order
+// they came; p.mu is held.
+func (p *Publisher) queueHeld(now time.Time) {
+	kept := p.holding[:0]
+	for _, it := range p.holding {
+		if !now.IsZero() && it.due.After(now) {
+			kept = append(kept, it)
+			continue
+		}
+		it.held = false
+		p.queue = append(p.queue, it)
+	}
+	clear(p.holding[len(kept):])
+	p.holding = kept
 }
 
 // signal wakes the drain.
@@ -724,13 +737,7 @@ func (p *Publisher) Close(ctx context.Context) error {
 	}
 	p.mu.Lock()
 	p.closed = true
-	for _, it := range p.folds {
-		if it.held { // queued now rather than at its second's end
-			it.held = false
-			p.held--
-			p.queue = append(p.queue, it)
-		}
-	}
+	p.queueHeld(time.Time{}) // now rather than at their windows' end
 	p.mu.Unlock()
 	p.signal()
 	var err error
