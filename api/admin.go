@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentfy/agentfy/audit"
 	"github.com/agentfy/agentfy/auth"
+	"github.com/agentfy/agentfy/change"
 	"github.com/agentfy/agentfy/directory"
 	"github.com/agentfy/agentfy/wire"
 )
@@ -41,7 +42,8 @@ import (
 //	DELETE /v1/admin/orgs/:id/keys/:keyId                                         204
 //	GET    /healthz, /openapi.yaml (the admin API's own document)
 //
-// Every change is checked before anything is written: a refused change is a 4xx whose
+// Every change is made by package change (change.Changer), as the operator CLI makes
+// it, and checked before anything is written: a refused change is a 4xx whose
 // message names the field, and nothing changed. Every change that passes is written in
 // the replica's log as one audit line and published as one audit event (package
 // audit): the admin key's id, the action and the ids it touched, never a secret.
@@ -64,6 +66,8 @@ type AdminConfig struct {
 type AdminServer struct {
 	cfg AdminConfig
 	eng *gin.Engine
+	// change makes each change (change.Changer), as the operator CLI makes it.
+	change change.Changer
 }
 
 // MaxAdminBody bounds an admin request's body: a team's whole member list
@@ -80,7 +84,7 @@ func NewAdmin(cfg AdminConfig) *AdminServer {
 	eng.ContextWithFallback = true
 	eng.RedirectTrailingSlash = false
 	eng.RedirectFixedPath = false
-	s := &AdminServer{cfg: cfg, eng: eng}
+	s := &AdminServer{cfg: cfg, eng: eng, change: change.Changer{Dir: cfg.Dir, Creds: cfg.Creds}}
 	eng.Use(s.requestLog, noStore, gin.CustomRecovery(func(c *gin.Context, _ any) {
 		c.AbortWithStatusJSON(errInternal.status, errInternal.body())
 	}), refuseAmbiguous)
@@ -172,18 +176,17 @@ func (s *AdminServer) otherCredential(ctx context.Context, token string) error {
 }
 
 // audit writes the one log line of an accepted change and publishes its audit event
-// (audit.Admin): the admin key's id, the action and the ids it touched, as pairs.
-func (s *AdminServer) audit(c *gin.Context, action string, ids ...string) {
+// (audit.Admin): the admin key's id, the action and the ids it touched, the log line's
+// in the change's order.
+func (s *AdminServer) audit(c *gin.Context, ch change.Change) {
 	key, _ := c.Get(ctxAdminKey)
 	keyID := key.(auth.AdminKey).ID
-	e := s.cfg.Log.Info().Bool("audit", true).Str("adminKey", keyID).Str("action", action)
-	touched := make(map[string]string, len(ids)/2)
-	for i := 0; i+1 < len(ids); i += 2 {
-		e = e.Str(ids[i], ids[i+1])
-		touched[ids[i]] = ids[i+1]
-	}
-	e.Msg("admin change")
-	s.cfg.Audit.Admin(c.Request.Context(), audit.Admin{Source: audit.SourceAdminAPI, AdminKey: keyID, Action: action, IDs: touched})
+	s.cfg.Log.Info().Bool("audit", true).Str("adminKey", keyID).Str("action", string(ch.Action)).Func(func(e *zerolog.Event) {
+		for kind, id := range ch.All() {
+			e.Str(kind, id)
+		}
+	}).Msg("admin change")
+	s.cfg.Audit.Admin(c.Request.Context(), audit.Admin{Source: audit.SourceAdminAPI, AdminKey: keyID, Action: string(ch.Action), IDs: ch.Map()})
 }
 
 // abort renders err through the admin API's table (adminErrorOf), logging what the
@@ -298,11 +301,12 @@ func (s *AdminServer) putUser(c *gin.Context) {
 	if !ok || !s.decode(c, &body) {
 		return
 	}
-	if err := s.cfg.Dir.PutUser(c.Request.Context(), directory.User{ID: id, Name: body.Name}); err != nil {
+	ch, err := s.change.PutUser(c.Request.Context(), directory.User{ID: id, Name: body.Name})
+	if err != nil {
 		s.abort(c, err)
 		return
 	}
-	s.audit(c, "user.put", "user", id)
+	s.audit(c, ch)
 	c.JSON(http.StatusOK, gin.H{"id": id, "name": body.Name})
 }
 
@@ -313,11 +317,12 @@ func (s *AdminServer) putTeam(c *gin.Context) {
 	if !ok || !s.decode(c, &body) {
 		return
 	}
-	if err := s.cfg.Dir.PutTeam(c.Request.Context(), directory.Team{ID: id, Name: body.Name}); err != nil {
+	ch, err := s.change.PutTeam(c.Request.Context(), directory.Team{ID: id, Name: body.Name})
+	if err != nil {
 		s.abort(c, err)
 		return
 	}
-	s.audit(c, "team.put", "team", id)
+	s.audit(c, ch)
 	c.JSON(http.StatusOK, gin.H{"id": id, "name": body.Name})
 }
 
@@ -332,11 +337,12 @@ func (s *AdminServer) putOrg(c *gin.Context) {
 		return
 	}
 	o := directory.Org{ID: id, Name: body.Name, Environments: body.Environments}
-	if err := s.cfg.Dir.PutOrg(c.Request.Context(), o); err != nil {
+	ch, err := s.change.PutOrg(c.Request.Context(), o)
+	if err != nil {
 		s.abort(c, err)
 		return
 	}
-	s.audit(c, "org.put", "org", id)
+	s.audit(c, ch)
 	c.JSON(http.StatusOK, o)
 }
 
@@ -371,12 +377,12 @@ func (s *AdminServer) putMembers(c *gin.Context) {
 		s.fail(c, invalid("members: is required (an empty array removes everyone)"), nil)
 		return
 	}
-	added, removed, err := s.cfg.Dir.SetMembers(c.Request.Context(), id, body.Members)
+	ch, added, removed, err := s.change.SetMembers(c.Request.Context(), id, body.Members)
 	if err != nil {
 		s.abort(c, err)
 		return
 	}
-	s.audit(c, "members.set", "team", id, "added", strings.Join(added, ","), "removed", strings.Join(removed, ","))
+	s.audit(c, ch)
 	c.JSON(http.StatusOK, gin.H{"added": nonNil(added), "removed": nonNil(removed)})
 }
 
@@ -403,15 +409,16 @@ func (s *AdminServer) membership(c *gin.Context, add bool) {
 	if !ok {
 		return
 	}
-	change, action := s.cfg.Dir.RemoveMember, "member.remove"
+	apply := s.change.RemoveMember
 	if add {
-		change, action = s.cfg.Dir.AddMember, "member.add"
+		apply = s.change.AddMember
 	}
-	if err := change(c.Request.Context(), team, user); err != nil {
+	ch, err := apply(c.Request.Context(), team, user)
+	if err != nil {
 		s.abort(c, err)
 		return
 	}
-	s.audit(c, action, "team", team, "user", user)
+	s.audit(c, ch)
 	c.Status(http.StatusNoContent)
 }
 
@@ -428,12 +435,12 @@ func (s *AdminServer) putAgent(c *gin.Context) {
 		return
 	}
 	a := directory.Agent{ID: id, Name: body.Name, TeamID: body.Team, OrgID: body.Org, Environment: body.Environment}
-	before, err := s.cfg.Dir.PutAgent(c.Request.Context(), a)
+	ch, _, err := s.change.PutAgent(c.Request.Context(), a)
 	if err != nil {
 		s.abort(c, err)
 		return
 	}
-	s.audit(c, "agent.put", "agent", id, "team", a.TeamID, "previousTeam", before, "org", a.OrgID, "environment", a.Environment)
+	s.audit(c, ch)
 	c.JSON(http.StatusOK, a)
 }
 
@@ -443,11 +450,12 @@ func (s *AdminServer) deleteAgent(c *gin.Context) {
 	if !ok {
 		return
 	}
-	if err := s.cfg.Dir.DeleteAgent(c.Request.Context(), id); err != nil {
+	ch, err := s.change.DeleteAgent(c.Request.Context(), id)
+	if err != nil {
 		s.abort(c, err)
 		return
 	}
-	s.audit(c, "agent.delete", "agent", id)
+	s.audit(c, ch)
 	c.Status(http.StatusNoContent)
 }
 
@@ -484,17 +492,15 @@ func (s *AdminServer) createKey(c *gin.Context) {
 			return
 		}
 	}
-	ctx := c.Request.Context()
-	if err := s.cfg.Dir.CheckEnvironment(ctx, org, body.Environment, "org", "environment"); err != nil {
-		s.abort(c, err)
-		return
-	}
-	token, key, err := s.cfg.Creds.CreateOrgKey(ctx, org, body.Environment, body.Scopes)
+	ch, token, key, err := s.change.CreateOrgKey(c.Request.Context(), change.OrgKeyRequest{
+		Org: org, Environment: body.Environment, Scopes: body.Scopes,
+		OrgField: "org", EnvironmentField: "environment",
+	})
 	if err != nil {
 		s.abort(c, err)
 		return
 	}
-	s.audit(c, "orgkey.create", "org", org, "key", key.ID, "environment", key.Environment, "scopes", strings.Join(key.Scopes, " "))
+	s.audit(c, ch)
 	c.JSON(http.StatusCreated, struct {
 		orgKeyJSON
 		Key string `json:"key"`
@@ -539,13 +545,13 @@ func (s *AdminServer) revokeKey(c *gin.Context) {
 		s.fail(c, invalid("keyId: must be 16 lowercase hex digits"), nil)
 		return
 	}
-	deleted, err := s.cfg.Creds.RevokeOrgKey(c.Request.Context(), org, id)
+	ch, deleted, err := s.change.RevokeOrgKey(c.Request.Context(), org, id)
 	if err != nil {
 		s.abort(c, err)
 		return
 	}
 	if deleted {
-		s.audit(c, "orgkey.revoke", "org", org, "key", id)
+		s.audit(c, ch)
 	}
 	c.Status(http.StatusNoContent)
 }

@@ -41,10 +41,11 @@ func cmdSeed(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer operator.CloseRedis(st.RDB)
-	if err := st.Dir.Load(ctx, seed); err != nil {
+	ch, err := changerOf(st).Seed(ctx, seed)
+	if err != nil {
 		return err
 	}
-	unrecorded := recordChange(ctx, "directory.seed", "teams", count(len(seed.Teams)), "users", count(len(seed.Users)), "orgs", count(len(seed.Orgs)), "agents", count(len(seed.Agents)))
+	unrecorded := recordChange(ctx, ch)
 	_, err = fmt.Fprintf(stdout, "seeded %d teams, %d users, %d organisations, %d agents\n", len(seed.Teams), len(seed.Users), len(seed.Orgs), len(seed.Agents))
 	return errors.Join(err, unrecorded)
 }
@@ -95,15 +96,12 @@ func cmdSession(ctx context.Context, args []string, stdout io.Writer) error {
 	enc.SetIndent("", "  ")
 	switch args[0] {
 	case "start":
-		if _, err := st.Dir.Agent(ctx, *agent); err != nil {
-			return fmt.Errorf("session start: agent %q: %w", *agent, err)
-		}
-		sess, passes, err := st.Sessions.Start(ctx, *agent)
+		ch, sess, passes, err := changerOf(st).StartSession(ctx, *agent)
 		if err != nil {
 			return err
 		}
 		// The passes are shown once: printed whether or not the event is recorded.
-		unrecorded := recordChange(ctx, "session.start", "agent", *agent, "session", sess.ID)
+		unrecorded := recordChange(ctx, ch)
 		out := map[string]string{"sessionId": sess.ID, "agentId": *agent, "workerPass": passes.Worker, "brokerPass": passes.Broker}
 		// Deployments hand each pass to its own container through a file, so neither
 		// pass is ever printed where the other side could read it.
@@ -129,11 +127,11 @@ func cmdSession(ctx context.Context, args []string, stdout io.Writer) error {
 			}
 			sid = cur.ID
 		}
-		sess, err := st.Sessions.Stop(ctx, sid, "operator")
+		ch, sess, err := changerOf(st).StopSession(ctx, sid, "operator")
 		if err != nil {
 			return err
 		}
-		unrecorded := recordChange(ctx, "session.stop", "agent", sess.AgentID, "session", sess.ID)
+		unrecorded := recordChange(ctx, ch)
 		return errors.Join(enc.Encode(map[string]string{"sessionId": sess.ID, "agentId": sess.AgentID, "status": "stopped"}), unrecorded)
 	}
 }

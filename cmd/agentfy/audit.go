@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/agentfy/agentfy/audit"
 	"github.com/agentfy/agentfy/bus"
+	"github.com/agentfy/agentfy/change"
 	"github.com/agentfy/agentfy/cmd/internal/conf"
 	"github.com/agentfy/agentfy/cmd/internal/operator"
 )
@@ -31,7 +31,8 @@ var errUnrecorded = errors.New("the change is made but not recorded in the audit
 // acknowledgement. The change is done whatever happens here, so the caller prints what
 // it made first and returns this error after: nil once the trail holds the event, else
 // errUnrecorded with the action and why (never the event, which main prints on stderr).
-func recordChange(ctx context.Context, action string, ids ...string) error {
+func recordChange(ctx context.Context, ch change.Change) error {
+	action := string(ch.Action)
 	// The change is made: an interrupt now must not cost its record.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), auditTimeout)
 	defer cancel()
@@ -39,11 +40,7 @@ func recordChange(ctx context.Context, action string, ids ...string) error {
 	if err != nil {
 		return fmt.Errorf("%w: %s: no NATS connection: %w", errUnrecorded, action, err)
 	}
-	touched := make(map[string]string, len(ids)/2)
-	for i := 0; i+1 < len(ids); i += 2 {
-		touched[ids[i]] = ids[i+1]
-	}
-	err = p.AdminAcked(ctx, audit.Admin{Action: action, IDs: touched})
+	err = p.AdminAcked(ctx, audit.Admin{Action: action, IDs: ch.Map()})
 	// Nothing waits in the publisher's buffer (AdminAcked does not use it): Close only
 	// closes the connection.
 	_ = p.Close(ctx)
@@ -55,6 +52,3 @@ func recordChange(ctx context.Context, action string, ids ...string) error {
 	}
 	return nil
 }
-
-// count is n in decimal, for the ids of a change that touched many records.
-func count(n int) string { return strconv.Itoa(n) }

@@ -12,13 +12,14 @@ import (
 	"strings"
 
 	"github.com/agentfy/agentfy/auth"
+	"github.com/agentfy/agentfy/change"
 	"github.com/agentfy/agentfy/cmd/internal/operator"
 	"github.com/agentfy/agentfy/directory"
 )
 
 // The operator's changes of the directory and the keys, one record at a time. They
-// write Redis with the operator's credential through the same store functions the
-// admin API calls, so a change is checked and applied exactly as there and takes effect
+// write Redis with the operator's credential through change.Changer, as the admin API
+// does, so a change is checked, applied and recorded exactly as there and takes effect
 // at the next request on every replica. They go to Redis rather than to the admin API
 // because they are the operator's way in when no replica answers, and because an admin
 // key has to come from somewhere: `adminkey create` is the first step of every
@@ -37,6 +38,12 @@ func subcommands(ctx context.Context, name string, args []string, stdout io.Writ
 }
 
 func sortedKeys(m map[string]command) []string { return slices.Sorted(maps.Keys(m)) }
+
+// changerOf is the change.Changer of the operator's stores: each change is made and
+// described exactly as the admin API makes and describes it.
+func changerOf(st *operator.Stores) change.Changer {
+	return change.Changer{Dir: st.Dir, Creds: st.Creds, Sessions: st.Sessions}
+}
 
 // withStores parses fs from args, opens the stores and runs f.
 func withStores(ctx context.Context, fs *flag.FlagSet, args []string, f func(*operator.Stores) error) error {
@@ -68,10 +75,11 @@ func cmdUser(ctx context.Context, args []string, stdout io.Writer) error {
 			name := fs.String("name", "", "display `name`")
 			return withStores(ctx, fs, args, func(st *operator.Stores) error {
 				u := directory.User{ID: *id, Name: *name}
-				if err := st.Dir.PutUser(ctx, u); err != nil {
+				ch, err := changerOf(st).PutUser(ctx, u)
+				if err != nil {
 					return err
 				}
-				unrecorded := recordChange(ctx, "user.put", "user", u.ID)
+				unrecorded := recordChange(ctx, ch)
 				return errors.Join(printJSON(stdout, map[string]string{"id": u.ID, "name": u.Name}), unrecorded)
 			})
 		},
@@ -86,10 +94,11 @@ func cmdTeam(ctx context.Context, args []string, stdout io.Writer) error {
 			name := fs.String("name", "", "display `name`")
 			return withStores(ctx, fs, args, func(st *operator.Stores) error {
 				t := directory.Team{ID: *id, Name: *name}
-				if err := st.Dir.PutTeam(ctx, t); err != nil {
+				ch, err := changerOf(st).PutTeam(ctx, t)
+				if err != nil {
 					return err
 				}
-				unrecorded := recordChange(ctx, "team.put", "team", t.ID)
+				unrecorded := recordChange(ctx, ch)
 				return errors.Join(printJSON(stdout, t), unrecorded)
 			})
 		},
@@ -105,10 +114,11 @@ func cmdOrg(ctx context.Context, args []string, stdout io.Writer) error {
 			envs := fs.String("env", "", "comma-separated `environments`")
 			return withStores(ctx, fs, args, func(st *operator.Stores) error {
 				o := directory.Org{ID: *id, Name: *name, Environments: splitList(*envs)}
-				if err := st.Dir.PutOrg(ctx, o); err != nil {
+				ch, err := changerOf(st).PutOrg(ctx, o)
+				if err != nil {
 					return err
 				}
-				unrecorded := recordChange(ctx, "org.put", "org", o.ID)
+				unrecorded := recordChange(ctx, ch)
 				return errors.Join(printJSON(stdout, o), unrecorded)
 			})
 		},
@@ -116,28 +126,28 @@ func cmdOrg(ctx context.Context, args []string, stdout io.Writer) error {
 }
 
 func cmdMember(ctx context.Context, args []string, stdout io.Writer) error {
-	change := func(add bool) command {
+	membership := func(add bool) command {
 		return func(ctx context.Context, args []string, stdout io.Writer) error {
 			verb := map[bool]string{true: "add", false: "remove"}[add]
 			fs := flag.NewFlagSet("member "+verb, flag.ContinueOnError)
 			team := fs.String("team", "", "team `id`")
 			user := fs.String("user", "", "user `id`")
 			return withStores(ctx, fs, args, func(st *operator.Stores) error {
-				var err error
+				c := changerOf(st)
+				apply := c.RemoveMember
 				if add {
-					err = st.Dir.AddMember(ctx, *team, *user)
-				} else {
-					err = st.Dir.RemoveMember(ctx, *team, *user)
+					apply = c.AddMember
 				}
+				ch, err := apply(ctx, *team, *user)
 				if err != nil {
 					return err
 				}
-				unrecorded := recordChange(ctx, "member."+verb, "team", *team, "user", *user)
+				unrecorded := recordChange(ctx, ch)
 				return errors.Join(printJSON(stdout, map[string]string{"team": *team, "user": *user, "member": map[bool]string{true: "yes", false: "no"}[add]}), unrecorded)
 			})
 		}
 	}
-	return subcommands(ctx, "member", args, stdout, map[string]command{"add": change(true), "remove": change(false)})
+	return subcommands(ctx, "member", args, stdout, map[string]command{"add": membership(true), "remove": membership(false)})
 }
 
 func cmdAgent(ctx context.Context, args []string, stdout io.Writer) error {
@@ -151,11 +161,11 @@ func cmdAgent(ctx context.Context, args []string, stdout io.Writer) error {
 			fs.StringVar(&a.OrgID, "org", "", "organisation `id`")
 			fs.StringVar(&a.Environment, "env", "", "environment `name` of the organisation")
 			return withStores(ctx, fs, args, func(st *operator.Stores) error {
-				before, err := st.Dir.PutAgent(ctx, a)
+				ch, before, err := changerOf(st).PutAgent(ctx, a)
 				if err != nil {
 					return err
 				}
-				unrecorded := recordChange(ctx, "agent.put", "agent", a.ID, "team", a.TeamID, "previousTeam", before, "org", a.OrgID, "environment", a.Environment)
+				unrecorded := recordChange(ctx, ch)
 				return errors.Join(printJSON(stdout, struct {
 					directory.Agent
 					PreviousTeam string `json:"previousTeam,omitempty"`
@@ -166,10 +176,11 @@ func cmdAgent(ctx context.Context, args []string, stdout io.Writer) error {
 			fs := flag.NewFlagSet("agent delete", flag.ContinueOnError)
 			id := fs.String("id", "", "agent `id`")
 			return withStores(ctx, fs, args, func(st *operator.Stores) error {
-				if err := st.Dir.DeleteAgent(ctx, *id); err != nil {
+				ch, err := changerOf(st).DeleteAgent(ctx, *id)
+				if err != nil {
 					return err
 				}
-				unrecorded := recordChange(ctx, "agent.delete", "agent", *id)
+				unrecorded := recordChange(ctx, ch)
 				return errors.Join(printJSON(stdout, map[string]string{"id": *id, "deleted": "yes"}), unrecorded)
 			})
 		},
@@ -226,14 +237,14 @@ func cmdOrgKey(ctx context.Context, args []string, stdout io.Writer) error {
 				if !auth.ValidKeyID(*id) {
 					return errors.New("orgkey revoke: -id must be a key's id (16 hex digits)")
 				}
-				deleted, err := st.Creds.RevokeOrgKey(ctx, *org, *id)
+				ch, deleted, err := changerOf(st).RevokeOrgKey(ctx, *org, *id)
 				if err != nil {
 					return err
 				}
 				if !deleted {
 					return fmt.Errorf("orgkey revoke: %s has no key %s (nothing changed)", *org, *id)
 				}
-				unrecorded := recordChange(ctx, "orgkey.revoke", "org", *org, "key", *id)
+				unrecorded := recordChange(ctx, ch)
 				return errors.Join(printJSON(stdout, map[string]string{"org": *org, "id": *id, "revoked": "yes"}), unrecorded)
 			})
 		},
@@ -246,15 +257,15 @@ func orgKeyCreate(ctx context.Context, args []string, stdout io.Writer) error {
 	env := fs.String("env", "", "environment `name`")
 	scopes := fs.String("scope", auth.ScopeWorkerLogsRead, "comma-separated scopes")
 	return withStores(ctx, fs, args, func(st *operator.Stores) error {
-		if err := st.Dir.CheckEnvironment(ctx, *org, *env, "-org", "-env"); err != nil {
-			return fmt.Errorf("orgkey: %w", err)
-		}
-		tok, key, err := st.Creds.CreateOrgKey(ctx, *org, *env, splitList(*scopes))
+		ch, tok, _, err := changerOf(st).CreateOrgKey(ctx, change.OrgKeyRequest{
+			Org: *org, Environment: *env, Scopes: splitList(*scopes),
+			OrgField: "-org", EnvironmentField: "-env",
+		})
 		if err != nil {
 			return err
 		}
 		// The key is shown once: printed whether or not its event is recorded.
-		unrecorded := recordChange(ctx, "orgkey.create", "org", *org, "key", key.ID, "environment", key.Environment, "scopes", strings.Join(key.Scopes, " "))
+		unrecorded := recordChange(ctx, ch)
 		_, err = fmt.Fprintln(stdout, tok)
 		return errors.Join(err, unrecorded)
 	})
@@ -266,12 +277,12 @@ func cmdAdminKey(ctx context.Context, args []string, stdout io.Writer) error {
 			fs := flag.NewFlagSet("adminkey create", flag.ContinueOnError)
 			name := fs.String("name", "", "a `label` for the key (who or what holds it)")
 			return withStores(ctx, fs, args, func(st *operator.Stores) error {
-				tok, key, err := st.Creds.CreateAdminKey(ctx, *name)
+				ch, tok, key, err := changerOf(st).CreateAdminKey(ctx, *name)
 				if err != nil {
 					return err
 				}
 				// The key is shown once: printed whether or not its event is recorded.
-				unrecorded := recordChange(ctx, "adminkey.create", "adminKey", key.ID)
+				unrecorded := recordChange(ctx, ch)
 				return errors.Join(printJSON(stdout, map[string]string{"id": key.ID, "name": key.Name, "key": tok}), unrecorded)
 			})
 		},
@@ -279,14 +290,14 @@ func cmdAdminKey(ctx context.Context, args []string, stdout io.Writer) error {
 			fs := flag.NewFlagSet("adminkey revoke", flag.ContinueOnError)
 			id := fs.String("id", "", "admin key `id`")
 			return withStores(ctx, fs, args, func(st *operator.Stores) error {
-				deleted, err := st.Creds.RevokeAdminKey(ctx, *id)
+				ch, deleted, err := changerOf(st).RevokeAdminKey(ctx, *id)
 				if err != nil {
 					return err
 				}
 				if !deleted {
 					return fmt.Errorf("adminkey revoke: no admin key %q (nothing changed)", *id)
 				}
-				unrecorded := recordChange(ctx, "adminkey.revoke", "adminKey", *id)
+				unrecorded := recordChange(ctx, ch)
 				return errors.Join(printJSON(stdout, map[string]string{"id": *id, "revoked": "yes"}), unrecorded)
 			})
 		},
