@@ -29,7 +29,7 @@ import (
 
 // server runs a NATS server with the deployment's roles for ns, and JetStream with a
 // platform user; it returns the server's URL and the secrets.
-func server(t *testing.T, ns bus.Namespace) (string, deploy.Secrets, *nats.Conn) {
+func server(t testing.TB, ns bus.Namespace) (string, deploy.Secrets, *nats.Conn) {
 	t.Helper()
 	secrets, err := deploy.GenerateSecrets()
 	if err != nil {
@@ -49,7 +49,7 @@ func server(t *testing.T, ns bus.Namespace) (string, deploy.Secrets, *nats.Conn)
 	return s.ClientURL(), secrets, platform
 }
 
-func connect(t *testing.T, url string, ns bus.Namespace, secrets deploy.Secrets, role bus.Role, o audit.Options) *audit.Publisher {
+func connect(t testing.TB, url string, ns bus.Namespace, secrets deploy.Secrets, role bus.Role, o audit.Options) *audit.Publisher {
 	t.Helper()
 	if o.Source == "" {
 		o.Source = audit.SourceAdminAPI
@@ -65,7 +65,7 @@ func connect(t *testing.T, url string, ns bus.Namespace, secrets deploy.Secrets,
 	return p
 }
 
-func namespace(t *testing.T) bus.Namespace {
+func namespace(t testing.TB) bus.Namespace {
 	t.Helper()
 	ns, err := bus.NewNamespace(testenv.Deployment(t), 2)
 	if err != nil {
@@ -74,15 +74,16 @@ func namespace(t *testing.T) bus.Namespace {
 	return ns
 }
 
-// makeStream makes ns's audit stream as the platform does (audit.Stream), small.
-func makeStream(t *testing.T, ctx context.Context, platform *nats.Conn, ns bus.Namespace) jetstream.Stream {
+// makeStream makes ns's audit stream as the platform does (audit.Stream), smaller:
+// JetStream reserves its whole limit on the disk, and it refuses events once full.
+func makeStream(t testing.TB, ctx context.Context, platform *nats.Conn, ns bus.Namespace) jetstream.Stream {
 	t.Helper()
 	js, err := jetstream.New(platform)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := audit.Stream(ns)
-	cfg.MaxBytes = 32 << 20
+	cfg.MaxBytes = 256 << 20
 	stream, err := js.CreateStream(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)

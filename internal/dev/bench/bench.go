@@ -1,7 +1,8 @@
 // Package bench measures the system on real servers (redis-server, NATS, replicas and
 // a broker with Chromium, all on this machine) and renders what it measured as the
 // Markdown of BENCHMARKS.md: a view end to end against the bare capture of the same
-// tab and with tracing on against off, the cost of the privacy masks, routing against the broadcast design, the fast
+// tab, with tracing on against off and at a durable replica against a best-effort one,
+// the cost of the privacy masks, routing against the broadcast design, the fast
 // paths, the footprint and the Go benchmarks. `agentfy-dev bench` runs it and writes the files.
 package bench
 
@@ -53,6 +54,8 @@ type benchOptions struct {
 	tracingWarm, tracingPairs int
 	jaegerBin                 string // testenv.BuildJaeger's
 
+	auditWarm, auditPairs int
+
 	masksWarm, masksPairs             int // per page: `/` and the checkout
 	masksMovingWarm, masksMovingPairs int // per moving page
 
@@ -71,6 +74,7 @@ func fullOptions() benchOptions {
 	return benchOptions{
 		e2eWarm: 10, e2ePairs: 200,
 		tracingWarm: 10, tracingPairs: 400,
+		auditWarm: 10, auditPairs: 400,
 		masksWarm: 3, masksPairs: 40, masksMovingWarm: 3, masksMovingPairs: 20,
 		routingViews: 40, routingSims: 400,
 		fastConcurrency: 16, fastPhase: 1500 * time.Millisecond, fastRounds: 3, liveFalsePool: 12000,
@@ -83,6 +87,7 @@ func quickOptions() benchOptions {
 		quick:   true,
 		e2eWarm: 3, e2ePairs: 20,
 		tracingWarm: 3, tracingPairs: 16,
+		auditWarm: 3, auditPairs: 16,
 		masksWarm: 2, masksPairs: 10, masksMovingWarm: 1, masksMovingPairs: 4,
 		routingViews: 6, routingSims: 40,
 		fastConcurrency: 16, fastPhase: 300 * time.Millisecond, fastRounds: 1, liveFalsePool: 3000,
@@ -99,6 +104,7 @@ type Results struct {
 	Elapsed    time.Duration   `json:"elapsed"`
 	E2E        e2eResult       `json:"e2e"`
 	Tracing    tracingResult   `json:"tracing"`
+	Audit      auditResult     `json:"audit"`
 	Masks      masksResult     `json:"masks"`
 	Routing    []routingResult `json:"routing"`
 	ReplyBytes int             `json:"replyBytes"` // a sealed reply on NATS
@@ -225,7 +231,8 @@ func runBench(ctx context.Context, root string, o benchOptions, res *Results, pr
 }
 
 // benchMainStack runs the suites that share one stack of two replicas with the worker
-// on the second: end to end, privacy masks, fast paths and footprint.
+// on the second: end to end (with the audit comparison's third replica, best effort,
+// from then on), privacy masks, fast paths and footprint.
 func benchMainStack(ctx context.Context, o benchOptions, res *Results, progress func(string, ...any)) error {
 	progress("starting the stack: redis-server, NATS, two replicas, a broker with Chromium and a worker on replica-b")
 	st, err := stack.Start(ctx, stack.Options{Replicas: 2, Deployment: benchDeployment, Chromium: o.chromium, Log: o.log})
@@ -267,6 +274,10 @@ func benchMainStack(ctx context.Context, o benchOptions, res *Results, progress 
 	}
 	if err != nil {
 		return fmt.Errorf("tracing: %w", err)
+	}
+	progress("audit: %d views at replica-a (durable) against %d at one more replica, best effort, alternated", o.auditPairs, o.auditPairs)
+	if res.Audit, err = benchAudit(ctx, o, st, bs, v); err != nil {
+		return fmt.Errorf("audit: %w", err)
 	}
 	progress("privacy masks: %d views against %d bare captures on %s and on %s each, %d on each of %d moving pages, interleaved",
 		o.masksPairs, o.masksPairs, benchPage, maskedPage, o.masksMovingPairs, movingPages())

@@ -144,6 +144,35 @@ func TestBenchQuick(t *testing.T) {
 		}
 	})
 
+	t.Run("audit", func(t *testing.T) {
+		a := r.Audit
+		n := o.auditPairs
+		if a.Pairs != n || a.Durable.N != n || a.BestEffort.N != n || a.DurableView.N != n || a.BestEffortView.N != n || a.BestEffortReplica != "replica-c" {
+			t.Fatalf("samples: durable %d/%d, best effort %d/%d at %q; want %d pairs", a.Durable.N, a.DurableView.N, a.BestEffort.N, a.BestEffortView.N, a.BestEffortReplica, n)
+		}
+		// Each view at either replica was a frame, one event: acknowledged by the
+		// stream at the durable replica, sent at the best-effort one; none dropped.
+		if views := uint64(o.auditWarm + n); a.Acked != views || a.Sent != views || a.DurableDropped != 0 || a.BestEffortDropped != 0 {
+			t.Errorf("events: %d acknowledged, %d sent, %d and %d dropped; want %d views' each", a.Acked, a.Sent, a.DurableDropped, a.BestEffortDropped, views)
+		}
+		for _, side := range []struct {
+			name           string
+			overhead, view dist
+		}{{"durable", a.Durable, a.DurableView}, {"best effort", a.BestEffort, a.BestEffortView}} {
+			if side.overhead.P50 <= 0 || side.overhead.P50 >= side.view.P50 || side.overhead.P99 >= side.view.P99 {
+				t.Errorf("%s: beside the capture %v/%v, whole view %v/%v", side.name, side.overhead.P50, side.overhead.P99, side.view.P50, side.view.P99)
+			}
+		}
+		if math.Abs(a.RatioP50-ratio(a.Durable.P50, a.BestEffort.P50)) > 1e-9 {
+			t.Errorf("ratio p50 %.3f for %v / %v", a.RatioP50, a.Durable.P50, a.BestEffort.P50)
+		}
+		for _, want := range []string{"### The audit trail: acknowledged against best effort", "view at a durable replica (frame's event acknowledged)", "view at a best-effort replica", "**the acknowledged publish's cost: durable − best effort**", "`Frame` alone (section 6)"} {
+			if !strings.Contains(md, want) {
+				t.Errorf("BENCHMARKS.md lacks %q", want)
+			}
+		}
+	})
+
 	t.Run("privacy masks", func(t *testing.T) {
 		if len(r.Masks.Pages) != len(masksPages) {
 			t.Fatalf("%d pages, want %d", len(r.Masks.Pages), len(masksPages))
@@ -184,7 +213,9 @@ func TestBenchQuick(t *testing.T) {
 				t.Errorf("row %d: %d replicas, want %d", i, x.Replicas, want)
 			}
 			// Routed: the request to the owner, the reply to the requester and the
-			// view's audit event to its keeper, whatever the number of replicas.
+			// audit stream's acknowledgement of the frame's event (the stream keeps
+			// the event inside the server: no delivery), whatever the number of
+			// replicas; published: the request, the reply and the event.
 			// Broadcast: every replica gets the request, the requester the reply.
 			for _, c := range []struct {
 				name      string
@@ -245,6 +276,7 @@ func TestBenchQuick(t *testing.T) {
 		for _, name := range []string{
 			"view BenchmarkRedisPing", "view BenchmarkGrantPutConsume", "view BenchmarkGateAllow/won",
 			"view BenchmarkGateAllow/lost", "envelope BenchmarkSeal", "envelope BenchmarkOpen",
+			"audit BenchmarkFrame/durable", "audit BenchmarkFrame/best_effort",
 		} {
 			g, ok := got[name]
 			if !ok {

@@ -222,7 +222,7 @@ func (s *e2eSamples) result(pairs int) e2eResult {
 		{"broker: capture", "the broker's own CDP capture with the privacy masks' reads: getTargetInfo, then getLayoutMetrics and a DOM snapshot (DOMSnapshot.captureSnapshot) before captureScreenshot and again after it (a page with nothing to mask is sent as captured; section 2)"},
 		{"broker: seal", "page JSON, ECDH + HKDF + AES-GCM, envelope JSON"},
 		{"broker → NATS reply", "the envelope back over the unix socket, worker (JSON-RPC result), WebSocket to replica B, NATS publish and delivery"},
-		{"A: reply → response", "open (ECDH, HKDF, AES-GCM), page JSON and JPEG check, the re-check in one Redis pipeline (session pointer and record, agent, member set), JSON render with base64, response headers at the viewer"},
+		{"A: reply → response", "open (ECDH, HKDF, AES-GCM), page JSON and JPEG check, the re-check in one Redis pipeline (session pointer and record, agent, member set), the frame's audit event published and its acknowledgement awaited (a durable replica), JSON render with base64, response headers at the viewer"},
 		{"viewer: read + decode", "the rest of the HTTP body, JSON parse, base64 decode, JPEG header"},
 	}
 	for i, n := range names {

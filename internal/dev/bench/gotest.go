@@ -14,9 +14,11 @@ import (
 // the envelope (seal and open of a 100 KB page), the grant script and the gate, the
 // requester's decode of a reply and of a page against encoding/json's (jsonDecoders);
 // the broker's masks painted in the DCT domain against a decode, paint and encode (its
-// other benchmarks need Chromium and are the suites above).
+// other benchmarks need Chromium and are the suites above); a frame's audit event,
+// acknowledged by a JetStream stream and queued best effort.
 var goBenchRuns = []struct{ pkg, pattern string }{
 	{"./view/", "."}, {"./wire/", "^BenchmarkDecodePage$"}, {"./envelope/", "."}, {"./broker/jpegmask/", "^BenchmarkPaintMasks$"},
+	{"./audit/", "^BenchmarkFrame$"},
 }
 
 // goBench is one line of `go test -bench` output.

@@ -113,22 +113,9 @@ func benchRoutingAt(ctx context.Context, st *stack.Stack, bs *benchSession, v *v
 // replicas as a balancer would, each followed by a bare capture, and counts the NATS
 // server's messages around each view.
 func benchRoutingViews(ctx context.Context, st *stack.Stack, bs *benchSession, v *viewer, n int, o benchOptions, r *routingResult) error {
-	// Each view also publishes its audit event, after its answer and on a connection of
-	// its own. This subscriber stands in for the platform's JetStream stream, the one
-	// keeper of the audit trail, and lets each view's count wait for its event, so that
-	// the event is counted in its own view's delta and no other.
-	auditConn, err := st.ConnectNATS(bus.RoleAudit, "bench-audit")
-	if err != nil {
-		return err
-	}
-	defer auditConn.Close()
-	events, err := auditConn.SubscribeSync(st.NS.AuditView(benchAgent))
-	if err != nil {
-		return err
-	}
-	if err := auditConn.Flush(); err != nil {
-		return err
-	}
+	// Each view also publishes its frame's audit event to the stack's audit stream and
+	// waits for the stream's acknowledgement before it answers: the event and its ack
+	// are in its own view's delta, and in no other.
 	var lat, bare []time.Duration
 	var dIn, dOut, dBytes int64
 	for i := range o.routingViews {
@@ -147,9 +134,6 @@ func benchRoutingViews(ctx context.Context, st *stack.Stack, bs *benchSession, v
 			return err
 		}
 		lat = append(lat, time.Since(t0))
-		if _, err := events.NextMsg(5 * time.Second); err != nil {
-			return fmt.Errorf("the view's audit event: %w", err)
-		}
 		in1, out1, b1, err := natsCounts(st.NATS)
 		if err != nil {
 			return err

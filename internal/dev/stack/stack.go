@@ -666,6 +666,13 @@ func (s *Stack) Token(userID string, ttl time.Duration) (string, error) {
 // StartReplica starts replica number i (replica-a, replica-b, …) on a free port and
 // connects it to natsURL. It can be called again for an index whose replica stopped.
 func (s *Stack) StartReplica(ctx context.Context, i int, natsURL string) (*Replica, error) {
+	return s.StartReplicaWith(ctx, i, natsURL, nil)
+}
+
+// StartReplicaWith starts replica number i as StartReplica does, with its options as
+// edit changes them just before the replica is built: one replica unlike the stack's
+// others (AuditBestEffort beside durable ones, say). A nil edit changes nothing.
+func (s *Stack) StartReplicaWith(ctx context.Context, i int, natsURL string, edit func(*replica.Options)) (*Replica, error) {
 	id := fmt.Sprintf("replica-%c", 'a'+i)
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
@@ -685,13 +692,17 @@ func (s *Stack) StartReplica(ctx context.Context, i int, natsURL string) (*Repli
 	s.mu.Lock()
 	s.replicaTraces = append(s.replicaTraces, traces)
 	s.mu.Unlock()
-	r, err := replica.New(ctx, replica.Options{
+	o := replica.Options{
 		ReplicaID: id, Deployment: s.opts.Deployment, Redis: s.RedisOptions(deploy.RedisReplica),
 		NATS: natsCfg, JWT: append([]auth.JWTConfig{s.JWTConfig()}, s.opts.ExtraJWT...),
 		Policy: s.opts.Policy, Tick: s.opts.Tick, GrantKeys: s.GrantKeys,
 		OpenAPI: openapi.Document, WebApp: s.opts.WebApp, Log: log, DrainTimeout: 10 * time.Second,
 		Views: views, Hub: hub, Tracer: traces.TracerProvider(), AuditBestEffort: s.opts.AuditBestEffort,
-	})
+	}
+	if edit != nil {
+		edit(&o)
+	}
+	r, err := replica.New(ctx, o)
 	if err != nil {
 		_ = ln.Close()
 		return nil, err
