@@ -195,9 +195,10 @@ func TestAuditTrailOfEveryOutcome(t *testing.T) {
 	t.Logf("the stream holds %d events of %d boots, each boot's sequence whole", events, boots)
 }
 
-// TestAuditTrailOfAdminChanges makes changes through the admin API and reads their
-// events back from a stream: one per change, on audit.admin.<action>, naming the admin
-// key by its id and the ids touched, never the key itself or a created key's secret.
+// TestAuditTrailOfAdminChanges makes a change of every kind through the admin API and
+// reads their events back from the audit stream: one per change, on
+// audit.admin.api.<action>, naming the admin key by its id and the ids touched, never
+// the key itself or a created key's secret.
 func TestAuditTrailOfAdminChanges(t *testing.T) {
 	stream := client.AuditStream(t)
 	began := time.Now().Add(-time.Second).UTC()
@@ -225,6 +226,20 @@ func TestAuditTrailOfAdminChanges(t *testing.T) {
 	if r := client.Admin(t, 0, http.MethodDelete, "/v1/admin/agents/"+agent, ""); r.Status != http.StatusNoContent {
 		t.Fatalf("delete agent: %d %s", r.Status, r.Body)
 	}
+	// Every other kind of change the admin API makes, on records of this test's own.
+	for _, r := range []struct{ method, path, body string }{
+		{http.MethodPut, "/v1/admin/users/u-audit-e2e", `{"name":"Audited"}`},
+		{http.MethodPut, "/v1/admin/teams/team-audit-e2e", `{"name":"Audit"}`},
+		{http.MethodPut, "/v1/admin/orgs/org-audit-e2e", `{"name":"Audit","environments":["production"]}`},
+		{http.MethodPut, "/v1/admin/teams/team-audit-e2e/members", `{"members":["u-audit-e2e"]}`},
+		{http.MethodDelete, "/v1/admin/teams/team-audit-e2e/members/u-audit-e2e", ``},
+		{http.MethodPut, "/v1/admin/agents/agent-audit-e2e", `{"name":"Audit","team":"team-audit-e2e","org":"org-audit-e2e","environment":"production"}`},
+		{http.MethodDelete, "/v1/admin/orgs/org-acme/keys/" + key.ID, ``},
+	} {
+		if a := client.Admin(t, 0, r.method, r.path, r.body); a.Status/100 != 2 {
+			t.Fatalf("%s %s: %d %s", r.method, r.path, a.Status, a.Body)
+		}
+	}
 	for _, c := range []struct {
 		action string
 		ids    map[string]string
@@ -232,6 +247,13 @@ func TestAuditTrailOfAdminChanges(t *testing.T) {
 		{"member.add", map[string]string{"team": "team-atlas", "user": "u-dave"}},
 		{"orgkey.create", map[string]string{"org": "org-acme", "key": key.ID, "environment": "production", "scopes": "worker:logs:read"}},
 		{"agent.delete", map[string]string{"agent": agent}},
+		{"user.put", map[string]string{"user": "u-audit-e2e"}},
+		{"team.put", map[string]string{"team": "team-audit-e2e"}},
+		{"org.put", map[string]string{"org": "org-audit-e2e"}},
+		{"members.set", map[string]string{"team": "team-audit-e2e", "added": "u-audit-e2e", "removed": ""}},
+		{"member.remove", map[string]string{"team": "team-audit-e2e", "user": "u-audit-e2e"}},
+		{"agent.put", map[string]string{"agent": "agent-audit-e2e", "team": "team-audit-e2e", "previousTeam": "", "org": "org-audit-e2e", "environment": "production"}},
+		{"orgkey.revoke", map[string]string{"org": "org-acme", "key": key.ID}},
 	} {
 		subject, err := st.NS.AuditAdmin(bus.AuditSourceAPI, c.action)
 		if err != nil {

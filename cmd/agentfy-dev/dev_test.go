@@ -223,10 +223,12 @@ func TestDevStackStartsAndStopsCleanly(t *testing.T) {
 		}
 	}
 
-	// The banner's stop line, by the operator CLI, with the ready file's Redis URL (the
-	// operator's user).
+	// The banner's stop line, by the operator CLI, with the ready file's Redis URL and
+	// NATS credential (the operator's users), as the banner exports them: the change is
+	// recorded in the audit trail (exit 0; 3 would be a change made but unrecorded).
 	stop := exec.CommandContext(ctx, operator, "session", "stop", "-agent", rf.Agent)
-	stop.Env = append(os.Environ(), "AGENTFY_REDIS_URL="+rf.Redis, "AGENTFY_DEPLOYMENT=dev")
+	stop.Env = append(os.Environ(), "AGENTFY_REDIS_URL="+rf.Redis, "AGENTFY_DEPLOYMENT=dev",
+		"AGENTFY_NATS_URL="+rf.NATS, "AGENTFY_NATS_PASSWORD="+rf.NATSOperator.Password)
 	if stopped, err := stop.Output(); err != nil || !strings.Contains(string(stopped), `"stopped"`) {
 		t.Fatalf("agentfy session stop as printed: %v %s", err, stopped)
 	}
