@@ -485,7 +485,8 @@ func (p *Publisher) emit(it *item) {
 		it.due = it.view.Time.Truncate(FoldWindow).Add(FoldWindow)
 		p.holding = append(p.holding, it)
 		p.mu.Unlock()
-		time.AfterFunc(time.Until(it.due), p.release)
+		due := it.due
+		time.AfterFunc(time.Until(due), func() { p.release(due) })
 		return
 	}
 	p.queue = append(p.queue, it)
@@ -493,10 +494,14 @@ func (p *Publisher) emit(it *item) {
 	p.signal()
 }
 
-// release queues the held refusals whose window is over, in the order they came.
-func (p *Publisher) release() {
+// release queues the held refusals whose window ended by due (the window of the timer
+// that calls it), in the order they came. Not by the clock's now: a window's end is a
+// wall-clock time, and a wall clock stepped or slewed behind the timer's monotonic one
+// would leave its refusals held until some later window's timer (a CI run waited 11 s
+// for refusals' events, the one way found that they could wait so long).
+func (p *Publisher) release(due time.Time) {
 	p.mu.Lock()
-	p.queueHeld(time.Now())
+	p.queueHeld(due)
 	p.mu.Unlock()
 	p.signal()
 }

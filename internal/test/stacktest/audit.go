@@ -46,6 +46,10 @@ func (c *Client) StoredMsgs(tb testing.TB, s jetstream.Stream, filter string) []
 	if err != nil {
 		tb.Fatal(err)
 	}
+	// Each read makes a consumer, and a test that waits reads every few milliseconds:
+	// left to their inactivity timeout, they would reach the server's limit of
+	// consumers a stream may have (CI saw "maximum consumers limit reached").
+	defer func() { _ = s.DeleteConsumer(ctx, cons.CachedInfo().Name) }()
 	var out []jetstream.Msg
 	for {
 		info, err := cons.Info(ctx)
