@@ -137,8 +137,17 @@ func TestAuditTrailOfEveryOutcome(t *testing.T) {
 		if c.name == "frame" {
 			page = r.Result(t).Page.Data
 		}
+		if c.want.outcome == "unauthenticated" {
+			// Checked apart: a 401 folds with the other 401s of its second on its
+			// replica (an earlier test's), and then its event names no agent.
+			continue
+		}
 		perAgent[c.agent] = append(perAgent[c.agent], c.want)
 	}
+	client.AuditEventWithin(t, stream, st.NS.AuditView(bus.AuditNoAgent), func(ev audit.View) bool {
+		return ev.Outcome == "unauthenticated" && ev.ViewerKind == audit.ViewerMember && ev.ViewerID == "" && ev.Team == "" &&
+			time.Since(ev.Time) < time.Minute && (ev.Agent == idle || (ev.Agent == "" && ev.Count >= 2))
+	})
 	// The noScope key's id: the forbidden view's viewer.
 	if k, err := st.Creds.VerifyOrgKey(ctx, noScope); err == nil {
 		for i := range perAgent[idle] {
@@ -161,7 +170,7 @@ func TestAuditTrailOfEveryOutcome(t *testing.T) {
 
 	secrets := []string{st.Site, "Northwind", page[:64], `"/9j/`, alice, reader, noScope, "not-a-token"}
 	for agent, wants := range perAgent {
-		events := client.ViewEvents(t, stream, agent, len(wants), nil)
+		events := client.ViewEvents(t, stream, agent, len(wants), func(ev audit.View) bool { return ev.Outcome != "unauthenticated" })
 		if len(events) != len(wants) {
 			t.Fatalf("agent %s: %d events, want %d", agent, len(events), len(wants))
 		}

@@ -108,6 +108,23 @@ func (c *Client) ViewEvents(tb testing.TB, s jetstream.Stream, agent string, wan
 	return out
 }
 
+// AuditEventWithin waits until s holds a view event on subject that match accepts.
+func (c *Client) AuditEventWithin(tb testing.TB, s jetstream.Stream, subject string, match func(audit.View) bool) audit.View {
+	tb.Helper()
+	var found audit.View
+	testenv.WaitFor(tb, AuditWait, "an audit event on "+subject, func() bool {
+		for _, m := range c.StoredMsgs(tb, s, subject) {
+			var ev audit.View
+			if err := json.Unmarshal(m.Data(), &ev); err == nil && match(ev) {
+				found = ev
+				return true
+			}
+		}
+		return false
+	})
+	return found
+}
+
 // SequencesWhole waits until, for every boot in s, the events hold each number from
 // its smallest to its largest exactly once: no gap, no repeat (what `agentfy audit
 // verify` checks). It returns how many events and boots it read.
