@@ -497,8 +497,7 @@ func (p *Publisher) emit(it *item) {
 // release queues the held refusals whose window ended by due (the window of the timer
 // that calls it), in the order they came. Not by the clock's now: a window's end is a
 // wall-clock time, and a wall clock stepped or slewed behind the timer's monotonic one
-// would leave its refusals held until some later window's timer (a CI run waited 11 s
-// for refusals' events, the one way found that they could wait so long).
+// would leave its refusals held until some later window's timer.
 func (p *Publisher) release(due time.Time) {
 	p.mu.Lock()
 	p.queueHeld(due)
