@@ -130,7 +130,7 @@ func TestFrameOfTheOpenedPage(t *testing.T) {
 			case err == nil && len(reply.Envelope) == 4:
 				envelopes++
 			case err == nil && reply.Stream == bus.AuditStream && reply.Seq > 0:
-				acks++ // the audit stream's acknowledgement of a frame's event
+				acks++ // the audit stream's acknowledgement of an event
 			default:
 				t.Fatalf("reply on %s is neither an envelope nor the audit stream's ack: %.100q", m.Subject, data)
 			}
@@ -138,8 +138,11 @@ func TestFrameOfTheOpenedPage(t *testing.T) {
 			toolReplies++
 		}
 	}
-	if viewRequests != 2 || envelopes != 2 || acks != 2 || toolRequests != 1 || toolReplies != 1 {
-		t.Fatalf("saw %d view requests, %d envelopes, %d acks of frames' events, %d tool requests and %d tool replies in the namespace, want 2, 2, 2, 1 and 1",
+	// Each frame's event was acknowledged before its frame was answered; the stream
+	// acknowledges other events meanwhile too (an earlier test's refusals, released at
+	// the end of their second), so at least two.
+	if viewRequests != 2 || envelopes != 2 || acks < 2 || toolRequests != 1 || toolReplies != 1 {
+		t.Fatalf("saw %d view requests, %d envelopes, %d acks of audit events, %d tool requests and %d tool replies in the namespace, want 2, 2, at least 2, 1 and 1",
 			viewRequests, envelopes, acks, toolRequests, toolReplies)
 	}
 }
