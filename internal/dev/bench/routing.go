@@ -159,45 +159,70 @@ func benchRoutingViews(ctx context.Context, st *stack.Stack, bs *benchSession, v
 	return nil
 }
 
-// benchRoutingSims measures the NATS layer alone: the owner (replica 0) answers a
-// request id with reply, a reply the size of a real sealed frame, asked from the n
-// replicas round robin. Routed: only the owner subscribes, to a subject of the
-// session. Broadcast: every replica subscribes to one subject and drops what is not
-// its own, as every replica would with a Redis pub/sub channel. The two alternate in
-// blocks of 20.
+// benchRoutingSims measures the NATS layer alone: the owner (the first of n
+// connections, one per replica) answers a request id with reply, a reply the size of
+// a real sealed frame, asked from the n connections round robin. Routed: only the
+// owner subscribes, to a subject of the session. Broadcast: every connection
+// subscribes to one subject and drops what is not its own, as every replica would
+// with a Redis pub/sub channel. The two alternate in blocks of 20.
+//
+// Each connection is the sims' own, with the replica's credential, and deliveries are
+// the server's count of messages it sent to these connections alone: the server's
+// total also counts what the stack does meanwhile (audit acknowledgements, the
+// server's own events), which CI once saw add 0.2 a request with 8 replicas.
 func benchRoutingSims(ctx context.Context, st *stack.Stack, bs *benchSession, reply []byte, n int, o benchOptions, r *routingResult) error {
 	prefix := st.NS.Prefix() + ".bench"
 	routedSubj, broadcastSubj := prefix+".routed."+bs.ss.ID, prefix+".broadcast"
-	var subs []*nats.Subscription
+	conns := make([]*nats.Conn, 0, n)
 	defer func() {
-		for _, s := range subs {
-			_ = s.Unsubscribe()
+		for _, nc := range conns {
+			nc.Close()
 		}
 	}()
+	cids := make([]uint64, 0, n)
 	for i := range n {
-		nc := st.Replicas[i].NATS
-		held := map[string]bool{}
-		if i == 0 {
-			held[bs.ss.ID] = true
-			s, err := bus.Subscribe(nc, routedSubj, func(m *nats.Msg) { _ = m.Respond(reply) })
-			if err != nil {
-				return err
-			}
-			subs = append(subs, s)
-		}
-		sessionID := bs.ss.ID
-		s, err := bus.Subscribe(nc, broadcastSubj, func(m *nats.Msg) {
-			if held[sessionID] {
-				_ = m.Respond(reply)
-			}
-		})
+		nc, err := st.ConnectNATS(bus.RoleReplica, fmt.Sprintf("bench-routing-%d", i))
 		if err != nil {
 			return err
 		}
-		subs = append(subs, s)
+		conns = append(conns, nc)
+		cid, err := nc.GetClientID()
+		if err != nil {
+			return err
+		}
+		cids = append(cids, cid)
+		held := map[string]bool{}
+		if i == 0 {
+			held[bs.ss.ID] = true
+			if _, err := bus.Subscribe(nc, routedSubj, func(m *nats.Msg) { _ = m.Respond(reply) }); err != nil {
+				return err
+			}
+		}
+		sessionID := bs.ss.ID
+		if _, err := bus.Subscribe(nc, broadcastSubj, func(m *nats.Msg) {
+			if held[sessionID] {
+				_ = m.Respond(reply)
+			}
+		}); err != nil {
+			return err
+		}
 		if err := nc.Flush(); err != nil {
 			return err
 		}
+	}
+	delivered := func() (int64, error) {
+		var sum int64
+		for _, cid := range cids {
+			c, err := st.NATS.Connz(&server.ConnzOptions{CID: cid})
+			if err != nil {
+				return 0, err
+			}
+			if len(c.Conns) != 1 {
+				return 0, fmt.Errorf("routing: connection %d not found on the server", cid)
+			}
+			sum += c.Conns[0].OutMsgs
+		}
+		return sum, nil
 	}
 	const block = 20
 	var routedLat, broadcastLat []time.Duration
@@ -209,13 +234,13 @@ func benchRoutingSims(ctx context.Context, st *stack.Stack, bs *benchSession, re
 			lat     *[]time.Duration
 			out     *int64
 		}{{routedSubj, &routedLat, &routedOut}, {broadcastSubj, &broadcastLat, &broadcastOut}} {
-			_, out0, _, err := natsCounts(st.NATS)
+			out0, err := delivered()
 			if err != nil {
 				return err
 			}
 			for j := range min(block, o.routingSims-done) {
 				_, _ = rand.Read(id)
-				nc := st.Replicas[(done+j)%n].NATS
+				nc := conns[(done+j)%n]
 				rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 				t0 := time.Now()
 				_, err := nc.RequestMsgWithContext(rctx, &nats.Msg{Subject: mode.subject, Data: []byte(hex.EncodeToString(id))})
@@ -226,7 +251,9 @@ func benchRoutingSims(ctx context.Context, st *stack.Stack, bs *benchSession, re
 				}
 				*mode.lat = append(*mode.lat, d)
 			}
-			_, out1, _, err := natsCounts(st.NATS)
+			// The server counts a request's copies as it fans it out, before the
+			// owner has it to answer: every count is in once the reply is back.
+			out1, err := delivered()
 			if err != nil {
 				return err
 			}
