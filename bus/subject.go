@@ -1,7 +1,8 @@
-// Package bus owns the names and connections of the shared infrastructure: NATS subject
-// names (Namespace), Redis key names (Keys), connections, and request/reply with
+// Package bus owns the names and connections of NATS: subject names (Namespace),
+// connections with a role's credential and permissions, and request/reply with
 // deadlines and error codes carried in headers. Nothing else in the module builds a
-// subject or a key, or dials NATS. The embedded server of the development stack and the
+// subject or dials NATS. Redis key names are keyspace's; Namespace.Keys only hands
+// over the deployment's key builder. The embedded server of the development stack and the
 // tests is internal/dev/natsserver, so that no production binary links a NATS server.
 package bus
 

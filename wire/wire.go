@@ -1,8 +1,10 @@
 // Package wire is the contract between Agentfy's processes, in one place that every end
 // imports: the names on the worker tool channel and the broker socket, the reasons a view
 // fails with, the limits and layout of a page and its validation, and the deadline
-// budget of a view hop by hop. It imports nothing but the standard library, so the
-// worker and the broker can share it without linking anything of the API replica.
+// budget of a view hop by hop. It imports the standard library and one JSON package
+// (github.com/go-json-experiment/json, for DecodeStrict: every body between processes),
+// so the worker and the broker can share it without linking anything of the API
+// replica.
 //
 // Changing a value here changes the protocol between separately deployed processes: a
 // new name or reason may be added; an existing one stays as it is.
