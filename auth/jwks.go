@@ -110,6 +110,13 @@ type JWKSStatus struct {
 // period the provider asked for is over, or sooner on failure; a token with an unknown
 // kid may trigger one more refresh per UnknownKIDInterval. Both share the fetch in
 // flight, so there is at most one at a time.
+//
+// It is written here rather than taken from github.com/MicahParks/keyfunc/v3 and
+// github.com/MicahParks/jwkset (go-jose parses each key): their refresh runs on a
+// fixed ticker that cannot see Cache-Control, back off or record a success (so no
+// staleness bound), and their unknown-kid refresh neither joins a fetch in flight
+// nor tells a failed refresh from an absent kid (the 503/401 split).
+// docs/platform.md lists every behaviour they lack.
 type jwksCache struct {
 	name         string // JWKSStatus.URL, password redacted
 	issuer       string

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -90,6 +91,11 @@ func TestJWKSStrict(t *testing.T) {
 			testenv.JWK(t, key("ec-private").priv, "ec-private", "", "sig", nil), // with "d"
 			testenv.JWK(t, octSecret, "oct", "HS256", "sig", nil),
 			jwkJSON(t, "ec256-b", "RS256", "sig", nil), // alg does not fit the key
+			// Keys with bad or unknown members are ignored one by one (RFC 7517 section
+			// 5): the set's other keys still verify.
+			json.RawMessage(`{"kty":"RSA","kid":"broken","n":"AQAB"}`),
+			json.RawMessage(`{"kty":"EC","kid":"off-curve","crv":"P-256","x":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA","y":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}`),
+			testenv.JWK(t, key("ec256-c").public(), "odd-use", "", "foo", nil),
 		}
 	})
 	cfg := jwksConfig(p)
@@ -124,6 +130,7 @@ func TestJWKSStrict(t *testing.T) {
 		{"RSA key under 2048 bits", signKID(t, jwt.SigningMethodRS256, key("rsa1024").priv, "rsa1024", idpClaims(now, nil))},
 		{"P-521 key", signKID(t, jwt.SigningMethodES512, key("ec521").priv, "ec521", idpClaims(now, nil))},
 		{"key whose alg does not fit it", signKID(t, jwt.SigningMethodES256, key("ec256-b").priv, "ec256-b", idpClaims(now, nil))},
+		{"key with an unknown use", signKID(t, jwt.SigningMethodES256, key("ec256-c").priv, "odd-use", idpClaims(now, nil))},
 		{"unknown kid", signKID(t, jwt.SigningMethodES256, key("ec256-c").priv, "ec256-c", idpClaims(now, nil))},
 		{"tampered claims", tampered},
 		{"garbage", "not.a.jwt"},
@@ -257,6 +264,53 @@ func TestJWKSRotation(t *testing.T) {
 	verifyRefused(t, v, tok("ec256")) // unknown now, and rate limited: no fetch
 	verifyOK(t, v, tok("ec256-b"))
 	wantFetches(t, p, 4)
+}
+
+// TestJWKSUnknownKIDJoinsFetchInFlight: tokens of a key the provider just rotated to
+// that arrive while the refresh the first of them started is in flight wait for that
+// refresh and verify, with one fetch between them: none is refused from the set being
+// replaced, which would sign its user out.
+func TestJWKSUnknownKIDJoinsFetchInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const latency = 100 * time.Millisecond
+		p, _, v, _ := ec256Provider(t, func(o *auth.JWKSOptions) {
+			o.HTTPClient = &http.Client{Transport: slowTransport{latency: latency, next: o.HTTPClient.Transport}}
+		})
+		time.Sleep(latency) // the first fetch
+		synctest.Wait()
+		wantFetches(t, p, 1)
+
+		p.Set(func(s *testenv.IDPState) { s.Keys = append(s.Keys, jwkJSON(t, "ec256-b", "", "sig", nil)) })
+		rotated := signKID(t, jwt.SigningMethodES256, key("ec256-b").priv, "ec256-b", idpClaims(time.Now(), nil))
+		var wg sync.WaitGroup
+		for i := range 5 {
+			wg.Go(func() {
+				time.Sleep(time.Duration(i) * latency / 5) // all within the first one's fetch
+				if got, err := v.Verify(t.Context(), rotated); err != nil || got != "u-alice" {
+					t.Errorf("token %d of the rotated key: %q, %v", i, got, err)
+				}
+			})
+		}
+		wg.Wait()
+		wantFetches(t, p, 2)
+	})
+}
+
+// slowTransport answers after latency, as a provider far away does.
+type slowTransport struct {
+	latency time.Duration
+	next    http.RoundTripper
+}
+
+func (s slowTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	t := time.NewTimer(s.latency)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-r.Context().Done():
+		return nil, r.Context().Err()
+	}
+	return s.next.RoundTrip(r)
 }
 
 // TestJWKSOtherIssuerFetchesNothing: a token of another issuer never makes a source
