@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"slices"
 	"sync"
@@ -66,8 +67,9 @@ func (c *recordingClient) put(calls []cdpCall) {
 // (the tests' sessions, closeAllTabs) are not recorded.
 func recordingBrowser(tb testing.TB) (*rod.Browser, *recordingClient) {
 	tb.Helper()
-	rec := &recordingClient{next: testChromium.Browser}
-	return testChromium.Browser.Context(tb.Context()).Client(rec), rec
+	shared := sharedChromium(tb).Browser
+	rec := &recordingClient{next: shared}
+	return shared.Context(tb.Context()).Client(rec), rec
 }
 
 // TestCaptureCDPCalls records what capture sends to Chromium: only the
@@ -267,6 +269,28 @@ func TestStuckPageReleasesToolQueue(t *testing.T) {
 	}
 	if status, body := tb.post(t, "/tools/browser_tabs", "{}"); status != http.StatusOK {
 		t.Fatalf("browser_tabs after the stuck page: %d %s", status, body)
+	}
+}
+
+// TestOpenOfAHungPageAnswers opens a page whose script never yields: browser_open
+// answers with the tab once the load wait is over, well within the tool's deadline
+// (it once waited for the whole of it, reading the title of a page that cannot
+// answer).
+func TestOpenOfAHungPageAnswers(t *testing.T) {
+	s := newSite(t)
+	tb := newTestBroker(t, nil, func(c *Config) { c.LoadTimeout = time.Second; c.ToolTimeout = 30 * time.Second })
+	start := time.Now()
+	status, body := tb.post(t, "/tools/browser_open", map[string]string{"url": s.URL + "/hung"})
+	took := time.Since(start)
+	var res struct{ Result Tab }
+	if status != http.StatusOK || json.Unmarshal(body, &res) != nil || res.Result.TabID == "" {
+		t.Fatalf("browser_open of a hung page: %d %s", status, body)
+	}
+	sess := testSession(t, res.Result.TabID)
+	t.Cleanup(func() { _ = proto.RuntimeTerminateExecution{}.Call(sess) })
+	// The load wait (1 s) and the title's (titleWait); the tool's deadline is 30 s.
+	if took > 10*time.Second {
+		t.Errorf("browser_open of a hung page answered after %v", took)
 	}
 }
 

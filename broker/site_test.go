@@ -43,6 +43,11 @@ func newSite(tb testing.TB) *site {
 	mux.HandleFunc("/stripes", func(w http.ResponseWriter, r *http.Request) {
 		writeHTML(w, "stripes", `<style>html{overflow:hidden}body{margin:0}div{height:1000px}</style><div style="background:rgb(255,0,0)"></div><div style="background:rgb(0,0,255)"></div><div style="background:rgb(0,255,0)"></div>`)
 	})
+	// /hung: a page whose script never yields, before its load ends: it answers no
+	// evaluation until its script is terminated.
+	mux.HandleFunc("/hung", func(w http.ResponseWriter, r *http.Request) {
+		writeHTML(w, "hung", `<p>hung</p><script>for (;;) {}</script>`)
+	})
 	// /text: a page of text, like most pages an agent reads.
 	mux.HandleFunc("/text", func(w http.ResponseWriter, r *http.Request) {
 		var b strings.Builder

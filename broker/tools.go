@@ -394,14 +394,17 @@ func (b *Broker) CloseTab(ctx context.Context, tabID string) error {
 // tabInfo reads a tab's URL from Chromium and its title from the page: the
 // browser learns a new title from the renderer a moment later, so right
 // after a load or a step its target info may still show the old one. If the
-// page cannot answer (it is navigating), the target info's title stands.
+// page cannot answer within titleWait (it is navigating, or its script never
+// yields), the target info's title stands.
 func (b *Broker) tabInfo(ctx context.Context, page *rod.Page, id proto.TargetTargetID) (Tab, error) {
 	info, err := proto.TargetGetTargetInfo{TargetID: id}.Call(b.browser.Context(ctx))
 	if err != nil {
 		return Tab{}, fmt.Errorf("get target info: %w", err)
 	}
 	tab := Tab{TabID: string(id), URL: info.TargetInfo.URL, Title: info.TargetInfo.Title}
-	res, err := proto.RuntimeEvaluate{Expression: "document.title", ReturnByValue: true}.Call(page.Context(ctx))
+	tctx, cancel := context.WithTimeout(ctx, titleWait)
+	defer cancel()
+	res, err := proto.RuntimeEvaluate{Expression: "document.title", ReturnByValue: true}.Call(page.Context(tctx))
 	if err == nil && res.ExceptionDetails == nil && res.Result != nil && res.Result.Type == proto.RuntimeRemoteObjectTypeString {
 		tab.Title = res.Result.Value.Str()
 	}
@@ -436,6 +439,12 @@ func (b *Broker) page(ctx context.Context, id proto.TargetTargetID) (*rod.Page, 
 
 // loadPoll is the pause between two looks at a loading page.
 const loadPoll = 25 * time.Millisecond
+
+// titleWait bounds tabInfo's read of the page's title. A page whose script never
+// yields answers nothing: without a bound, browser_open of a page that hangs right
+// after its load waited for the tool's whole deadline, past the caller's (CI saw the
+// reliability suite's hung page do it once).
+const titleWait = time.Second
 
 // waitLoad waits until the page's current document has loaded, at most
 // Config.LoadTimeout; a page that is slow to load is not an error of the
