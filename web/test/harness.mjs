@@ -79,11 +79,15 @@ export async function startStack({ restartAfter = '3s', env = {} } = {}) {
   }
   const ready = JSON.parse(await readFile(readyPath, 'utf8'));
 
-  /** stopSession stops the demo session with the operator CLI, as a person would. */
+  /**
+   * stopSession stops the demo session with the operator CLI, as a person would: with
+   * the operator's Redis URL and NATS credential, as the dev banner exports them (the
+   * CLI records the change in the audit trail, and exits 3 when it could not).
+   */
   const stopSession = async (agent = ready.agent) => {
     await run(cli, ['session', 'stop', '-agent', agent], {
       cwd: repoRoot,
-      env: { ...process.env, AGENTFY_REDIS_URL: ready.redis },
+      env: { ...process.env, AGENTFY_REDIS_URL: ready.redis, AGENTFY_NATS_URL: ready.nats, AGENTFY_NATS_PASSWORD: ready.natsOperator.password },
       timeout: 30_000,
     });
   };
