@@ -22,31 +22,17 @@ import (
 	"github.com/agentfy/agentfy/audit"
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/deploy"
-	"github.com/agentfy/agentfy/internal/dev/natsserver"
 	"github.com/agentfy/agentfy/internal/test/testenv"
 	"github.com/agentfy/agentfy/wire"
 )
 
 // server runs a NATS server with the deployment's roles for ns, and JetStream with a
-// platform user; it returns the server's URL and the secrets.
+// platform user (testenv.StartPlatformNATS); it returns the server's URL, the secrets
+// and the platform's connection.
 func server(t testing.TB, ns bus.Namespace) (string, deploy.Secrets, *nats.Conn) {
 	t.Helper()
-	secrets, err := deploy.GenerateSecrets()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := deploy.NATSConfig(ns, secrets)
-	if err != nil {
-		t.Fatal(err)
-	}
-	js := &natsserver.JetStream{StoreDir: t.TempDir(), Account: deploy.NATSAccount, User: "platform", Password: "platform-password"}
-	s := testenv.NATS(t, natsserver.Options{Config: cfg, JetStream: js})
-	platform, err := bus.Connect(bus.Config{Servers: []string{s.ClientURL()}, User: js.User, Password: js.Password}, testenv.Logger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(platform.Close)
-	return s.ClientURL(), secrets, platform
+	p := testenv.StartPlatformNATS(t, ns)
+	return p.URL, p.Secrets, p.Platform
 }
 
 func connect(t testing.TB, url string, ns bus.Namespace, secrets deploy.Secrets, role bus.Role, o audit.Options) *audit.Publisher {

@@ -11,12 +11,13 @@ import (
 )
 
 // development is what no binary of a production image may link: the embedded NATS
-// server, and everything in the development and test places of internal/ (the local
-// stack, its servers, the benchmark, the test harness).
+// server, everything in the development and test places of internal/ (the local stack,
+// its servers, the test harness), and the benchmark (bench/).
 var development = []string{
 	"github.com/nats-io/nats-server/v2/server",
 	"github.com/agentfy/agentfy/internal/dev/",
 	"github.com/agentfy/agentfy/internal/test/",
+	"github.com/agentfy/agentfy/bench",
 	// The compose test's HTTP side (scripts/test-compose.sh), which reads traces back
 	// through the harness's Jaeger client.
 	"github.com/agentfy/agentfy/deploy/composecheck",
@@ -128,10 +129,10 @@ func TestAPIImportsNoRedisClient(t *testing.T) {
 }
 
 // TestLayers: internal/ has three places — production helpers (internal/ttlmap,
-// internal/redisclient, internal/replica), development (internal/dev: the stack, its
-// servers, the benchmark) and tests (internal/test: the harness). Only the binaries
-// (cmd/) and the development and test places themselves may import from the last two;
-// tests of any package may (go list's Imports are the non-test imports).
+// internal/redisclient, internal/replica), development (internal/dev: the stack and its
+// servers; and bench/, the benchmark) and tests (internal/test: the harness). Only the
+// binaries (cmd/) and the development and test places themselves may import from the
+// last two; tests of any package may (go list's Imports are the non-test imports).
 func TestLayers(t *testing.T) {
 	out, err := exec.CommandContext(t.Context(), "go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "../...").Output()
 	if err != nil {

@@ -99,7 +99,7 @@ label() { docker image inspect -f "{{index .Config.Labels \"$2\"}}" "$1" 2>/dev/
 standin_redis() {
   local name=redis:7.4-alpine
   # Revision 2 has the real image's redis user and a /data of its own: the compose file
-  # runs Redis as that user (user: redis, no capability). An older stand-in is remade.
+  # runs Redis as that user (user: redis, no Linux capability). An older stand-in is remade.
   if have "$name"; then
     [ "$(label "$name" agentfy.standin)" = 1 ] || return 0
     [ "$(label "$name" agentfy.standin.rev)" = 2 ] && return
@@ -130,8 +130,8 @@ standin_jaeger() {
   say "making $name from the distroless stand-in and Jaeger v1.75.0/v2.12.0 built from source (internal/tools/jaeger)"
   local ctx="$work/jaeger"
   mkdir -p "$ctx"
-  # The tests' own build (testenv.BuildJaeger, static): built once, cached, a copy here.
-  cp "$(go run ./internal/test/toolbin jaeger)" "$ctx/jaeger-linux"
+  # The tests' own build (servers.BuildJaeger, static): built once, cached, a copy here.
+  cp "$(go run ./internal/dev/toolbin jaeger)" "$ctx/jaeger-linux"
   # The release image's layout, user and entrypoint. Its UI is Jaeger's placeholder page:
   # the UI's assets are built apart (jaeger-ui, Node) and embedded only in releases; the
   # query API (/api/traces) is whole.

@@ -63,13 +63,15 @@ done
 go mod download
 
 # The Ory Hydra binary the OpenID tests run, built into the user cache by
-# internal/test/testenv.HydraBinary when missing (CGO: 4-6 min cold on two cores; a few
-# seconds when it is there already). A failed build prints the compiler's output.
+# internal/dev/servers.BuildHydra (through testenv.HydraBinary) when missing (CGO: 4-6
+# min cold on two cores; a few seconds when it is there already). A failed build prints
+# the compiler's output.
 echo "setup: hydra binary for the OpenID tests (internal/tools/hydra)" >&2
 go test -count=1 -timeout 20m -run '^TestHydraBinary$' ./internal/test/testenv >&2
 
 # The Jaeger v2 binary the trace tests export to and read back from, built the same way
-# by testenv.JaegerBinary from internal/tools/jaeger (about 5 min cold on two idle
-# cores, 35 on busy ones, 121 MB; a few seconds when it is there already).
+# by servers.BuildJaeger (through testenv.JaegerBinary) from internal/tools/jaeger
+# (about 5 min cold on two idle cores, 35 on busy ones, 121 MB; a few seconds when it
+# is there already).
 echo "setup: jaeger binary for the trace tests (internal/tools/jaeger)" >&2
 go test -count=1 -timeout 70m -run '^TestJaegerBinary$' ./internal/test/testenv >&2

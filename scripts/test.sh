@@ -3,53 +3,91 @@
 # redis-server, NATS and Chromium. CI runs exactly this (.ci/run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# Every test, every time: a -short in GOFLAGS would let the tests that need Chromium,
+# Hydra, Jaeger or Docker skip, and a skipped test would pass here.
+case " ${GOFLAGS:-} " in
+  *" -short "* | *" -short="* | *" -test.short"*)
+    echo "scripts/test.sh runs every test: remove -short from GOFLAGS (go test -short ./... is the fast loop)" >&2
+    exit 2 ;;
+esac
+
+# Per-stage wall times, printed at the end of every run, a failed one too (the EXIT
+# trap): stage NAME ends the running stage and starts NAME.
+stage_names=() stage_seconds=() stage_name="" stage_start=$SECONDS
+stage() {
+  if [ -n "$stage_name" ]; then
+    stage_names+=("$stage_name") stage_seconds+=($((SECONDS - stage_start)))
+  fi
+  stage_name=$1 stage_start=$SECONDS
+  [ -z "$1" ] || echo "== $1" >&2
+}
+stage_table() {
+  local status=$? failed=$stage_name i
+  stage ""
+  {
+    printf '\n%-64s %7s\n' stage seconds
+    for i in "${!stage_names[@]}"; do
+      printf '%-64s %7d%s\n' "${stage_names[$i]}" "${stage_seconds[$i]}" \
+        "$([ $status -ne 0 ] && [ "${stage_names[$i]}" = "$failed" ] && echo "  (failed: exit $status)")"
+    done
+    printf '%-64s %7d\n' total "$SECONDS"
+  } >&2
+}
+trap stage_table EXIT
+
+stage "setup"
 scripts/setup.sh
 
-echo "== gofmt" >&2
+stage "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './node_modules/*'))
 if [ -n "$unformatted" ]; then
   echo "gofmt would change:" >&2; echo "$unformatted" >&2; exit 1
 fi
-echo "== go mod tidy -diff" >&2
+stage "go mod tidy -diff"
 # go.mod and go.sum say exactly what the code imports (direct requirements are not
 # marked indirect, nothing is missing or left over).
 go mod tidy -diff
-echo "== go vet" >&2
+stage "go vet"
 go vet ./...
-echo "== golangci-lint" >&2
+stage "golangci-lint"
 "$(go env GOPATH)/bin/golangci-lint" run ./...
-echo "== go test -race" >&2
+stage "go test -race"
 # The reliability suite runs on its own below: its load test keeps about 5,000
 # goroutines alive, near the race detector's limit, and it measures memory.
 # deploy/monitoring runs without the race detector below: it has no concurrency of its
 # own, and the race build of the Prometheus module it links costs about 10 min cold.
 go test -race -count=1 -timeout 20m $(go list ./... | grep -v -e /reliability -e /deploy/monitoring)
-echo "== dashboard and alerts against a running stack (deploy/monitoring)" >&2
+stage "dashboard and alerts against a running stack (deploy/monitoring)"
 go test -count=1 -timeout 10m ./deploy/monitoring
-echo "== reliability suite (faults, tampering, grants, load, leaks, access)" >&2
+stage "reliability suite"
 go test -count=1 -timeout 15m ./reliability
-echo "== Redis Cluster and Sentinel: end-to-end, route-table, grant and CLI tests on each" >&2
+# Redis Cluster and Sentinel: end-to-end, route-table, grant and CLI tests on each.
 # Three masters with a replica each, and a master, a replica and three sentinels, all
 # with the deployment's ACL users (internal/dev/redisserver). The failover under load runs
-# in the reliability suite above, on both.
-e2e_on_topology='^(TestAgentList|TestConsumeRoute|TestPollingDoesNotKeepASessionAlive|TestWorkerEndsItsSession|TestFrameOfTheOpenedPage|TestNoTabIsPageNull|TestNoSessionIsNotLive|TestRechecksAfterCapture|TestGateAcrossReplicas|TestUnavailable|TestServiceRoutes|TestAdminRoutes)$'
+# in the reliability suite above, on both. One go test per topology: its four packages
+# run side by side (no name below is a test of two of them but TestConsumeRoute, which
+# e2e and api each have and both run).
+on_topology='^('
+on_topology+='TestAgentList|TestConsumeRoute|TestPollingDoesNotKeepASessionAlive|TestWorkerEndsItsSession|TestFrameOfTheOpenedPage|TestNoTabIsPageNull|TestNoSessionIsNotLive|TestRechecksAfterCapture|TestGateAcrossReplicas|TestUnavailable|TestServiceRoutes|TestAdminRoutes' # e2e
+on_topology+='|TestViewRoutesRefuse|TestStatusRouteRefuses'                          # api (and TestConsumeRoute)
+on_topology+='|TestGrants|TestAccess|TestAccessChanges|TestAdminListener'             # reliability
+on_topology+='|TestOperatorCommands|TestToolCommandGoesThroughTheOwner'               # cmd/agentfy
+on_topology+=')$'
 for topology in cluster sentinel; do
-  echo "-- on a Redis $topology" >&2
-  AGENTFY_TEST_REDIS=$topology go test -count=1 -timeout 10m -run "$e2e_on_topology" ./e2e
-  AGENTFY_TEST_REDIS=$topology go test -count=1 -timeout 10m -run '^(TestViewRoutesRefuse|TestStatusRouteRefuses|TestConsumeRoute)$' ./api
-  AGENTFY_TEST_REDIS=$topology go test -count=1 -timeout 10m -run '^(TestGrants|TestAccess|TestAccessChanges|TestAdminListener)$' ./reliability
-  AGENTFY_TEST_REDIS=$topology go test -count=1 -timeout 10m -run '^(TestOperatorCommands|TestToolCommandGoesThroughTheOwner)$' ./cmd/agentfy
+  stage "on a Redis $topology: end-to-end, route-table, grant and CLI tests"
+  AGENTFY_TEST_REDIS=$topology go test -count=1 -timeout 10m -run "$on_topology" ./e2e ./api ./reliability ./cmd/agentfy
 done
 # Budgets are execution counts (about 10 s each on a 2-core machine), not durations: a
 # duration -fuzztime races Go's fuzz coordinator at its deadline and fails a clean run
 # with "context deadline exceeded" on a loaded machine (go.dev/issue/75804, fixed in
 # Go 1.27; CI saw it on FuzzSealedFastPath). A count has no deadline to race.
-echo "== fuzzing, about 10 s per target, from the committed corpora" >&2
+stage "fuzzing, about 10 s per target"
 for target in "FuzzOpen ./envelope 300000" "FuzzParse ./jsonrpc 100000" "FuzzConsumeBody ./api 20000" "FuzzParsePage ./wire 150000"; do
   set -- $target
   go test -run='^$' -fuzz="^$1\$" -fuzztime="$3x" -timeout 5m "$2"
 done
-echo "== web app and SDK" >&2
+stage "web app and SDK"
 scripts/test-web.sh
-echo "== the compose stack, for real (Docker)" >&2
+stage "the compose stack, for real (Docker)"
 scripts/test-compose.sh

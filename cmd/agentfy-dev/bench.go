@@ -14,11 +14,11 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/agentfy/agentfy/internal/dev/bench"
+	"github.com/agentfy/agentfy/bench"
 	"github.com/agentfy/agentfy/internal/dev/stack"
 )
 
-// cmdBench runs the benchmark suite (internal/dev/bench) against a real local stack, prints
+// cmdBench runs the benchmark suite (bench/) against a real local stack, prints
 // the table and writes BENCHMARKS.md and, with -json, the raw results.
 func cmdBench(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)

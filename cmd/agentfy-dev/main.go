@@ -1,5 +1,5 @@
 // Command agentfy-dev is the development CLI: it runs the whole local stack (dev.go),
-// measures it (internal/dev/bench), and is the compose stack's demo agent and demo site.
+// measures it (bench/), and is the compose stack's demo agent and demo site.
 // It links the embedded NATS server, Chromium's driver, the worker and the broker, so
 // no production image ships it; the operator's commands are cmd/agentfy's.
 package main

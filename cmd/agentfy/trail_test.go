@@ -17,7 +17,6 @@ import (
 	"github.com/agentfy/agentfy/audit"
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/deploy"
-	"github.com/agentfy/agentfy/internal/dev/natsserver"
 	"github.com/agentfy/agentfy/internal/test/testenv"
 )
 
@@ -36,32 +35,18 @@ func trailNamespace(t *testing.T) bus.Namespace {
 	return ns
 }
 
-// auditServer runs a NATS server with the roles of ns's deployment (deploy.NATSConfig)
-// and JetStream, as a platform runs it: no audit stream yet, and a platform user with
-// every right, connected. It returns the server's URL, the roles' secrets and the
-// platform's JetStream.
+// auditServer runs a NATS server with the roles of ns's deployment and JetStream, as a
+// platform runs it (testenv.StartPlatformNATS): no audit stream yet, and a platform
+// user with every right, connected. It returns the server's URL, the roles' secrets
+// and the platform's JetStream.
 func auditServer(t *testing.T, ns bus.Namespace) (string, deploy.Secrets, jetstream.JetStream) {
 	t.Helper()
-	secrets, err := deploy.GenerateSecrets()
+	p := testenv.StartPlatformNATS(t, ns)
+	pjs, err := jetstream.New(p.Platform)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := deploy.NATSConfig(ns, secrets)
-	if err != nil {
-		t.Fatal(err)
-	}
-	js := &natsserver.JetStream{StoreDir: t.TempDir(), Account: deploy.NATSAccount, User: "platform", Password: "platform-password"}
-	s := testenv.NATS(t, natsserver.Options{Config: cfg, JetStream: js})
-	platform, err := bus.Connect(bus.Config{Servers: []string{s.ClientURL()}, Name: "platform", User: js.User, Password: js.Password}, testenv.Logger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(platform.Close)
-	pjs, err := jetstream.New(platform)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s.ClientURL(), secrets, pjs
+	return p.URL, p.Secrets, pjs
 }
 
 // asRole gives the CLI role's NATS credentials (its user by default).

@@ -28,7 +28,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentfy/agentfy/internal/test/testenv"
+	"github.com/agentfy/agentfy/internal/dev/servers"
 )
 
 func main() {
@@ -254,7 +254,7 @@ func oneTrace(ctx context.Context, base, traceResponse string) error {
 		return fmt.Errorf("traceresponse %q: the view was not traced", traceResponse)
 	}
 	id := parts[1]
-	jaeger := testenv.JaegerAt(base)
+	jaeger := servers.JaegerAt(base)
 	var last string
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -276,7 +276,7 @@ func oneTrace(ctx context.Context, base, traceResponse string) error {
 }
 
 // checkTree says what keeps tr from being a whole view's trace.
-func checkTree(tr testenv.JaegerTrace) error {
+func checkTree(tr servers.JaegerTrace) error {
 	if len(tr.Spans) < minViewSpans {
 		return fmt.Errorf("%d spans so far, want at least %d", len(tr.Spans), minViewSpans)
 	}
@@ -308,7 +308,7 @@ func checkTree(tr testenv.JaegerTrace) error {
 }
 
 // describe renders tr as a tree: service, span, offset from the root's start, duration.
-func describe(tr testenv.JaegerTrace) string {
+func describe(tr servers.JaegerTrace) string {
 	children := map[string][]int{}
 	root := -1
 	for i, s := range tr.Spans {

@@ -19,8 +19,8 @@ import (
 	"github.com/agentfy/agentfy/broker/egress"
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/channel"
+	"github.com/agentfy/agentfy/internal/dev/servers"
 	"github.com/agentfy/agentfy/internal/telemetry"
-	"github.com/agentfy/agentfy/internal/test/testenv"
 	"github.com/agentfy/agentfy/session"
 	"github.com/agentfy/agentfy/wire"
 	"github.com/agentfy/agentfy/worker"
@@ -76,7 +76,7 @@ type Session struct {
 	stack      *Stack
 	brokerOpts SessionOptions
 	brokerProc *exec.Cmd       // with Options.BrokerBin
-	brokerLog  *testenv.Buffer // the broker process's stderr
+	brokerLog  *servers.Buffer // the broker process's stderr
 	brokerDone chan struct{}   // closed when brokerProc exits
 	link       *link
 	worker     *worker.Worker
@@ -277,7 +277,7 @@ func (ss *Session) startBrokerProcess(ctx context.Context) error {
 			}
 		}
 	}
-	ss.brokerLog = &testenv.Buffer{}
+	ss.brokerLog = &servers.Buffer{}
 	cmd.Stdout, cmd.Stderr = ss.brokerLog, ss.brokerLog
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

@@ -1,7 +1,8 @@
 // Package stack starts the whole system on one machine: a redis-server, an embedded NATS
 // server, N API replicas, a demo website, and per session a browser broker with its own
-// Chromium plus a worker. The development command, the integration tests, the
-// reliability suite and the benchmarks all use it, so what is tested is what runs.
+// Chromium plus a worker. The development command, the bench and the test harness
+// (internal/test/stacktest, for the integration tests and the reliability suite) all
+// use it, so what is tested is what runs.
 package stack
 
 import (
@@ -757,6 +758,14 @@ func (s *Stack) startSite(ctx context.Context) error {
 	s.Site = "http://" + ln.Addr().String()
 	s.closers = append(s.closers, func() { _ = srv.Close() })
 	return nil
+}
+
+// OnClose makes Close call f after everything of the stack's own has stopped: the
+// servers its caller started for it (a Redis Cluster or Sentinel set).
+func (s *Stack) OnClose(f func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closers = append([]func(){f}, s.closers...)
 }
 
 // Close stops sessions, replicas and servers, newest first.

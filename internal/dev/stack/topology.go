@@ -5,18 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
-	"os"
 
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/deploy"
 	"github.com/agentfy/agentfy/internal/dev/redisserver"
 )
-
-// TopologyEnv names the Redis topology the integration suites run on: "" or "server"
-// (one redis-server, the default), "cluster" (three masters, three replicas) or
-// "sentinel" (a master, a replica, three sentinels). scripts/test.sh runs the suites
-// on each.
-const TopologyEnv = "AGENTFY_TEST_REDIS"
 
 // Topology is a Redis Cluster or Sentinel set started for a stack.
 type Topology struct {
@@ -71,43 +64,7 @@ func StartTopology(ctx context.Context, kind, deployment string, secrets deploy.
 		}
 		t.Target = &RedisTarget{Addrs: t.Sentinel.SentinelAddrs(), MasterName: t.Sentinel.MasterName(), Kind: kind, Admin: &t.Admin}
 	default:
-		return nil, fmt.Errorf("%s=%q: want server, cluster or sentinel", TopologyEnv, kind)
+		return nil, fmt.Errorf("redis topology %q: want server, cluster or sentinel", kind)
 	}
 	return t, nil
-}
-
-// TopologyFromEnv starts the topology TopologyEnv names (nil for the default).
-func TopologyFromEnv(ctx context.Context, deployment string, secrets deploy.Secrets) (*Topology, error) {
-	return StartTopology(ctx, os.Getenv(TopologyEnv), deployment, secrets)
-}
-
-// StartOnTopology starts a stack on the Redis topology TopologyEnv names: it starts the
-// Cluster or Sentinel set first (with o.Secrets, fresh ones when nil) and points o at
-// it. Close stops the stack and then the topology.
-func StartOnTopology(ctx context.Context, o Options) (*Stack, *Topology, error) {
-	if o.Secrets == nil {
-		s, err := deploy.GenerateSecrets()
-		if err != nil {
-			return nil, nil, err
-		}
-		o.Secrets = &s
-	}
-	dep := o.Deployment
-	if dep == "" {
-		dep = "dev"
-	}
-	topo, err := TopologyFromEnv(ctx, dep, *o.Secrets)
-	if err != nil {
-		return nil, nil, fmt.Errorf("start redis: %w", err)
-	}
-	if topo != nil {
-		o.Redis = topo.Target
-	}
-	st, err := Start(ctx, o)
-	if err != nil {
-		topo.Stop()
-		return nil, nil, err
-	}
-	st.closers = append([]func(){topo.Stop}, st.closers...) // the last to stop
-	return st, topo, nil
 }

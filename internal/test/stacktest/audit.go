@@ -1,6 +1,7 @@
 package stacktest
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -157,4 +158,39 @@ func (c *Client) SequencesWhole(tb testing.TB, s jetstream.Stream) (events, boot
 		tb.Fatal(problem)
 	}
 	return events, boots
+}
+
+// LoseAuditStream deletes the stack's audit stream as the platform's user, an outage of
+// the trail, and returns remake, which makes it again (stack.Stack.MakeAuditStream);
+// when the test does not call remake, the stream is made again at cleanup.
+func (c *Client) LoseAuditStream(tb testing.TB) (remake func()) {
+	tb.Helper()
+	ctx := c.Context(tb)
+	nc, err := c.St.ConnectPlatform("audit-breaker " + tb.Name())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := js.DeleteStream(ctx, bus.AuditStream); err != nil {
+		tb.Fatal(err)
+	}
+	remade := false
+	tb.Cleanup(func() {
+		if !remade {
+			if err := c.St.MakeAuditStream(context.WithoutCancel(ctx)); err != nil {
+				tb.Errorf("make the audit stream again: %v", err)
+			}
+		}
+	})
+	return func() {
+		tb.Helper()
+		if err := c.St.MakeAuditStream(ctx); err != nil {
+			tb.Fatal(err)
+		}
+		remade = true
+	}
 }

@@ -2,20 +2,26 @@
 // internal/test/testenv): it drives a running stack (internal/dev/stack) for the api, e2e and
 // reliability suites — test contexts, tokens, agents, the gate, and requests to the
 // view, status and consume routes whose every answer is checked against the OpenAPI
-// document. Start gives a test a stack of its own; a suite that shares one starts it in
-// TestMain and wraps it in a Client.
+// document. Start gives a test a stack of its own (StartShared a TestMain, for a suite
+// that shares one and wraps it in a Client), on the Redis topology AGENTFY_TEST_REDIS
+// names; StartSession a session on it, skipped under -short when its broker launches
+// Chromium.
 package stacktest
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/agentfy/agentfy/deploy"
 	"github.com/agentfy/agentfy/directory"
 	"github.com/agentfy/agentfy/internal/dev/stack"
 	"github.com/agentfy/agentfy/internal/test/oas"
@@ -164,18 +170,82 @@ func send(ctx context.Context, tb testing.TB, method, url, bearer string, body i
 	return Response{Status: status, Header: header, Body: string(b)}
 }
 
-// Start starts a stack of the test's own, logging to the test, on the Redis topology
-// AGENTFY_TEST_REDIS names (stack.StartOnTopology: a redis-server when unset), and stops
-// it when the test ends. Suites that share one stack start it in TestMain instead.
+// Start is the way a test gets a stack of its own: it starts one (stack.Start) and
+// stops it when the test ends. The stack logs to the test unless o.Log is set (any
+// Logger but the zero one), and runs on the Redis topology AGENTFY_TEST_REDIS names
+// (TopologyEnv: a redis-server of its own when unset) unless o.Redis points
+// it at servers of the test's. Suites that share one stack start it in TestMain with
+// StartShared.
 func Start(tb testing.TB, o stack.Options) *Client {
 	tb.Helper()
-	o.Log = testenv.Logger(tb)
+	if reflect.ValueOf(o.Log).IsZero() {
+		o.Log = testenv.Logger(tb)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), DefaultTimeout)
 	defer cancel()
-	st, _, err := stack.StartOnTopology(ctx, o)
+	st, err := StartShared(ctx, o)
 	if err != nil {
 		tb.Fatalf("start stack: %v", err)
 	}
 	tb.Cleanup(st.Close)
 	return &Client{St: st}
+}
+
+// StartShared is Start for a TestMain, which has no test to log to or to stop the
+// stack with: the caller closes it. It starts on the Redis topology TopologyEnv names
+// unless o.Redis is set.
+func StartShared(ctx context.Context, o stack.Options) (*stack.Stack, error) {
+	if o.Redis != nil {
+		return stack.Start(ctx, o)
+	}
+	if o.Secrets == nil {
+		s, err := deploy.GenerateSecrets()
+		if err != nil {
+			return nil, err
+		}
+		o.Secrets = &s
+	}
+	topo, err := TopologyFromEnv(ctx, cmp.Or(o.Deployment, "dev"), *o.Secrets)
+	if err != nil {
+		return nil, fmt.Errorf("start redis: %w", err)
+	}
+	if topo != nil {
+		o.Redis = topo.Target
+	}
+	st, err := stack.Start(ctx, o)
+	if err != nil {
+		topo.Stop()
+		return nil, err
+	}
+	st.OnClose(topo.Stop) // the last to stop
+	return st, nil
+}
+
+// TopologyEnv names the Redis topology the integration suites run on: "" or "server"
+// (one redis-server, the default), "cluster" (three masters, three replicas) or
+// "sentinel" (a master, a replica, three sentinels). scripts/test.sh runs chosen
+// suites on each.
+const TopologyEnv = "AGENTFY_TEST_REDIS"
+
+// TopologyFromEnv starts the topology TopologyEnv names (stack.StartTopology) for
+// deployment with secrets; nil for the default, a stack's own redis-server.
+func TopologyFromEnv(ctx context.Context, deployment string, secrets deploy.Secrets) (*stack.Topology, error) {
+	return stack.StartTopology(ctx, os.Getenv(TopologyEnv), deployment, secrets)
+}
+
+// StartSession starts a session of agent on st within ctx (stack.Stack.StartSession)
+// and closes it when the test ends. A session whose broker launches Chromium — neither
+// Shell nor a BrokerHandler standing in for the broker — skips the test under -short
+// (testenv.SkipUnderShort).
+func StartSession(ctx context.Context, tb testing.TB, st *stack.Stack, agent string, o stack.SessionOptions) *stack.Session {
+	tb.Helper()
+	if !o.Shell && o.BrokerHandler == nil {
+		testenv.SkipUnderShort(tb, "stacktest.StartSession", testenv.NeedsChromium)
+	}
+	ss, err := st.StartSession(ctx, agent, o)
+	if err != nil {
+		tb.Fatalf("start a session of %s: %v", agent, err)
+	}
+	tb.Cleanup(ss.Close)
+	return ss
 }

@@ -1,280 +1,47 @@
 package testenv
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
-	"net/http"
-	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
-	"strconv"
-	"strings"
-	"sync"
-	"syscall"
 	"testing"
-	"time"
 
-	"github.com/agentfy/agentfy/internal/dev/redisserver"
+	"github.com/agentfy/agentfy/internal/dev/servers"
 )
 
-// HydraVersion is the Ory Hydra release internal/tools/hydra pins (its go.mod says the
-// same; TestHydraBinary checks both).
-const HydraVersion = "v2.3.0"
+// HydraVersion is the Ory Hydra release the tests run (servers.HydraVersion).
+const HydraVersion = servers.HydraVersion
 
-// HydraAccessTokenKeySet is the JSON Web Key Set whose newest key signs Hydra's JWT
-// access tokens. Its public keys are served, beside those of the ID-token set, at
-// /.well-known/jwks.json.
-const HydraAccessTokenKeySet = "hydra.jwt.access-token" //nolint:gosec // a key set's name, not a credential
+// HydraAccessTokenKeySet is the key set whose newest key signs Hydra's JWT access
+// tokens (servers.HydraAccessTokenKeySet).
+const HydraAccessTokenKeySet = servers.HydraAccessTokenKeySet
 
-const (
-	// HydraBuildTimeout bounds HydraBinary: a cold build took 4 min on an idle two-core
-	// machine and 6 min on a busy one, and a second test process may wait for the first
-	// one's build.
-	HydraBuildTimeout = 15 * time.Minute
-	// HydraStartTimeout bounds how long StartHydra waits for Hydra to be ready and to
-	// make its keys: 0.4 s to /health/ready on an idle machine, 1.5–6 s in all on a busy
-	// one.
-	HydraStartTimeout = 60 * time.Second
-	// hydraStopTimeout bounds the wait for a killed process to be reaped.
-	hydraStopTimeout = 10 * time.Second
-	// hydraRequestTimeout bounds every call the harness makes to Hydra, within the
-	// caller's deadline. A call that makes an RSA-4096 key (the first JWKS or token, a
-	// new RS256 key) took up to 4 s on a busy two-core machine.
-	hydraRequestTimeout = 30 * time.Second
-	// hydraBodyLimit bounds the answers the harness reads.
-	hydraBodyLimit = 1 << 20 // 1 MiB
-	// hydraLogTail is how much of Hydra's log a failing test shows.
-	hydraLogTail = 8 << 10 // 8 KiB
-	// hydraStartAttempts: a free port may be taken between FreePort and Hydra's bind.
-	hydraStartAttempts = 3
-)
-
-// hydraBuildArgs are the go build flags of the binary: the sqlite tags, without which
-// Hydra refuses DSN=memory (the driver needs CGO), and the version `hydra version`
-// prints.
-func hydraBuildArgs() []string {
-	return []string{
-		"build", "-tags", "sqlite,sqlite_omit_load_extension",
-		"-ldflags", "-X github.com/ory/hydra/v2/driver/config.Version=" + HydraVersion,
-	}
+// Hydra is an Ory Hydra run for a test (servers.Hydra) that the test stops at its end.
+type Hydra struct {
+	*servers.Hydra
 }
 
-// HydraBinary returns the path of a hydra binary built from the module
-// internal/tools/hydra, building it if it is missing. The binary lives in the user's
-// cache directory (os.UserCacheDir()/agentfy/hydra-<version>-<hash>/hydra), the hash
-// covering the tool module's go.mod, go.sum and the build flags, so a changed pin
-// builds anew. Concurrent callers, in this process or another, build it once: the
-// builder holds a file lock and renames a finished binary into place. A failed build
-// fails the test with the compiler's output; it is never skipped.
+// HydraBinary returns the path of the hydra binary (servers.BuildHydra), building it
+// if it is missing, logging through tb. A failed build fails the test with the
+// compiler's output; it is never skipped but under -short, where no Hydra runs
+// (SkipUnderShort).
 func HydraBinary(tb testing.TB) string {
 	tb.Helper()
-	dir, err := hydraToolDir()
-	if err != nil {
-		tb.Fatalf("hydra binary: %v", err)
-	}
-	bin, err := hydraBinaryPath(dir)
-	if err != nil {
-		tb.Fatalf("hydra binary: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), HydraBuildTimeout)
-	defer cancel()
-	err = ensureBuilt(ctx, bin, func(ctx context.Context, out string) error {
-		tb.Logf("building hydra %s into %s (about 4 min cold)", HydraVersion, bin)
-		start := time.Now()
-		args := append(hydraBuildArgs(), "-o", out, "github.com/ory/hydra/v2")
-		cmd := exec.CommandContext(ctx, "go", args...) //nolint:gosec // the go tool, fixed arguments
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=1", "GOWORK=off")
-		if output, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("go %s (in %s): %w\n%s", strings.Join(args, " "), dir, err, output)
-		}
-		tb.Logf("built hydra in %v", time.Since(start).Round(time.Second))
-		return nil
-	})
+	SkipUnderShort(tb, "HydraBinary", NeedsHydra)
+	bin, err := servers.BuildHydra(context.Background(), tb.Logf)
 	if err != nil {
 		tb.Fatalf("hydra binary: %v", err)
 	}
 	return bin
 }
 
-// hydraToolDir finds internal/tools/hydra.
-func hydraToolDir() (string, error) { return toolDir("hydra") }
-
-// hydraBinaryPath is where the binary built from the tool module in dir lives.
-func hydraBinaryPath(dir string) (string, error) {
-	return toolBinaryPath(dir, "hydra", HydraVersion, hydraBuildArgs())
-}
-
-// toolDir finds the tool module internal/tools/<name>: beside this file's package when
-// the source path is known, otherwise from the root module of the working directory.
-func toolDir(name string) (string, error) {
-	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
-		dir := filepath.Join(filepath.Dir(file), "..", "..", "tools", name)
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-	}
-	// A -trimpath build has no absolute source path; tests run inside the module.
-	out, err := exec.Command("go", "env", "GOMOD").Output() //nolint:noctx // go env answers at once
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	gomod := strings.TrimSpace(string(out))
-	if gomod == "" || gomod == os.DevNull {
-		return "", fmt.Errorf("internal/tools/%s not found: not inside the agentfy module", name)
-	}
-	dir := filepath.Join(filepath.Dir(gomod), "internal", "tools", name)
-	if _, err := os.Stat(filepath.Join(dir, "go.mod")); err != nil {
-		return "", fmt.Errorf("internal/tools/%s not found: %w", name, err)
-	}
-	return dir, nil
-}
-
-// toolBinaryPath is where the binary name built from the tool module in dir with
-// buildArgs lives: the user's cache directory, under a name with the version and a hash
-// of the module's go.mod, go.sum and the build flags, so that a changed pin builds anew.
-func toolBinaryPath(dir, name, version string, buildArgs []string) (string, error) {
-	h := sha256.New()
-	for _, f := range []string{"go.mod", "go.sum"} {
-		b, err := os.ReadFile(filepath.Join(dir, f)) //nolint:gosec // the tool module's own files
-		if err != nil {
-			return "", err
-		}
-		fmt.Fprintf(h, "%s %d\n", f, len(b))
-		h.Write(b)
-	}
-	fmt.Fprintf(h, "%q %s/%s\n", buildArgs, runtime.GOOS, runtime.GOARCH)
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		return "", fmt.Errorf("user cache dir: %w", err)
-	}
-	return filepath.Join(cache, "agentfy", name+"-"+version+"-"+hex.EncodeToString(h.Sum(nil)[:6]), name), nil
-}
-
-// ensureBuilt makes sure an executable exists at bin, calling build at most once across
-// processes: under an exclusive lock on bin+".lock", the builder writes into a temporary
-// directory beside bin and renames the result to bin, so no caller ever sees half a
-// binary. What a builder that died left behind is removed by the next one.
-func ensureBuilt(ctx context.Context, bin string, build func(ctx context.Context, out string) error) error {
-	if isExecutable(bin) {
-		return nil
-	}
-	dir := filepath.Dir(bin)
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return err
-	}
-	unlock, err := lockFile(ctx, bin+".lock")
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	if isExecutable(bin) { // another process built it while we waited
-		return nil
-	}
-	stale, _ := filepath.Glob(filepath.Join(dir, ".build-*"))
-	for _, d := range stale {
-		_ = os.RemoveAll(d)
-	}
-	tmp, err := os.MkdirTemp(dir, ".build-*")
-	if err != nil {
-		return err
-	}
-	defer func() { _ = os.RemoveAll(tmp) }()
-	out := filepath.Join(tmp, filepath.Base(bin))
-	if err := build(ctx, out); err != nil {
-		return err
-	}
-	if !isExecutable(out) {
-		return fmt.Errorf("%w at %s", errNoExecutable, out)
-	}
-	return os.Rename(out, bin)
-}
-
-// errNoExecutable: a build reported success but wrote no executable.
-var errNoExecutable = errors.New("the build left no executable")
-
-func isExecutable(path string) bool {
-	fi, err := os.Stat(path)
-	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
-}
-
-// lockFile takes an exclusive flock on path, polling so that the wait ends with ctx.
-// The lock is per open file, so it excludes other goroutines of this process too.
-func lockFile(ctx context.Context, path string) (unlock func(), err error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600) //nolint:gosec // our cache directory
-	if err != nil {
-		return nil, err
-	}
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) //nolint:gosec // a file descriptor fits an int
-		if err == nil {
-			return func() { _ = f.Close() }, nil // closing releases the lock
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
-			_ = f.Close()
-			return nil, fmt.Errorf("lock %s: %w", path, err)
-		}
-		select {
-		case <-ctx.Done():
-			_ = f.Close()
-			return nil, fmt.Errorf("lock %s (another build still running?): %w", path, ctx.Err())
-		case <-tick.C:
-		}
-	}
-}
-
-// Hydra is an Ory Hydra OAuth2 and OpenID provider run by StartHydra: in memory
-// (DSN=memory), in development mode (plain HTTP), with JWT access tokens, its public
-// and admin APIs on loopback ports.
-type Hydra struct {
-	// Issuer is the iss of every token and of the discovery document.
-	Issuer string
-	// PublicURL serves /oauth2/token, /.well-known/openid-configuration and
-	// /.well-known/jwks.json.
-	PublicURL string
-	// AdminURL serves /admin/clients and /admin/keys.
-	AdminURL string
-
-	// Set by StartHydra, read-only after.
-	bin                   string
-	publicPort, adminPort int
-	systemSecret          string
-	dsn                   string // "memory", or a SQLite file that survives Restart
-	home, logPath         string
-	client                *http.Client
-
-	mu      sync.Mutex // guards cmd and done
-	cmd     *exec.Cmd  // nil when stopped
-	done    chan struct{}
-	waitErr error // set before done is closed
-}
-
-// StartHydra runs `hydra serve all --dev --sqa-opt-out` from HydraBinary on free
-// loopback ports, returns once both APIs answer /health/ready and its signing keys
-// exist (the JWKS answered once), and stops it at cleanup
-// (a failing test also gets the tail of Hydra's log). Hydra's environment is built
-// from scratch, so configuration in the caller's (a DSN, say) cannot leak in.
+// StartHydra runs Hydra in memory (servers.StartHydra) in the test's temporary
+// directory and stops it at cleanup (a failing test also gets the tail of its log).
 func StartHydra(tb testing.TB) *Hydra {
 	tb.Helper()
 	return startHydra(tb, false)
 }
 
-// StartPersistentHydra is StartHydra with its state (clients, signing keys) in a SQLite
-// file of the test's temporary directory instead of memory, so that Restart brings the
-// same provider back, as a real one's restart after an outage does: tokens issued
-// before still verify against its JWKS. The schema is made once, before the first
-// start (`hydra migrate sql up`).
+// StartPersistentHydra is StartHydra with its state in a SQLite file
+// (servers.HydraOptions.Persistent), so that Restart brings the same provider back.
 func StartPersistentHydra(tb testing.TB) *Hydra {
 	tb.Helper()
 	return startHydra(tb, true)
@@ -283,331 +50,23 @@ func StartPersistentHydra(tb testing.TB) *Hydra {
 func startHydra(tb testing.TB, persistent bool) *Hydra {
 	tb.Helper()
 	bin := HydraBinary(tb)
-	secret := make([]byte, 32)
-	if _, err := rand.Read(secret); err != nil {
+	h, err := servers.StartHydra(context.Background(), servers.HydraOptions{Bin: bin, Dir: tb.TempDir(), Persistent: persistent})
+	if err != nil {
 		tb.Fatal(err)
-	}
-	tmp := tb.TempDir()
-	h := &Hydra{
-		bin:          bin,
-		systemSecret: hex.EncodeToString(secret),
-		home:         filepath.Join(tmp, "home"),
-		logPath:      filepath.Join(tmp, "hydra.log"),
-		client:       &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()},
-		dsn:          "memory",
-	}
-	if err := os.Mkdir(h.home, 0o700); err != nil {
-		tb.Fatal(err)
-	}
-	if persistent {
-		h.dsn = "sqlite://" + filepath.Join(tmp, "hydra.sqlite") + "?_fk=true"
-		ctx, cancel := context.WithTimeout(context.Background(), HydraStartTimeout)
-		cmd := exec.CommandContext(ctx, h.bin, "migrate", "sql", "up", "--read-from-env", "--yes") //nolint:gosec // the harness's hydra binary
-		cmd.Env = []string{"HOME=" + h.home, "TMPDIR=" + os.TempDir(), "DSN=" + h.dsn}
-		out, err := cmd.CombinedOutput()
-		cancel()
-		if err != nil {
-			tb.Fatalf("hydra migrate sql up: %v\n%s", err, out[max(0, len(out)-4000):])
-		}
 	}
 	tb.Cleanup(func() {
 		h.Stop()
 		if tb.Failed() {
-			tb.Logf("hydra log (tail):\n%s", h.logTail())
+			tb.Logf("hydra log (tail):\n%s", h.LogTail())
 		}
 	})
-	var err error
-	for range hydraStartAttempts {
-		ctx, cancel := context.WithTimeout(context.Background(), HydraStartTimeout)
-		if h.publicPort, err = redisserver.FreePort(ctx); err == nil {
-			if h.adminPort, err = redisserver.FreePort(ctx); err == nil {
-				public := "http://127.0.0.1:" + strconv.Itoa(h.publicPort)
-				h.Issuer, h.PublicURL, h.AdminURL = public, public, "http://127.0.0.1:"+strconv.Itoa(h.adminPort)
-				err = h.start(ctx)
-			}
-		}
-		cancel()
-		if !errors.Is(err, errHydraExited) {
-			break // ready, or a failure new ports would not cure
-		}
-	}
-	if err != nil {
-		tb.Fatalf("start hydra: %v (its log follows)", err)
-	}
-	return h
+	return &Hydra{h}
 }
 
-// errHydraExited: the process ended before it was ready (a port taken meanwhile, say).
-var errHydraExited = errors.New("hydra exited before it was ready")
-
-// start launches the process on h's ports and waits until it is ready.
-func (h *Hydra) start(ctx context.Context) error {
-	log, err := os.OpenFile(h.logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = log.Close() }() // the child has its own copy
-	// The process outlives ctx (which bounds only the start); Stop ends it.
-	cmd := exec.Command(h.bin, "serve", "all", "--dev", "--sqa-opt-out") //nolint:gosec,noctx // the harness's hydra binary
-	cmd.Env = []string{
-		"HOME=" + h.home,
-		"TMPDIR=" + os.TempDir(),
-		"SECRETS_SYSTEM=" + h.systemSecret,
-		"DSN=" + h.dsn,
-		"STRATEGIES_ACCESS_TOKEN=jwt",
-		"URLS_SELF_ISSUER=" + h.Issuer,
-		"SERVE_PUBLIC_HOST=127.0.0.1", "SERVE_PUBLIC_PORT=" + strconv.Itoa(h.publicPort),
-		"SERVE_ADMIN_HOST=127.0.0.1", "SERVE_ADMIN_PORT=" + strconv.Itoa(h.adminPort),
-	}
-	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", h.bin, err)
-	}
-	done := make(chan struct{})
-	h.mu.Lock()
-	h.cmd, h.done = cmd, done
-	h.mu.Unlock()
-	go func() {
-		err := cmd.Wait()
-		h.mu.Lock()
-		h.waitErr = err
-		h.mu.Unlock()
-		close(done)
-	}()
-
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for h.ready(ctx) != nil {
-		select {
-		case <-done:
-			h.mu.Lock()
-			err := h.waitErr
-			h.cmd = nil
-			h.mu.Unlock()
-			return fmt.Errorf("%w: %v", errHydraExited, err)
-		case <-ctx.Done():
-			h.Stop()
-			return fmt.Errorf("hydra on %s not ready: %w", h.PublicURL, ctx.Err())
-		case <-tick.C:
-		}
-	}
-	// Hydra makes its RSA-4096 signing keys (access and ID tokens) at the first request
-	// that needs them, which took 0.7–6 s on a busy two-core machine: a first JWKS fetch
-	// or token under a short deadline would fail. Fetch the JWKS once, so they exist.
-	if _, err := h.do(ctx, http.MethodGet, h.JWKSURL(), "", nil, http.StatusOK); err != nil {
-		h.Stop()
-		return fmt.Errorf("hydra's first JWKS: %w", err)
-	}
-	return nil
-}
-
-// ready checks /health/ready on both APIs.
-func (h *Hydra) ready(ctx context.Context) error {
-	for _, base := range []string{h.PublicURL, h.AdminURL} {
-		rctx, cancel := context.WithTimeout(ctx, time.Second)
-		_, err := h.do(rctx, http.MethodGet, base+"/health/ready", "", nil, http.StatusOK)
-		cancel()
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// Pid is the running process's id, or 0 when it is stopped.
-func (h *Hydra) Pid() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.cmd == nil {
-		return 0
-	}
-	return h.cmd.Process.Pid
-}
-
-// Stop kills the process group at once (SIGKILL) and waits until it is gone: the
-// provider is down, its ports refuse connections. A graceful SIGTERM costs about 1.6 s
-// and saves nothing (the state is in memory). Safe to call more than once.
-func (h *Hydra) Stop() {
-	h.mu.Lock()
-	cmd, done := h.cmd, h.done
-	h.cmd = nil
-	h.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	select {
-	case <-done: // it exited by itself: its pid may belong to someone else by now
-	default:
-		// The process group is Hydra's own (Setpgid): this reaches anything it started.
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		select {
-		case <-done:
-		case <-time.After(hydraStopTimeout):
-			// Unreapable (stuck in the kernel): nothing more a test can do.
-		}
-	}
-	h.client.CloseIdleConnections()
-}
-
-// Restart stops Hydra if it runs and starts a new process on the same ports, with the
-// same issuer and system secret. Started by StartHydra, its state was in memory, so
-// this is a fresh provider: no clients (create them again) and new signing keys (new
-// kids; tokens from before no longer verify against its JWKS). Started by
-// StartPersistentHydra, it is the same provider back: the same clients and keys. The
-// test fails if the ports were taken meanwhile.
+// Restart is servers.Hydra.Restart that fails the test when Hydra does not come back.
 func (h *Hydra) Restart(tb testing.TB) {
 	tb.Helper()
-	h.Stop()
-	ctx, cancel := context.WithTimeout(context.Background(), HydraStartTimeout)
-	defer cancel()
-	if err := h.start(ctx); err != nil {
-		tb.Fatalf("restart hydra: %v (its log follows)", err)
+	if err := h.Hydra.Restart(context.Background()); err != nil {
+		tb.Fatal(err)
 	}
-}
-
-// JWKSURL is the provider's public JSON Web Key Set: the public keys of every signing
-// key of both the access-token and the ID-token sets.
-func (h *Hydra) JWKSURL() string { return h.PublicURL + "/.well-known/jwks.json" }
-
-// CreateClient registers a confidential client (POST /admin/clients) that may use the
-// client_credentials grant, authenticating with client_secret_post, for audience. It
-// returns the secret Hydra generated. An existing clientID is refused (409).
-func (h *Hydra) CreateClient(ctx context.Context, clientID, audience string) (secret string, err error) {
-	body, err := json.Marshal(map[string]any{
-		"client_id":                  clientID,
-		"grant_types":                []string{"client_credentials"},
-		"token_endpoint_auth_method": "client_secret_post",
-		"audience":                   []string{audience},
-	})
-	if err != nil {
-		return "", err
-	}
-	b, err := h.do(ctx, http.MethodPost, h.AdminURL+"/admin/clients", "application/json", body, http.StatusCreated)
-	if err != nil {
-		return "", fmt.Errorf("create client %s: %w", clientID, err)
-	}
-	var c struct {
-		Secret string `json:"client_secret"`
-	}
-	if err := json.Unmarshal(b, &c); err != nil || c.Secret == "" {
-		return "", fmt.Errorf("create client %s: no client_secret in %q", clientID, b)
-	}
-	return c.Secret, nil
-}
-
-// Token obtains an access token with the client_credentials grant (POST /oauth2/token).
-// It is a JWT signed by the newest key of HydraAccessTokenKeySet, with sub = clientID,
-// aud = [audience], iss = Issuer, and a lifetime of one hour.
-func (h *Hydra) Token(ctx context.Context, clientID, secret, audience string) (string, error) {
-	form := url.Values{
-		"grant_type":    {"client_credentials"},
-		"client_id":     {clientID},
-		"client_secret": {secret},
-		"audience":      {audience},
-	}
-	b, err := h.do(ctx, http.MethodPost, h.PublicURL+"/oauth2/token", "application/x-www-form-urlencoded", []byte(form.Encode()), http.StatusOK)
-	if err != nil {
-		return "", fmt.Errorf("token for %s: %w", clientID, err)
-	}
-	var t struct {
-		AccessToken string `json:"access_token"`
-	}
-	if err := json.Unmarshal(b, &t); err != nil || t.AccessToken == "" {
-		return "", fmt.Errorf("token for %s: no access_token in the answer", clientID)
-	}
-	return t.AccessToken, nil
-}
-
-// RotateKey creates a key for alg (RS256, ES256, ES512, EdDSA…; HS256 is refused) in
-// HydraAccessTokenKeySet, with a kid Hydra chooses (a UUID), and returns the kid. The
-// new key signs the next tokens at once; the older keys stay in the JWKS until
-// DeleteKey.
-func (h *Hydra) RotateKey(ctx context.Context, alg string) (kid string, err error) {
-	return h.RotateKeyWithKID(ctx, alg, "")
-}
-
-// RotateKeyWithKID is RotateKey with a kid of the caller's choosing (empty: Hydra
-// chooses). A kid already in the set is refused (409).
-func (h *Hydra) RotateKeyWithKID(ctx context.Context, alg, kid string) (string, error) {
-	req := map[string]string{"alg": alg, "use": "sig"}
-	if kid != "" {
-		req["kid"] = kid
-	}
-	body, err := json.Marshal(req)
-	if err != nil {
-		return "", err
-	}
-	b, err := h.do(ctx, http.MethodPost, h.AdminURL+"/admin/keys/"+HydraAccessTokenKeySet, "application/json", body, http.StatusCreated)
-	if err != nil {
-		return "", fmt.Errorf("create %s key: %w", alg, err)
-	}
-	var set struct {
-		Keys []struct {
-			Kid string `json:"kid"`
-		} `json:"keys"`
-	}
-	if err := json.Unmarshal(b, &set); err != nil || len(set.Keys) != 1 || set.Keys[0].Kid == "" {
-		return "", fmt.Errorf("create %s key: no kid in the answer", alg)
-	}
-	return set.Keys[0].Kid, nil
-}
-
-// DeleteKey removes kid from HydraAccessTokenKeySet (DELETE
-// /admin/keys/hydra.jwt.access-token/{kid}): it leaves the JWKS at once, and the
-// newest remaining key signs from then on (with none left, Hydra makes a new RS256 key
-// at the next token). Hydra answers 204 for an unknown kid too, so neither does this
-// return an error for one.
-func (h *Hydra) DeleteKey(ctx context.Context, kid string) error {
-	_, err := h.do(ctx, http.MethodDelete, h.AdminURL+"/admin/keys/"+HydraAccessTokenKeySet+"/"+url.PathEscape(kid), "", nil, http.StatusNoContent)
-	if err != nil {
-		return fmt.Errorf("delete key %s: %w", kid, err)
-	}
-	return nil
-}
-
-// do sends one request, within hydraRequestTimeout, and returns the body of an answer
-// with status want; any other status is an error carrying the start of the body
-// (Hydra's error description).
-func (h *Hydra) do(ctx context.Context, method, target, contentType string, body []byte, want int) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, hydraRequestTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, target, bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	resp, err := h.client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, hydraBodyLimit))
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != want {
-		const show = 512
-		if len(b) > show {
-			b = b[:show]
-		}
-		return nil, fmt.Errorf("%s %s: status %d: %s", method, target, resp.StatusCode, bytes.TrimSpace(b))
-	}
-	return b, nil
-}
-
-// logTail is the end of Hydra's log, for a failing test.
-func (h *Hydra) logTail() string {
-	f, err := os.Open(h.logPath)
-	if err != nil {
-		return "(no log: " + err.Error() + ")"
-	}
-	defer func() { _ = f.Close() }()
-	if fi, err := f.Stat(); err == nil && fi.Size() > hydraLogTail {
-		_, _ = f.Seek(-hydraLogTail, io.SeekEnd)
-	}
-	b, _ := io.ReadAll(io.LimitReader(f, hydraLogTail))
-	return string(b)
 }

@@ -7,7 +7,6 @@ import (
 	"crypto/rsa"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math/big"
@@ -17,19 +16,19 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/agentfy/agentfy/internal/dev/servers"
 )
 
 // TestHydraBinary builds the binary if needed (scripts/setup.sh runs this test alone
 // to prebuild it) and checks that it is the pinned release.
 func TestHydraBinary(t *testing.T) {
 	bin := HydraBinary(t)
-	dir, err := hydraToolDir()
+	dir, err := servers.ToolDir("hydra")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,94 +55,6 @@ func versionLine(out string) string {
 		}
 	}
 	return ""
-}
-
-func TestEnsureBuilt(t *testing.T) {
-	script := []byte("#!/bin/sh\n")
-	writeTool := func(_ context.Context, out string) error { return os.WriteFile(out, script, 0o755) } //nolint:gosec // an executable
-	errBuild := errors.New("compiler says no")
-	tests := []struct {
-		name       string
-		prepare    func(t *testing.T, bin string)
-		build      func(ctx context.Context, out string) error
-		callers    int
-		wantBuilds int32
-		wantErr    error
-	}{
-		{name: "concurrent callers build once", build: writeTool, callers: 8, wantBuilds: 1},
-		{name: "an existing binary is kept", callers: 2, wantBuilds: 0, build: writeTool,
-			prepare: func(t *testing.T, bin string) { must(t, os.WriteFile(bin, script, 0o755)) }}, //nolint:gosec // an executable
-		{name: "a file that is not executable is rebuilt", callers: 1, wantBuilds: 1, build: writeTool,
-			prepare: func(t *testing.T, bin string) { must(t, os.WriteFile(bin, nil, 0o600)) }},
-		{name: "leftovers of a dead builder are removed", callers: 1, wantBuilds: 1, build: writeTool,
-			prepare: func(t *testing.T, bin string) {
-				must(t, os.MkdirAll(filepath.Join(filepath.Dir(bin), ".build-123", "sub"), 0o750))
-			}},
-		{name: "a failed build leaves nothing", callers: 3, wantBuilds: 3, wantErr: errBuild,
-			build: func(context.Context, string) error { return errBuild }},
-		{name: "a build that writes nothing fails", callers: 1, wantBuilds: 1, wantErr: errNoExecutable,
-			build: func(context.Context, string) error { return nil }},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			bin := filepath.Join(t.TempDir(), "cache", "tool")
-			must(t, os.MkdirAll(filepath.Dir(bin), 0o750))
-			if tt.prepare != nil {
-				tt.prepare(t, bin)
-			}
-			var builds atomic.Int32
-			build := func(ctx context.Context, out string) error {
-				builds.Add(1)
-				return tt.build(ctx, out)
-			}
-			ctx := Context(t, 10*time.Second)
-			errs := make(chan error, tt.callers)
-			var wg sync.WaitGroup
-			for range tt.callers {
-				wg.Go(func() { errs <- ensureBuilt(ctx, bin, build) })
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				if !errors.Is(err, tt.wantErr) {
-					t.Errorf("ensureBuilt: %v, want %v", err, tt.wantErr)
-				}
-			}
-			if got := builds.Load(); got != tt.wantBuilds {
-				t.Errorf("%d builds, want %d", got, tt.wantBuilds)
-			}
-			if got := isExecutable(bin); got != (tt.wantErr == nil) {
-				t.Errorf("executable at %s: %v, want %v", bin, got, tt.wantErr == nil)
-			}
-			if left, _ := filepath.Glob(filepath.Join(filepath.Dir(bin), ".build-*")); len(left) > 0 {
-				t.Errorf("left behind: %v", left)
-			}
-		})
-	}
-}
-
-// TestEnsureBuiltWaitEnds: a caller waiting for another process's build gives up at
-// its deadline.
-func TestEnsureBuiltWaitEnds(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "tool")
-	unlock, err := lockFile(Context(t, time.Second), bin+".lock")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
-	err = ensureBuilt(ctx, bin, func(context.Context, string) error { return errors.New("built without the lock") })
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("ensureBuilt: %v, want %v", err, context.DeadlineExceeded)
-	}
-}
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestHydra proves the harness: Hydra's tokens verify against its JWKS with
@@ -284,7 +195,7 @@ func TestHydraStop(t *testing.T) {
 	if Alive(pid) || len(Descendants(pid)) > 0 || h.Pid() != 0 {
 		t.Fatalf("hydra %d still alive (descendants %v) after Stop", pid, Descendants(pid))
 	}
-	if _, err := h.do(ctx, http.MethodGet, h.JWKSURL(), "", nil, http.StatusOK); err == nil {
+	if jwksAnswers(ctx, h) {
 		t.Fatal("the JWKS answers after Stop")
 	}
 	h.Stop() // a second Stop is harmless
@@ -345,7 +256,7 @@ func fetchJWKS(ctx context.Context, t *testing.T, h *Hydra) map[string]any {
 			D   string `json:"d"`
 		} `json:"keys"`
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, hydraBodyLimit)).Decode(&set); err != nil {
+	if err := json.NewDecoder(io.LimitReader(resp.Body, bodyLimit)).Decode(&set); err != nil {
 		t.Fatal(err)
 	}
 	keys := map[string]any{}
@@ -435,7 +346,7 @@ func get(ctx context.Context, t *testing.T, url string) []byte {
 		t.Fatal(err)
 	}
 	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, hydraBodyLimit))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, bodyLimit))
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET %s: %d, %v", url, resp.StatusCode, err)
 	}
@@ -453,7 +364,7 @@ func TestPersistentHydraRestart(t *testing.T) {
 	}
 	before := fetchJWKS(ctx, t, h)
 	h.Stop()
-	if _, err := h.do(ctx, http.MethodGet, h.JWKSURL(), "", nil, http.StatusOK); err == nil {
+	if jwksAnswers(ctx, h) {
 		t.Fatal("the JWKS answers after Stop")
 	}
 	h.Restart(t)
@@ -468,4 +379,23 @@ func TestPersistentHydraRestart(t *testing.T) {
 		t.Fatalf("the client made before the restart: %v", err)
 	}
 	verify(t, tok, after, h.Issuer, "agentfy-api")
+}
+
+// bodyLimit bounds the answers of Hydra the tests read.
+const bodyLimit = 1 << 20 // 1 MiB
+
+// jwksAnswers reports whether h's JWKS answers 200 within ctx.
+func jwksAnswers(ctx context.Context, h *Hydra) bool {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.JWKSURL(), nil)
+	if err != nil {
+		return false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
 }

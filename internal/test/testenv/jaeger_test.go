@@ -10,13 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentfy/agentfy/internal/dev/servers"
 	"github.com/agentfy/agentfy/internal/telemetry"
 )
 
 // TestJaegerBinary builds (or finds) the Jaeger binary of the pinned release.
 func TestJaegerBinary(t *testing.T) {
 	bin := JaegerBinary(t)
-	dir, err := toolDir("jaeger")
+	dir, err := servers.ToolDir("jaeger")
 	if err != nil {
 		t.Fatal(err)
 	}

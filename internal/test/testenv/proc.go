@@ -1,56 +1,14 @@
 package testenv
 
-import (
-	"bytes"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
-)
+import "github.com/agentfy/agentfy/internal/dev/servers"
 
-// Descendants lists the live processes below pid, read from /proc: tests use it to check
-// that a stopped process left no child behind.
-func Descendants(pid int) []int {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	parent := map[int]int{}
-	for _, e := range entries {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// The command may hold spaces and parentheses; fields resume after the last ')'.
-		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(fields) > 1 {
-			if pp, err := strconv.Atoi(fields[1]); err == nil {
-				parent[p] = pp
-			}
-		}
-	}
-	var out []int
-	for p := range parent {
-		for q := parent[p]; q > 1; q = parent[q] {
-			if q == pid {
-				out = append(out, p)
-				break
-			}
-		}
-	}
-	return out
-}
+// Buffer is servers.Buffer: an io.Writer many goroutines write to while a test reads
+// what they wrote (a process's log, a stack's).
+type Buffer = servers.Buffer
 
-// Alive reports whether pid exists and is not a zombie.
-func Alive(pid int) bool {
-	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return false
-	}
-	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-	return len(fields) > 0 && fields[0] != "Z"
-}
+// Descendants lists the live processes below pid (servers.Descendants): tests use it to
+// check that a stopped process left no child behind.
+func Descendants(pid int) []int { return servers.Descendants(pid) }
+
+// Alive reports whether pid exists and is not a zombie (servers.Alive).
+func Alive(pid int) bool { return servers.Alive(pid) }

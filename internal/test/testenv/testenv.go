@@ -1,13 +1,16 @@
 // Package testenv is the lower layer of the project's one test harness: what a test
-// needs that is not a running stack. It starts the real servers — redis-server (with an
-// ACL if asked), an embedded NATS server (with a configuration or cluster routes if
-// asked), Ory Hydra as an identity provider — and an IDP whose key set the test
-// controls, on free loopback ports, and stops them when the test ends; it gives tests a
-// logger, contexts and WaitFor, a fake Clock, a Buffer for what a process logs,
-// ConsumeAPI (the replicas' consume route as a broker meets it, for a broker tested
-// alone), and the Node reference of the envelope (NodeOpen, NodeSeal). It imports only
-// leaf packages (bus, wire, envelope), so any package's own tests may use it —
-// internal/dev/stack imports the broker, which tests itself with this.
+// needs that is not a running stack. It starts the real servers through the development
+// layer's launchers — redis-server (internal/dev/redisserver, with an ACL if asked), an
+// embedded NATS server (internal/dev/natsserver, with a configuration, cluster routes or
+// a platform's JetStream if asked), Ory Hydra and Jaeger (internal/dev/servers) — and an
+// IDP whose key set the test controls, on free loopback ports, and stops them when the
+// test ends; under -short it skips the tests that need Chromium, Docker, Hydra or
+// Jaeger (SkipUnderShort). It gives tests a logger, contexts and WaitFor, a fake Clock,
+// a Buffer for what a process logs, ConsumeAPI (the replicas' consume route as a broker
+// meets it, for a broker tested alone), and the Node reference of the envelope
+// (NodeOpen, NodeSeal). It imports only leaf packages (bus, deploy, wire, envelope) and
+// internal/dev's launchers, so any package's own tests may use it — internal/dev/stack
+// imports the broker, which tests itself with this.
 //
 // The upper layer, internal/test/stacktest, drives a whole stack (internal/dev/stack) for the
 // api, e2e and reliability suites. Where a case lives: a route's table of answers in

@@ -326,12 +326,11 @@ func runFarmNode(ctx context.Context, spec farmSpec, lines *bufio.Scanner, enc *
 	defer tick.Stop()
 	for i, fw := range spec.Workers {
 		dir := filepath.Join(spec.Dir, strconv.Itoa(i))
-		si, err := startStandIn(ctx, dir, fw.Agent, fw.BrokerPass, spec.ConsumeURLs, client)
+		stop, err := startStandIn(ctx, dir, fw.Agent, fw.BrokerPass, spec.ConsumeURLs, client, onWork)
 		if err != nil {
 			return fmt.Errorf("stand-in %d: %w", i, err)
 		}
-		defer si.close()
-		si.onWork = onWork
+		defer stop()
 		health[i] = filepath.Join(dir, "up")
 		w, err := worker.New(worker.Config{APIURLs: []string{fw.API}, Pass: fw.WorkerPass, IPCDir: dir, ImageTag: "capacity", HealthFile: health[i], Log: log})
 		if err != nil {

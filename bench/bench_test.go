@@ -38,9 +38,7 @@ func TestMain(m *testing.M) {
 // must hold whatever the machine's speed. The results are checked after a round trip
 // through JSON, as `agentfy-dev bench -json` writes them.
 func TestBenchQuick(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts the whole stack and two Chromiums")
-	}
+	testenv.SkipUnderShort(t, "TestBenchQuick", testenv.NeedsChromium)
 	root, err := stack.FindRoot()
 	if err != nil {
 		t.Fatal(err)

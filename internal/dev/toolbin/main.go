@@ -2,7 +2,7 @@
 // the user's cache (internal/tools), building it first when it is missing — the same
 // binary, under the same lock, as the tests use:
 //
-//	go run ./internal/test/toolbin jaeger
+//	go run ./internal/dev/toolbin jaeger
 //
 // scripts/compose-images.sh makes the compose stack's stand-in Jaeger image from it.
 package main
@@ -12,7 +12,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/agentfy/agentfy/internal/test/testenv"
+	"github.com/agentfy/agentfy/internal/dev/servers"
 )
 
 func main() {
@@ -20,7 +20,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: toolbin jaeger")
 		os.Exit(2)
 	}
-	bin, err := testenv.BuildJaeger(context.Background(), func(format string, args ...any) {
+	bin, err := servers.BuildJaeger(context.Background(), func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "toolbin: "+format+"\n", args...)
 	})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentfy/agentfy/internal/dev/stack"
+	"github.com/agentfy/agentfy/internal/test/stacktest"
 )
 
 // processCPU is this process's user and system CPU time (getrusage, microseconds).
@@ -32,11 +33,7 @@ func BenchmarkViewPath(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	log := zerolog.New(os.Stderr).Level(zerolog.ErrorLevel)
-	st, err := stack.Start(ctx, stack.Options{Replicas: 2, Deployment: benchDeployment, Chromium: os.Getenv("AGENTFY_CHROMIUM"), Log: log})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
+	st := stacktest.Start(b, stack.Options{Replicas: 2, Deployment: benchDeployment, Chromium: os.Getenv("AGENTFY_CHROMIUM"), Log: log}).St
 	bs, err := startBenchSession(ctx, st, benchAgent, 1, os.Getenv("AGENTFY_CHROMIUM"), benchPage, log)
 	if err != nil {
 		b.Fatal(err)

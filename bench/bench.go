@@ -19,8 +19,8 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/agentfy/agentfy/internal/dev/servers"
 	"github.com/agentfy/agentfy/internal/dev/stack"
-	"github.com/agentfy/agentfy/internal/test/testenv"
 	"github.com/agentfy/agentfy/view"
 )
 
@@ -52,7 +52,7 @@ type benchOptions struct {
 	e2eWarm, e2ePairs int
 
 	tracingWarm, tracingPairs int
-	jaegerBin                 string // testenv.BuildJaeger's
+	jaegerBin                 string // servers.BuildJaeger's
 
 	auditWarm, auditPairs int
 
@@ -159,7 +159,7 @@ type Options struct {
 // Run starts the stacks, runs every suite in turn (none beside another) and returns
 // what they measured. A run is bounded (benchFullTimeout, benchQuickTimeout); the
 // build of Jaeger, section 1's trace receiver, comes before and is bounded by
-// testenv.JaegerBuildTimeout (a cached binary takes no time). The error is the first
+// servers.JaegerBuildTimeout (a cached binary takes no time). The error is the first
 // suite's failure, or the context's.
 func Run(ctx context.Context, opts Options) (*Results, error) {
 	if opts.Root == "" {
@@ -179,7 +179,7 @@ func Run(ctx context.Context, opts Options) (*Results, error) {
 		// Jaeger, section 1's trace receiver, is built once per machine and cached; a
 		// cold build is compile time, outside the run's bound.
 		var err error
-		if o.jaegerBin, err = testenv.BuildJaeger(ctx, progress); err != nil {
+		if o.jaegerBin, err = servers.BuildJaeger(ctx, progress); err != nil {
 			return nil, err
 		}
 	}

@@ -35,13 +35,12 @@ func TestStandInSealsAsTheBroker(t *testing.T) {
 	}
 	apiURL := c.St.Replicas[0].URL
 	dir := t.TempDir()
-	si, err := startStandIn(ctx, dir, agent, passes.Broker, []string{apiURL}, http.DefaultClient)
+	works := make(chan time.Duration, 4)
+	stop, err := startStandIn(ctx, dir, agent, passes.Broker, []string{apiURL}, http.DefaultClient, func(d time.Duration) { works <- d })
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(si.close)
-	works := make(chan time.Duration, 4)
-	si.onWork = func(d time.Duration) { works <- d }
+	t.Cleanup(stop)
 	w, err := worker.New(worker.Config{APIURLs: []string{apiURL}, Pass: passes.Worker, IPCDir: dir, ImageTag: "capacity", Log: testenv.Logger(t)})
 	if err != nil {
 		t.Fatal(err)

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentfy/agentfy/internal/dev/servers"
 	"github.com/agentfy/agentfy/internal/dev/stack"
-	"github.com/agentfy/agentfy/internal/test/testenv"
 )
 
 // tracingCostGoal is issue 37's bar for tracing: with every view sampled and its spans
@@ -25,7 +25,7 @@ const spansPerView = 8
 
 // Bounds of the tracing suite's own waits.
 const (
-	jaegerReadyTimeout = time.Minute      // Jaeger's start (testenv.JaegerStartTimeout)
+	jaegerReadyTimeout = time.Minute      // Jaeger's start (servers.JaegerStartTimeout)
 	traceExportTimeout = 30 * time.Second // every counted view's trace whole in Jaeger
 	tracePollInterval  = 100 * time.Millisecond
 )
@@ -84,7 +84,7 @@ func benchTracing(ctx context.Context, o benchOptions, main *stack.Stack, mainSe
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
 	jctx, cancel := context.WithTimeout(ctx, jaegerReadyTimeout)
-	jaeger, err := testenv.RunJaeger(jctx, o.jaegerBin, dir)
+	jaeger, err := servers.RunJaeger(jctx, o.jaegerBin, dir)
 	cancel()
 	if err != nil {
 		return tracingResult{}, fmt.Errorf("jaeger: %w", err)
@@ -187,7 +187,7 @@ func traceIDOf(header string) string {
 // exportedTraces flushes every part of st and counts the traces of ids that Jaeger holds
 // whole (spansPerView spans, every one of that trace), waiting up to traceExportTimeout
 // for the receiver to store what it was sent.
-func exportedTraces(ctx context.Context, st *stack.Stack, jaeger *testenv.Jaeger, ids []string) (int, error) {
+func exportedTraces(ctx context.Context, st *stack.Stack, jaeger *servers.Jaeger, ids []string) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, traceExportTimeout)
 	defer cancel()
 	if err := st.FlushTraces(ctx); err != nil {
@@ -220,13 +220,13 @@ func exportedTraces(ctx context.Context, st *stack.Stack, jaeger *testenv.Jaeger
 }
 
 // traceWhole reports whether Jaeger holds spansPerView spans of trace id and no other.
-func traceWhole(ctx context.Context, jaeger *testenv.Jaeger, id string) (bool, error) {
+func traceWhole(ctx context.Context, jaeger *servers.Jaeger, id string) (bool, error) {
 	if id == "" {
 		return false, nil
 	}
 	tr, err := jaeger.Trace(ctx, id)
 	switch {
-	case errors.Is(err, testenv.ErrTraceNotFound):
+	case errors.Is(err, servers.ErrTraceNotFound):
 		return false, nil
 	case err != nil:
 		return false, fmt.Errorf("jaeger: %w", err)

@@ -27,8 +27,8 @@ import (
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/deploy"
 	"github.com/agentfy/agentfy/directory"
+	"github.com/agentfy/agentfy/internal/dev/servers"
 	"github.com/agentfy/agentfy/internal/dev/stack"
-	"github.com/agentfy/agentfy/internal/test/testenv"
 )
 
 // capacityOptions size the capacity suite.
@@ -1020,7 +1020,7 @@ type capNode struct {
 	cmd        *exec.Cmd
 	in         io.WriteCloser
 	out        *bufio.Scanner
-	logs       *testenv.Buffer // its standard error: its log and its collector's trace
+	logs       *servers.Buffer // its standard error: its log and its collector's trace
 	mu         sync.Mutex      // one call at a time
 	// started is when the process started, as it said in its last scheduler reading.
 	started time.Time
@@ -1066,7 +1066,7 @@ func (c *capacity) startNode(ctx context.Context, name, role string, background 
 		argv = append(slices.Clone(backgroundCommand), argv...)
 	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...) //nolint:gosec // this program, as a bench node
-	n := &capNode{name: name, cmd: cmd, logs: &testenv.Buffer{}}
+	n := &capNode{name: name, cmd: cmd, logs: &servers.Buffer{}}
 	cmd.Stderr = n.logs
 	// The collector's trace dates each cycle, so that a window's frames can be set
 	// against the collections that ran beside them (overlapGC).
