@@ -203,7 +203,7 @@ func (s *AdminServer) abort(c *gin.Context, err error) {
 // fail answers e, logging internal first when it is not nil.
 func (s *AdminServer) fail(c *gin.Context, e httpError, internal error) {
 	if internal != nil {
-		s.cfg.Log.Warn().Err(internal).Str("route", c.FullPath()).Msg("admin request failed")
+		s.cfg.Log.Warn().Err(internal).Str("route", c.FullPath()).Str("reason", e.row().Reason).Msg("admin request failed")
 	}
 	closeIfBody(c)
 	c.AbortWithStatusJSON(e.status, e.body())

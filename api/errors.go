@@ -2,7 +2,6 @@ package api
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -17,85 +16,120 @@ import (
 	"github.com/agentfy/agentfy/wire"
 )
 
-// httpError is an answer to a failed request: its HTTP status, a snake_case code and a
-// plain message.
+// httpError is an answer to a failed request: its row of the failure table
+// (wire.Failure) — status, snake_case code, plain message, the reason of a 503 and its
+// Retry-After — with the message of its own that the admin API's refused changes give.
 type httpError struct {
 	status  int
 	code    string
 	message string
+	failure wire.Failure
 }
 
-// This file is the one place that maps errors to HTTP statuses, for both listeners: the
-// answers below, the public API's table (httpErrorOf) and the admin API's
-// (adminErrorOf). A view's failure takes its status from the reasons' table instead
-// (unavailable, wire.APIStatus), where every hop finds its reason. Clients see only
-// these plain messages, never an internal error's text.
+// answer is f's row of the failure table as an answer.
+func answer(f wire.Failure) httpError {
+	r := f.Row()
+	return httpError{status: r.Status, code: r.Code, message: r.Message, failure: f}
+}
+
+// row is e's row of the failure table.
+func (e httpError) row() wire.FailureRow { return e.failure.Row() }
+
+// This file is the one place that maps errors to answers, for the replica's listeners —
+// the public API (its consume route and status feed included), the admin API and the
+// metrics listener: the public API's errors to their rows (httpErrorOf) and the admin
+// API's (adminErrorOf). Every answer, a view's failure by its reason included
+// (unavailable), is a row of the failure table (wire.Failure), which names its status,
+// code, message, reason and Retry-After; none is decided here. Clients see only those
+// plain messages, never an internal error's text.
 var (
-	errUnauthenticated = httpError{http.StatusUnauthorized, "unauthenticated", "a valid bearer credential is required"}
-	errForbidden       = httpError{http.StatusForbidden, "forbidden", "this credential may not do that"}
-	errNotFound        = httpError{http.StatusNotFound, "not_found", "agent not found"}
-	errRateLimited     = httpError{http.StatusTooManyRequests, "rate_limited", "one view per agent every " + strconv.Itoa(int(view.GateWindow/time.Second)) + " seconds; retry later"}
-	errIdentity        = httpError{wire.APIStatus(wire.ReasonIdentityUnavailable), wire.ReasonIdentityUnavailable, "the sign-in service is not answering; retry later (this is not a sign-out)"}
-	errBadRequest      = httpError{http.StatusBadRequest, "bad_request", "the request body is not valid"}
-	errGrant           = httpError{http.StatusNotFound, "not_found", "capability not found"}
-	errStreams         = httpError{http.StatusTooManyRequests, "too_many_streams", "this user holds too many status streams; close one"}
-	errNoRoute         = httpError{http.StatusNotFound, "not_found", "no such route"}
-	errMethod          = httpError{http.StatusMethodNotAllowed, "method_not_allowed", "this route does not take that method"}
-	errMediaType       = httpError{http.StatusUnsupportedMediaType, "unsupported_media_type", "send application/json"}
-	errInternal        = httpError{http.StatusInternalServerError, "internal", "internal error"}
+	errUnauthenticated = answer(wire.FailUnauthenticated)
+	errForbidden       = answer(wire.FailForbidden)
+	errNotFound        = answer(wire.FailAgentNotFound)
+	errRateLimited     = answer(wire.FailRateLimited)
+	errIdentity        = answer(wire.FailIdentityUnavailable)
+	errBadRequest      = answer(wire.FailBadRequest)
+	errGrant           = answer(wire.FailGrantNotFound)
+	errStreams         = answer(wire.FailTooManyStreams)
+	errNoRoute         = answer(wire.FailNoRoute)
+	errMethod          = answer(wire.FailMethodNotAllowed)
+	errMediaType       = answer(wire.FailUnsupportedMediaType)
+	errInternal        = answer(wire.FailPanic)
+	errUnavailable     = answer(wire.FailInternal)
 
 	// Requests that could be read two ways, refused on both listeners before any route's
 	// handler runs (refuseAmbiguous).
-	errTwoCredentials = httpError{http.StatusBadRequest, "bad_request", "send one Authorization header: a request with two is ambiguous"}
-	errEncodedSlash   = httpError{http.StatusBadRequest, "bad_request", "an id never contains '/': the path has an encoded slash (%2F)"}
+	errTwoCredentials = answer(wire.FailTwoCredentials)
+	errEncodedSlash   = answer(wire.FailEncodedSlash)
 
 	// The admin API's own.
-	errAdminOnly     = httpError{http.StatusForbidden, "forbidden", "the admin API takes admin keys only"}
-	errTooLarge      = httpError{http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the body is larger than %d bytes", MaxAdminBody)}
-	errAdminRoute    = httpError{http.StatusNotFound, "not_found", "no such admin route"}
-	errAdminNotFound = httpError{http.StatusNotFound, "not_found", "not found"}
-	errUnreadable    = httpError{http.StatusBadRequest, "bad_request", "the body could not be read"}
-	errNotAnObject   = httpError{http.StatusBadRequest, "bad_request", "the body is not one JSON object of valid UTF-8"}
-	errDirectory     = httpError{http.StatusServiceUnavailable, "unavailable", "the directory is unavailable; retry later"}
+	errAdminOnly     = answer(wire.FailAdminOnly)
+	errTooLarge      = answer(wire.FailAdminTooLarge)
+	errAdminRoute    = answer(wire.FailAdminNoRoute)
+	errAdminNotFound = answer(wire.FailAdminNotFound)
+	errUnreadable    = answer(wire.FailAdminUnreadable)
+	errNotAnObject   = answer(wire.FailAdminNotAnObject)
+	errDirectory     = answer(wire.FailDirectoryUnavailable)
 )
 
 // invalid is the admin API's 400 of a refused change, its message naming the field.
 func invalid(message string) httpError {
-	return httpError{http.StatusBadRequest, "invalid", message}
+	e := answer(wire.FailAdminInvalid)
+	e.message = message
+	return e
 }
 
 // missing is the admin API's 404 of a change that names something that is not there,
 // its message naming what.
 func missing(message string) httpError {
-	return httpError{http.StatusNotFound, "not_found", message}
+	e := answer(wire.FailAdminMissing)
+	e.message = message
+	return e
 }
+
+// viewFailures are the rows of a view's failure, by reason (wire.Labels).
+var viewFailures = func() map[string]wire.Failure {
+	m := map[string]wire.Failure{}
+	for _, f := range wire.Failures() {
+		if r := f.Row(); r.Reason != "" && r.Listeners&wire.ListenerPublic != 0 {
+			m[r.Reason] = f
+		}
+	}
+	return m
+}()
 
 // unavailable is the answer to a view that failed for reason (one of wire.Labels): its
-// status from the reasons' table, one body for every reason — the reason is for
-// operators (the log line and agentfy_view_unavailable_total), never the client.
+// row of the failure table, one body for every reason but identity_unavailable — the
+// reason is for operators (the log line and agentfy_view_unavailable_total), never the
+// client. A label that is none is answered as wire.ReasonFailed.
 func unavailable(reason string) httpError {
-	return httpError{wire.APIStatus(reason), "unavailable", "the browser view is temporarily unavailable; retry later"}
+	f, ok := viewFailures[reason]
+	if !ok {
+		f = wire.FailViewFailed
+	}
+	return answer(f)
 }
 
-// errorTable maps the errors the public API's callers branch on to their answers, in
-// order, and names the failure reason of those that are a 503 raised on this replica
-// (reasonLabel): the edge's identity_unavailable and the replica's own bounds.
+// errorTable maps the errors the public API's callers branch on to their rows of the
+// failure table, in order; a row's reason is the failure reason of those that are a 503
+// raised on this replica (reasonLabel): the edge's identity_unavailable, the replica's
+// own bounds, and the status feed's cap on streams (internal, as Redis or NATS).
 var errorTable = []struct {
 	err    error
 	answer httpError
-	reason string
 }{
-	{auth.ErrUnauthenticated, errUnauthenticated, ""},
-	{auth.ErrIdentityUnavailable, errIdentity, wire.ReasonIdentityUnavailable},
-	{auth.ErrForbidden, errForbidden, ""},
-	{auth.ErrNotFound, errNotFound, ""},
-	{view.ErrRateLimited, errRateLimited, ""},
-	{view.ErrGrantNotFound, errGrant, ""},
-	{view.ErrGrantForged, errGrant, ""},
-	{feed.ErrTooManyForCaller, errStreams, ""},
-	{view.ErrBusy, unavailable(wire.ReasonInFlightLimit), wire.ReasonInFlightLimit},
-	{view.ErrNotDurable, unavailable(wire.ReasonNotDurable), wire.ReasonNotDurable},
-	{audit.ErrUnavailable, unavailable(wire.ReasonAuditUnavailable), wire.ReasonAuditUnavailable},
+	{auth.ErrUnauthenticated, errUnauthenticated},
+	{auth.ErrIdentityUnavailable, errIdentity},
+	{auth.ErrForbidden, errForbidden},
+	{auth.ErrNotFound, errNotFound},
+	{view.ErrRateLimited, errRateLimited},
+	{view.ErrGrantNotFound, errGrant},
+	{view.ErrGrantForged, errGrant},
+	{feed.ErrTooManyForCaller, errStreams},
+	{feed.ErrTooManyListeners, errUnavailable},
+	{view.ErrBusy, unavailable(wire.ReasonInFlightLimit)},
+	{view.ErrNotDurable, unavailable(wire.ReasonNotDurable)},
+	{audit.ErrUnavailable, unavailable(wire.ReasonAuditUnavailable)},
 }
 
 // httpErrorOf is the public API's answer to err: its row in errorTable, or the answer
@@ -160,14 +194,11 @@ func (s *Server) abort(c *gin.Context, err error) {
 // answerError writes e as the answer to err: its Retry-After, the log line of a 5xx
 // outside the view routes (a view's decision writes its own), and its body.
 func (s *Server) answerError(c *gin.Context, e httpError, err error) {
-	switch {
-	case e.status == http.StatusTooManyRequests:
-		c.Header("Retry-After", retryAfter(err))
-	case e == errIdentity:
-		c.Header("Retry-After", strconv.Itoa(int(identityRetryAfter/time.Second)))
-		if s.cfg.Metrics != nil {
-			s.cfg.Metrics.identity.WithLabelValues(c.FullPath()).Inc()
-		}
+	if wait := e.row().RetryAfter; wait > 0 {
+		c.Header("Retry-After", retryAfter(err, wait))
+	}
+	if e.failure == wire.FailIdentityUnavailable && s.cfg.Metrics != nil {
+		s.cfg.Metrics.identity.WithLabelValues(c.FullPath()).Inc()
 	}
 	if _, view := c.Get(ctxDecision); !view {
 		if e.status >= http.StatusInternalServerError {
@@ -181,15 +212,9 @@ func (s *Server) answerError(c *gin.Context, e httpError, err error) {
 	c.AbortWithStatusJSON(e.status, e.body())
 }
 
-// identityRetryAfter is the Retry-After of a 503 identity_unavailable: a client's
-// normal polling interval (the SDK's pollIntervalMs). The provider's return is not
-// known; the verifier retries its fetches on its own backoff meanwhile.
-const identityRetryAfter = 5 * time.Second
-
-// retryAfter is a 429's Retry-After in whole seconds: the time really left of the
-// caller's own pace (rounded up), or the gate's window.
-func retryAfter(err error) string {
-	wait := view.GateWindow
+// retryAfter is an answer's Retry-After in whole seconds: the time really left of the
+// caller's own pace (rounded up) for a view refused by it, or else wait, its row's.
+func retryAfter(err error, wait time.Duration) string {
 	var rl *view.RateLimitedError
 	if errors.As(err, &rl) && rl.RetryAfter > 0 {
 		wait = rl.RetryAfter
@@ -225,16 +250,17 @@ func closeIfBody(c *gin.Context) {
 }
 
 // reasonLabel is why a request failed with 503, one of wire.Labels: the reason a view
-// failed for as the view service passed it on (wire.Reasons), or the reason errorTable
-// names for err, or wire.ReasonInternal (Redis or NATS on this replica).
+// failed for as the view service passed it on (wire.Reasons), or the reason err's row
+// of errorTable names, or else wire.ReasonInternal: the replica's own Redis or NATS (a
+// Redis error, a NATS error), like the status feed's cap on streams, whose row says so.
 func reasonLabel(err error) string {
 	var u *view.UnavailableError
 	if errors.As(err, &u) {
 		return u.Reason
 	}
 	for _, row := range errorTable {
-		if row.reason != "" && errors.Is(err, row.err) {
-			return row.reason
+		if r := row.answer.row().Reason; r != "" && errors.Is(err, row.err) {
+			return r
 		}
 	}
 	return wire.ReasonInternal

@@ -29,39 +29,44 @@ func TestHTTPErrorOf(t *testing.T) {
 	tests := []struct {
 		name string
 		err  error
-		want httpError
+		want plain
 	}{
-		{"unauthenticated", auth.ErrUnauthenticated, httpError{401, "unauthenticated", "a valid bearer credential is required"}},
-		{"forbidden", auth.ErrForbidden, httpError{403, "forbidden", "this credential may not do that"}},
-		{"not found", auth.ErrNotFound, httpError{404, "not_found", "agent not found"}},
-		{"rate limited", view.ErrRateLimited, httpError{429, "rate_limited", "one view per agent every 2 seconds; retry later"}},
-		{"capability not found", view.ErrGrantNotFound, httpError{404, "not_found", "capability not found"}},
-		{"too many streams", feed.ErrTooManyForCaller, httpError{429, "too_many_streams", "this user holds too many status streams; close one"}},
-		{"identity provider unavailable", auth.ErrIdentityUnavailable, httpError{503, "identity_unavailable", "the sign-in service is not answering; retry later (this is not a sign-out)"}},
-		{"wrapped identity unavailable", fmt.Errorf("verify: %w", auth.ErrIdentityUnavailable), errIdentity},
-		{"wrapped unauthenticated", fmt.Errorf("verify: %w", auth.ErrUnauthenticated), errUnauthenticated},
-		{"wrapped forbidden", fmt.Errorf("authorize: %w", auth.ErrForbidden), errForbidden},
-		{"wrapped not found", fmt.Errorf("agent: %w", auth.ErrNotFound), errNotFound},
-		{"wrapped rate limited", fmt.Errorf("gate: %w", view.ErrRateLimited), errRateLimited},
-		{"wrapped grant", fmt.Errorf("consume: %w", view.ErrGrantNotFound), errGrant},
-		{"joined with a sentinel", errors.Join(internal, auth.ErrForbidden), errForbidden},
-		{"pending limit", view.ErrBusy, unavailable(wire.ReasonInFlightLimit)},
-		{"view unavailable", &view.UnavailableError{Reason: wire.ReasonCapture}, unavailable(wire.ReasonCapture)},
-		{"not durable", fmt.Errorf("%w: 0 of 1 replicas", view.ErrNotDurable), unavailable(wire.ReasonNotDurable)},
-		{"all listeners", feed.ErrTooManyListeners, unavailable(wire.ReasonInternal)},
-		{"internal", internal, unavailable(wire.ReasonInternal)},
-		{"wrapped internal", fmt.Errorf("session: get: %w", internal), unavailable(wire.ReasonInternal)},
+		{"unauthenticated", auth.ErrUnauthenticated, plain{401, "unauthenticated", "a valid bearer credential is required"}},
+		{"forbidden", auth.ErrForbidden, plain{403, "forbidden", "this credential may not do that"}},
+		{"not found", auth.ErrNotFound, plain{404, "not_found", "agent not found"}},
+		{"rate limited", view.ErrRateLimited, plain{429, "rate_limited", "one view per agent every 2 seconds; retry later"}},
+		{"capability not found", view.ErrGrantNotFound, plain{404, "not_found", "capability not found"}},
+		{"too many streams", feed.ErrTooManyForCaller, plain{429, "too_many_streams", "this user holds too many status streams; close one"}},
+		{"identity provider unavailable", auth.ErrIdentityUnavailable, plain{503, "identity_unavailable", "the sign-in service is not answering; retry later (this is not a sign-out)"}},
+		{"wrapped identity unavailable", fmt.Errorf("verify: %w", auth.ErrIdentityUnavailable), errIdentity.plain()},
+		{"wrapped unauthenticated", fmt.Errorf("verify: %w", auth.ErrUnauthenticated), errUnauthenticated.plain()},
+		{"wrapped forbidden", fmt.Errorf("authorize: %w", auth.ErrForbidden), errForbidden.plain()},
+		{"wrapped not found", fmt.Errorf("agent: %w", auth.ErrNotFound), errNotFound.plain()},
+		{"wrapped rate limited", fmt.Errorf("gate: %w", view.ErrRateLimited), errRateLimited.plain()},
+		{"wrapped grant", fmt.Errorf("consume: %w", view.ErrGrantNotFound), errGrant.plain()},
+		{"joined with a sentinel", errors.Join(internal, auth.ErrForbidden), errForbidden.plain()},
+		{"pending limit", view.ErrBusy, unavailable(wire.ReasonInFlightLimit).plain()},
+		{"view unavailable", &view.UnavailableError{Reason: wire.ReasonCapture}, unavailable(wire.ReasonCapture).plain()},
+		{"not durable", fmt.Errorf("%w: 0 of 1 replicas", view.ErrNotDurable), unavailable(wire.ReasonNotDurable).plain()},
+		{"all listeners", feed.ErrTooManyListeners, unavailable(wire.ReasonInternal).plain()},
+		{"internal", internal, unavailable(wire.ReasonInternal).plain()},
+		{"wrapped internal", fmt.Errorf("session: get: %w", internal), unavailable(wire.ReasonInternal).plain()},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := httpErrorOf(tt.err); got != tt.want {
+			if got := httpErrorOf(tt.err).plain(); got != tt.want {
 				t.Fatalf("httpErrorOf(%v) = %+v, want %+v", tt.err, got, tt.want)
 			}
 		})
 	}
-	// One body for every reason a view fails for: the reason is for operators.
+	// One body for every reason a view fails for but identity_unavailable, whose code
+	// tells the client not to sign out: the reason is for operators.
 	for _, r := range wire.Labels() {
-		if got, want := unavailable(r), (httpError{http.StatusServiceUnavailable, "unavailable", "the browser view is temporarily unavailable; retry later"}); got != want {
+		want := plain{http.StatusServiceUnavailable, "unavailable", "the browser view is temporarily unavailable; retry later"}
+		if r == wire.ReasonIdentityUnavailable {
+			want = errIdentity.plain()
+		}
+		if got := unavailable(r).plain(); got != want {
 			t.Fatalf("unavailable(%s) = %+v, want %+v", r, got, want)
 		}
 	}
@@ -109,6 +114,41 @@ func TestReasonLabel(t *testing.T) {
 	}
 }
 
+// plain is what a client reads of an answer: its status and body.
+type plain struct {
+	status        int
+	code, message string
+}
+
+func (e httpError) plain() plain { return plain{e.status, e.code, e.message} }
+
+// The failure table's rows that name this package's values say them as they are: the
+// gate's window, the admin API's body bound, the identity answer's wait (a client's
+// polling interval, the SDK's pollIntervalMs).
+func TestFailureRowsSayThisPackagesValues(t *testing.T) {
+	if got := errRateLimited.row().RetryAfter; got != view.GateWindow {
+		t.Errorf("rate_limited's Retry-After %s, want the gate's window %s", got, view.GateWindow)
+	}
+	if want := fmt.Sprintf("one view per agent every %d seconds; retry later", int(view.GateWindow/time.Second)); errRateLimited.message != want {
+		t.Errorf("rate_limited says %q, want %q", errRateLimited.message, want)
+	}
+	if want := fmt.Sprintf("the body is larger than %d bytes", MaxAdminBody); errTooLarge.message != want {
+		t.Errorf("too_large says %q, want %q", errTooLarge.message, want)
+	}
+	if got := errIdentity.row().RetryAfter; got != 5*time.Second {
+		t.Errorf("identity_unavailable's Retry-After %s, want 5s", got)
+	}
+	if got := errStreams.row().RetryAfter; got != 2*time.Second {
+		t.Errorf("too_many_streams' Retry-After %s, want 2s (docs/operating.md)", got)
+	}
+	// Every answer of the replica's listeners is a row of one of them.
+	for _, e := range []httpError{errUnauthenticated, errForbidden, errNotFound, errRateLimited, errIdentity, errBadRequest, errGrant, errStreams, errNoRoute, errMethod, errMediaType, errInternal, errUnavailable, errTwoCredentials, errEncodedSlash, errAdminOnly, errTooLarge, errAdminRoute, errAdminNotFound, errUnreadable, errNotAnObject, errDirectory, invalid("x"), missing("x")} {
+		if r := e.row(); r.Listeners&(wire.ListenerPublic|wire.ListenerAdmin|wire.ListenerConsume|wire.ListenerStatus|wire.ListenerMetrics) == 0 || r.Status != e.status || r.Code != e.code {
+			t.Errorf("%+v: not a row of the replica's listeners", e)
+		}
+	}
+}
+
 // TestRetryAfterSaysTheTimeLeft: a 429 caused by the caller's own pace says the whole
 // seconds really left of it, rounded up; one caused by the window says the window.
 func TestRetryAfterSaysTheTimeLeft(t *testing.T) {
@@ -126,7 +166,7 @@ func TestRetryAfterSaysTheTimeLeft(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := retryAfter(tt.err); got != tt.want {
+			if got := retryAfter(tt.err, errRateLimited.row().RetryAfter); got != tt.want {
 				t.Errorf("Retry-After %q, want %q", got, tt.want)
 			}
 		})
@@ -140,19 +180,19 @@ func TestAdminErrorOf(t *testing.T) {
 	tests := []struct {
 		name string
 		err  error
-		want httpError
+		want plain
 	}{
-		{"unknown reference", fmt.Errorf("put agent: %w", &directory.FieldError{Field: "team", Reason: `no team "t9"`, Unknown: true}), httpError{404, "not_found", `team: no team "t9"`}},
-		{"refused field", &directory.FieldError{Field: "name", Reason: "must be 1 to 200 characters"}, httpError{400, "invalid", "name: must be 1 to 200 characters"}},
-		{"not found", fmt.Errorf("delete agent: %w", directory.ErrNotFound), httpError{404, "not_found", "not found"}},
-		{"unauthenticated", auth.ErrUnauthenticated, errUnauthenticated},
-		{"another credential", auth.ErrForbidden, httpError{403, "forbidden", "the admin API takes admin keys only"}},
-		{"redis", redis, httpError{503, "unavailable", "the directory is unavailable; retry later"}},
-		{"wrapped redis", fmt.Errorf("put user: %w", redis), errDirectory},
+		{"unknown reference", fmt.Errorf("put agent: %w", &directory.FieldError{Field: "team", Reason: `no team "t9"`, Unknown: true}), plain{404, "not_found", `team: no team "t9"`}},
+		{"refused field", &directory.FieldError{Field: "name", Reason: "must be 1 to 200 characters"}, plain{400, "invalid", "name: must be 1 to 200 characters"}},
+		{"not found", fmt.Errorf("delete agent: %w", directory.ErrNotFound), plain{404, "not_found", "not found"}},
+		{"unauthenticated", auth.ErrUnauthenticated, errUnauthenticated.plain()},
+		{"another credential", auth.ErrForbidden, plain{403, "forbidden", "the admin API takes admin keys only"}},
+		{"redis", redis, plain{503, "unavailable", "the directory is unavailable; retry later"}},
+		{"wrapped redis", fmt.Errorf("put user: %w", redis), errDirectory.plain()},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := adminErrorOf(tt.err); got != tt.want {
+			if got := adminErrorOf(tt.err).plain(); got != tt.want {
 				t.Fatalf("adminErrorOf(%v) = %+v, want %+v", tt.err, got, tt.want)
 			}
 		})
@@ -194,6 +234,8 @@ func TestAbort(t *testing.T) {
 		{"pending limit", view.ErrBusy, unavailable(wire.ReasonInFlightLimit), "pending_limit"},
 		{"internal", errors.New(secret), unavailable(wire.ReasonInternal), "internal"},
 		{"identity provider unavailable", auth.ErrIdentityUnavailable, errIdentity, wire.ReasonIdentityUnavailable},
+		{"too many streams of one user", feed.ErrTooManyForCaller, errStreams, ""},
+		{"the status feed full", feed.ErrTooManyListeners, errUnavailable, wire.ReasonInternal},
 	}
 	for _, r := range wire.Labels() {
 		err, ok := raisedHere[r]
@@ -234,7 +276,7 @@ func TestAbort(t *testing.T) {
 			if got := strings.TrimSpace(w.Body.String()); got != string(want) {
 				t.Fatalf("body %s, want %s", got, want)
 			}
-			wantRetry := map[httpError]string{errRateLimited: "2", errIdentity: "5"}[tt.want]
+			wantRetry := map[httpError]string{errRateLimited: "2", errIdentity: "5", errStreams: "2"}[tt.want]
 			if got := w.Header().Get("Retry-After"); got != wantRetry {
 				t.Errorf("Retry-After %q for %s, want %q", got, tt.want.code, wantRetry)
 			}

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"errors"
-	"net/http"
 
 	"github.com/agentfy/agentfy/broker/egress"
 	"github.com/agentfy/agentfy/wire"
@@ -46,60 +45,58 @@ var (
 	ErrClosed = errors.New("broker closed")
 )
 
-// apiError is what a client sees of an error: a status, a snake_case code and
-// a plain message that never carries internal details. The code of every error
-// /observe can answer is a wire reason (wire.Reason*): the worker passes it on
-// unchanged, and it reaches the viewer's replica, its metric and its log as it is.
+// apiError is what a client sees of an error: its row of the failure table
+// (wire.Failure) — a status, a snake_case code and a plain message that never carries
+// internal details. The code of every error /observe can answer is a wire reason
+// (wire.Reason*): the worker passes it on unchanged, and it reaches the viewer's
+// replica, its metric and its log as it is.
 type apiError struct {
 	status  int
 	code    string
 	message string
 }
 
-// errorTable is the one place that maps the broker's errors to what a client sees, in
-// order. A row whose code is a view's failure reason (reasonError) takes its status from
-// the reasons' table (wire.BrokerStatus), where every hop finds the reason, and keeps
-// only its message here: a message is the error's, not the reason's (two errors are
-// bad_request, each with its own). The other rows are the broker's own codes — the tool
-// routes' and the body bound's — which are not view reasons (a worker passes any of
-// them on as broker_error), so their status is decided here.
+// answer is f's row of the failure table as an answer.
+func answer(f wire.Failure) apiError {
+	r := f.Row()
+	return apiError{r.Status, r.Code, r.Message}
+}
+
+// errorTable is the one place that maps the broker's errors to their rows of the
+// failure table, in order: the rows decide every status, code and message (a view's
+// failure's code is its reason, with the status the worker and the replicas read it
+// by; the tool routes' and the body bound's codes are no reasons, and a worker passes
+// any of them on as broker_error).
 var errorTable = []struct {
 	err error
 	apiError
 }{
-	{ErrBadBody, reasonError(wire.ReasonBadRequest, "the request body is not valid JSON of the expected shape")},
-	{ErrBodyTooLarge, apiError{http.StatusRequestEntityTooLarge, "body_too_large", "the request body is too large"}},
-	{ErrBadRequestID, reasonError(wire.ReasonBadRequest, "requestId must be 64 lowercase hex digits")},
-	{ErrBadURL, apiError{http.StatusBadRequest, "bad_url", "the url must be an http or https URL, or about:blank"}},
-	{ErrRefusedAddress, apiError{http.StatusForbidden, "refused_address", "the url's host is an address of the deployment's own network or a metadata service, which the agent's browser may not reach"}},
-	{ErrBadStep, apiError{http.StatusBadRequest, "bad_step", "a step is unknown or malformed"}},
-	{ErrUnknownTab, apiError{http.StatusNotFound, "unknown_tab", "no open tab has this id"}},
-	{ErrTooManyTabs, apiError{http.StatusConflict, "too_many_tabs", "too many tabs are open"}},
-	{ErrQueueFull, apiError{http.StatusTooManyRequests, "queue_full", "too many browser tool calls are waiting"}},
-	{ErrToolTimeout, apiError{http.StatusGatewayTimeout, "tool_timeout", "the browser tool call did not finish in time"}},
-	{ErrStepFailed, apiError{http.StatusUnprocessableEntity, "step_failed", "the browser could not perform a step"}},
-	{ErrBusy, reasonError(wire.ReasonBusy, "another observation is in progress")},
-	{ErrGrantRefused, reasonError(wire.ReasonRefused, "the observation capability was refused")},
-	{ErrCaptureFailed, reasonError(wire.ReasonCapture, "the browser could not be captured in time")},
-	{ErrClosed, reasonError(wire.ReasonBrokerDown, "the broker is shutting down")},
+	{ErrBadBody, answer(wire.FailBrokerBadBody)},
+	{ErrBodyTooLarge, answer(wire.FailBrokerBodyTooLarge)},
+	{ErrBadRequestID, answer(wire.FailBrokerBadRequestID)},
+	{ErrBadURL, answer(wire.FailBrokerBadURL)},
+	{ErrRefusedAddress, answer(wire.FailBrokerRefusedAddress)},
+	{ErrBadStep, answer(wire.FailBrokerBadStep)},
+	{ErrUnknownTab, answer(wire.FailBrokerUnknownTab)},
+	{ErrTooManyTabs, answer(wire.FailBrokerTooManyTabs)},
+	{ErrQueueFull, answer(wire.FailBrokerQueueFull)},
+	{ErrToolTimeout, answer(wire.FailBrokerToolTimeout)},
+	{ErrStepFailed, answer(wire.FailBrokerStepFailed)},
+	{ErrBusy, answer(wire.FailBrokerBusy)},
+	{ErrGrantRefused, answer(wire.FailBrokerGrantRefused)},
+	{ErrCaptureFailed, answer(wire.FailBrokerCaptureFailed)},
+	{ErrClosed, answer(wire.FailBrokerClosed)},
 }
 
 // internalError is what a client sees of any error not in errorTable.
-var internalError = reasonError(wire.ReasonBrokerError, "internal error")
+var internalError = answer(wire.FailBrokerInternal)
 
 // The answers of a request no route takes: not errors of an operation, so not in
-// errorTable, but decided here all the same.
+// errorTable, but rows of the failure table all the same.
 var (
-	errMethod  = apiError{http.StatusMethodNotAllowed, "method_not_allowed", "method not allowed"}
-	errNoRoute = apiError{http.StatusNotFound, "not_found", "no such route"}
+	errMethod  = answer(wire.FailBrokerMethodNotAllowed)
+	errNoRoute = answer(wire.FailBrokerNoRoute)
 )
-
-// reasonError is the answer for a view's failure reason: the reason as its code and
-// its status looked up in the reasons' table (wire.BrokerStatus); only the message is
-// the error's own.
-func reasonError(reason, message string) apiError {
-	return apiError{wire.BrokerStatus(reason), reason, message}
-}
 
 // statusOf maps an error to what the client sees. A refused address's message names
 // the rule that refused it and the host the caller asked for (its own input), never a

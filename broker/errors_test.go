@@ -8,7 +8,7 @@ import (
 	"github.com/agentfy/agentfy/wire"
 )
 
-// The broker's side of the reasons' table: an error whose code is a view's failure
+// The broker's side of the failure table: an error whose code is a view's failure
 // reason is answered with the table's status for it, and every reason the table gives
 // the broker a status for is raised by one of its errors (a row without one fails).
 func TestStatusOfReasons(t *testing.T) {
@@ -24,13 +24,13 @@ func TestStatusOfReasons(t *testing.T) {
 		if wire.IsReason(got.code) {
 			raised[got.code] = true
 			if got.status != wire.BrokerStatus(got.code) {
-				t.Errorf("%v is answered %d %s, the reasons' table says %d", e.err, got.status, got.code, wire.BrokerStatus(got.code))
+				t.Errorf("%v is answered %d %s, the failure table says %d", e.err, got.status, got.code, wire.BrokerStatus(got.code))
 			}
 		}
 	}
 	for _, r := range wire.Reasons() {
 		if wire.BrokerStatus(r) != http.StatusInternalServerError && !raised[r] {
-			t.Errorf("the reasons' table gives the broker status %d for %s, and no broker error raises it", wire.BrokerStatus(r), r)
+			t.Errorf("the failure table gives the broker status %d for %s, and no broker error raises it", wire.BrokerStatus(r), r)
 		}
 	}
 	if !raised[wire.ReasonBrokerError] {

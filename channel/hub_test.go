@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -137,6 +138,34 @@ func (e *hubEnv) dial(t *testing.T, ctx context.Context, token string) (*websock
 	ws.SetReadLimit(jsonrpc.MaxMessage)
 	t.Cleanup(func() { _ = ws.CloseNow() })
 	return ws, http.StatusSwitchingProtocols
+}
+
+// refused dials with token, wants the upgrade refused, and returns the refusal's
+// status and its JSON error body.
+func (e *hubEnv) refused(t *testing.T, ctx context.Context, token string) (int, wire.ErrorBody) {
+	t.Helper()
+	h := http.Header{}
+	if token != "" {
+		h.Set("Authorization", "Bearer "+token)
+	}
+	ws, resp, err := websocket.Dial(ctx, e.url, &websocket.DialOptions{HTTPHeader: h})
+	if err == nil {
+		_ = ws.CloseNow()
+		t.Fatal("the upgrade was not refused")
+	}
+	if resp == nil {
+		t.Fatalf("dial: %v", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body wire.ErrorBody
+	if err := wire.DecodeStrict(b, &body); err != nil || resp.Header.Get("Content-Type") != "application/json; charset=utf-8" {
+		t.Fatalf("refusal %d %q (%s): not the JSON error body: %v", resp.StatusCode, b, resp.Header.Get("Content-Type"), err)
+	}
+	return resp.StatusCode, body
 }
 
 // attach dials with the worker pass and says hello with caps.
@@ -273,8 +302,8 @@ func TestHubStopsIdleSessionOnReturn(t *testing.T) {
 	sess, passes := e.start(t, ctx)
 	e.clock.Advance(session.DefaultPolicy.StopAfter + time.Second)
 
-	if ws, status := e.dial(t, ctx, passes.Worker); ws != nil || status != http.StatusUnauthorized {
-		t.Fatalf("upgrade answered %d, want 401", status)
+	if status, body := e.refused(t, ctx, passes.Worker); status != http.StatusUnauthorized || body != wire.FailChannelSessionEnded.Row().Body() {
+		t.Fatalf("upgrade answered %d %+v, want 401 and the session's end", status, body)
 	}
 	got, err := e.sessions.Get(ctx, sess.ID)
 	if err != nil || !got.Stopped || got.StopReason != "idle timeout" {
@@ -310,8 +339,8 @@ func TestHubSessionStoreDownIsUnavailable(t *testing.T) {
 	})
 	ctx := testenv.Context(t, 30*time.Second)
 	_, passes := e.start(t, ctx)
-	if _, status := e.dial(t, ctx, passes.Worker); status != http.StatusServiceUnavailable {
-		t.Fatalf("upgrade with the session store down answered %d, want 503 (a 401 ends the worker for good)", status)
+	if status, body := e.refused(t, ctx, passes.Worker); status != http.StatusServiceUnavailable || body != wire.FailChannelUnavailable.Row().Body() {
+		t.Fatalf("upgrade with the session store down answered %d %+v, want 503 (a 401 ends the worker for good)", status, body)
 	}
 }
 
@@ -659,7 +688,7 @@ func TestHubRelaysToolCall(t *testing.T) {
 
 	c = call(map[string]string{"url": "https://example.com/secret"})
 	answerNext(t, func(id uint64) []byte {
-		return must(jsonrpc.NewError(id, jsonrpc.CodeToolFailed, "unknown_tab: no open tab has this id"))
+		return must(jsonrpc.NewError(id, wire.RPCToolFailed, "unknown_tab: no open tab has this id"))
 	})
 	r = <-c
 	var re *bus.RemoteError

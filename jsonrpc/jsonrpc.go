@@ -31,19 +31,9 @@ const (
 	MethodView = "agentfy/browserView"
 )
 
-// Standard and application error codes of the tool channel that are not a view's; a
-// view's error answer carries one of the codes in package wire (wire.RPCMethodNotFound,
-// wire.RPCInvalidParams, wire.RPCBusy, wire.RPCUnavailable, wire.RPCRefused), which
-// tool calls use too.
-const (
-	CodeParseError     = -32700
-	CodeInvalidRequest = -32600
-	CodeInternal       = -32603
-	// CodeToolFailed: the tool ran and failed.
-	CodeToolFailed = -32003
-)
-
-// Error is a JSON-RPC error object.
+// Error is a JSON-RPC error object. Its Code is one of the channel's codes, which are
+// all in package wire (wire.RPCParseError … wire.RPCRefused), beside the failure table
+// that names the code each view reason travels under.
 type Error struct {
 	Code    int    `json:"code"`
 	Message string `json:"message"`

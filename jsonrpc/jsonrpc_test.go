@@ -120,7 +120,7 @@ func TestParseCopiesOut(t *testing.T) {
 	for _, msg := range []string{
 		`{"jsonrpc":"2.0","id":7,"result":{"envelope":{"publicKey":"04ab","iv":"00","tag":"11","ciphertext":"QUJD"}}}`,
 		`{"jsonrpc":"2.0","id":8,"error":{"code":-32000,"message":"view failed","data":{"reason":"capture"}}}`,
-		`{"jsonrpc":"2.0","id":9,"method":"observe.view","params":{"requestId":"r"}}`,
+		`{"jsonrpc":"2.0","id":9,"method":"other.view","params":{"requestId":"r"}}`,
 	} {
 		buf := []byte(msg)
 		m, err := jsonrpc.Parse(buf)

@@ -1,17 +1,11 @@
 package jsonrpc
 
-import (
-	"context"
-
-	"go.opentelemetry.io/otel/trace"
-
-	"github.com/agentfy/agentfy/internal/telemetry"
-)
-
 // Meta is the _meta member of a request's params, as MCP carries it: here the W3C trace
 // context of the caller's span, so that the callee's span joins the caller's trace. Its
 // members are known ones like every other (wire.DecodeStrict refuses any other), and
-// both are optional.
+// both are optional. It is a propagation.TextMapCarrier; package telemetry fills and
+// reads it (telemetry.RPCMeta, telemetry.RPCContext), and names the call's span by its
+// method, which it can only do while this package does not import it.
 type Meta struct {
 	TraceParent string `json:"traceparent,omitempty"`
 	TraceState  string `json:"tracestate,omitempty"`
@@ -54,23 +48,4 @@ func (m *Meta) Keys() []string {
 		keys = append(keys, metaTraceState)
 	}
 	return keys
-}
-
-// TraceMeta is the _meta that carries ctx's trace context; nil, and so no _meta on the
-// wire, when ctx has no span (tracing off).
-func TraceMeta(ctx context.Context) *Meta {
-	if !trace.SpanContextFromContext(ctx).IsValid() {
-		return nil
-	}
-	m := &Meta{}
-	telemetry.Propagator().Inject(ctx, m)
-	return m
-}
-
-// TraceContext returns ctx with the remote trace context m carries, if any.
-func (m *Meta) TraceContext(ctx context.Context) context.Context {
-	if m == nil || m.TraceParent == "" {
-		return ctx
-	}
-	return telemetry.Propagator().Extract(ctx, m)
 }

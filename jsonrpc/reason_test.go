@@ -23,8 +23,8 @@ func TestReasonOf(t *testing.T) {
 		{"refused", jsonrpc.Error{Code: wire.RPCRefused}, wire.ReasonRefused},
 		{"unavailable", jsonrpc.Error{Code: wire.RPCUnavailable}, wire.ReasonCapture},
 		{"invalid params", jsonrpc.Error{Code: wire.RPCInvalidParams}, wire.ReasonBadRequest},
-		{"tool failed", jsonrpc.Error{Code: jsonrpc.CodeToolFailed}, wire.ReasonFailed},
-		{"internal", jsonrpc.Error{Code: jsonrpc.CodeInternal}, wire.ReasonFailed},
+		{"tool failed", jsonrpc.Error{Code: wire.RPCToolFailed}, wire.ReasonFailed},
+		{"internal", jsonrpc.Error{Code: wire.RPCInternal}, wire.ReasonFailed},
 	}
 	for _, tt := range tests {
 		if got := jsonrpc.ReasonOf(&tt.err); got != tt.want {

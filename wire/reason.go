@@ -8,9 +8,11 @@ import (
 // Reasons a view is unavailable (503). The hop that knows what went wrong names it once
 // — the broker in its error body, the worker in its JSON-RPC error's data, the owner
 // replica in the NATS reply's header — and every later hop passes it on unchanged. They
-// label the API's outcome metric and its log line, so the set is closed and none holds
-// user, agent or page data. A code that is not in it is read as ReasonFailed. Each has
-// one row in reasonTable, below.
+// label agentfy_view_unavailable_total and the requesting replica's log line, span and
+// audit event, so the set is closed and none holds user, agent or page data. A code that
+// is not in it is read as ReasonFailed. Each is defined by its row of the failure table
+// (failure.go): whether it crosses processes, the JSON-RPC code it travels under, the
+// statuses the broker and the API answer it with.
 const (
 	// ReasonNoChannel: no replica holds the worker's socket, or it closed meanwhile.
 	ReasonNoChannel = "no_channel"
@@ -38,26 +40,29 @@ const (
 	ReasonTimeout = "timeout"
 	// ReasonInvalid: the reply did not open or the page did not validate.
 	ReasonInvalid = "invalid"
-	// ReasonIdentityUnavailable: the requester's replica could not confirm a human
-	// token's keys because the identity provider does not answer (auth.
-	// ErrIdentityUnavailable). Raised at the edge, before any other hop; it is the
-	// error body's code too, which clients read as "retry, do not sign out".
-	ReasonIdentityUnavailable = "identity_unavailable"
 	// ReasonFailed: anything else (the owner could not check the grant, a reply
 	// could not be sent).
 	ReasonFailed = "failed"
 )
 
-// Reasons the requesting replica alone raises, about itself: they label its metric and
+// Reasons the replica that answers raises alone, about itself: they label its metric and
 // log line like the others but never cross a process, so they are not in Reasons and
 // Reason reads one that arrives from another process as ReasonFailed.
 const (
+	// ReasonIdentityUnavailable: the replica the token reached could not confirm a
+	// human token's keys because the identity provider does not answer
+	// (auth.ErrIdentityUnavailable). Raised at the edge, before any other hop, on any
+	// route that takes a human token; it is the error body's code too, which clients
+	// read as "retry, do not sign out".
+	ReasonIdentityUnavailable = "identity_unavailable"
 	// ReasonInFlightLimit: the replica already has its most views in flight
 	// (view.ErrBusy).
 	ReasonInFlightLimit = "pending_limit"
 	// ReasonNotDurable: too few Redis replicas acknowledged a write (view.ErrNotDurable).
 	ReasonNotDurable = "not_durable"
-	// ReasonInternal: the replica's own Redis or NATS failed.
+	// ReasonInternal: the replica's own Redis or NATS failed, or the status feed
+	// reached its cap on streams (feed.MaxListeners): a bound of the replica's that no
+	// view route has.
 	ReasonInternal = "internal"
 	// ReasonAuditUnavailable: the audit stream did not acknowledge a frame's event within
 	// AuditTimeout, so the frame was discarded (audit.ErrUnavailable): no frame leaves
@@ -65,98 +70,42 @@ const (
 	ReasonAuditUnavailable = "audit_unavailable"
 )
 
-// The JSON-RPC error codes of a view's error answer, which tool calls use too (package
-// jsonrpc has the channel's other codes).
-const (
-	// RPCMethodNotFound: JSON-RPC's own, for a method the worker does not know.
-	RPCMethodNotFound = -32601
-	// RPCInvalidParams: JSON-RPC's own, for params that do not decode.
-	RPCInvalidParams = -32602
-	// RPCBusy: a bound was reached (too many views or tool calls in flight).
-	RPCBusy = -32001
-	// RPCUnavailable: the broker or browser could not serve the request.
-	RPCUnavailable = -32002
-	// RPCRefused: the broker could not redeem the view's grant.
-	RPCRefused = -32004
-)
-
-// reasonRow is one reason of the table, with what every hop needs of it. The reason is
-// its own metric label and log value at every hop — that is what passing it on unchanged
-// means — so it has no column of its own for them. Neither has the message a client
-// reads: the API answers every view's failure with one body (the reason is for
-// operators), and the broker's message is its error's, not its reason's (api/errors.go
-// and broker/errors.go hold those).
-type reasonRow struct {
-	reason string
-	// local: raised by the requesting replica about itself and never on the wire (not in
-	// Reasons).
-	local bool
-	// rpc is the JSON-RPC code a worker's error answer carries the reason under (its data
-	// names the reason itself; the code is for a replica that reads codes alone), and
-	// fromCode whether that code alone stands for it (an older worker's answer without
-	// data). 0 for a local reason, never sent.
-	rpc      int
-	fromCode bool
-	// broker is the HTTP status the broker answers the reason with; 0: the broker never
-	// names it.
-	broker int
-	// api is the HTTP status the API answers a view that failed for the reason with.
-	api int
-}
-
-// reasonTable is the one table of a view's failure reasons: every hop looks a reason up
-// here and none translates it, so a new reason is one row (and its constant).
-var reasonTable = []reasonRow{
-	// reason, local, JSON-RPC code, the code alone stands for it, broker's status, API's status
-	{ReasonNoChannel, false, RPCUnavailable, false, 0, http.StatusServiceUnavailable},
-	{ReasonUnsupported, false, RPCMethodNotFound, true, 0, http.StatusServiceUnavailable},
-	{ReasonBusy, false, RPCBusy, true, http.StatusConflict, http.StatusServiceUnavailable},
-	{ReasonRefused, false, RPCRefused, true, http.StatusBadGateway, http.StatusServiceUnavailable},
-	{ReasonCapture, false, RPCUnavailable, true, http.StatusServiceUnavailable, http.StatusServiceUnavailable},
-	{ReasonBrokerDown, false, RPCUnavailable, false, http.StatusServiceUnavailable, http.StatusServiceUnavailable},
-	{ReasonBrokerError, false, RPCUnavailable, false, http.StatusInternalServerError, http.StatusServiceUnavailable},
-	{ReasonBadRequest, false, RPCInvalidParams, true, http.StatusBadRequest, http.StatusServiceUnavailable},
-	{ReasonTimeout, false, RPCUnavailable, false, 0, http.StatusServiceUnavailable},
-	{ReasonInvalid, false, RPCUnavailable, false, 0, http.StatusServiceUnavailable},
-	{ReasonIdentityUnavailable, false, RPCUnavailable, false, 0, http.StatusServiceUnavailable},
-	{ReasonFailed, false, RPCUnavailable, false, 0, http.StatusServiceUnavailable},
-	{ReasonInFlightLimit, true, 0, false, 0, http.StatusServiceUnavailable},
-	{ReasonNotDurable, true, 0, false, 0, http.StatusServiceUnavailable},
-	{ReasonInternal, true, 0, false, 0, http.StatusServiceUnavailable},
-	{ReasonAuditUnavailable, true, 0, false, 0, http.StatusServiceUnavailable},
-}
-
 // reasons is the closed set that crosses processes, and labels every reason, both in
-// the table's order.
+// the failure table's order.
 var reasons, labels = func() (crossing, all []string) {
-	for _, row := range reasonTable {
-		if !row.local {
-			crossing = append(crossing, row.reason)
+	var local []string
+	for _, r := range failures {
+		switch {
+		case r.Reason == "" || slices.Contains(crossing, r.Reason) || slices.Contains(local, r.Reason):
+		case r.Crosses:
+			crossing = append(crossing, r.Reason)
+		default:
+			local = append(local, r.Reason)
 		}
-		all = append(all, row.reason)
 	}
-	return crossing, all
+	return crossing, append(slices.Clone(crossing), local...)
 }()
 
-// row returns reason's row, or ReasonFailed's.
-func row(reason string) reasonRow {
-	for _, r := range reasonTable {
-		if r.reason == reason {
+// reasonRow returns the replica's row of reason (the public listener's answer to a
+// view that failed for it), or ReasonFailed's.
+func reasonRow(reason string) FailureRow {
+	for _, r := range failures {
+		if r.Reason == reason && r.Listeners&ListenerPublic != 0 {
 			return r
 		}
 	}
-	return row(ReasonFailed)
+	return failures[FailViewFailed]
 }
 
 // RPCCodeOf is the JSON-RPC error code a worker's answer carries reason under.
-func RPCCodeOf(reason string) int { return row(reason).rpc }
+func RPCCodeOf(reason string) int { return reasonRow(reason).RPC }
 
 // ReasonOfRPCCode is the reason a JSON-RPC error code alone stands for (an answer that
 // names none), ReasonFailed for a code that stands for none.
 func ReasonOfRPCCode(code int) string {
-	for _, r := range reasonTable {
-		if r.rpc == code && r.fromCode {
-			return r.reason
+	for _, r := range failures {
+		if r.RPC == code && r.RPCAlone {
+			return r.Reason
 		}
 	}
 	return ReasonFailed
@@ -165,23 +114,25 @@ func ReasonOfRPCCode(code int) string {
 // BrokerStatus is the HTTP status the broker answers reason with;
 // http.StatusInternalServerError for one the broker never names.
 func BrokerStatus(reason string) int {
-	if s := row(reason).broker; s != 0 {
-		return s
+	for _, r := range failures {
+		if r.Listeners&ListenerBroker != 0 && r.Reason == reason {
+			return r.Status
+		}
 	}
 	return http.StatusInternalServerError
 }
 
 // APIStatus is the HTTP status the API answers a view that failed for reason with
 // (ReasonFailed's for a label that is not in the table).
-func APIStatus(reason string) int { return row(reason).api }
+func APIStatus(reason string) int { return reasonRow(reason).Status }
 
 // Reasons returns every reason that crosses processes: the closed set a hop accepts from
 // another (Reason, IsReason).
 func Reasons() []string { return slices.Clone(reasons) }
 
-// Labels returns every reason, the requesting replica's own (ReasonInFlightLimit,
-// ReasonNotDurable, ReasonInternal) after those of Reasons: the values of the API's
-// reason label.
+// Labels returns every reason, those of Reasons first, then the answering replica's own
+// (ReasonIdentityUnavailable, ReasonInFlightLimit, ReasonNotDurable, ReasonInternal,
+// ReasonAuditUnavailable): the values of the API's reason label.
 func Labels() []string { return slices.Clone(labels) }
 
 // Reason returns code when it is one of the reasons, and ReasonFailed otherwise: what

@@ -21,6 +21,8 @@ func TestReason(t *testing.T) {
 		{"pending_limit", "failed"},
 		{"not_durable", "failed"},
 		{"internal", "failed"},
+		{"identity_unavailable", "failed"},
+		{"audit_unavailable", "failed"},
 	}
 	for _, tt := range tests {
 		if got := wire.Reason(tt.in); got != tt.want {
@@ -55,13 +57,14 @@ func TestReasonsAreLabels(t *testing.T) {
 		}
 		seen[r] = true
 	}
-	if len(seen) != 12 {
-		t.Errorf("%d reasons, want 12", len(seen))
+	if len(seen) != 11 {
+		t.Errorf("%d reasons, want 11", len(seen))
 	}
-	// The requesting replica's own labels follow, and never cross a process.
+	// The answering replica's own labels follow, and never cross a process.
 	labels := wire.Labels()
-	if !slices.Equal(labels[:len(seen)], wire.Reasons()) || !slices.Equal(labels[len(seen):], []string{"pending_limit", "not_durable", "internal", "audit_unavailable"}) {
-		t.Errorf("labels %q, want the reasons then pending_limit, not_durable, internal, audit_unavailable", labels)
+	own := []string{"identity_unavailable", "pending_limit", "not_durable", "internal", "audit_unavailable"}
+	if !slices.Equal(labels[:len(seen)], wire.Reasons()) || !slices.Equal(labels[len(seen):], own) {
+		t.Errorf("labels %q, want the reasons then %q", labels, own)
 	}
 	for _, l := range labels[len(seen):] {
 		if !token.MatchString(l) || seen[l] || wire.IsReason(l) {
@@ -87,7 +90,7 @@ func TestTools(t *testing.T) {
 	}
 }
 
-// The reasons' table: a code alone stands for exactly one reason, which travels under
+// The reasons' rows of the failure table: a code alone stands for exactly one reason, which travels under
 // that code; every other reason travels under the code of "unavailable"; the broker
 // answers each of its reasons with its own status.
 func TestReasonTable(t *testing.T) {

@@ -1,6 +1,9 @@
+//go:generate go run ./internal/gendoc -doc ../docs/operating.md -reasons reason.go
+
 // Package wire is the contract between Agentfy's processes, in one place that every end
-// imports: the names on the worker tool channel and the broker socket, the reasons a view
-// fails with, the limits and layout of a page and its validation, and the deadline
+// imports: the names on the worker tool channel and the broker socket, its JSON-RPC
+// codes, the failure table — every listener's error answers and the reasons a view
+// fails with — the limits and layout of a page and its validation, and the deadline
 // budget of a view hop by hop. It imports the standard library and one JSON package
 // (github.com/go-json-experiment/json, for DecodeStrict: every body between processes),
 // so the worker and the broker can share it without linking anything of the API

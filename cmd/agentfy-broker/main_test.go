@@ -37,6 +37,7 @@ const collectorKey = "collector-key-7d2e0b"
 // lines and environments and out of the logs, keeps URLs and titles out of
 // the logs, and on SIGTERM removes the socket and stops Chromium.
 func TestBrokerProcess(t *testing.T) {
+	testenv.SkipUnderShort(t, "TestBrokerProcess", testenv.NeedsChromium)
 	bin := filepath.Join(t.TempDir(), "agentfy-broker")
 	build := exec.CommandContext(t.Context(), "go", "build", "-o", bin, ".")
 	if out, err := build.CombinedOutput(); err != nil {

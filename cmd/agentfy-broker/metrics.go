@@ -97,6 +97,23 @@ func (m *captureMetrics) record(s broker.CaptureStats) {
 	}
 }
 
+// handler serves GET /metrics and answers anything else from the failure table, like
+// the broker's socket: a method /metrics does not take is 405, any other path 404, in
+// the JSON error body.
+func (m *captureMetrics) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/metrics" {
+			w.Header().Set("Allow", "GET, HEAD")
+			wire.WriteFailure(w, wire.FailBrokerMethodNotAllowed)
+			return
+		}
+		wire.WriteFailure(w, wire.FailBrokerNoRoute)
+	})
+	return mux
+}
+
 // serve exposes /metrics on addr until ctx ends.
 func (m *captureMetrics) serve(ctx context.Context, addr string, logger zerolog.Logger) error {
 	var lc net.ListenConfig
@@ -104,9 +121,7 @@ func (m *captureMetrics) serve(ctx context.Context, addr string, logger zerolog.
 	if err != nil {
 		return err
 	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout, WriteTimeout: readTimeout, IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes}
+	srv := &http.Server{Handler: m.handler(), ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout, WriteTimeout: readTimeout, IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
