@@ -10,7 +10,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/rs/zerolog"
-	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentfy/agentfy/audit"
@@ -38,8 +37,8 @@ const (
 const statusCancelled = 499
 
 // viewOutcomes is the table of a view route's outcomes and their statuses: the answers
-// of a 200, the refusals, each failure's status from the reasons' table, the viewer
-// gone and the handler's panic. Every series of agentfy_view_requests_total is one of
+// of a 200, the refusals, each failure's status from the failure table (wire.Failure),
+// the viewer gone and the handler's panic. Every series of agentfy_view_requests_total is one of
 // them; the alert on failing views divides by those that could have produced a frame
 // (couldFrame).
 func viewOutcomes() []viewAnswer {
@@ -156,7 +155,7 @@ func (s *Server) record(c *gin.Context, d *decision, status int) {
 	}
 
 	if span := trace.SpanFromContext(c.Request.Context()); span.IsRecording() {
-		span.SetAttributes(semconv.HTTPRoute(route), telemetry.AttrOutcome.String(ev.Outcome))
+		span.SetAttributes(telemetry.AttrOutcome.String(ev.Outcome))
 		if ev.Reason != "" {
 			span.SetAttributes(telemetry.AttrReason.String(ev.Reason))
 		}

@@ -1,7 +1,7 @@
 // Package api is the HTTP edge of an API replica (Gin): it parses requests, calls the
-// services, and renders their results. Every error's status code comes from one file
-// (errors.go: the public API's table and the admin API's, the reasons' table's for a
-// view's failure). Routes:
+// services, and renders their results. Every error's answer is a row of the failure
+// table (wire.Failure), looked up in one file (errors.go: the public API's errors and
+// the admin API's, and a view's failure by its reason). Routes:
 //
 //	GET  /v1/agents                                     human JWT           the member's agents
 //	GET  /v1/agents/:id/worker/view                     human JWT           view.Result
@@ -79,11 +79,10 @@ type Config struct {
 
 // Server is one replica's HTTP edge.
 type Server struct {
-	cfg     Config
-	eng     *gin.Engine
-	handler http.Handler  // eng, wrapped by the tracing of its traced routes
-	done    chan struct{} // closed when the replica shuts down: ends status streams
-	once    sync.Once
+	cfg  Config
+	eng  *gin.Engine
+	done chan struct{} // closed when the replica shuts down: ends status streams
+	once sync.Once
 
 	access *access.Rules // who may see an agent
 }
@@ -121,6 +120,10 @@ func New(cfg Config) *Server {
 	eng.RedirectTrailingSlash = false
 	eng.RedirectFixedPath = false
 	s := &Server{cfg: cfg, eng: eng, done: make(chan struct{}), access: access.New(cfg.Dir)}
+	if cfg.Tracer != nil {
+		// First, so that the request's log lines carry its span's trace id.
+		eng.Use(traceRoute(telemetry.EdgeHandler(cfg.Tracer, http.HandlerFunc(runTraced), s.continuesTrace)))
+	}
 	eng.Use(s.requestLog, gin.CustomRecovery(func(c *gin.Context, _ any) {
 		c.AbortWithStatusJSON(errInternal.status, errInternal.body())
 	}), refuseAmbiguous)
@@ -172,7 +175,6 @@ func New(cfg Config) *Server {
 		h.Set("Referrer-Policy", "no-referrer")
 		static.ServeHTTP(c.Writer, c.Request)
 	})
-	s.handler = telemetry.EdgeHandler(cfg.Tracer, eng, tracedRoute, s.continuesTrace)
 	return s
 }
 
@@ -195,7 +197,7 @@ func inlineScriptHashes(app fs.FS) string {
 }
 
 // Handler is the replica's http.Handler.
-func (s *Server) Handler() http.Handler { return s.handler }
+func (s *Server) Handler() http.Handler { return s.eng }
 
 // noStore marks every /v1 response, errors included, as not to be stored by any cache.
 // Answers outside the routes (an unknown /v1 path, a method a route does not take) get

@@ -3,11 +3,9 @@ package api
 import (
 	"context"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
-	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentfy/agentfy/auth"
@@ -15,39 +13,52 @@ import (
 	"github.com/agentfy/agentfy/wire"
 )
 
-// The routes a replica traces, as their spans are named: the two view routes and the
-// consume route, the hops of a view. Nothing else is traced (health checks, metrics,
-// the hour-long status streams, the worker's socket).
-const (
-	spanAgentView   = "GET " + AgentViewRoute
-	spanPartnerView = "GET " + PartnerViewRoute
-	spanConsume     = "POST " + wire.ConsumePath
-)
+// tracedRoutes are the routes a replica traces, by the method and the template of the
+// route the router matched (gin's FullPath), never by a reading of the path: the two
+// view routes and the consume route, the hops of a view. Nothing else is traced
+// (health checks, metrics, the hour-long status streams, the worker's socket).
+var tracedRoutes = map[tracedRoute]bool{
+	{http.MethodGet, AgentViewRoute}:    true,
+	{http.MethodGet, PartnerViewRoute}:  true,
+	{http.MethodPost, wire.ConsumePath}: true,
+}
 
-// tracedRoute names the span of a request to a traced route, before the router runs
-// (telemetry.Handler wraps the whole engine); "" for any other request.
-func tracedRoute(r *http.Request) string {
-	path := r.URL.Path
-	switch r.Method {
-	case http.MethodPost:
-		if path == wire.ConsumePath {
-			return spanConsume
+// tracedRoute is a key of tracedRoutes: a method and a route's template.
+type tracedRoute struct{ method, template string }
+
+// traceRoute is the first handler of every route when tracing is on. A request to a
+// traced route runs the rest of its handlers inside its server span (traced:
+// telemetry.EdgeHandler over runTraced), named by its method and the route's template
+// ("GET /v1/agents/:id/worker/view", the request's Pattern), so that its log lines
+// carry the span's trace id from the first; any other request goes on untraced.
+func traceRoute(traced http.Handler) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if !tracedRoutes[tracedRoute{c.Request.Method, c.FullPath()}] {
+			c.Next()
+			return
 		}
-	case http.MethodGet:
-		seg := strings.Split(strings.TrimPrefix(path, "/"), "/")
-		for _, s := range seg {
-			if s == "" {
-				return ""
-			}
-		}
-		switch {
-		case len(seg) == 5 && seg[0] == "v1" && seg[1] == "agents" && seg[3] == "worker" && seg[4] == "view":
-			return spanAgentView
-		case len(seg) == 7 && seg[0] == "v1" && seg[1] == "orgs" && seg[2] != "" && seg[3] == "agents" && seg[5] == "worker" && seg[6] == "view":
-			return spanPartnerView
-		}
+		r := c.Request.WithContext(context.WithValue(c.Request.Context(), ginContextKey{}, c))
+		r.Pattern = c.Request.Method + " " + c.FullPath()
+		traced.ServeHTTP(c.Writer, r)
 	}
-	return ""
+}
+
+// ginContextKey holds a traced request's gin.Context in the request's context, for
+// runTraced.
+type ginContextKey struct{}
+
+// runTraced runs the rest of a traced request's handlers (traceRoute) with r, the
+// request in its span's context.
+func runTraced(w http.ResponseWriter, r *http.Request) {
+	c, ok := r.Context().Value(ginContextKey{}).(*gin.Context)
+	if !ok {
+		return
+	}
+	c.Request = r
+	c.Next()
+	// The handlers wrote through gin's writer, which w wraps: w learns the status here
+	// (gin's writer takes the same status again as a no-op).
+	w.WriteHeader(c.Writer.Status())
 }
 
 // traceView gives a view's answer its traceresponse header (W3C Trace Context Level 2)
@@ -136,7 +147,7 @@ func (s *Server) traceOutcome(c *gin.Context) {
 	if outcome == "" {
 		outcome = telemetry.OutcomeOK
 	}
-	span.SetAttributes(semconv.HTTPRoute(c.FullPath()), telemetry.AttrOutcome.String(outcome))
+	span.SetAttributes(telemetry.AttrOutcome.String(outcome))
 	if reason := c.GetString(ctxReason); reason != "" {
 		span.SetAttributes(telemetry.AttrReason.String(reason))
 	}
@@ -183,7 +194,7 @@ func (s *Server) continuesTrace(r *http.Request) bool {
 	if s.cfg.TrustedTraceSources.Contains(r) {
 		return true
 	}
-	if r.Method != http.MethodPost || r.URL.Path != wire.ConsumePath {
+	if r.Pattern != http.MethodPost+" "+wire.ConsumePath { // the route traceRoute matched
 		return false
 	}
 	token := auth.BearerToken(r.Header.Get("Authorization"))

@@ -10,7 +10,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -79,20 +78,12 @@ func NewFailoverConsumeClient(client *http.Client, baseURLs []string, pass strin
 	return &ConsumeClient{client: &c, endpoints: endpoints, pass: pass}, nil
 }
 
-// consumeSpan is the name of the span of a consume call, the API's route.
-const consumeSpan = http.MethodPost + " " + wire.ConsumePath
-
 // ConsumeTransport wraps rt, the transport of a ConsumeClient's http.Client, so that
-// each consume call gets a client span whose context its traceparent header carries
-// to the replica (whose consume route's span joins the view's trace). It returns rt
-// itself when tp is nil (tracing off).
+// each consume call gets a client span (telemetry.SpanConsume) whose context its
+// traceparent header carries to the replica (whose consume route's span joins the
+// view's trace). It returns rt itself when tp is nil (tracing off).
 func ConsumeTransport(tp trace.TracerProvider, rt http.RoundTripper) http.RoundTripper {
-	return telemetry.Transport(tp, rt, func(r *http.Request) string {
-		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, wire.ConsumePath) {
-			return consumeSpan
-		}
-		return ""
-	})
+	return telemetry.Transport(tp, rt, telemetry.SpanConsume)
 }
 
 // errNextReplica marks an attempt whose replica did not redeem the request id

@@ -30,16 +30,23 @@ func (b *Broker) Handler() http.Handler {
 	routes := []struct {
 		method, path string
 		handle       http.HandlerFunc
+		// traced says the route gets a span (telemetry.Handler), named by its pattern:
+		// the capture, a hop of a view; the tools and the health check are not traced.
+		traced bool
 	}{
-		{http.MethodPost, wire.ToolPathPrefix + wire.ToolOpen, b.handleOpen},
-		{http.MethodPost, wire.ToolPathPrefix + wire.ToolPlay, b.handlePlay},
-		{http.MethodPost, wire.ToolPathPrefix + wire.ToolTabs, b.handleTabs},
-		{http.MethodPost, wire.ToolPathPrefix + wire.ToolClose, b.handleClose},
-		{http.MethodPost, wire.CapturePath, b.handleCapture},
-		{http.MethodGet, "/healthz", b.handleHealth},
+		{http.MethodPost, wire.ToolPathPrefix + wire.ToolOpen, b.handleOpen, false},
+		{http.MethodPost, wire.ToolPathPrefix + wire.ToolPlay, b.handlePlay, false},
+		{http.MethodPost, wire.ToolPathPrefix + wire.ToolTabs, b.handleTabs, false},
+		{http.MethodPost, wire.ToolPathPrefix + wire.ToolClose, b.handleClose, false},
+		{http.MethodPost, wire.CapturePath, b.handleCapture, true},
+		{http.MethodGet, "/healthz", b.handleHealth, false},
 	}
 	for _, r := range routes {
-		mux.Handle(r.method+" "+r.path, b.logged(r.path, r.handle))
+		h := b.logged(r.path, r.handle)
+		if r.traced {
+			h = telemetry.Handler(b.cfg.Tracer, h)
+		}
+		mux.Handle(r.method+" "+r.path, h)
 		mux.Handle(r.path, b.logged(r.path, func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Allow", r.method)
 			writeError(w, errMethod)
@@ -48,18 +55,7 @@ func (b *Broker) Handler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, errNoRoute)
 	})
-	return telemetry.Handler(b.cfg.Tracer, mux, tracedRoute)
-}
-
-// captureSpan is the name of the span of a capture, the one route the broker traces.
-const captureSpan = "POST " + wire.CapturePath
-
-// tracedRoute names the span of a request to /observe; the tools are not traced.
-func tracedRoute(r *http.Request) string {
-	if r.Method == http.MethodPost && r.URL.Path == wire.CapturePath {
-		return captureSpan
-	}
-	return ""
+	return mux
 }
 
 // handleOpen serves POST /tools/browser_open.

@@ -54,6 +54,9 @@ func TestSubject(t *testing.T) {
 	if got := ns.AllOf(bus.VerbStatus); got != "agentfy.prod-eu.db3.status.*" {
 		t.Fatalf("AllOf = %q", got)
 	}
+	if got := ns.SubjectTemplate(bus.VerbView); got != "agentfy.prod-eu.db3.view.{session}" {
+		t.Fatalf("SubjectTemplate = %q", got)
+	}
 	for _, bad := range []struct {
 		dep string
 		db  int

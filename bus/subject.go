@@ -93,6 +93,17 @@ func (n Namespace) Subject(verb Verb, sessionID string) (string, error) {
 	return n.Prefix() + "." + string(verb) + "." + sessionID, nil
 }
 
+// SessionPlaceholder stands for the session id in a SubjectTemplate.
+const SessionPlaceholder = "{session}"
+
+// SubjectTemplate is the template of verb's subjects, Subject with SessionPlaceholder
+// for the session id (agentfy.<deployment>.db<N>.view.{session}): the name a span gives
+// the destination of every session alike (messaging.destination.name), never a
+// session's id.
+func (n Namespace) SubjectTemplate(verb Verb) string {
+	return n.Prefix() + "." + string(verb) + "." + SessionPlaceholder
+}
+
 // AllOf is the wildcard subject for one verb across every session of the namespace,
 // e.g. agentfy.prod.db0.status.*.
 func (n Namespace) AllOf(verb Verb) string { return n.Prefix() + "." + string(verb) + ".*" }

@@ -12,7 +12,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
-	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentfy/agentfy/access"
@@ -310,10 +309,9 @@ func (s *Service) request(ctx context.Context, sess session.Session, req viewReq
 	if err != nil {
 		return nil, err
 	}
-	ctx, span := s.tracer.Start(ctx, telemetry.SpanViewRequest, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
-		semconv.MessagingSystemKey.String("nats"), semconv.MessagingOperationName("request"),
-		telemetry.AttrAgentID.String(sess.AgentID), telemetry.AttrSessionID.String(sess.ID),
-	))
+	ctx, span := s.tracer.Start(ctx, telemetry.SpanViewRequest, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(telemetry.MessagingSend(s.ns.SubjectTemplate(bus.VerbView))...),
+		trace.WithAttributes(telemetry.AttrAgentID.String(sess.AgentID), telemetry.AttrSessionID.String(sess.ID)))
 	defer func() {
 		var u *UnavailableError
 		if errors.As(err, &u) {

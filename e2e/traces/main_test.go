@@ -1,6 +1,6 @@
 // Package traces tests a view's trace end to end: a real stack (two API replicas, NATS,
 // Redis, a worker and a broker with Chromium) exporting its spans over OTLP to a real
-// Jaeger v2 (testenv.StartJaeger's binary), read back from Jaeger's query API.
+// Jaeger v2 (servers.BuildJaeger's binary), read back from Jaeger's query API.
 package traces
 
 import (
@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/agentfy/agentfy/internal/dev/servers"
 	"github.com/agentfy/agentfy/internal/dev/stack"
 	"github.com/agentfy/agentfy/internal/test/oas"
 	"github.com/agentfy/agentfy/internal/test/stacktest"
@@ -32,7 +33,11 @@ var (
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
-	bin, err := testenv.BuildJaeger(context.Background(), func(format string, args ...any) {
+	// Every test reads its spans back from the shared Jaeger.
+	if testenv.SkipMainUnderShort("e2e/traces", testenv.NeedsJaeger) {
+		return m.Run()
+	}
+	bin, err := servers.BuildJaeger(context.Background(), func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, format+"\n", args...)
 	})
 	if err != nil {
@@ -47,7 +52,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
-	if jaeger, err = testenv.RunJaeger(ctx, bin, dir); err != nil {
+	if jaeger, err = servers.RunJaeger(ctx, bin, dir); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -62,7 +67,7 @@ func run(m *testing.M) int {
 		"OTEL_SERVICE_NAME":           "one-name-for-all",
 		"OTEL_RESOURCE_ATTRIBUTES":    "deployment.environment.name=test",
 	}
-	st, _, err = stack.StartOnTopology(ctx, stack.Options{
+	st, err = stacktest.StartShared(ctx, stack.Options{
 		Log:    zerolog.New(logs).Level(zerolog.DebugLevel).With().Timestamp().Logger(),
 		Traces: func(name string) string { return traceEnv[name] },
 	})

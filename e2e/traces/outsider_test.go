@@ -201,7 +201,7 @@ func TestOutsiderCannotSteerTheTrace(t *testing.T) {
 	unauthTrace, unauthSpan := newID(16), newID(8)
 	unauth := outsiderContext(unauthTrace, unauthSpan, "01")
 
-	viewHops := []hop{spanView, spanRequest, spanRelay, spanWorker, spanObserve, spanCapture, spanConsumeCall, spanConsumeRoute}
+	viewHops := []hop{spanView, spanRequest, spanRelay, spanWorker, spanWorkerCapture, spanCapture, spanConsumeCall, spanConsumeRoute}
 	deployment := map[string]string{} // the deployment's trace id of each request, by name
 	t.Run("a member's view", func(t *testing.T) {
 		client.OpenGate(t, agent)
@@ -348,21 +348,13 @@ func TestOutsiderSampledFlagAtRatioZero(t *testing.T) {
 		"OTEL_TRACES_SAMPLER":         "parentbased_traceidratio",
 		"OTEL_TRACES_SAMPLER_ARG":     "0",
 	}
-	zero, err := stack.Start(ctx, stack.Options{
+	zero := stacktest.Start(t, stack.Options{
 		Log:    zerolog.New(zeroLogs).Level(zerolog.DebugLevel),
 		Traces: func(name string) string { return env[name] },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(zero.Close)
+	}).St
 	agent := "agent-scout"
 	handler, hops := hopHeaders()
-	ss, err := zero.StartSession(ctx, agent, stack.SessionOptions{Replica: 1, BrokerHandler: handler})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ss.Close)
+	stacktest.StartSession(ctx, t, zero, agent, stack.SessionOptions{Replica: 1, BrokerHandler: handler})
 	token, err := zero.Token("u-alice", time.Hour)
 	if err != nil {
 		t.Fatal(err)

@@ -32,15 +32,15 @@ import (
 
 // The spans of the hops, as (service, span name), in the order a view crosses them.
 var (
-	spanView         = hop{telemetry.ServiceAPI, "GET /v1/agents/:id/worker/view"}
-	spanPartnerView  = hop{telemetry.ServiceAPI, "GET /v1/orgs/:orgId/agents/:id/worker/view"}
-	spanRequest      = hop{telemetry.ServiceAPI, telemetry.SpanViewRequest}
-	spanRelay        = hop{telemetry.ServiceAPI, telemetry.SpanViewRelay}
-	spanWorker       = hop{telemetry.ServiceWorker, telemetry.SpanWorkerView}
-	spanObserve      = hop{telemetry.ServiceWorker, "POST " + wire.CapturePath}
-	spanCapture      = hop{telemetry.ServiceBroker, "POST " + wire.CapturePath}
-	spanConsumeCall  = hop{telemetry.ServiceBroker, "POST " + wire.ConsumePath}
-	spanConsumeRoute = hop{telemetry.ServiceAPI, "POST " + wire.ConsumePath}
+	spanView          = hop{telemetry.ServiceAPI, "GET /v1/agents/:id/worker/view"}
+	spanPartnerView   = hop{telemetry.ServiceAPI, "GET /v1/orgs/:orgId/agents/:id/worker/view"}
+	spanRequest       = hop{telemetry.ServiceAPI, telemetry.SpanViewRequest}
+	spanRelay         = hop{telemetry.ServiceAPI, telemetry.SpanViewRelay}
+	spanWorker        = hop{telemetry.ServiceWorker, telemetry.SpanWorkerView}
+	spanWorkerCapture = hop{telemetry.ServiceWorker, "POST " + wire.CapturePath}
+	spanCapture       = hop{telemetry.ServiceBroker, "POST " + wire.CapturePath}
+	spanConsumeCall   = hop{telemetry.ServiceBroker, "POST " + wire.ConsumePath}
+	spanConsumeRoute  = hop{telemetry.ServiceAPI, "POST " + wire.ConsumePath}
 )
 
 type hop struct{ service, name string }
@@ -191,11 +191,7 @@ func servePage(t *testing.T) page {
 // startSession starts a session of agent, stopped when the test ends.
 func startSession(t *testing.T, agent string, o stack.SessionOptions) *stack.Session {
 	t.Helper()
-	ss, err := st.StartSession(client.Context(t), agent, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ss.Close)
+	ss := stacktest.StartSession(client.Context(t), t, st, agent, o)
 	return ss
 }
 
@@ -248,7 +244,7 @@ func TestViewTraceAcrossReplicas(t *testing.T) {
 			t.Errorf("audit event %s, want trace %s, outcome frame, viewer u-alice, session %s", msg.Data, traceID, ss.ID)
 		}
 	})
-	spans := chain(t, tr, "", spanView, spanRequest, spanRelay, spanWorker, spanObserve, spanCapture, spanConsumeCall, spanConsumeRoute)
+	spans := chain(t, tr, "", spanView, spanRequest, spanRelay, spanWorker, spanWorkerCapture, spanCapture, spanConsumeCall, spanConsumeRoute)
 	if spans[0].SpanID != rootSpan {
 		t.Errorf("traceresponse names span %s, want the view route's %s", rootSpan, spans[0].SpanID)
 	}
@@ -266,10 +262,16 @@ func TestViewTraceAcrossReplicas(t *testing.T) {
 			"agentfy.viewer.id": "u-alice", "agentfy.outcome": "frame", "agentfy.reason": "",
 			"http.route": "/v1/agents/:id/worker/view", "http.response.status_code": "200",
 		})
+		// The NATS spans name the subject's template, never the session's subject.
+		subject := st.NS.SubjectTemplate(bus.VerbView)
 		wantTags(t, spanRequest, spans[1], map[string]string{
 			"agentfy.agent.id": agent, "agentfy.session.id": ss.ID, "agentfy.outcome": "ok", "messaging.system": "nats",
+			"messaging.operation.type": "send", "messaging.destination.name": subject,
 		})
-		wantTags(t, spanRelay, spans[2], map[string]string{"agentfy.session.id": ss.ID, "agentfy.outcome": "ok"})
+		wantTags(t, spanRelay, spans[2], map[string]string{
+			"agentfy.session.id": ss.ID, "agentfy.outcome": "ok", "messaging.system": "nats",
+			"messaging.operation.type": "process", "messaging.destination.name": subject,
+		})
 		wantTags(t, spanWorker, spans[3], map[string]string{"agentfy.session.id": ss.ID, "agentfy.outcome": "ok", "rpc.method": "agentfy/browserView"})
 		wantTags(t, spanCapture, spans[5], map[string]string{"agentfy.outcome": "ok", "http.response.status_code": "200"})
 		wantTags(t, spanConsumeRoute, spans[7], map[string]string{"agentfy.session.id": ss.ID, "agentfy.outcome": "ok", "http.response.status_code": "200"})
@@ -346,7 +348,7 @@ func TestPartnerViewTrace(t *testing.T) {
 		t.Fatalf("view: %s", r.Summary())
 	}
 	tr, _ := traceOf(t, r, 8)
-	spans := chain(t, tr, "", spanPartnerView, spanRequest, spanRelay, spanWorker, spanObserve, spanCapture, spanConsumeCall, spanConsumeRoute)
+	spans := chain(t, tr, "", spanPartnerView, spanRequest, spanRelay, spanWorker, spanWorkerCapture, spanCapture, spanConsumeCall, spanConsumeRoute)
 	wantTags(t, spanPartnerView, spans[0], map[string]string{
 		"agentfy.agent.id": agent, "agentfy.viewer.kind": "partner", "agentfy.viewer.id": meta.ID, "agentfy.outcome": "no_tab",
 	})
@@ -410,7 +412,7 @@ func TestFailedViewTraces(t *testing.T) {
 			t.Fatalf("%s", r.Summary())
 		}
 		tr, _ := traceOf(t, r, 5)
-		spans := chain(t, tr, "", spanView, spanRequest, spanRelay, spanWorker, spanObserve)
+		spans := chain(t, tr, "", spanView, spanRequest, spanRelay, spanWorker, spanWorkerCapture)
 		for i, h := range []hop{spanView, spanRequest, spanRelay, spanWorker} {
 			wantTags(t, h, spans[i], map[string]string{"agentfy.outcome": "unavailable", "agentfy.reason": wire.ReasonBrokerDown})
 		}
@@ -436,14 +438,10 @@ func TestTracingOff(t *testing.T) {
 	ctx := client.Context(t)
 	before := sdkGoroutines(t)
 	offEnv := map[string]string{"OTEL_SERVICE_NAME": "x", "OTEL_TRACES_SAMPLER": "always_on", "OTEL_RESOURCE_ATTRIBUTES": "a=b"}
-	off, err := stack.Start(ctx, stack.Options{
+	off := stacktest.Start(t, stack.Options{
 		Log:    zerolog.New(logs).Level(zerolog.WarnLevel),
 		Traces: func(name string) string { return offEnv[name] },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(off.Close)
+	}).St
 	agent := "agent-scout"
 	headers := make(chan string, 1)
 	ss, err := off.StartSession(ctx, agent, stack.SessionOptions{Replica: 1, BrokerHandler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -525,11 +523,7 @@ func TestTracingCost(t *testing.T) {
 	ctx := client.Context(t)
 	// Logged as the traced stack is (debug lines into a buffer), so that only tracing
 	// differs.
-	off, err := stack.Start(ctx, stack.Options{Log: zerolog.New(&testenv.Buffer{}).Level(zerolog.DebugLevel).With().Timestamp().Logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(off.Close)
+	off := stacktest.Start(t, stack.Options{Log: zerolog.New(&testenv.Buffer{}).Level(zerolog.DebugLevel).With().Timestamp().Logger()}).St
 	type side struct {
 		name  string
 		st    *stack.Stack
@@ -539,11 +533,8 @@ func TestTracingCost(t *testing.T) {
 	}
 	sides := []*side{{name: "traced", st: st, agent: client.NewAgent(t, "")}, {name: "untraced", st: off, agent: "agent-scout"}}
 	for _, s := range sides {
-		ss, err := s.st.StartSession(ctx, s.agent, stack.SessionOptions{Replica: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(ss.Close)
+		stacktest.StartSession(ctx, t, s.st, s.agent, stack.SessionOptions{Replica: 1})
+		var err error
 		if s.token, err = s.st.Token("u-alice", time.Hour); err != nil {
 			t.Fatal(err)
 		}

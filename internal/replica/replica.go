@@ -210,7 +210,7 @@ func New(ctx context.Context, o Options) (*Replica, error) {
 		},
 		RedisDials: dials.Counts, RedisRoundTrips: dials.RoundTrips,
 	})
-	r.Server = api.New(api.Config{
+	r.Server = api.New(api.Config{ //nolint:contextcheck // the linter reads api.traceRoute's context.WithValue(c.Request.Context(), …) as a new context; it is the request's own
 		Log: o.Log, JWT: verifier, Creds: r.Creds, Dir: r.Dir, Sessions: r.Sessions, Views: r.Views,
 		Grants: grants, Hub: r.Hub, Feed: r.Feed, Metrics: metrics, Audit: r.Audit, OpenAPI: o.OpenAPI, WebApp: o.WebApp,
 		Ready: r.ready, Tracer: o.Tracer, TrustedTraceSources: o.TrustedTraceSources,

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
-	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -20,19 +19,20 @@ type discardExporter struct{}
 func (discardExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
 func (discardExporter) Shutdown(context.Context) error                             { return nil }
 
-// benchmarkHop times one HTTP request on loopback through Transport and Handler, as a
-// traced hop of a view is made (the worker's POST /observe, the broker's consume call),
-// inside a span of the caller's when tp is set.
-// handler and transport are the wrappers under test.
-func benchmarkHop(b *testing.B, tp trace.TracerProvider, handler func(trace.TracerProvider, http.Handler, RouteOf) http.Handler, transport func(trace.TracerProvider, http.RoundTripper, RouteOf) http.RoundTripper) {
-	route := func(*http.Request) string { return "POST /observe" }
-	srv := httptest.NewServer(handler(tp, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// benchmarkHop times one HTTP request on loopback through a transport and a route's
+// handler, as a traced hop of a view is made (the worker's POST /observe, the broker's
+// consume call), inside a span of the caller's when tp is set. handler and transport
+// are the wrappers under test.
+func benchmarkHop(b *testing.B, tp trace.TracerProvider, handler func(trace.TracerProvider, http.Handler) http.Handler, transport func(trace.TracerProvider, http.RoundTripper) http.RoundTripper) {
+	mux := http.NewServeMux()
+	mux.Handle(SpanCapture, handler(tp, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(make([]byte, 1<<10))
-	}), route))
+	})))
+	srv := httptest.NewServer(mux)
 	defer srv.Close()
-	client := &http.Client{Transport: transport(tp, http.DefaultTransport.(*http.Transport).Clone(), route)}
+	client := &http.Client{Transport: transport(tp, http.DefaultTransport.(*http.Transport).Clone())}
 	ctx, span := Tracer(tp).Start(b.Context(), SpanWorkerView)
 	defer span.End()
 	b.ReportAllocs()
@@ -50,38 +50,33 @@ func benchmarkHop(b *testing.B, tp trace.TracerProvider, handler func(trace.Trac
 	}
 }
 
-// otelHandler and otelTransport are otelhttp's wrappers configured as Handler and
-// Transport were before they replaced them: the baseline that pays for them.
-func otelHandler(tp trace.TracerProvider, h http.Handler, route RouteOf) http.Handler {
-	return otelhttp.NewHandler(h, "",
-		otelhttp.WithTracerProvider(tp),
-		otelhttp.WithMeterProvider(metricnoop.NewMeterProvider()),
-		otelhttp.WithPropagators(Propagator()),
-		otelhttp.WithFilter(func(r *http.Request) bool { return route(r) != "" }),
-		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return route(r) }),
-	)
+// captureTransport is Transport as the worker's capture client has it.
+func captureTransport(tp trace.TracerProvider, rt http.RoundTripper) http.RoundTripper {
+	return Transport(tp, rt, SpanCapture)
 }
 
-func otelTransport(tp trace.TracerProvider, rt http.RoundTripper, route RouteOf) http.RoundTripper {
-	return otelhttp.NewTransport(rt,
-		otelhttp.WithTracerProvider(tp),
-		otelhttp.WithMeterProvider(metricnoop.NewMeterProvider()),
-		otelhttp.WithPropagators(Propagator()),
-		otelhttp.WithFilter(func(r *http.Request) bool { return route(r) != "" }),
-		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return route(r) }),
-	)
+// otelHandler and otelTransport are otelhttp's wrappers as they come, with the same
+// options: the baseline that prices what Handler adds to them (shown, the request it
+// shows otelhttp).
+func otelHandler(tp trace.TracerProvider, h http.Handler) http.Handler {
+	return otelhttp.NewHandler(h, "", options(tp)...)
+}
+
+func otelTransport(tp trace.TracerProvider, rt http.RoundTripper) http.RoundTripper {
+	return otelhttp.NewTransport(rt, append(options(tp),
+		otelhttp.WithSpanNameFormatter(func(string, *http.Request) string { return SpanCapture }))...)
 }
 
 // BenchmarkHop prices tracing on one HTTP hop: off (no wrapper) against on (a client
 // and a server span, sampled, batched and dropped), with Agentfy's wrappers and with
-// otelhttp's.
+// otelhttp's as they come.
 func BenchmarkHop(b *testing.B) {
-	b.Run("off", func(b *testing.B) { benchmarkHop(b, nil, Handler, Transport) })
+	b.Run("off", func(b *testing.B) { benchmarkHop(b, nil, Handler, captureTransport) })
 	for _, w := range []struct {
 		name      string
-		handler   func(trace.TracerProvider, http.Handler, RouteOf) http.Handler
-		transport func(trace.TracerProvider, http.RoundTripper, RouteOf) http.RoundTripper
-	}{{"on", Handler, Transport}, {"otelhttp", otelHandler, otelTransport}} {
+		handler   func(trace.TracerProvider, http.Handler) http.Handler
+		transport func(trace.TracerProvider, http.RoundTripper) http.RoundTripper
+	}{{"on", Handler, captureTransport}, {"otelhttp", otelHandler, otelTransport}} {
 		b.Run(w.name, func(b *testing.B) {
 			tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(discardExporter{}))
 			defer func() { _ = tp.Shutdown(context.WithoutCancel(b.Context())) }()

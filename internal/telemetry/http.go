@@ -4,36 +4,42 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/netip"
 	"strings"
-	"sync"
 
 	"github.com/rs/zerolog"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 )
 
-// RouteOf names the traced route of a request ("POST /observe"), "" for a request that
-// is not traced (health checks, metrics, long-lived streams).
-type RouteOf func(r *http.Request) string
+// The HTTP hops of a view are traced by otelhttp. Three things it cannot be told are
+// kept here:
+//
+//   - what a span records of a request. A server span of otelhttp records the path,
+//     the peer's address, the user agent and the first X-Forwarded-For address: input
+//     from outside (tens of kilobytes of it, a forwarded-for address of the caller's
+//     choosing) that a span of Agentfy does not carry. It is shown the request's
+//     method, protocol, host, route and trace context alone (shown); the handler gets
+//     the request itself. A client span records the URL with its query (withoutQuery).
+//   - whose trace context an edge continues (EdgeHandler). otelhttp's public endpoint
+//     option starts a new trace but links the caller's span, which would still put a
+//     trace id of the caller's choosing into the trace backend.
+//   - which requests are traced: the router decides, by the route it matched (the
+//     API's gin engine, the broker's http.ServeMux), and wraps those routes alone; a
+//     client traces the calls it makes through Transport and no other.
 
-// The HTTP hops of a view are traced by the two small wrappers below rather than by
-// otelhttp: they make the same spans (kind, name, method, status code, error status,
-// W3C traceparent in and out) and nothing else, and cost a view about half as much
-// (BenchmarkHop; BENCHMARKS.md, "Tracing on against off"). What they leave out is what
-// a span of Agentfy must not carry anyway: the request's URL, its peer and user agent.
-
-// Handler wraps h so that each request RouteOf names gets a server span of that name,
-// its parent extracted from the request's traceparent, its status code recorded and an
-// error status for a 5xx. It is for a listener only the deployment reaches (the broker's
-// socket, which its worker calls inside a view): a listener that outsiders reach takes
-// EdgeHandler. With a nil tp it returns h as it is: tracing off costs nothing.
-func Handler(tp trace.TracerProvider, h http.Handler, route RouteOf) http.Handler {
-	return handler(tp, h, route, nil, false)
+// Handler wraps h, the handler of one route a router matched, so that each request gets
+// a server span (otelhttp's) named by its method and the route's template, which the
+// router puts in Request.Pattern ("POST /observe"); its parent extracted from the
+// request's traceparent, its status code recorded and an error status for a 5xx. It is
+// for a listener only the deployment reaches (the broker's socket, which its worker
+// calls inside a view): a listener that outsiders reach takes EdgeHandler. With a nil
+// tp it returns h as it is: tracing off costs nothing.
+func Handler(tp trace.TracerProvider, h http.Handler) http.Handler {
+	return handler(tp, h, nil, false)
 }
 
 // Continue reports whether a traced request that carries a trace context comes from
@@ -51,54 +57,93 @@ type Continue func(r *http.Request) bool
 // The caller's context is not kept as a span link either: a link would still put a
 // trace id of the caller's choosing into the trace backend, beside another viewer's
 // trace. A nil cont continues no request's context. With a nil tp it returns h as it is.
-func EdgeHandler(tp trace.TracerProvider, h http.Handler, route RouteOf, cont Continue) http.Handler {
-	return handler(tp, h, route, cont, true)
+func EdgeHandler(tp trace.TracerProvider, h http.Handler, cont Continue) http.Handler {
+	return handler(tp, h, cont, true)
 }
 
 // handler is Handler, and with edge set EdgeHandler.
-func handler(tp trace.TracerProvider, h http.Handler, route RouteOf, cont Continue, edge bool) http.Handler {
+func handler(tp trace.TracerProvider, h http.Handler, cont Continue, edge bool) http.Handler {
 	if tp == nil {
 		return h
 	}
-	tracer := Tracer(tp)
-	prop := Propagator()
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		name := route(r)
-		if name == "" {
-			h.ServeHTTP(w, r)
-			return
+	traced := otelhttp.NewHandler(http.HandlerFunc(func(w http.ResponseWriter, s *http.Request) {
+		r, ok := s.Context().Value(requestKey{}).(*http.Request)
+		if !ok {
+			r = s
 		}
-		ctx := r.Context()
-		opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer),
-			trace.WithAttributes(semconv.HTTPRequestMethodKey.String(r.Method))}
-		switch {
-		case !edge:
-			ctx = prop.Extract(ctx, propagation.HeaderCarrier(r.Header))
-		case r.Header.Get(headerTraceParent) != "" && cont != nil && cont(r):
-			ctx = prop.Extract(ctx, propagation.HeaderCarrier(r.Header))
-		default:
-			opts = append(opts, trace.WithNewRoot())
-			for _, f := range prop.Fields() {
+		h.ServeHTTP(w, r.WithContext(s.Context()))
+	}), "", options(tp)...)
+	fields := Propagator().Fields()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if edge && (r.Header.Get(headerTraceParent) == "" || cont == nil || !cont(r)) {
+			for _, f := range fields {
 				r.Header.Del(f)
 			}
 		}
-		ctx, span := tracer.Start(ctx, name, opts...)
-		defer span.End()
-		sw := &statusWriter{ResponseWriter: w}
-		h.ServeHTTP(sw, r.WithContext(ctx))
-		status := sw.status
-		if status == 0 {
-			status = http.StatusOK
-		}
-		span.SetAttributes(semconv.HTTPResponseStatusCode(status))
-		if status >= http.StatusInternalServerError {
-			span.SetStatus(codes.Error, "")
-		}
+		traced.ServeHTTP(w, shown(r, fields))
 	})
 }
 
 // headerTraceParent is the W3C Trace Context header of the caller's span.
 const headerTraceParent = "traceparent"
+
+// requestKey holds, in the context of a request shown to otelhttp, the request itself.
+type requestKey struct{}
+
+// shown is what otelhttp makes a server span of: r's method, protocol, host, TLS state
+// and route, and the trace context's header fields. r itself travels in its context
+// (requestKey), for the handler.
+func shown(r *http.Request, fields []string) *http.Request {
+	s := &http.Request{
+		Method: r.Method, Proto: r.Proto, ProtoMajor: r.ProtoMajor, ProtoMinor: r.ProtoMinor,
+		Host: r.Host, TLS: r.TLS, Pattern: r.Pattern, Header: make(http.Header, len(fields)),
+	}
+	for _, f := range fields {
+		if v := r.Header.Values(f); len(v) > 0 {
+			s.Header[http.CanonicalHeaderKey(f)] = v
+		}
+	}
+	return s.WithContext(context.WithValue(r.Context(), requestKey{}, r))
+}
+
+// Transport wraps rt so that each request made through it gets a client span
+// (otelhttp's) named name (SpanCapture, SpanConsume), its context injected as
+// traceparent, its status code recorded and an error status for a failed round trip or
+// a 4xx or 5xx answer; the span ends when the answer's body is read to its end or
+// closed. It records the request's URL without its user info and its query (url.full):
+// the deployment's own address of the route. With a nil tp it returns rt as it is.
+func Transport(tp trace.TracerProvider, rt http.RoundTripper, name string) http.RoundTripper {
+	if tp == nil {
+		return rt
+	}
+	return otelhttp.NewTransport(withoutQuery{rt}, append(options(tp),
+		otelhttp.WithSpanNameFormatter(func(string, *http.Request) string { return name }))...)
+}
+
+// withoutQuery is the transport beneath otelhttp's. otelhttp records url.full with the
+// request's query, which a span of Agentfy does not carry: withoutQuery records it again
+// without (the span keeps the last value of an attribute) before the request goes out.
+type withoutQuery struct{ rt http.RoundTripper }
+
+func (t withoutQuery) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.RawQuery != "" || r.URL.ForceQuery || r.URL.Fragment != "" {
+		u := *r.URL
+		u.User, u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = nil, "", false, "", ""
+		trace.SpanFromContext(r.Context()).SetAttributes(semconv.URLFull(u.String()))
+	}
+	return t.rt.RoundTrip(r)
+}
+
+// options are otelhttp's settings of every HTTP span: the part's provider, the W3C
+// propagator, and no metrics (the parts count their requests themselves; otelhttp's
+// would go to the global meter provider).
+func options(tp trace.TracerProvider) []otelhttp.Option {
+	return []otelhttp.Option{
+		otelhttp.WithTracerProvider(tp),
+		otelhttp.WithPropagators(Propagator()),
+		otelhttp.WithMeterProvider(metricnoop.NewMeterProvider()),
+	}
+}
 
 // TrustedSources are the addresses of a front end whose trace context an edge
 // continues (EdgeHandler): a platform's own proxy or web app that traces its requests
@@ -170,107 +215,6 @@ func (s TrustedSources) Contains(r *http.Request) bool {
 	}
 	return false
 }
-
-// statusWriter remembers the status code of a traced request's answer. Unwrap gives
-// http.ResponseController the writer beneath (its Flush, its deadlines).
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 && code >= http.StatusOK {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(p []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(p)
-}
-
-// Flush flushes the writer beneath, when it can (gin's writer asks for it).
-func (w *statusWriter) Flush() { _ = http.NewResponseController(w.ResponseWriter).Flush() }
-
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// Transport wraps rt so that each request RouteOf names gets a client span of that
-// name, its context injected as traceparent, its status code recorded and an error
-// status for a failed round trip or a 4xx or 5xx answer. The span ends when the
-// answer's body is read to its end or closed. With a nil tp it returns rt as it is.
-func Transport(tp trace.TracerProvider, rt http.RoundTripper, route RouteOf) http.RoundTripper {
-	if tp == nil {
-		return rt
-	}
-	return &transport{rt: rt, tracer: Tracer(tp), prop: Propagator(), route: route}
-}
-
-type transport struct {
-	rt     http.RoundTripper
-	tracer trace.Tracer
-	prop   propagation.TextMapPropagator
-	route  RouteOf
-}
-
-func (t *transport) RoundTrip(r *http.Request) (*http.Response, error) {
-	name := t.route(r)
-	if name == "" {
-		return t.rt.RoundTrip(r)
-	}
-	ctx, span := t.tracer.Start(r.Context(), name, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(semconv.HTTPRequestMethodKey.String(r.Method)))
-	// A RoundTripper must not change the request it is given: the traceparent goes on
-	// a copy of its header.
-	r = r.WithContext(ctx)
-	r.Header = r.Header.Clone()
-	if r.Header == nil {
-		r.Header = http.Header{}
-	}
-	t.prop.Inject(ctx, propagation.HeaderCarrier(r.Header))
-	resp, err := t.rt.RoundTrip(r)
-	if err != nil {
-		span.SetStatus(codes.Error, err.Error())
-		span.End()
-		return resp, err
-	}
-	span.SetAttributes(semconv.HTTPResponseStatusCode(resp.StatusCode))
-	if resp.StatusCode >= http.StatusBadRequest {
-		span.SetStatus(codes.Error, "")
-	}
-	if resp.Body == nil || resp.Body == http.NoBody {
-		span.End()
-		return resp, nil
-	}
-	resp.Body = &spanBody{ReadCloser: resp.Body, span: span}
-	return resp, nil
-}
-
-// spanBody ends a client span when its answer's body is read to the end or closed,
-// whichever comes first, once.
-type spanBody struct {
-	io.ReadCloser
-	span trace.Span
-	once sync.Once
-}
-
-func (b *spanBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if err == io.EOF {
-		b.end()
-	}
-	return n, err
-}
-
-func (b *spanBody) Close() error {
-	err := b.ReadCloser.Close()
-	b.end()
-	return err
-}
-
-func (b *spanBody) end() { b.once.Do(func() { b.span.End() }) }
 
 // LogField is the log field of the trace id.
 const LogField = "trace_id"

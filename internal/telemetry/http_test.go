@@ -19,14 +19,15 @@ import (
 	"github.com/agentfy/agentfy/internal/telemetry"
 )
 
-const hopRoute = "POST /observe"
+const hopRoute = telemetry.SpanCapture // "POST /observe"
 
-// route traces POST /observe and nothing else, as the broker does.
-func route(r *http.Request) string {
-	if r.Method == http.MethodPost && r.URL.Path == "/observe" {
-		return hopRoute
-	}
-	return ""
+// routed is a router with the broker's traced route: POST /observe, wrapped by wrap, and
+// an untraced GET /healthz.
+func routed(wrap func(http.Handler) http.Handler, h http.Handler) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle(hopRoute, wrap(h))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	return mux
 }
 
 func recorded(t *testing.T) (*tracetest.SpanRecorder, trace.TracerProvider) {
@@ -45,9 +46,20 @@ func attrsOf(s sdktrace.ReadOnlySpan) map[string]string {
 	return m
 }
 
+// serverAttributes are all a server span may carry: what otelhttp makes of the method,
+// protocol, host and route it is shown, and of the answer.
+var serverAttributes = map[string]bool{
+	"http.request.method": true, "url.scheme": true, "server.address": true, "server.port": true,
+	"network.protocol.version": true, "http.route": true, "http.response.status_code": true,
+	"http.response.body.size": true,
+}
+
 // One traced hop over loopback, Transport to Handler: a client span and a server span
 // beneath it, in the caller's trace, each with the method and the status code, the
-// traceparent on the wire being the client span's, and no URL, peer or user agent.
+// traceparent on the wire being the client span's. The server span is named by the
+// route the router matched, and carries nothing but serverAttributes: no path, query,
+// peer, user agent or forwarded-for address; the client span's URL has no query.
+// The handler gets the request as it came.
 func TestTracedHop(t *testing.T) {
 	for _, tt := range []struct {
 		status      int
@@ -56,24 +68,27 @@ func TestTracedHop(t *testing.T) {
 	}{{http.StatusOK, false, false}, {http.StatusNotFound, false, true}, {http.StatusServiceUnavailable, true, true}} {
 		t.Run(http.StatusText(tt.status), func(t *testing.T) {
 			rec, tp := recorded(t)
-			traceparents := make(chan string, 1)
-			srv := httptest.NewServer(telemetry.Handler(tp, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				traceparents <- r.Header.Get("traceparent")
-				if !trace.SpanFromContext(r.Context()).IsRecording() {
-					t.Error("the handler's context has no recording span")
-				}
-				w.WriteHeader(tt.status)
-				_, _ = io.WriteString(w, `{"page":"secret"}`)
-			}), route))
+			type seen struct{ traceparent, query, userAgent, remoteAddr string }
+			seens := make(chan seen, 1)
+			srv := httptest.NewServer(routed(func(h http.Handler) http.Handler { return telemetry.Handler(tp, h) },
+				http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					seens <- seen{r.Header.Get("traceparent"), r.URL.RawQuery, r.UserAgent(), r.RemoteAddr}
+					if !trace.SpanFromContext(r.Context()).IsRecording() {
+						t.Error("the handler's context has no recording span")
+					}
+					w.WriteHeader(tt.status)
+					_, _ = io.WriteString(w, `{"page":"secret"}`)
+				})))
 			defer srv.Close()
-			hc := &http.Client{Transport: telemetry.Transport(tp, http.DefaultTransport.(*http.Transport).Clone(), route)}
+			hc := &http.Client{Transport: telemetry.Transport(tp, http.DefaultTransport.(*http.Transport).Clone(), hopRoute)}
 
 			ctx, parent := telemetry.Tracer(tp).Start(t.Context(), "caller")
 			req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/observe?agent=x", strings.NewReader("{}"))
 			if err != nil {
 				t.Fatal(err)
 			}
-			req.Header.Set("User-Agent", "ua")
+			req.Header.Set("User-Agent", "ua-of-the-caller")
+			req.Header.Set("X-Forwarded-For", "203.0.113.9")
 			resp, err := hc.Do(req)
 			if err != nil {
 				t.Fatal(err)
@@ -115,13 +130,35 @@ func TestTracedHop(t *testing.T) {
 				server.SpanContext().TraceID() != parent.SpanContext().TraceID() {
 				t.Error("the spans are not caller > client > server in one trace")
 			}
-			if want := "00-" + client.SpanContext().TraceID().String() + "-" + client.SpanContext().SpanID().String() + "-01"; <-traceparents != want {
-				t.Errorf("traceparent on the wire is not the client span's %s", want)
+			got := <-seens
+			if want := "00-" + client.SpanContext().TraceID().String() + "-" + client.SpanContext().SpanID().String() + "-01"; got.traceparent != want {
+				t.Errorf("traceparent on the wire %q is not the client span's %s", got.traceparent, want)
 			}
-			for _, s := range []sdktrace.ReadOnlySpan{client, server} {
-				want := map[string]string{"http.request.method": "POST", "http.response.status_code": strconv.Itoa(tt.status)}
-				if got := attrsOf(s); len(got) != len(want) || got["http.request.method"] != want["http.request.method"] || got["http.response.status_code"] != want["http.response.status_code"] {
-					t.Errorf("%s span attributes %v, want exactly %v", s.SpanKind(), got, want)
+			if got.query != "agent=x" || got.userAgent != "ua-of-the-caller" || got.remoteAddr == "" {
+				t.Errorf("the handler got the request without its query, user agent or peer: %+v", got)
+			}
+			serverAttrs, clientAttrs := attrsOf(server), attrsOf(client)
+			for k := range serverAttrs {
+				if !serverAttributes[k] {
+					t.Errorf("server span attribute %s = %q", k, serverAttrs[k])
+				}
+			}
+			if serverAttrs["http.route"] != "/observe" {
+				t.Errorf("server span http.route %q", serverAttrs["http.route"])
+			}
+			if want := srv.URL + "/observe"; clientAttrs["url.full"] != want {
+				t.Errorf("client span url.full %q, want %q", clientAttrs["url.full"], want)
+			}
+			for kind, attrs := range map[string]map[string]string{"server": serverAttrs, "client": clientAttrs} {
+				if attrs["http.request.method"] != "POST" || attrs["http.response.status_code"] != strconv.Itoa(tt.status) {
+					t.Errorf("%s span method %q, status %q", kind, attrs["http.request.method"], attrs["http.response.status_code"])
+				}
+				for k, v := range attrs {
+					for _, secret := range []string{"agent=x", "ua-of-the-caller", "203.0.113.9", got.remoteAddr, "secret"} {
+						if strings.Contains(v, secret) {
+							t.Errorf("%s span attribute %s = %q holds %q", kind, k, v, secret)
+						}
+					}
 				}
 			}
 			if (server.Status().Code == codes.Error) != tt.serverError || (client.Status().Code == codes.Error) != tt.clientError {
@@ -131,37 +168,28 @@ func TestTracedHop(t *testing.T) {
 	}
 }
 
-// A request to a route that is not traced gets no span and no traceparent; nor does any
-// request with tracing off (a nil provider: the wrappers are the handler and transport
-// themselves).
+// A request to a route its router does not trace gets no server span; with tracing off
+// (a nil provider) the wrappers are the handler and transport themselves.
 func TestUntracedRequest(t *testing.T) {
 	rec, tp := recorded(t)
-	traceparents := make(chan string, 1)
-	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		traceparents <- r.Header.Get("traceparent")
-		w.WriteHeader(http.StatusNoContent)
-	})
-	srv := httptest.NewServer(telemetry.Handler(tp, inner, route))
+	srv := httptest.NewServer(routed(func(h http.Handler) http.Handler { return telemetry.Handler(tp, h) }, &noContent{}))
 	defer srv.Close()
-	client := &http.Client{Transport: telemetry.Transport(tp, http.DefaultTransport, route)}
-	ctx, parent := telemetry.Tracer(tp).Start(t.Context(), "caller")
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/healthz", nil)
-	resp, err := client.Do(req)
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL+"/healthz", nil)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_ = resp.Body.Close()
-	parent.End()
-	if h := <-traceparents; h != "" {
-		t.Errorf("traceparent %q on an untraced route", h)
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("status %d", resp.StatusCode)
 	}
-	if n := len(rec.Ended()); n != 1 {
-		t.Errorf("%d spans, want the caller's alone", n)
+	if n := len(rec.Ended()); n != 0 {
+		t.Errorf("%d spans of an untraced route", n)
 	}
-	if telemetry.Transport(nil, http.DefaultTransport, route) != http.DefaultTransport {
+	if telemetry.Transport(nil, http.DefaultTransport, hopRoute) != http.DefaultTransport {
 		t.Error("Transport wraps with tracing off")
 	}
-	if h := (*noContent)(nil); telemetry.Handler(nil, h, route) != http.Handler(h) {
+	if h := (*noContent)(nil); telemetry.Handler(nil, h) != http.Handler(h) {
 		t.Error("Handler wraps with tracing off")
 	}
 }
@@ -172,7 +200,7 @@ func TestTransportEndsItsSpan(t *testing.T) {
 	rec, tp := recorded(t)
 	failing := telemetry.Transport(tp, roundTripFunc(func(*http.Request) (*http.Response, error) {
 		return nil, errors.New("dial unix /run/broker.sock: connection refused")
-	}), route)
+	}), hopRoute)
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://broker/observe", http.NoBody)
 	resp, err := failing.RoundTrip(req)
 	if err == nil {
@@ -187,7 +215,7 @@ func TestTransportEndsItsSpan(t *testing.T) {
 		_, _ = w.Write(make([]byte, 64<<10))
 	}))
 	defer srv.Close()
-	rt := telemetry.Transport(tp, http.DefaultTransport, route)
+	rt := telemetry.Transport(tp, http.DefaultTransport, hopRoute)
 	req, _ = http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL+"/observe", http.NoBody)
 	resp, err = rt.RoundTrip(req)
 	if err != nil {
@@ -271,7 +299,7 @@ func TestEdgeHandlerStartsItsOwnTrace(t *testing.T) {
 				w.WriteHeader(http.StatusNoContent)
 			}))
 			defer inner.Close()
-			hc := &http.Client{Transport: telemetry.Transport(tp, http.DefaultTransport.(*http.Transport).Clone(), route)}
+			hc := &http.Client{Transport: telemetry.Transport(tp, http.DefaultTransport.(*http.Transport).Clone(), hopRoute)}
 
 			type seen struct {
 				sc                      trace.SpanContext
@@ -279,7 +307,8 @@ func TestEdgeHandlerStartsItsOwnTrace(t *testing.T) {
 			}
 			seens := make(chan seen, 1)
 			asked := 0
-			edge := httptest.NewServer(telemetry.EdgeHandler(tp, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			cont := func(*http.Request) bool { asked++; return tt.trusted }
+			edge := httptest.NewServer(routed(func(h http.Handler) http.Handler { return telemetry.EdgeHandler(tp, h, cont) }, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				seens <- seen{trace.SpanContextFromContext(r.Context()), r.Header.Get("traceparent"), r.Header.Get("tracestate")}
 				req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, inner.URL+"/observe", http.NoBody)
 				if err != nil {
@@ -293,7 +322,7 @@ func TestEdgeHandlerStartsItsOwnTrace(t *testing.T) {
 				}
 				_ = resp.Body.Close()
 				w.WriteHeader(http.StatusOK)
-			}), route, func(*http.Request) bool { asked++; return tt.trusted }))
+			})))
 			defer edge.Close()
 
 			req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, edge.URL+"/observe", http.NoBody)
@@ -373,9 +402,11 @@ func TestEdgeHandlerAsksOnlyWhenThereIsAContext(t *testing.T) {
 		sampled <- trace.SpanContextFromContext(r.Context())
 		w.WriteHeader(http.StatusNoContent)
 	})
-	srv := httptest.NewServer(telemetry.EdgeHandler(tp, h, route, func(*http.Request) bool { asked++; return true }))
+	srv := httptest.NewServer(routed(func(h http.Handler) http.Handler {
+		return telemetry.EdgeHandler(tp, h, func(*http.Request) bool { asked++; return true })
+	}, h))
 	defer srv.Close()
-	nilCont := httptest.NewServer(telemetry.EdgeHandler(tp, h, route, nil))
+	nilCont := httptest.NewServer(routed(func(h http.Handler) http.Handler { return telemetry.EdgeHandler(tp, h, nil) }, h))
 	defer nilCont.Close()
 	traceID, parent, _ := newOutsider(t)
 	for _, tc := range []struct{ url, traceparent string }{
@@ -401,7 +432,7 @@ func TestEdgeHandlerAsksOnlyWhenThereIsAContext(t *testing.T) {
 	if n := len(rec.Ended()); n != 2 {
 		t.Errorf("%d spans, want 2 roots", n)
 	}
-	if h := (*noContent)(nil); telemetry.EdgeHandler(nil, h, route, nil) != http.Handler(h) {
+	if h := (*noContent)(nil); telemetry.EdgeHandler(nil, h, nil) != http.Handler(h) {
 		t.Error("EdgeHandler wraps with tracing off")
 	}
 }

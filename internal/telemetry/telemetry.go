@@ -1,7 +1,8 @@
 // Package telemetry sets up the traces of one part of Agentfy (the API replica, the
 // worker, the broker) from the standard OpenTelemetry variables, and holds what every
-// hop shares: the service names, the span attributes an operator filters on, the W3C
-// Trace Context propagator, and the helpers that put the trace id into a log line and
+// hop shares: the service names, the one table of span names, the span attributes an
+// operator filters on, the W3C Trace Context propagator and its carriers, otelhttp's
+// wrappers of the HTTP hops, and the helpers that put the trace id into a log line and
 // the traceresponse header.
 //
 // Tracing is off unless an OTLP endpoint or exporter is configured: Setup then installs
@@ -18,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"strconv"
@@ -34,6 +36,9 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/agentfy/agentfy/jsonrpc"
+	"github.com/agentfy/agentfy/wire"
 )
 
 // The service.name of each part.
@@ -56,29 +61,72 @@ const (
 	AttrViewerKind = attribute.Key("agentfy.viewer.kind")
 	AttrViewerID   = attribute.Key("agentfy.viewer.id")
 	// AttrOutcome is the view route's outcome (frame, no_tab, not_live, or the error
-	// body's code), or on an inner hop ok or unavailable.
+	// body's code); the consume route's, ok or its error body's code; on the other
+	// spans that handle a view (SpanViewRequest, SpanViewRelay, SpanWorkerView, the
+	// broker's capture) ok or unavailable. The HTTP client spans carry none: their
+	// status code and status say it.
 	AttrOutcome = attribute.Key("agentfy.outcome")
 	// AttrReason is why a view failed: a label of the reasons' table (wire.Labels).
 	AttrReason = attribute.Key("agentfy.reason")
 )
 
-// Outcomes of the inner hops (AttrOutcome): the relay, the worker, the capture, the
-// consume route.
+// Outcomes of the inner hops (AttrOutcome): the request, the relay, the worker, the
+// capture; a consume redeemed is ok too.
 const (
 	OutcomeOK          = "ok"
 	OutcomeUnavailable = "unavailable"
 )
 
-// Names of the spans that are not HTTP spans (those are "METHOD route").
+// The spans of a view, named in this one table (docs/operating.md, "Traces"), each by
+// its operation, never by an id.
+//
+// An HTTP server span is named by the router that matched the request: its method and
+// the route's own template, "GET /v1/agents/:id/worker/view" (the API's gin route,
+// the broker's http.ServeMux pattern; Handler, EdgeHandler), never the path with its
+// ids. The other spans are named here.
 const (
-	// SpanViewRequest is the requesting replica's NATS request to the owner.
+	// SpanViewRequest is the requesting replica's NATS request to the owner: a client
+	// span with the attributes of MessagingSend.
 	SpanViewRequest = "view request"
-	// SpanViewRelay is the owner replica's handling of it: the relay to the worker.
+	// SpanViewRelay is the owner replica's handling of it, the relay to the worker: a
+	// server span with the attributes of MessagingProcess.
 	SpanViewRelay = "view relay"
-	// SpanWorkerView is the worker's handling of the JSON-RPC view call
-	// (jsonrpc.MethodView).
-	SpanWorkerView = "agentfy/browserView"
+	// SpanWorkerView is the worker's handling of the JSON-RPC view call on the tool
+	// channel, named by its method as OpenTelemetry names an RPC span; its parent comes
+	// in the call's _meta (RPCMeta, RPCContext).
+	SpanWorkerView = jsonrpc.MethodView
+	// SpanCapture is the worker's request to its broker's capture route (Transport);
+	// the broker's server span of it is named by its router alike.
+	SpanCapture = http.MethodPost + " " + wire.CapturePath
+	// SpanConsume is the broker's request to the replicas' consume route (Transport),
+	// one span per replica tried; the replica's server span of it is named by its
+	// router alike.
+	SpanConsume = http.MethodPost + " " + wire.ConsumePath
 )
+
+// MessagingSend and MessagingProcess are the attributes OpenTelemetry's messaging
+// conventions give the two NATS spans of a view: the requester's (SpanViewRequest)
+// sends, the owner's (SpanViewRelay) processes. destination is the subject's template
+// (bus.Namespace.SubjectTemplate, agentfy.<deployment>.db<N>.view.{session}): a span
+// names the destination of every session alike, and the session by AttrSessionID.
+func MessagingSend(destination string) []attribute.KeyValue {
+	return messaging("request", semconv.MessagingOperationTypeSend, destination)
+}
+
+// MessagingProcess is the attributes of the owner's NATS span (SpanViewRelay): see
+// MessagingSend.
+func MessagingProcess(destination string) []attribute.KeyValue {
+	return messaging("process", semconv.MessagingOperationTypeProcess, destination)
+}
+
+// messagingNATS is messaging.system for NATS, which the conventions' list of systems
+// does not name.
+var messagingNATS = semconv.MessagingSystemKey.String("nats")
+
+func messaging(operation string, operationType attribute.KeyValue, destination string) []attribute.KeyValue {
+	return []attribute.KeyValue{messagingNATS, semconv.MessagingOperationName(operation), operationType,
+		semconv.MessagingDestinationName(destination)}
+}
 
 // Variables are the OTEL_* variables Setup reads, but OTEL_SERVICE_NAME (a part's own):
 // what a process that starts another part passes on to it.
@@ -295,6 +343,27 @@ func (p *Provider) Shutdown(ctx context.Context) error {
 
 // Propagator is the W3C Trace Context propagator every hop injects and extracts with.
 func Propagator() propagation.TextMapPropagator { return propagation.TraceContext{} }
+
+// RPCMeta is the _meta of a JSON-RPC call on the tool channel that carries ctx's trace
+// context, as MCP carries it; nil, and so no _meta on the wire, when ctx has no span
+// (tracing off).
+func RPCMeta(ctx context.Context) *jsonrpc.Meta {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return nil
+	}
+	m := &jsonrpc.Meta{}
+	Propagator().Inject(ctx, m)
+	return m
+}
+
+// RPCContext returns ctx with the remote trace context a call's _meta carries, if any:
+// the parent of the span that handles the call (SpanWorkerView).
+func RPCContext(ctx context.Context, m *jsonrpc.Meta) context.Context {
+	if m == nil || m.TraceParent == "" {
+		return ctx
+	}
+	return Propagator().Extract(ctx, m)
+}
 
 // Tracer is tp's tracer of Agentfy's own spans; a no-op one when tp is nil.
 func Tracer(tp trace.TracerProvider) trace.Tracer {

@@ -145,3 +145,26 @@ func TestTraceResponse(t *testing.T) {
 		t.Fatal("a context without a span has a trace")
 	}
 }
+
+// A JSON-RPC call's _meta carries the caller's span to the callee, and nothing when
+// the caller has none (tracing off).
+func TestRPCMeta(t *testing.T) {
+	if m := RPCMeta(t.Context()); m != nil {
+		t.Errorf("_meta %+v without a span", m)
+	}
+	if ctx := RPCContext(t.Context(), nil); trace.SpanContextFromContext(ctx).IsValid() {
+		t.Error("a span context from no _meta")
+	}
+	tp := sdktrace.NewTracerProvider()
+	t.Cleanup(func() { _ = tp.Shutdown(context.WithoutCancel(t.Context())) })
+	ctx, span := Tracer(tp).Start(t.Context(), SpanViewRelay)
+	defer span.End()
+	m := RPCMeta(ctx)
+	if m == nil || m.TraceParent != "00-"+span.SpanContext().TraceID().String()+"-"+span.SpanContext().SpanID().String()+"-01" {
+		t.Fatalf("_meta %+v, want the relay's span", m)
+	}
+	got := trace.SpanContextFromContext(RPCContext(t.Context(), m))
+	if !got.IsRemote() || got.TraceID() != span.SpanContext().TraceID() || got.SpanID() != span.SpanContext().SpanID() {
+		t.Errorf("the callee's parent %v, want the caller's span", got)
+	}
+}
