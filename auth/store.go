@@ -133,34 +133,41 @@ func (s *Store) ListOrgKeys(ctx context.Context, orgID string) ([]OrgKey, error)
 // VerifyOrgKey returns the key a token stands for, ErrUnauthenticated for anything that
 // is not a current key, or a wrapped Redis error.
 func (s *Store) VerifyOrgKey(ctx context.Context, token string) (OrgKey, error) {
-	sec, ok := parseSecret(token, prefixOrgKey)
+	claim, ok := ClaimOrgKey(token)
 	if !ok {
 		return OrgKey{}, ErrUnauthenticated
 	}
-	return s.orgKeyFrom(sec, s.rdb.HGetAll(ctx, s.orgKeyKey(sec.id)))
-}
-
-// QueueVerifyOrgKey queues on p the read VerifyOrgKey makes, so that it can share a
-// round trip with other reads; the function, called after p ran, returns what
-// VerifyOrgKey would.
-func (s *Store) QueueVerifyOrgKey(ctx context.Context, p redis.Pipeliner, token string) func() (OrgKey, error) {
-	sec, ok := parseSecret(token, prefixOrgKey)
-	if !ok {
-		return func() (OrgKey, error) { return OrgKey{}, ErrUnauthenticated }
-	}
-	cmd := p.HGetAll(ctx, s.orgKeyKey(sec.id))
-	return func() (OrgKey, error) { return s.orgKeyFrom(sec, cmd) }
-}
-
-func (s *Store) orgKeyFrom(sec secret, cmd *redis.MapStringStringCmd) (OrgKey, error) {
-	m, err := cmd.Result()
+	record, err := s.rdb.HGetAll(ctx, s.orgKeyKey(claim.ID())).Result()
 	if err != nil {
 		return OrgKey{}, fmt.Errorf("auth: org key: %w", err)
 	}
-	if len(m) == 0 || !sec.matches(m["hash"]) {
+	return claim.Verify(record)
+}
+
+// OrgKeyClaim is what an organisation key token claims before its record is read: the
+// key's id, whose record (keyspace.Keys.OrgKey) must hold the hash of the token's secret.
+// A reader that reads the record beside other reads (the view's re-check) verifies it
+// with Verify, as VerifyOrgKey does.
+type OrgKeyClaim struct{ sec secret }
+
+// ClaimOrgKey reads an organisation key token's claim; ok is false for anything that is
+// not shaped as an organisation key (which no record can match).
+func ClaimOrgKey(token string) (OrgKeyClaim, bool) {
+	sec, ok := parseSecret(token, prefixOrgKey)
+	return OrgKeyClaim{sec: sec}, ok
+}
+
+// ID is the id of the key the token claims to be.
+func (c OrgKeyClaim) ID() string { return c.sec.id }
+
+// Verify returns the key that the claimed key's record holds, given as HGETALL reads
+// that hash (empty when there is none), or ErrUnauthenticated when there is none, it
+// holds another secret's hash, or the claim is the zero one. It reads nothing itself.
+func (c OrgKeyClaim) Verify(record map[string]string) (OrgKey, error) {
+	if c.sec.id == "" || len(record) == 0 || !c.sec.matches(record["hash"]) {
 		return OrgKey{}, ErrUnauthenticated
 	}
-	return OrgKey{ID: sec.id, OrgID: m["org"], Environment: m["env"], Scopes: strings.Fields(m["scopes"])}, nil
+	return OrgKey{ID: c.sec.id, OrgID: record["org"], Environment: record["env"], Scopes: strings.Fields(record["scopes"])}, nil
 }
 
 // RevokeOrgKey deletes orgID's key id: its next request is refused. A key of another

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -96,21 +97,24 @@ func (s *Store) bump(ctx context.Context) error {
 
 // Generation returns the directory's generation (0 before any change).
 func (s *Store) Generation(ctx context.Context) (int64, error) {
-	return s.generationFrom(s.rdb.Get(ctx, s.keys.DirectoryGeneration()))
-}
-
-// QueueGeneration queues the read of the generation on p; the function, called after p
-// ran, returns what Generation would.
-func (s *Store) QueueGeneration(ctx context.Context, p redis.Pipeliner) func() (int64, error) {
-	cmd := p.Get(ctx, s.keys.DirectoryGeneration())
-	return func() (int64, error) { return s.generationFrom(cmd) }
-}
-
-func (s *Store) generationFrom(cmd *redis.StringCmd) (int64, error) {
-	n, err := cmd.Int64()
+	v, err := s.rdb.Get(ctx, s.keys.DirectoryGeneration()).Result()
 	if errors.Is(err, redis.Nil) {
+		v, err = "", nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("directory: generation: %w", err)
+	}
+	return ParseGeneration(v)
+}
+
+// ParseGeneration returns the generation that the value of its key holds
+// (keyspace.Keys.DirectoryGeneration), given as GET reads it, "" when there is none:
+// 0 before any change. It reads nothing itself.
+func ParseGeneration(value string) (int64, error) {
+	if value == "" {
 		return 0, nil
 	}
+	n, err := strconv.ParseInt(value, 10, 64)
 	if err != nil {
 		return 0, fmt.Errorf("directory: generation: %w", err)
 	}

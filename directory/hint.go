@@ -1,8 +1,6 @@
 package directory
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -33,42 +31,25 @@ func (s *Store) AgentHint(id string) (Agent, bool) {
 	return s.hints.get(id, time.Now())
 }
 
-// QueueAgent queues on p the read of an agent's record, so that it can share a round
-// trip with the reads of other stores (a view's access check, view.Service); the
-// function, called after p ran, returns what Agent would. An id no record can have
-// queues nothing. Each read refreshes the agent's hint.
-func (s *Store) QueueAgent(ctx context.Context, p redis.Pipeliner, id string) func() (Agent, error) {
-	if !ValidID(id) {
-		return func() (Agent, error) { return Agent{}, ErrNotFound }
-	}
-	cmd := p.HGetAll(ctx, s.agentKey(id))
-	return func() (Agent, error) { return s.agentFrom(id, cmd) }
-}
-
-// agentFrom reads an agent's HGETALL and keeps the hint up to date.
-func (s *Store) agentFrom(id string, cmd *redis.MapStringStringCmd) (Agent, error) {
-	m, err := cmd.Result()
-	if err != nil {
-		return Agent{}, fmt.Errorf("directory: agent: %w", err)
-	}
-	if len(m) == 0 {
+// AgentFromRecord returns the agent that id's record holds, given as HGETALL reads that
+// hash (keyspace.Keys.Agent; empty when there is none), or ErrNotFound when there is
+// none. It reads nothing itself, and refreshes the agent's hint as every read of the
+// record does (Agent, and a view's checks, which read the record beside other reads).
+func (s *Store) AgentFromRecord(id string, record map[string]string) (Agent, error) {
+	if len(record) == 0 {
 		s.hints.drop(id)
 		return Agent{}, ErrNotFound
 	}
-	a := Agent{ID: id, Name: m["name"], TeamID: m["team"], OrgID: m["org"], Environment: m["env"]}
+	a := Agent{ID: id, Name: record["name"], TeamID: record["team"], OrgID: record["org"], Environment: record["env"]}
 	s.hints.put(a, time.Now())
 	return a, nil
 }
 
-// QueueIsMember queues on p the read of one membership (the team's member set, the
-// truth); the function, called after p ran, returns what IsMember would.
-func (s *Store) QueueIsMember(ctx context.Context, p redis.Pipeliner, teamID, userID string) func() (bool, error) {
-	cmd := p.SIsMember(ctx, s.membersKey(teamID), userID)
-	return func() (bool, error) {
-		ok, err := cmd.Result()
-		if err != nil && !errors.Is(err, redis.Nil) {
-			return false, fmt.Errorf("directory: membership: %w", err)
-		}
-		return ok, nil
+// agentFrom reads an agent's HGETALL (Agent's read).
+func (s *Store) agentFrom(id string, cmd *redis.MapStringStringCmd) (Agent, error) {
+	record, err := cmd.Result()
+	if err != nil {
+		return Agent{}, fmt.Errorf("directory: agent: %w", err)
 	}
+	return s.AgentFromRecord(id, record)
 }

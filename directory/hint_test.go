@@ -1,7 +1,6 @@
 package directory_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -48,78 +47,73 @@ func newHintEnv(t *testing.T) hintEnv {
 	return hintEnv{st: st, rdb: rdb, dep: dep, seed: seed}
 }
 
-// queuedAgent runs QueueAgent through a pipeline of its own.
-func (e hintEnv) queuedAgent(t *testing.T, id string) (directory.Agent, error) {
+// readAgent reads id's record as a view's check does (view/check.go): HGETALL of its
+// key, then AgentFromRecord.
+func (e hintEnv) readAgent(t *testing.T, id string) (directory.Agent, error) {
 	t.Helper()
 	ctx := testenv.Context(t, 10*time.Second)
-	p := e.rdb.Pipeline()
-	f := e.st.QueueAgent(ctx, p, id)
-	_, _ = p.Exec(ctx)
-	return f()
+	record, err := e.rdb.HGetAll(ctx, keyspace.For(e.dep).Agent(id)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e.st.AgentFromRecord(id, record)
 }
 
-func TestQueueAgentMatchesAgent(t *testing.T) {
+func TestAgentFromRecordMatchesAgent(t *testing.T) {
 	e := newHintEnv(t)
 	ctx := testenv.Context(t, 30*time.Second)
 
 	for _, want := range e.seed.Agents {
-		got, err := e.queuedAgent(t, want.ID)
+		got, err := e.readAgent(t, want.ID)
 		if err != nil || got != want {
-			t.Fatalf("QueueAgent(%q) = %+v, %v; want %+v", want.ID, got, err, want)
+			t.Fatalf("AgentFromRecord(%q) = %+v, %v; want %+v", want.ID, got, err, want)
 		}
 		if a, err := e.st.Agent(ctx, want.ID); err != nil || a != got {
-			t.Fatalf("Agent(%q) = %+v, %v; QueueAgent gave %+v", want.ID, a, err, got)
+			t.Fatalf("Agent(%q) = %+v, %v; AgentFromRecord gave %+v", want.ID, a, err, got)
 		}
 	}
-	for _, id := range []string{"agent-missing", "bad id!", "", strings.Repeat("x", 65)} {
-		p := e.rdb.Pipeline()
-		f := e.st.QueueAgent(ctx, p, id)
-		queued := p.Len()
-		_, _ = p.Exec(ctx)
-		got, err := f()
-		if !errors.Is(err, directory.ErrNotFound) || got != (directory.Agent{}) {
-			t.Fatalf("QueueAgent(%q) = %+v, %v; want ErrNotFound", id, got, err)
-		}
-		if _, err := e.st.Agent(ctx, id); !errors.Is(err, directory.ErrNotFound) {
-			t.Fatalf("Agent(%q) = %v", id, err)
-		}
-		// A malformed id is refused before anything is queued.
-		wantQueued := 0
-		if directory.ValidID(id) {
-			wantQueued = 1
-		}
-		if queued != wantQueued {
-			t.Fatalf("QueueAgent(%q) queued %d commands; want %d", id, queued, wantQueued)
+	if got, err := e.readAgent(t, "agent-missing"); !errors.Is(err, directory.ErrNotFound) || got != (directory.Agent{}) {
+		t.Fatalf("AgentFromRecord of no record = %+v, %v; want ErrNotFound", got, err)
+	}
+	if _, err := e.st.Agent(ctx, "agent-missing"); !errors.Is(err, directory.ErrNotFound) {
+		t.Fatalf("Agent(agent-missing) = %v", err)
+	}
+	for _, record := range []map[string]string{nil, {}} {
+		if got, err := e.st.AgentFromRecord("a", record); !errors.Is(err, directory.ErrNotFound) || got != (directory.Agent{}) {
+			t.Fatalf("AgentFromRecord(%v) = %+v, %v; want ErrNotFound", record, got, err)
 		}
 	}
 }
 
-func TestQueueAgentSharesPipeline(t *testing.T) {
+func TestParseGeneration(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		value   string
+		want    int64
+		wantErr bool
+	}{
+		{name: "no key", value: "", want: 0},
+		{name: "counted", value: "42", want: 42},
+		{name: "not a number", value: "x", wantErr: true},
+		{name: "too large", value: "9223372036854775808", wantErr: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := directory.ParseGeneration(tt.value)
+			if got != tt.want || (err != nil) != tt.wantErr {
+				t.Fatalf("ParseGeneration(%q) = %d, %v; want %d, error %v", tt.value, got, err, tt.want, tt.wantErr)
+			}
+		})
+	}
+	// And as Generation reads it.
 	e := newHintEnv(t)
 	ctx := testenv.Context(t, 30*time.Second)
-	// Both reads and a membership, in one pipeline, each answered on its own.
-	p := e.rdb.Pipeline()
-	a := e.st.QueueAgent(ctx, p, "a")
-	missing := e.st.QueueAgent(ctx, p, "agent-missing")
-	b := e.st.QueueAgent(ctx, p, "b")
-	member := e.st.QueueIsMember(ctx, p, "t2", "u2")
-	if n := p.Len(); n != 4 {
-		t.Fatalf("queued %d commands; want 4", n)
-	}
-	if _, err := p.Exec(ctx); err != nil {
+	v, err := e.rdb.Get(ctx, keyspace.For(e.dep).DirectoryGeneration()).Result()
+	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := a(); err != nil || got != e.seed.Agents[0] {
-		t.Fatalf("a = %+v, %v", got, err)
-	}
-	if _, err := missing(); !errors.Is(err, directory.ErrNotFound) {
-		t.Fatalf("missing = %v", err)
-	}
-	if got, err := b(); err != nil || got != e.seed.Agents[1] {
-		t.Fatalf("b = %+v, %v", got, err)
-	}
-	if ok, err := member(); err != nil || !ok {
-		t.Fatalf("member = %v, %v", ok, err)
+	parsed, perr := directory.ParseGeneration(v)
+	if g, err := e.st.Generation(ctx); err != nil || perr != nil || g != parsed || g == 0 {
+		t.Fatalf("Generation = %d, %v; ParseGeneration of its value = %d, %v", g, err, parsed, perr)
 	}
 }
 
@@ -135,12 +129,12 @@ func TestAgentHint(t *testing.T) {
 		}
 	}
 
-	// A queued read and a direct read each leave the record as the hint.
-	if _, err := e.queuedAgent(t, a.ID); err != nil {
+	// A check's read and a direct read each leave the record as the hint.
+	if _, err := e.readAgent(t, a.ID); err != nil {
 		t.Fatal(err)
 	}
 	if h, ok := e.st.AgentHint(a.ID); !ok || h != a {
-		t.Fatalf("hint after QueueAgent = %+v, %v; want %+v", h, ok, a)
+		t.Fatalf("hint after AgentFromRecord = %+v, %v; want %+v", h, ok, a)
 	}
 	if h, ok := e.st.AgentHint(b.ID); ok {
 		t.Fatalf("hint for an agent not read: %+v", h)
@@ -168,15 +162,15 @@ func TestAgentHint(t *testing.T) {
 	if h, ok := e.st.AgentHint(a.ID); !ok || h.TeamID != "t1" {
 		t.Fatalf("hint before the next read = %+v, %v; want the old record", h, ok)
 	}
-	if got, err := e.queuedAgent(t, a.ID); err != nil || got.TeamID != "t2" {
-		t.Fatalf("QueueAgent after the move = %+v, %v", got, err)
+	if got, err := e.readAgent(t, a.ID); err != nil || got.TeamID != "t2" {
+		t.Fatalf("AgentFromRecord after the move = %+v, %v", got, err)
 	}
 	if h, ok := e.st.AgentHint(a.ID); !ok || h != moved.Agents[0] {
 		t.Fatalf("hint after the move = %+v, %v; want %+v", h, ok, moved.Agents[0])
 	}
 
 	// The agents are deleted: each hint lasts until a read finds nothing, through
-	// QueueAgent for one and Agent for the other.
+	// AgentFromRecord for one and Agent for the other.
 	keys := keyspace.For(e.dep)
 	if err := e.rdb.Del(ctx, keys.Agent(a.ID), keys.Agent(b.ID)).Err(); err != nil {
 		t.Fatal(err)
@@ -184,11 +178,11 @@ func TestAgentHint(t *testing.T) {
 	if _, ok := e.st.AgentHint(a.ID); !ok {
 		t.Fatal("hint dropped before any read saw the deletion")
 	}
-	if _, err := e.queuedAgent(t, a.ID); !errors.Is(err, directory.ErrNotFound) {
-		t.Fatalf("QueueAgent of a deleted agent: %v", err)
+	if _, err := e.readAgent(t, a.ID); !errors.Is(err, directory.ErrNotFound) {
+		t.Fatalf("AgentFromRecord of a deleted agent: %v", err)
 	}
 	if h, ok := e.st.AgentHint(a.ID); ok {
-		t.Fatalf("hint after QueueAgent found nothing: %+v", h)
+		t.Fatalf("hint after AgentFromRecord found nothing: %+v", h)
 	}
 	if _, ok := e.st.AgentHint(b.ID); !ok {
 		t.Fatal("dropping one hint dropped another")
@@ -201,82 +195,11 @@ func TestAgentHint(t *testing.T) {
 	}
 
 	// An unknown agent never gets a hint.
-	if _, err := e.queuedAgent(t, "agent-missing"); !errors.Is(err, directory.ErrNotFound) {
+	if _, err := e.readAgent(t, "agent-missing"); !errors.Is(err, directory.ErrNotFound) {
 		t.Fatal(err)
 	}
 	if h, ok := e.st.AgentHint("agent-missing"); ok {
 		t.Fatalf("hint for an unknown agent: %+v", h)
-	}
-}
-
-func TestQueueIsMemberMatchesIsMember(t *testing.T) {
-	e := newHintEnv(t)
-	ctx := testenv.Context(t, 30*time.Second)
-	queued := func(team, user string) (bool, error) {
-		t.Helper()
-		p := e.rdb.Pipeline()
-		f := e.st.QueueIsMember(ctx, p, team, user)
-		_, _ = p.Exec(ctx)
-		return f()
-	}
-	check := func(when string, want map[string]bool) {
-		t.Helper()
-		for _, team := range []string{"t1", "t2", "t-missing"} {
-			for _, user := range []string{"u1", "u2", "u3", "nobody"} {
-				got, err := queued(team, user)
-				direct, derr := e.st.IsMember(ctx, team, user)
-				if err != nil || derr != nil || got != direct || got != want[team+"/"+user] {
-					t.Fatalf("%s: QueueIsMember(%s, %s) = %v, %v; IsMember = %v, %v; want %v",
-						when, team, user, got, err, direct, derr, want[team+"/"+user])
-				}
-			}
-		}
-	}
-	check("seeded", map[string]bool{"t1/u1": true, "t1/u2": true, "t2/u2": true})
-	if err := e.st.RemoveMember(ctx, "t1", "u2"); err != nil {
-		t.Fatal(err)
-	}
-	check("after removal", map[string]bool{"t1/u1": true, "t2/u2": true})
-	if err := e.st.AddMember(ctx, "t2", "u3"); err != nil {
-		t.Fatal(err)
-	}
-	check("after adding", map[string]bool{"t1/u1": true, "t2/u2": true, "t2/u3": true})
-
-	// Queued before a removal, run after it: the removal counts.
-	p := e.rdb.Pipeline()
-	f := e.st.QueueIsMember(ctx, p, "t1", "u1")
-	if err := e.st.RemoveMember(ctx, "t1", "u1"); err != nil {
-		t.Fatal(err)
-	}
-	_, _ = p.Exec(ctx)
-	if ok, err := f(); err != nil || ok {
-		t.Fatalf("membership removed between queue and Exec: %v, %v", ok, err)
-	}
-}
-
-func TestQueuedReadsRedisError(t *testing.T) {
-	e := newHintEnv(t)
-	ctx := testenv.Context(t, 30*time.Second)
-	if _, err := e.queuedAgent(t, "a"); err != nil {
-		t.Fatal(err)
-	}
-	cancelled, cancel := context.WithCancel(ctx)
-	cancel()
-	p := e.rdb.Pipeline()
-	agent := e.st.QueueAgent(ctx, p, "a")
-	member := e.st.QueueIsMember(ctx, p, "t1", "u1")
-	if _, err := p.Exec(cancelled); err == nil {
-		t.Fatal("Exec with a cancelled context succeeded")
-	}
-	if got, err := agent(); err == nil || errors.Is(err, directory.ErrNotFound) {
-		t.Fatalf("QueueAgent after a failed Exec = %+v, %v; want a Redis error", got, err)
-	}
-	if ok, err := member(); err == nil || ok {
-		t.Fatalf("QueueIsMember after a failed Exec = %v, %v; want a Redis error", ok, err)
-	}
-	// A read that could not tell neither drops nor changes the hint.
-	if h, ok := e.st.AgentHint("a"); !ok || h != e.seed.Agents[0] {
-		t.Fatalf("hint after a failed read = %+v, %v", h, ok)
 	}
 }
 
@@ -291,7 +214,8 @@ func TestAgentHintsBounded(t *testing.T) {
 	}
 	srv := testenv.Redis(t)
 	rdb := testenv.RedisClient(t, srv, 0)
-	st := directory.NewStore(rdb, testenv.Deployment(t))
+	dep := testenv.Deployment(t)
+	st := directory.NewStore(rdb, dep)
 	ctx := testenv.Context(t, 60*time.Second)
 	if err := st.Load(ctx, seed); err != nil {
 		t.Fatal(err)
@@ -306,18 +230,19 @@ func TestAgentHintsBounded(t *testing.T) {
 		return c
 	}
 	// Read every agent in one pipeline, checking the bound after each answer.
+	keys := keyspace.For(dep)
 	p := rdb.Pipeline()
-	fs := make([]func() (directory.Agent, error), n)
+	cmds := make([]*redis.MapStringStringCmd, n)
 	for i, a := range seed.Agents {
-		fs[i] = st.QueueAgent(ctx, p, a.ID)
+		cmds[i] = p.HGetAll(ctx, keys.Agent(a.ID))
 	}
 	if _, err := p.Exec(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for i, f := range fs {
-		got, err := f()
+	for i, cmd := range cmds {
+		got, err := st.AgentFromRecord(seed.Agents[i].ID, cmd.Val())
 		if err != nil || got != seed.Agents[i] {
-			t.Fatalf("QueueAgent(%q) = %+v, %v", seed.Agents[i].ID, got, err)
+			t.Fatalf("AgentFromRecord(%q) = %+v, %v", seed.Agents[i].ID, got, err)
 		}
 		// The agent just read is always hinted.
 		if h, ok := st.AgentHint(got.ID); !ok || h != got {

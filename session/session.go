@@ -172,7 +172,7 @@ func (s *Store) Start(ctx context.Context, agentID string) (Session, Passes, err
 	// beside this one may have put its own session there since this one stopped the
 	// previous. Whatever the pointer named is stopped here, so that a session stops being
 	// the agent's current one only by being stopped (the view's re-check reads the
-	// session's record alone, QueueStillCurrent).
+	// session's record alone, StillCurrent).
 	var displaced string
 	if err == nil {
 		displaced, err = s.rdb.SetArgs(ctx, s.currentKey(agentID), id, redis.SetArgs{Get: true}).Result()
@@ -194,7 +194,11 @@ func (s *Store) Start(ctx context.Context, agentID string) (Session, Passes, err
 
 // Get returns a session by id, ErrNotFound, or a wrapped Redis error.
 func (s *Store) Get(ctx context.Context, id string) (Session, error) {
-	return s.parse(id, s.rdb.HGetAll(ctx, s.sessionKey(id)))
+	record, err := s.rdb.HGetAll(ctx, s.sessionKey(id)).Result()
+	if err != nil {
+		return Session{}, fmt.Errorf("session: get: %w", err)
+	}
+	return parse(id, record)
 }
 
 // Liveness reads what Status needs of each session — its last tool call and whether
@@ -229,12 +233,8 @@ func (s *Store) Liveness(ctx context.Context, ids []string) (map[string]Session,
 	return out, nil
 }
 
-// parse reads a session record from its HGETALL.
-func (s *Store) parse(id string, cmd *redis.MapStringStringCmd) (Session, error) {
-	m, err := cmd.Result()
-	if err != nil {
-		return Session{}, fmt.Errorf("session: get: %w", err)
-	}
+// parse reads session id's record from its HGETALL: ErrNotFound when there is none.
+func parse(id string, m map[string]string) (Session, error) {
 	if len(m) == 0 {
 		return Session{}, ErrNotFound
 	}
@@ -253,38 +253,31 @@ func (s *Store) parse(id string, cmd *redis.MapStringStringCmd) (Session, error)
 	return sess, nil
 }
 
-// QueueCurrentID queues on p the read of agentID's current session id, so that it can
-// share a round trip with other reads; the function, called after p ran, returns the
-// id, or ErrNoSession when the agent has none. Current reads the session it names.
-func (s *Store) QueueCurrentID(ctx context.Context, p redis.Pipeliner, agentID string) func() (string, error) {
-	cmd := p.Get(ctx, s.currentKey(agentID))
-	return func() (string, error) {
-		id, err := cmd.Result()
-		if errors.Is(err, redis.Nil) {
-			return "", ErrNoSession
-		}
-		if err != nil {
-			return "", fmt.Errorf("session: current: %w", err)
-		}
-		return id, nil
+// CurrentID returns the session id that agent's pointer to its current session holds
+// (keyspace.Keys.CurrentSession), given as GET reads it, "" when there is none: the id,
+// or ErrNoSession when the agent has none. It reads nothing itself; Current reads the
+// session the pointer names, and a view's first check reads the pointer beside its
+// access reads.
+func CurrentID(pointer string) (string, error) {
+	if pointer == "" {
+		return "", ErrNoSession
 	}
+	return pointer, nil
 }
 
-// QueueStillCurrent queues on p the read of session id's record, for a session whose
-// agent and id are known (the view's re-check); the function, called after p ran,
-// returns what Current would: the session while it is agentID's, running or idle, and
-// ErrNoSession once it is not. The agent's pointer is not read: a session stops being
-// the agent's current one only by being stopped (Stop; Start stops whatever session
-// its new pointer displaced), which its record says.
-func (s *Store) QueueStillCurrent(ctx context.Context, p redis.Pipeliner, agentID, id string) func() (Session, error) {
-	rec := p.HGetAll(ctx, s.sessionKey(id))
-	return func() (Session, error) {
-		sess, err := s.live(s.parse(id, rec))
-		if err == nil && sess.AgentID != agentID {
-			return Session{}, ErrNoSession
-		}
-		return sess, err
+// StillCurrent is the view's re-check of a session whose agent and id are known, given
+// session id's record as HGETALL reads that hash (keyspace.Keys.Session; empty when
+// there is none): it returns what Current would, the session while it is agentID's,
+// running or idle, and ErrNoSession once it is not. It reads nothing itself. The
+// agent's pointer is not needed: a session stops being the agent's current one only by
+// being stopped (Stop; Start stops whatever session its new pointer displaced), which
+// its record says.
+func (s *Store) StillCurrent(agentID, id string, record map[string]string) (Session, error) {
+	sess, err := s.live(parse(id, record))
+	if err == nil && sess.AgentID != agentID {
+		return Session{}, ErrNoSession
 	}
+	return sess, err
 }
 
 // live is Current for a session read by id: ErrNoSession for one that is gone or
@@ -312,12 +305,16 @@ func (s *Store) Live(ctx context.Context, id string) (Session, error) {
 // error. A session past the idle timeout counts as stopped even before the reaper has
 // recorded it.
 func (s *Store) Current(ctx context.Context, agentID string) (Session, error) {
-	id, err := s.rdb.Get(ctx, s.currentKey(agentID)).Result()
+	pointer, err := s.rdb.Get(ctx, s.currentKey(agentID)).Result()
 	if errors.Is(err, redis.Nil) {
-		return Session{}, ErrNoSession
+		pointer, err = "", nil
 	}
 	if err != nil {
 		return Session{}, fmt.Errorf("session: current: %w", err)
+	}
+	id, err := CurrentID(pointer)
+	if err != nil {
+		return Session{}, err
 	}
 	return s.Live(ctx, id)
 }

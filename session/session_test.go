@@ -258,8 +258,8 @@ func TestRecordsReadStrictly(t *testing.T) {
 		wantErr               bool
 	}{
 		{name: "as a replica writes them", hello: `{"imageTag":"w:1","bootstrapRevision":2,"capabilities":["browserView"]}`, activity: `{"at":"2026-11-30T12:00:00Z","tool":"browser_open","ok":true}`},
-		{name: "hello capabilities twice", hello: `{"imageTag":"w:1","bootstrapRevision":2,"capabilities":[],"capabilities":["browserView"]}`, wantErr: true},
-		{name: "hello Capabilities", hello: `{"imageTag":"w:1","bootstrapRevision":2,"Capabilities":["browserView"]}`, wantErr: true},
+		{name: "hello tool list twice", hello: `{"imageTag":"w:1","bootstrapRevision":2,"capabilities":[],"capabilities":["browserView"]}`, wantErr: true},
+		{name: "hello tool list capitalised", hello: `{"imageTag":"w:1","bootstrapRevision":2,"Capabilities":["browserView"]}`, wantErr: true},
 		{name: "activity tool twice", activity: `{"at":"2026-11-30T12:00:00Z","tool":"browser_open","tool":"browser_close","ok":true}`, wantErr: true},
 		{name: "activity OK", activity: `{"at":"2026-11-30T12:00:00Z","tool":"browser_open","OK":true}`, wantErr: true},
 	}
@@ -294,7 +294,7 @@ func TestRecordsReadStrictly(t *testing.T) {
 // it past the stop timeout; beside another Start, a read made before that Start's
 // pointer) still stops the session its pointer displaces: a session stops being the
 // agent's current one only by being stopped, which the view's re-check relies on
-// (QueueStillCurrent reads the record alone).
+// (StillCurrent reads the record alone).
 func TestStartStopsTheSessionItDisplaces(t *testing.T) {
 	srv := testenv.Redis(t)
 	rdb := testenv.RedisClient(t, srv, 2)
@@ -324,10 +324,11 @@ func TestStartStopsTheSessionItDisplaces(t *testing.T) {
 	if _, err := credsA.VerifyPass(ctx, passes.Broker, auth.RoleBroker); !errors.Is(err, auth.ErrUnauthenticated) {
 		t.Fatalf("displaced session's broker pass: %v", err)
 	}
-	p := rdb.Pipeline()
-	still := a.QueueStillCurrent(ctx, p, "agent-1", first.ID)
-	_, _ = p.Exec(ctx)
-	if got, err := still(); !errors.Is(err, session.ErrNoSession) {
+	record, err := rdb.HGetAll(ctx, keyspace.For(dep).Session(first.ID)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := a.StillCurrent("agent-1", first.ID, record); !errors.Is(err, session.ErrNoSession) {
 		t.Fatalf("re-check of the displaced session = %+v, %v; want ErrNoSession", got, err)
 	}
 	if cur, err := a.Current(ctx, "agent-1"); err != nil || cur.ID != second.ID {
