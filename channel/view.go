@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentfy/agentfy/bus"
@@ -28,18 +27,24 @@ import (
 func (c *Conn) onView(msg *nats.Msg) {
 	if len(msg.Data) == 0 {
 		// A ping: an empty request is answered empty by the owner, so that a harness
-		// or an operator can tell that a session's subject is served (nats req
-		// agentfy.<deployment>.db<N>.view.<sessionId> ''), without touching the worker.
+		// or an operator can tell that a session's subject is served, without touching
+		// the worker. Only the replica's NATS role may publish to a view subject (the
+		// operator's, debug and audit roles may not), and it may hear replies only
+		// under its own inbox prefix; so an operator pings with the replica's
+		// credential, user agentfy-replica and the password `agentfy secrets -out DIR`
+		// wrote to DIR/replica/nats:
+		//   nats --user agentfy-replica --password "$(cat DIR/replica/nats)" \
+		//     --inbox-prefix agentfy.<deployment>.db<N>._INBOX.replica \
+		//     req agentfy.<deployment>.db<N>.view.<sessionId> ''
 		_ = bus.Respond(c.hub.cfg.NATS, msg, nil)
 		return
 	}
 	// The relay's span continues the requester's trace, whose context the request's
 	// headers carry; the worker gets it in the call's _meta.
 	ctx, span := c.hub.tracer.Start(bus.TraceContext(c.ctx, msg), telemetry.SpanViewRelay,
-		trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
-			semconv.MessagingSystemKey.String("nats"), semconv.MessagingOperationName("process"),
-			telemetry.AttrSessionID.String(c.session.ID), telemetry.AttrAgentID.String(c.session.AgentID),
-		))
+		trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(telemetry.MessagingProcess(c.hub.cfg.Namespace.SubjectTemplate(bus.VerbView))...),
+		trace.WithAttributes(telemetry.AttrSessionID.String(c.session.ID), telemetry.AttrAgentID.String(c.session.AgentID)))
 	refuse := func(reason, description string) {
 		telemetry.End(span, telemetry.OutcomeUnavailable, reason)
 		_ = bus.RespondError(c.hub.cfg.NATS, msg, reason, description)
@@ -56,7 +61,7 @@ func (c *Conn) onView(msg *nats.Msg) {
 	if !c.hub.cfg.Grants.Vouched(requestID, c.session.ID, msg.Header.Get(bus.HeaderProof), time.Now()) ||
 		c.relayed.holds(requestID) {
 		c.hub.ViewsRefused.Add(1)
-		refuse(wire.ReasonRefused, "no such capability")
+		refuse(wire.ReasonRefused, "no such grant")
 		return
 	}
 	// One deadline from the request's arrival: the relay fits the owner's hop of the
@@ -65,14 +70,14 @@ func (c *Conn) onView(msg *nats.Msg) {
 	if c.relaying.Add(1) > MaxRelayWaiters {
 		cancel()
 		c.relaying.Add(-1)
-		refuse(wire.ReasonBusy, "too many observations on this connection")
+		refuse(wire.ReasonBusy, "too many views waiting on this connection")
 		return
 	}
 	if !c.relays.AllowN(c.hub.cfg.RelayClock(), 1) {
 		cancel()
 		c.relaying.Add(-1)
 		c.hub.ViewsPaced.Add(1)
-		refuse(wire.ReasonBusy, "too many observations for this session")
+		refuse(wire.ReasonBusy, "too many views waiting for this session")
 		return
 	}
 	if !c.relayed.first(requestID) {
@@ -80,13 +85,13 @@ func (c *Conn) onView(msg *nats.Msg) {
 		cancel()
 		c.relaying.Add(-1)
 		c.hub.ViewsRefused.Add(1)
-		refuse(wire.ReasonRefused, "no such capability")
+		refuse(wire.ReasonRefused, "no such grant")
 		return
 	}
 	c.hub.ViewsRelayed.Add(1)
 	go func() {
 		defer cancel()
-		res, err := c.call(ctx, jsonrpc.MethodView, jsonrpc.ViewParams{RequestID: requestID, Meta: jsonrpc.TraceMeta(ctx)})
+		res, err := c.call(ctx, jsonrpc.MethodView, jsonrpc.ViewParams{RequestID: requestID, Meta: telemetry.RPCMeta(ctx)})
 		// The worker answered (or will not): the waiter's place is free before the
 		// requester hears of it, so a requester that has its reply never finds the place
 		// still taken (a view right after it counted as two).

@@ -58,8 +58,9 @@ type readyFile struct {
 	// NATSDebug may subscribe to the namespace and publish nothing (`nats sub`);
 	// NATSSystem is the system account's user (`nats server report connections`);
 	// NATSOperator runs tools (`agentfy tool`); NATSAudit may subscribe to the audit
-	// trail's subjects (agentfy.dev.db0.audit.>) and read the audit stream
-	// (`agentfy audit views|admin|verify`), nothing else.
+	// trail's subjects (agentfy.<deployment>.db<N>.audit.>) and read the audit stream
+	// (`agentfy audit views|admin|verify`), nothing else. Each is confined to the
+	// stack's namespace: its deployment and its Redis database.
 	NATSDebug    natsCredential `json:"natsDebug"`
 	NATSAudit    natsCredential `json:"natsAudit"`
 	NATSSystem   natsCredential `json:"natsSystem"`
@@ -173,7 +174,7 @@ func cmdDev(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 	}
-	printBanner(stdout, rf, time.Since(start))
+	printBanner(stdout, rf, st.NS, time.Since(start))
 
 	var wg sync.WaitGroup
 	wg.Go(func() { demo.run(ctx, *restartAfter) })
@@ -248,7 +249,7 @@ func devCredentials(ctx context.Context, st *stack.Stack) (tokens, keys map[stri
 func newReadyFile(st *stack.Stack, uses readyUses, tokens, keys map[string]string, sessionID string) readyFile {
 	rf := readyFile{
 		Replicas: []string{st.Replicas[0].URL, st.Replicas[1].URL}, App: st.Replicas[0].URL + "/",
-		NATS: strings.Join(st.NATSURLs(), ","), Redis: st.RedisURL(deploy.RedisOperator), Deployment: "dev",
+		NATS: strings.Join(st.NATSURLs(), ","), Redis: st.RedisURL(deploy.RedisOperator), Deployment: st.NS.Deployment(),
 		RedisEnv: st.RedisEnv(deploy.RedisOperator), Uses: uses,
 		NATSDebug:    natsCred(st, bus.RoleDebug),
 		NATSAudit:    natsCred(st, bus.RoleAudit),
@@ -343,7 +344,10 @@ func writeFileAtomic(path string, b []byte) error {
 	return os.Rename(tmp, path)
 }
 
-func printBanner(w io.Writer, rf readyFile, took time.Duration) {
+// printBanner says how to use the stack of rf. Its NATS subjects are those of ns, the
+// stack's namespace (its deployment and Redis database), the only ones the debug and
+// audit users may read.
+func printBanner(w io.Writer, rf readyFile, ns bus.Namespace, took time.Duration) {
 	fmt.Fprintf(w, `
 Agentfy browser view is running (ready in %.1fs). Ctrl-C stops everything.
 
@@ -371,10 +375,10 @@ In another terminal:
 
   # everything on NATS is request ids and ciphertext (go install github.com/nats-io/natscli/nats@v0.5.0);
   # the debug user may watch the namespace and publish nothing
-  nats --server %s --user %s --password '%s' sub 'agentfy.%s.db0.>'
+  nats --server %s --user %s --password '%s' sub '%s'
   # the audit trail, one JSON event per view decision and admin change (the audit user
   # may read it and nothing else)
-  nats --server %s --user %s --password '%s' sub 'agentfy.%s.db0.audit.>'
+  nats --server %s --user %s --password '%s' sub '%s'
   # who is connected, as which user (the system account)
   nats --server %s --user %s --password '%s' server report connections
 
@@ -394,8 +398,8 @@ In another terminal:
 		rf.Tokens["member"], rf.OrgKeys["reader"],
 		rf.Replicas[0], rf.Agent, rf.Replicas[0], rf.Agent,
 		rf.Replicas[0], rf.OrgID, rf.Agent,
-		rf.NATS, rf.NATSDebug.User, rf.NATSDebug.Password, rf.Deployment,
-		rf.NATS, rf.NATSAudit.User, rf.NATSAudit.Password, rf.Deployment,
+		rf.NATS, rf.NATSDebug.User, rf.NATSDebug.Password, ns.Wildcard(),
+		rf.NATS, rf.NATSAudit.User, rf.NATSAudit.Password, ns.AuditWildcard(),
 		rf.NATS, rf.NATSSystem.User, rf.NATSSystem.Password,
 		rf.Admin.Key, rf.Admin.URL, rf.Admin.URL, rf.OrgID,
 		shellEnv(rf.RedisEnv), rf.NATS, rf.NATSOperator.Password, rf.Agent, rf.Agent)

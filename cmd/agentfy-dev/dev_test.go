@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -22,13 +23,101 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/agentfy/agentfy/bus"
+	"github.com/agentfy/agentfy/deploy"
+	"github.com/agentfy/agentfy/internal/dev/natsserver"
 	"github.com/agentfy/agentfy/internal/test/testenv"
 )
+
+// bannerSub is a `nats … sub` line of the banner: server, user, password, subject.
+var bannerSub = regexp.MustCompile(`(?m)^ *nats --server (\S+) --user (\S+) --password '([^']*)' sub '([^']+)'$`)
+
+// TestBannerWatchesTheStacksNamespace prints the banner of a stack on Redis database 3
+// and runs its `nats sub` lines, as printed, against a NATS server configured for that
+// namespace as deploy renders it (the permissions are per namespace): each names the
+// namespace's subjects, and the server lets its user subscribe to them — but not to
+// database 0's, which the banner once printed whatever the database.
+func TestBannerWatchesTheStacksNamespace(t *testing.T) {
+	ns, err := bus.NewNamespace("dev", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets, err := deploy.GenerateSecrets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := deploy.NATSConfig(ns, secrets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := natsserver.Run(natsserver.Options{Name: "banner", Port: -1, Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	cred := func(r bus.Role) natsCredential { return natsCredential{User: r.User(), Password: secrets.NATS[r]} }
+	rf := readyFile{
+		Replicas: []string{"http://127.0.0.1:8081", "http://127.0.0.1:8082"}, App: "http://127.0.0.1:8081/",
+		Metrics: []string{"http://127.0.0.1:9091/metrics", "http://127.0.0.1:9092/metrics"},
+		NATS:    srv.ClientURL(), Deployment: ns.Deployment(),
+		NATSDebug: cred(bus.RoleDebug), NATSAudit: cred(bus.RoleAudit), NATSSystem: cred(bus.RoleSystem), NATSOperator: cred(bus.RoleOperator),
+		Agent: demoAgent, IdleAgent: idleAgent, EmptyAgent: emptyAgent, ForeignAgent: foreignAgent, OrgID: demoOrg,
+		Tokens: map[string]string{"member": "a-token"}, OrgKeys: map[string]string{"reader": "a-key"},
+	}
+	var banner strings.Builder
+	printBanner(&banner, rf, ns, time.Second)
+	if strings.Contains(banner.String(), ".db0.") {
+		t.Fatalf("the banner of a stack on database 3 names database 0:\n%s", banner.String())
+	}
+	lines := map[string][]string{} // by user
+	for _, m := range bannerSub.FindAllStringSubmatch(banner.String(), -1) {
+		lines[m[2]] = m[1:]
+	}
+
+	for _, tc := range []struct {
+		name string
+		user string
+		want string
+	}{
+		{name: "debug", user: bus.RoleDebug.User(), want: "agentfy.dev.db3.>"},
+		{name: "audit", user: bus.RoleAudit.User(), want: "agentfy.dev.db3.audit.>"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			line := lines[tc.user]
+			if line == nil {
+				t.Fatalf("no `nats sub` line for %s:\n%s", tc.user, banner.String())
+			}
+			server, user, password, subject := line[0], line[1], line[2], line[3]
+			if subject != tc.want {
+				t.Fatalf("%s watches %q, want %q", tc.user, subject, tc.want)
+			}
+			for _, sub := range []struct {
+				subject string
+				allowed bool
+			}{{subject, true}, {strings.Replace(subject, ".db3.", ".db0.", 1), false}} {
+				nc, err := nats.Connect(server, nats.UserInfo(user, password), nats.Timeout(5*time.Second), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+				if err != nil {
+					t.Fatalf("nats as %s: %v", user, err)
+				}
+				if _, err := nc.SubscribeSync(sub.subject); err != nil {
+					t.Fatal(err)
+				}
+				// The server answers a refusal with -ERR before the flush's PONG.
+				ferr := nc.FlushTimeout(5 * time.Second)
+				refused := errors.Is(nc.LastError(), nats.ErrPermissionViolation)
+				nc.Close()
+				if ferr != nil || refused == sub.allowed {
+					t.Fatalf("%s may subscribe to %s: %v (flush %v), want %v", user, sub.subject, !refused, ferr, sub.allowed)
+				}
+			}
+		})
+	}
+}
 
 // TestDevStackStartsAndStopsCleanly runs `agentfy-dev dev` as a user would: it becomes ready
 // well within a minute, the first replica serves a live JPEG of the demo agent, and
 // Ctrl-C (SIGINT) ends it with no process left behind.
 func TestDevStackStartsAndStopsCleanly(t *testing.T) {
+	testenv.SkipUnderShort(t, "TestDevStackStartsAndStopsCleanly", testenv.NeedsChromium)
 	dir := t.TempDir()
 	bin, operator := filepath.Join(dir, "agentfy-dev"), filepath.Join(dir, "agentfy")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

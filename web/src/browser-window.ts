@@ -4,11 +4,19 @@
 //
 // Rules (SPEC §9): frames are asked for only while the window is expanded, the document
 // is visible and the session is alive; the watch is aborted as soon as one of these stops
-// holding, and a new one waits for the API's 3-s pace after the previous request. A new
+// holding, and a new one waits for the API's 3-s pace after the previous request. From
+// a session's first moment a watch asks every 5 s ± 0.5 s, also while it waits for the
+// session's first tab (the seed: "requests a frame every five seconds"). A new
 // JPEG replaces the old one only after it decoded, so the picture never flashes blank.
 // Only `{"live":false}` (or a stopped session on the feed) means «Браузер закрыт»; the
 // feed reporting a new session wakes the window up, and until that session shows a tab
-// the window says «Ждём снимок экрана…», asking again at the next moment the API allows.
+// the window says «Ждём снимок экрана…».
+//
+// An answer is about the session the feed named when its request was sent: once the feed
+// names another one, the answers still on their way are the old session's and are
+// dropped (say, the `{"live":false}` of a session that stopped while the feed was away,
+// which must not close the session the feed has just announced).
+//
 // The frame's title, URL and age sit above it; when the broker masked secret regions of
 // the frame, «Часть страницы скрыта» lies over its top corner, and when it masked the
 // whole frame (page.hidden), why lies over its middle instead. A click (or Enter) opens
@@ -141,6 +149,12 @@ export class BrowserWindow {
   private sessionLine: boolean | undefined;
   /** closedSession is the session the view answered `{"live":false}` for. */
   private closedSession: string | undefined;
+  /**
+   * generation counts the sessions the feed has named: it moves on each time an event
+   * names a session other than the previous event's. A view request belongs to the
+   * generation in which it was sent, and its answer counts only in that one.
+   */
+  private generation = 0;
   /** waitingSince is the Date.now() at which the window began to wait for a new session's first frame. */
   private waitingSince = 0;
   private disposed = false;
@@ -228,6 +242,10 @@ export class BrowserWindow {
     const previous = this.feed;
     // While the feed was down, the view route may have shown a session the feed missed.
     const resumed = this.feedState === 'down';
+    if (event.sessionId !== previous?.sessionId) {
+      // Answers to the requests sent before this event are about another session.
+      this.generation++;
+    }
     this.feed = event;
     this.feedState = 'up';
     clearTimeout(this.feedSilence);
@@ -336,15 +354,19 @@ export class BrowserWindow {
   private startWatch(): void {
     const watch = new AbortController();
     this.watch = watch;
+    // askedIn is the generation in which the watch's current request was sent (a watch
+    // has one request at a time, and onRequest runs as it is sent).
+    let askedIn = this.generation;
     void watchWorkerView({
       baseUrl: location.origin,
       auth: this.options.token,
       agentId: this.options.agentId,
       signal: watch.signal,
       ...(this.lastRequestAt === undefined ? {} : { lastRequestAt: this.lastRequestAt }),
-      onUpdate: (update) => this.onUpdate(update, watch.signal),
+      onUpdate: (update) => this.onUpdate(update, watch.signal, askedIn),
       onRequest: (at) => {
         this.lastRequestAt = at;
+        askedIn = this.generation;
       },
       onWait: (nextAt) => {
         this.nextAt = nextAt;
@@ -373,15 +395,26 @@ export class BrowserWindow {
     });
   }
 
-  private async onUpdate(update: ViewUpdate, signal: AbortSignal): Promise<void | 'soon'> {
+  /**
+   * onUpdate shows the answer to a request sent in generation askedIn. The watch sends
+   * its next request at the normal interval after every answer, also while a new
+   * session's first tab is awaited.
+   */
+  private async onUpdate(update: ViewUpdate, signal: AbortSignal, askedIn: number): Promise<void> {
     if (this.disposed || signal.aborted || this.display === 'notFound') {
+      return;
+    }
+    if (askedIn !== this.generation) {
+      // The feed has named another session since the request was sent: the answer is
+      // the old session's. Dropped; a `{"live":false}` ends the watch all the same, and
+      // its end starts a new one for the session now named (refresh).
       return;
     }
     switch (update.kind) {
       case 'frame':
         this.viewSaysLive(true);
         try {
-          await this.swapFrame(update.page);
+          await this.swapFrame(update.page, askedIn);
           this.setUnavailable(false);
         } catch {
           // A frame that did not decode: as unavailable as a 503.
@@ -398,8 +431,9 @@ export class BrowserWindow {
           this.waitingSince = Date.now();
         }
         if (this.display === 'waiting' && Date.now() - this.waitingSince < waitForTabMs) {
-          // A new session that has not opened its first tab yet: keep waiting, ask soon.
-          return 'soon';
+          // A new session that has not opened its first tab yet: keep waiting (and
+          // asking every 5 s, as ever).
+          return;
         }
         this.clearFrame('noTab');
         return;
@@ -407,7 +441,7 @@ export class BrowserWindow {
         // 429, 503, a failed request: keep whatever is shown. Never a closed browser,
         // and never a sign-out, also when the sign-in service is what is down.
         this.setUnavailable(true, update.error.error.code === 'identity_unavailable');
-        return this.display === 'waiting' ? 'soon' : undefined;
+        return;
       case 'closed':
         // The feed will report the stop too; until it reports a new session (or, while it
         // is down, the view route finds one), stay closed.
@@ -449,8 +483,11 @@ export class BrowserWindow {
     this.notice.textContent = this.display === 'frame' ? `${what}: показан последний снимок. ${when}` : `${what}. ${when}`;
   }
 
-  /** swapFrame decodes the JPEG in a detached image and only then shows it. */
-  private async swapFrame(page: WorkerPage): Promise<void> {
+  /**
+   * swapFrame decodes the JPEG in a detached image and only then shows it, unless the
+   * feed named another session than generation askedIn's meanwhile.
+   */
+  private async swapFrame(page: WorkerPage, askedIn: number): Promise<void> {
     const bytes = Uint8Array.from(atob(page.data), (c) => c.charCodeAt(0));
     const url = URL.createObjectURL(new Blob([bytes], { type: page.contentType }));
     const decoded = new Image();
@@ -461,7 +498,7 @@ export class BrowserWindow {
       URL.revokeObjectURL(url);
       throw err;
     }
-    if (this.disposed) {
+    if (this.disposed || askedIn !== this.generation) {
       URL.revokeObjectURL(url);
       return;
     }

@@ -1,7 +1,7 @@
 // The web app in Chromium against the real local stack: sign-in, the «Браузер агента»
 // window's polling rules, decode-before-swap, failures that keep the frame, a stopped
-// and a new session, the states at 1280×720 and 360×740, the home page, and no token in
-// any URL. Screenshots go to $AGENTFY_WEB_ARTIFACTS (.artifacts/web); failures keep traces.
+// and a new session, an answer of the old session that comes after the new one began,
+// the states at 1280×720 and 360×740, the home page, and no token in any URL. Screenshots go to $AGENTFY_WEB_ARTIFACTS (.artifacts/web); failures keep traces.
 //
 // Timing: every wait is for the event that matters (a request sent, an answer, the image
 // replaced), with a generous deadline, never for a period — except where a test proves
@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, afterEach, before, describe, test } from 'node:test';
-import { setTimeout as observe } from 'node:timers/promises';
+import { setTimeout as pause } from 'node:timers/promises';
 import { artifacts, marks, nextViews, recordViews, startBrowser, startStack, traced, viewsSent } from './harness.mjs';
 
 /** The app's cadence (the SDK's watchWorkerView): 5 s ± 0.5 s of jitter; the API's pace per caller. */
@@ -236,7 +236,7 @@ describe('the window on the worker screen of a browsing agent', () => {
     assert.equal(await w.toggle.getAttribute('aria-expanded'), 'false');
     assert.equal(await page.locator(`#${await w.toggle.getAttribute('aria-controls')}`).isHidden(), true);
     const collapsedAt = (await marks(page)).toggle;
-    await observe(intervalMs + 2_000);
+    await pause(intervalMs + 2_000);
     const before = await viewsSent(page);
     assert.deepEqual(before.filter((v) => v.at > collapsedAt).map((v) => v.at), [], 'no request while collapsed');
 
@@ -252,7 +252,7 @@ describe('the window on the worker screen of a browsing agent', () => {
     await other.bringToFront();
     await page.waitForFunction(() => document.visibilityState === 'hidden');
     const hiddenAt = (await marks(page)).hidden;
-    await observe(intervalMs + 2_000);
+    await pause(intervalMs + 2_000);
     assert.equal(await page.evaluate(() => document.visibilityState), 'hidden');
     const before = await viewsSent(page);
     assert.deepEqual(before.filter((v) => v.at > hiddenAt).map((v) => v.at), [], 'no request while hidden');
@@ -522,31 +522,210 @@ describe('the window on the worker screen of a browsing agent', () => {
     assert.equal(await w.image.getAttribute('src'), null);
     await page.screenshot({ path: join(artifacts, 'worker-screen-closed.png'), fullPage: true });
 
-    // Record what the window says from now on: a new session must read «Ждём снимок
-    // экрана…» until its first frame, never «Нет открытых вкладок».
+    // Record what the window says from now on, and when: a new session must read «Ждём
+    // снимок экрана…» until its first frame, never «Нет открытых вкладок».
     await page.evaluate(() => {
       const text = document.querySelector('.bw-placeholder strong');
-      window.__said = [text.textContent];
-      new MutationObserver(() => window.__said.push(text.textContent)).observe(text, { childList: true, characterData: true, subtree: true });
+      window.__said = [{ text: text.textContent, at: Date.now() }];
+      new MutationObserver(() => window.__said.push({ text: text.textContent, at: Date.now() })).observe(text, { childList: true, characterData: true, subtree: true });
     });
     const restartFrom = await page.evaluate(() => Date.now());
+    // The new session's first two answers say it has no tab yet, as a worker that has not
+    // opened its first one says, so that the window surely waits through two intervals.
+    const noTabYet = (route) => route.fulfill({ status: 200, headers: { 'Cache-Control': 'no-store' }, json: { live: true, page: null } });
+    await page.route('**/worker/view', noTabYet, { times: 2 });
     // agentfy-dev dev starts a new session 3 s later; the status feed reports it.
     await w.placeholder.filter({ hasText: 'Ждём снимок экрана…' }).waitFor({ timeout: eventTimeoutMs });
     await page.screenshot({ path: join(artifacts, 'worker-screen-waiting.png'), fullPage: true });
     await visibleImage(page);
     const said = await page.evaluate(() => window.__said);
-    assert.ok(!said.includes('Нет открытых вкладок'), `the window said ${JSON.stringify(said)}`);
-    // While waiting it asks at the 3-s pace, not every 5 s (in the page's clock; the
-    // request that brought the frame is the last one counted).
+    assert.ok(!said.some((s) => s.text === 'Нет открытых вкладок'), `the window said ${JSON.stringify(said)}`);
+    // From the new session's first moment (the feed's word, when the window began to
+    // wait) it asks at once, as far as the API's 3-s pace allows, and then every 5 s ±
+    // 0.5 s, also while it waits for the first tab: never sooner (the seed, "requests a
+    // frame every five seconds"). In the page's clock; the request that brought the frame
+    // is the last one counted.
     await page.waitForFunction((from) => window.__viewsSent.some((v) => v.at >= from && v.frame), restartFrom, { timeout: eventTimeoutMs });
-    const asked = (await viewsSent(page)).filter((v) => v.at >= restartFrom);
-    const waited = asked.slice(0, asked.findIndex((v) => v.frame) + 1).map((v) => v.at);
+    const waitingAt = said.find((s) => s.text === 'Ждём снимок экрана…').at;
+    const all = await viewsSent(page);
+    // (The window may call fetch a moment before the observer notes the new words.)
+    const before = all.filter((v) => v.at < waitingAt - sendSlackMs).at(-1);
+    const asked = all.filter((v) => v.at >= waitingAt - sendSlackMs);
+    const waited = asked.slice(0, asked.findIndex((v) => v.frame) + 1);
+    assert.ok(waited.length >= 3, JSON.stringify(asked));
+    const due = Math.max(waitingAt, (before?.at ?? 0) + paceMs);
+    assert.ok(waited[0].at - due < toleranceMs, `the new session's first request ${waited[0].at - due} ms after it was due`);
     for (let i = 1; i < waited.length; i++) {
-      assert.ok(waited[i] - waited[i - 1] < paceMs + toleranceMs, `waiting, asked ${waited[i] - waited[i - 1]} ms after the previous request`);
+      const gap = waited[i].at - waited[i - 1].at;
+      assert.ok(gap >= intervalMs - jitterMs - sendSlackMs, `waiting for the first tab, asked ${gap} ms after the previous request`);
+      if (waited[i - 1].status !== 429) {
+        assert.ok(gap <= intervalMs + jitterMs + toleranceMs, `waiting for the first tab, asked ${gap} ms after the previous request`);
+      }
     }
     assert.match(await w.image.getAttribute('src'), /^blob:/);
     assert.equal(await w.placeholder.isVisible(), false);
     assert.equal(await page.evaluate(() => window.__sameDocument), true, 'no reload');
+  });
+});
+
+/**
+ * feedControl, an init script, lets a test drop the page's status feed as a network
+ * would: `__feed.cut()` ends every open stream of the feed and holds its next
+ * connections until `__feed.release()`; `__feed.held` counts the connections held, and
+ * `__feed.text` is everything the feed delivered to the app.
+ */
+function feedControl() {
+  const original = window.fetch;
+  const streams = new Set();
+  let gate;
+  let unblock = () => {};
+  const feed = (window.__feed = {
+    text: '',
+    held: 0,
+    cut() {
+      gate ??= new Promise((resolve) => (unblock = resolve));
+      for (const ac of streams) {
+        ac.abort();
+      }
+      streams.clear();
+    },
+    release() {
+      gate = undefined;
+      unblock();
+    },
+  });
+  window.fetch = async (input, init) => {
+    const url = input instanceof Request ? input.url : String(input);
+    if (!url.includes('/worker/status')) {
+      return original.call(window, input, init);
+    }
+    if (gate) {
+      feed.held++;
+      await gate;
+    }
+    const ac = new AbortController();
+    streams.add(ac);
+    const signal = init?.signal ? AbortSignal.any([init.signal, ac.signal]) : ac.signal;
+    const response = await original.call(window, input, { ...init, signal });
+    const decoder = new TextDecoder();
+    const body = response.body?.pipeThrough(new TransformStream({
+      transform(chunk, controller) {
+        feed.text += decoder.decode(chunk, { stream: true });
+        controller.enqueue(chunk);
+      },
+    }));
+    return new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers });
+  };
+}
+
+/**
+ * statusEvents reads the agent's status feed from this process, as the member (beside the
+ * page's own): next(accept) resolves with the first event not yet returned that accept
+ * takes (the first of all is the current state); close() ends the stream.
+ */
+async function statusEvents(agent) {
+  const ac = new AbortController();
+  const res = await fetch(`${r.replicas[0]}/v1/agents/${encodeURIComponent(agent)}/worker/status`, {
+    headers: { Authorization: `Bearer ${r.tokens.member}`, Accept: 'text/event-stream' },
+    signal: ac.signal,
+  });
+  assert.equal(res.status, 200);
+  const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+  const events = [];
+  let buffer = '';
+  const next = async (accept, timeout = eventTimeoutMs) => {
+    const timer = setTimeout(() => ac.abort(new Error(`no such status event within ${timeout} ms`)), timeout);
+    try {
+      for (;;) {
+        while (events.length > 0) {
+          const event = events.shift();
+          if (accept(event)) {
+            return event;
+          }
+        }
+        const { value, done } = await reader.read();
+        if (done) {
+          throw new Error('the status feed ended');
+        }
+        buffer += value;
+        const blocks = buffer.split('\n\n');
+        buffer = blocks.pop();
+        for (const block of blocks) {
+          const lines = block.split('\n');
+          if (lines.includes('event: status')) {
+            events.push(JSON.parse(lines.filter((l) => l.startsWith('data:')).map((l) => l.slice(5).trim()).join('\n')));
+          }
+        }
+      }
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+  return { next, close: () => ac.abort() };
+}
+
+describe('a session that stops while the status feed is away', () => {
+  let page;
+  after(async () => page?.close());
+
+  ptest('the old session\'s {"live":false}, answered after the feed named a new session, does not close the new one', async () => {
+    page = await browser.context.newPage();
+    await page.bringToFront();
+    await page.addInitScript(feedControl);
+    await page.goto(`${r.app}#/agents/${r.agent}/worker?token=${encodeURIComponent(r.tokens.member)}`);
+    const w = windowOf(page);
+    await visibleImage(page);
+    await page.getByText(/^Сессия агента: (работает|ожидает)$/).waitFor({ timeout: eventTimeoutMs });
+    const feed = await statusEvents(r.agent);
+    let pending; // the view request held on its way, until it is answered
+    try {
+      const old = await feed.next((e) => e.live);
+      await page.evaluate(() => {
+        const text = document.querySelector('.bw-placeholder strong');
+        window.__said = [];
+        new MutationObserver(() => window.__said.push(text.textContent)).observe(text, { childList: true, characterData: true, subtree: true });
+      });
+      // The page's feed drops and cannot reconnect: the window goes on asking the view
+      // route alone, and shows the old session's frames.
+      await page.evaluate(() => window.__feed.cut());
+      await page.waitForFunction(() => window.__feed.held > 0, null, { timeout: eventTimeoutMs });
+      // Its next view request is held on its way; meanwhile the old session stops, and
+      // the API's answer to that request is {"live":false}.
+      let hold;
+      const caught = new Promise((resolve, reject) => {
+        hold = resolve;
+        setTimeout(() => reject(new Error('the window sent no view request')), eventTimeoutMs).unref();
+      });
+      await page.route('**/worker/view', (route) => hold(route), { times: 1 });
+      [pending] = await Promise.all([caught, stack.stopSession()]);
+      const answer = await pending.fetch();
+      assert.deepEqual(await answer.json(), { live: false }, 'the old session stopped: no session is live');
+      // agentfy-dev dev starts a new session; the page's feed comes back and names it.
+      const fresh = await feed.next((e) => e.live && e.sessionId !== old.sessionId);
+      await page.evaluate(() => window.__feed.release());
+      await page.waitForFunction((id) => window.__feed.text.includes(id), fresh.sessionId, { timeout: eventTimeoutMs });
+      // Only now does the old session's answer arrive.
+      const shown = await w.image.getAttribute('src');
+      await pending.fulfill({ response: answer });
+      pending = undefined;
+      // It is the old session's word, not the new one's: the window asks again and shows
+      // the new session's frames, and never says «Браузер закрыт».
+      const outcome = await page.waitForFunction((src) => {
+        const placeholder = document.querySelector('.bw-placeholder:not([hidden]) strong');
+        if (placeholder?.textContent === 'Браузер закрыт') {
+          return 'closed';
+        }
+        const img = document.querySelector('.bw-open:not([hidden]) .bw-image[src]');
+        return img !== null && img.getAttribute('src') !== src ? 'frame' : false;
+      }, shown, { timeout: eventTimeoutMs });
+      assert.equal(await outcome.jsonValue(), 'frame', 'the old session\'s {"live":false} closed the new session');
+      const said = await page.evaluate(() => window.__said);
+      assert.ok(!said.includes('Браузер закрыт'), `the window said ${JSON.stringify(said)}`);
+    } finally {
+      feed.close();
+      await pending?.abort().catch(() => {});
+      await page.evaluate(() => window.__feed.release()).catch(() => {});
+    }
   });
 });
 
@@ -569,7 +748,7 @@ describe('other agents and screens', () => {
     await w.placeholder.filter({ hasText: 'Браузер закрыт' }).waitFor();
     // The feed answered: the window does not fall back on the view route, not even once
     // its wait for the feed's first word is over.
-    await observe(feedSilenceMs + toleranceMs);
+    await pause(feedSilenceMs + toleranceMs);
     assert.deepEqual(app.views, []);
   });
 
