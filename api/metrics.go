@@ -74,7 +74,7 @@ func NewMetrics(pending, waiters, workers, listeners func() int) *Metrics {
 	})
 	m.forged = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "agentfy_capability_forged_total",
-		Help: "Grants (view capabilities) the consume route refused because no replica's key made their MAC: written to Redis by someone else.",
+		Help: "Grants the consume route refused because no replica's key made their MAC: written to Redis by someone else.",
 	})
 	m.identity = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "agentfy_identity_unavailable_total",

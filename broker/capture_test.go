@@ -181,7 +181,7 @@ func TestCaptureFreshPixels(t *testing.T) {
 	// b's window is opened and activated after a's: a is selected (the last
 	// browser_play tab) but no longer the last activated one.
 	b := tb.open(t, s.URL+"/color/b?c=rgb(0,0,255)")
-	if err := (proto.TargetActivateTarget{TargetID: proto.TargetTargetID(b.TabID)}).Call(testChromium.Browser.Context(t.Context())); err != nil {
+	if err := (proto.TargetActivateTarget{TargetID: proto.TargetTargetID(b.TabID)}).Call(sharedChromium(t).Browser.Context(t.Context())); err != nil {
 		t.Fatal(err)
 	}
 	sess := testSession(t, a.TabID)
@@ -410,7 +410,7 @@ func TestCaptureRefused(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.setup()
 			status, body, _, _ := tb.capture(t)
-			if status != http.StatusBadGateway || string(body) != `{"error":{"code":"refused","message":"the observation capability was refused"}}`+"\n" {
+			if status != http.StatusBadGateway || string(body) != `{"error":{"code":"refused","message":"the grant was refused"}}`+"\n" {
 				t.Errorf("capture: %d %s, want 502 refused", status, body)
 			}
 			if n := tb.captures.Load(); n != 0 {

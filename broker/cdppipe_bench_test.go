@@ -27,7 +27,7 @@ func launchOverPort(tb testing.TB) *rod.Browser {
 	defer cancel()
 	l := launcher.New().Context(ctx)
 	l.Flags = map[flags.Flag][]string{}
-	l.Bin(chromiumBin()).UserDataDir(profile).RemoteDebuggingPort(0)
+	l.Bin(chromiumBin(tb)).UserDataDir(profile).RemoteDebuggingPort(0)
 	for _, f := range chromiumFlags {
 		name, value, hasValue := strings.Cut(f, "=")
 		if hasValue {
@@ -99,7 +99,7 @@ func BenchmarkCDPPipeVsSocket(b *testing.B) {
 		target  proto.TargetTargetID
 		session cdpSession
 	}
-	sides := []*side{{broker: onPipe, browser: testChromium.Browser}, {broker: onSocket, browser: socket}}
+	sides := []*side{{broker: onPipe, browser: sharedChromium(b).Browser}, {broker: onSocket, browser: socket}}
 	for _, s := range sides {
 		s.target = proto.TargetTargetID(s.broker.open(b, page).TabID)
 		var err error

@@ -18,10 +18,15 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/agentfy/agentfy/internal/test/testenv"
 )
 
-// chromiumBin is the Chromium the package's tests run (see runTests).
-func chromiumBin() string {
+// chromiumBin is the Chromium the package's tests run; under -short, where none runs,
+// it skips tb.
+func chromiumBin(tb testing.TB) string {
+	tb.Helper()
+	testenv.SkipUnderShort(tb, "chromiumBin", testenv.NeedsChromium)
 	if bin := os.Getenv("AGENTFY_CHROMIUM"); bin != "" {
 		return bin
 	}
@@ -147,7 +152,8 @@ func TestChromiumListensOnNoPort(t *testing.T) {
 	tb := newTestBroker(t, nil, nil)
 	tb.open(t, newSite(t).URL+"/text")
 
-	tree := chromiumTree(t, testChromium.pid, testChromium.profile)
+	shared := sharedChromium(t)
+	tree := chromiumTree(t, shared.pid, shared.profile)
 	if len(tree) < 3 {
 		t.Fatalf("Chromium's tree is %v: want the browser, its helpers and a renderer", tree)
 	}
@@ -155,7 +161,7 @@ func TestChromiumListensOnNoPort(t *testing.T) {
 	for _, pid := range tree {
 		inodes, err := socketInodes(pid)
 		if err != nil {
-			if pid == testChromium.pid {
+			if pid == shared.pid {
 				t.Fatalf("Chromium's descriptors: %v", err)
 			}
 			continue // a helper that exited meanwhile
@@ -173,10 +179,10 @@ func TestChromiumListensOnNoPort(t *testing.T) {
 	if sockets == 0 {
 		t.Fatalf("no socket found in Chromium's %d processes", len(tree))
 	}
-	if _, err := os.Stat(testChromium.profile); err != nil {
+	if _, err := os.Stat(shared.profile); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(testChromium.profile, "DevToolsActivePort")); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(shared.profile, "DevToolsActivePort")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the profile holds a DevToolsActivePort file (%v)", err)
 	}
 	if !t.Failed() {
@@ -283,7 +289,7 @@ func TestChromiumDiesWithTheBroker(t *testing.T) {
 func playBroker(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), DefaultLaunchTimeout)
 	defer cancel()
-	c, err := LaunchChromium(ctx, LaunchConfig{Bin: chromiumBin(), Leakless: true}, zerolog.Nop())
+	c, err := LaunchChromium(ctx, LaunchConfig{Bin: chromiumBin(t), Leakless: true}, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -404,7 +410,7 @@ func TestChromiumSparesOtherChildren(t *testing.T) {
 	})
 	for range 3 {
 		ctx, cancel := context.WithTimeout(t.Context(), DefaultLaunchTimeout)
-		c, err := LaunchChromium(ctx, LaunchConfig{Bin: chromiumBin(), Leakless: true}, zerolog.Nop())
+		c, err := LaunchChromium(ctx, LaunchConfig{Bin: chromiumBin(t), Leakless: true}, zerolog.Nop())
 		cancel()
 		if err != nil {
 			t.Fatal(err)

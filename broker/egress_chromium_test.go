@@ -125,7 +125,7 @@ const ws = new WebSocket('ws://`+target+`/socket'); ws.onclose = () => report('w
 	policy := testEgress(t, site.Listener.Addr().String())
 	ctx, cancel := context.WithTimeout(t.Context(), DefaultLaunchTimeout)
 	defer cancel()
-	c, err := LaunchChromium(ctx, LaunchConfig{Bin: chromiumBin(), Leakless: true, Egress: policy}, testLogger(t))
+	c, err := LaunchChromium(ctx, LaunchConfig{Bin: chromiumBin(t), Leakless: true, Egress: policy}, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

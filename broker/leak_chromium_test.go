@@ -285,7 +285,7 @@ func TestMaskFrameTransitions(t *testing.T) {
 // URL ends in suffix.
 func frameSession(tb testing.TB, suffix string) cdpSession {
 	tb.Helper()
-	targets, err := proto.TargetGetTargets{}.Call(testChromium.Browser.Context(tb.Context()))
+	targets, err := proto.TargetGetTargets{}.Call(sharedChromium(tb).Browser.Context(tb.Context()))
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -28,10 +29,16 @@ import (
 	"github.com/agentfy/agentfy/wire"
 )
 
-// testChromium is the one Chromium the package's tests share: the machine
-// has two cores and a launch costs about 0.4 s. Tests that use it must not
-// run in parallel with each other, since each broker follows every tab.
-var testChromium *Chromium
+// testChromium is the one Chromium the package's tests share, launched by the first
+// test that asks for it (sharedChromium) and closed by TestMain: the machine has two
+// cores and a launch costs about 0.4 s. Tests that use it must not run in parallel
+// with each other, since each broker follows every tab. Under -short none is launched
+// and the tests that need one skip.
+var testChromium struct {
+	once sync.Once
+	c    *Chromium
+	err  error
+}
 
 // testLoopback is the egress policy of the shared Chromium: loopback allowed, for the
 // test sites.
@@ -45,11 +52,6 @@ func TestMain(m *testing.M) {
 }
 
 func runTests(m *testing.M) int {
-	bin := os.Getenv("AGENTFY_CHROMIUM")
-	if bin == "" {
-		bin = "/usr/lib/chromium/chromium"
-	}
-	logger := zerolog.New(zerolog.NewTestWriter(nil)).Level(zerolog.Disabled)
 	// The test sites listen on loopback: the shared Chromium's proxy lets it reach
 	// them (TestEgressOfThePage checks a Chromium that may not).
 	var err error
@@ -57,16 +59,29 @@ func runTests(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), DefaultLaunchTimeout)
-	c, err := LaunchChromium(ctx, LaunchConfig{Bin: bin, Leakless: true, Egress: testLoopback}, logger)
-	cancel()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "broker tests need Chromium:", err)
-		return 1
-	}
-	defer func() { _ = c.Close(context.Background()) }()
-	testChromium = c
+	defer func() {
+		if c := testChromium.c; c != nil {
+			_ = c.Close(context.Background())
+		}
+	}()
 	return m.Run()
+}
+
+// sharedChromium returns the package's shared Chromium, launching it on first use; a
+// launch that failed fails every test that asks. Under -short it skips tb.
+func sharedChromium(tb testing.TB) *Chromium {
+	tb.Helper()
+	testenv.SkipUnderShort(tb, "sharedChromium", testenv.NeedsChromium)
+	testChromium.once.Do(func() {
+		logger := zerolog.New(zerolog.NewTestWriter(nil)).Level(zerolog.Disabled)
+		ctx, cancel := context.WithTimeout(context.Background(), DefaultLaunchTimeout)
+		defer cancel()
+		testChromium.c, testChromium.err = LaunchChromium(ctx, LaunchConfig{Bin: chromiumBin(tb), Leakless: true, Egress: testLoopback}, logger)
+	})
+	if testChromium.err != nil {
+		tb.Fatalf("broker tests need Chromium: %v", testChromium.err)
+	}
+	return testChromium.c
 }
 
 // testLogger writes the broker's logs to the test log.
@@ -127,7 +142,7 @@ type testBroker struct {
 // serves it on a socket in a fresh directory. edit may change the config.
 func newTestBroker(tb testing.TB, clock Clock, edit func(*Config)) *testBroker {
 	tb.Helper()
-	return newTestBrokerOn(tb, testChromium.Browser, clock, edit)
+	return newTestBrokerOn(tb, sharedChromium(tb).Browser, clock, edit)
 }
 
 // newTestBrokerOn is newTestBroker on a given connection to the shared
@@ -360,7 +375,7 @@ func closeAllTabs(tb testing.TB) {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	b := testChromium.Browser.Context(ctx)
+	b := sharedChromium(tb).Browser.Context(ctx)
 	events := b.Event()
 	for {
 		targets, err := proto.TargetGetTargets{}.Call(b)
@@ -396,15 +411,16 @@ func closeAllTabs(tb testing.TB) {
 // or its emulation from outside the broker.
 func testSession(tb testing.TB, tabID string) cdpSession {
 	tb.Helper()
-	res, err := proto.TargetAttachToTarget{TargetID: proto.TargetTargetID(tabID), Flatten: true}.Call(testChromium.Browser.Context(tb.Context()))
+	browser := sharedChromium(tb).Browser
+	res, err := proto.TargetAttachToTarget{TargetID: proto.TargetTargetID(tabID), Flatten: true}.Call(browser.Context(tb.Context()))
 	if err != nil {
 		tb.Fatalf("attach: %v", err)
 	}
-	s := cdpSession{ctx: tb.Context(), browser: testChromium.Browser, id: res.SessionID}
+	s := cdpSession{ctx: tb.Context(), browser: browser, id: res.SessionID}
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		_ = proto.TargetDetachFromTarget{SessionID: res.SessionID}.Call(testChromium.Browser.Context(ctx))
+		_ = proto.TargetDetachFromTarget{SessionID: res.SessionID}.Call(browser.Context(ctx))
 	})
 	return s
 }

@@ -18,7 +18,7 @@ import (
 func BenchmarkSandbox(b *testing.B) {
 	ctx, cancel := context.WithTimeout(b.Context(), DefaultLaunchTimeout)
 	defer cancel()
-	open, err := LaunchChromium(ctx, LaunchConfig{Bin: chromiumBin(), Leakless: true, NoSandbox: true, Egress: testLoopback}, testLogger(b))
+	open, err := LaunchChromium(ctx, LaunchConfig{Bin: chromiumBin(b), Leakless: true, NoSandbox: true, Egress: testLoopback}, testLogger(b))
 	if err != nil {
 		b.Fatal(err)
 	}

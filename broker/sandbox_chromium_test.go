@@ -143,7 +143,7 @@ func checkSandboxed(tb testing.TB, c *Chromium, wantUID string) int {
 func TestChromiumSandboxed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), DefaultLaunchTimeout)
 	defer cancel()
-	c, err := LaunchChromium(ctx, LaunchConfig{Bin: chromiumBin(), Leakless: true}, testLogger(t))
+	c, err := LaunchChromium(ctx, LaunchConfig{Bin: chromiumBin(t), Leakless: true}, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func TestChromiumSandboxedAsPlainUser(t *testing.T) {
 	tmp := os.TempDir()
 	cmd := exec.CommandContext(t.Context(), bin, "-test.run=^TestChromiumSandboxed$", "-test.count=1", "-test.v") //nolint:gosec // a copy of this test binary
 	cmd.Dir = dir
-	cmd.Env = []string{"PATH=" + chromiumPath, "HOME=" + tmp, "TMPDIR=" + tmp, "AGENTFY_CHROMIUM=" + chromiumBin(), plainUserEnv + "=1"}
+	cmd.Env = []string{"PATH=" + chromiumPath, "HOME=" + tmp, "TMPDIR=" + tmp, "AGENTFY_CHROMIUM=" + chromiumBin(t), plainUserEnv + "=1"}
 	cmd.SysProcAttr = sysProcAttrAs(uint32(uid), uint32(gid)) //nolint:gosec // a system user's ids
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "--- PASS: TestChromiumSandboxed") {
@@ -210,10 +210,10 @@ func TestChromiumSandboxedAsPlainUser(t *testing.T) {
 // operator's AGENTFY_CHROMIUM_SANDBOX=off) the same Chromium starts, still not as root.
 func TestChromiumRefusesToRunWithoutASandbox(t *testing.T) {
 	dir := worldDir(t)
-	// Chromium in a user namespace (as uid 1000, no capabilities) of a parent whose
+	// Chromium in a user namespace (as uid 1000, no Linux capabilities) of a parent whose
 	// limit of user namespaces is 1, spent on it: Chromium cannot make its own.
 	bin := filepath.Join(dir, "chromium-without-userns")
-	script := "#!/bin/sh\nexec unshare -U -r sh -c 'echo 1 > /proc/sys/user/max_user_namespaces && exec unshare -U --map-user=1000 --map-group=1000 \"$0\" \"$@\"' " + chromiumBin() + " \"$@\"\n"
+	script := "#!/bin/sh\nexec unshare -U -r sh -c 'echo 1 > /proc/sys/user/max_user_namespaces && exec unshare -U --map-user=1000 --map-group=1000 \"$0\" \"$@\"' " + chromiumBin(t) + " \"$@\"\n"
 	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil { //nolint:gosec // a test's script, run by Chromium's user
 		t.Fatal(err)
 	}
@@ -255,7 +255,7 @@ func TestChromiumUser(t *testing.T) {
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
 			parent := t.TempDir()
-			c, err := LaunchChromium(ctx, LaunchConfig{Bin: chromiumBin(), ProfileParent: parent, Leakless: true, User: name}, testLogger(t))
+			c, err := LaunchChromium(ctx, LaunchConfig{Bin: chromiumBin(t), ProfileParent: parent, Leakless: true, User: name}, testLogger(t))
 			if err == nil {
 				_ = c.Close(context.Background())
 				t.Fatalf("Chromium started as %q", name)

@@ -28,14 +28,14 @@ func TestHTTPErrors(t *testing.T) {
 		wantStatus int
 		wantCode   string
 	}{
-		{"observe bad id", "POST", "/observe", `{"requestId":"abc"}`, 400, "bad_request"},
-		{"observe uppercase id", "POST", "/observe", `{"requestId":"` + strings.ToUpper(goodID) + `"}`, 400, "bad_request"},
-		{"observe no id", "POST", "/observe", `{}`, 400, "bad_request"},
-		{"observe not json", "POST", "/observe", `requestId`, 400, "bad_request"},
-		{"observe unknown field", "POST", "/observe", `{"requestId":"` + goodID + `","publicKey":"04"}`, 400, "bad_request"},
-		{"observe two values", "POST", "/observe", `{"requestId":"` + goodID + `"}{}`, 400, "bad_request"},
-		{"observe too large", "POST", "/observe", `{"requestId":"` + strings.Repeat(" ", MaxBodyBytes) + `"}`, 413, "body_too_large"},
-		{"observe by GET", "GET", "/observe", ``, 405, "method_not_allowed"},
+		{"capture bad id", "POST", "/observe", `{"requestId":"abc"}`, 400, "bad_request"},
+		{"capture uppercase id", "POST", "/observe", `{"requestId":"` + strings.ToUpper(goodID) + `"}`, 400, "bad_request"},
+		{"capture no id", "POST", "/observe", `{}`, 400, "bad_request"},
+		{"capture not json", "POST", "/observe", `requestId`, 400, "bad_request"},
+		{"capture unknown field", "POST", "/observe", `{"requestId":"` + goodID + `","publicKey":"04"}`, 400, "bad_request"},
+		{"capture two values", "POST", "/observe", `{"requestId":"` + goodID + `"}{}`, 400, "bad_request"},
+		{"capture too large", "POST", "/observe", `{"requestId":"` + strings.Repeat(" ", MaxBodyBytes) + `"}`, 413, "body_too_large"},
+		{"capture by GET", "GET", "/observe", ``, 405, "method_not_allowed"},
 		{"unknown route", "POST", "/tools/browser_eval", `{}`, 404, "not_found"},
 		{"open file url", "POST", "/tools/browser_open", `{"url":"file:///etc/passwd"}`, 400, "bad_url"},
 		{"open no url", "POST", "/tools/browser_open", `{}`, 400, "bad_url"},
@@ -49,9 +49,9 @@ func TestHTTPErrors(t *testing.T) {
 		// Read with wire.DecodeStrict: a member given twice or in another case than the
 		// field's is refused before any browser work or consumption (encoding/json took the
 		// last of two, or "URL" for "url").
-		{"observe requestId twice", "POST", "/observe", `{"requestId":"` + goodID + `","requestId":"` + goodID + `"}`, 400, "bad_request"},
-		{"observe RequestId", "POST", "/observe", `{"RequestId":"` + goodID + `"}`, 400, "bad_request"},
-		{"observe requestID beside requestId", "POST", "/observe", `{"requestId":"` + goodID + `","requestID":"x"}`, 400, "bad_request"},
+		{"capture requestId twice", "POST", "/observe", `{"requestId":"` + goodID + `","requestId":"` + goodID + `"}`, 400, "bad_request"},
+		{"capture RequestId", "POST", "/observe", `{"RequestId":"` + goodID + `"}`, 400, "bad_request"},
+		{"capture requestID beside requestId", "POST", "/observe", `{"requestId":"` + goodID + `","requestID":"x"}`, 400, "bad_request"},
 		{"open url twice", "POST", "/tools/browser_open", `{"url":"about:blank","url":"about:blank"}`, 400, "bad_request"},
 		{"open URL", "POST", "/tools/browser_open", `{"URL":"about:blank"}`, 400, "bad_request"},
 		{"play TabId", "POST", "/tools/browser_play", `{"TabId":"t1","steps":[]}`, 400, "bad_request"},

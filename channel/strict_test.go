@@ -83,7 +83,7 @@ func TestChannelRefusesAmbiguousMembers(t *testing.T) {
 		}), wantErr: true},
 		{name: "hello as sent", kind: hello, data: []byte(`{"imageTag":"w:1","bootstrapRevision":2,"capabilities":["browserView"]}`)},
 		{name: "hello with bootstrapRevision twice", kind: hello, data: []byte(`{"imageTag":"w:1","bootstrapRevision":1,"bootstrapRevision":2,"capabilities":[]}`), wantErr: true},
-		{name: "hello with Capabilities", kind: hello, data: []byte(`{"imageTag":"w:1","bootstrapRevision":2,"Capabilities":["browserView"]}`), wantErr: true},
+		{name: "hello with the tool list capitalised", kind: hello, data: []byte(`{"imageTag":"w:1","bootstrapRevision":2,"Capabilities":["browserView"]}`), wantErr: true},
 		{name: "hello with imagetag", kind: hello, data: []byte(`{"imagetag":"w:1","bootstrapRevision":2,"capabilities":[]}`), wantErr: true},
 	}
 	for _, tt := range tests {

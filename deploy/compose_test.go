@@ -227,13 +227,13 @@ func TestComposeLeastPrivilege(t *testing.T) {
 }
 
 // hardening is what each service of docker-compose.yml runs with (issue 48): no
-// capability (cap_drop ALL, and in capAdd only what a service provably needs, each with
+// Linux capability (cap_drop ALL, and in capAdd only what a service provably needs, each with
 // its reason in docker-compose.yml — today none), no-new-privileges, never privileged or
 // unconfined, a read-only root file system, and Docker's default seccomp profile but
 // for the browser's. The static tests (v1 and v2) check the file against it, the
 // running stack's test (TestRunningStackHardening) the containers.
 var hardening = map[string]struct {
-	capAdd  []string // capabilities added back
+	capAdd  []string // Linux capabilities added back
 	seccomp string   // the seccomp profile, from the repository's root; "" is Docker's default
 	tmpfs   []string // tmpfs mount points
 	user    string   // the user, where the compose file sets one
@@ -554,7 +554,7 @@ func projectContainers(ctx context.Context, t *testing.T, project string) map[st
 // inspect): what the engine was told is what docker-compose.yml says (the table
 // hardening), and the browser's seccomp profile is the file's. Then, for each running
 // container whose processes this machine's /proc shows, its first process as the
-// kernel has it: no capability (effective and bounding sets empty), no-new-privileges,
+// kernel has it: no Linux capability (effective and bounding sets empty), no-new-privileges,
 // seccomp filter mode. Each fails on the mutation of the compose file or of compose
 // itself that checkHardening names, seen from the engine's side: e.g. a compose that
 // dropped cap_drop, a profile, read_only or no-new-privileges on the way.
@@ -648,7 +648,7 @@ func sameJSON(a, b string) bool {
 
 // checkFirstProcess reads a running container's first process from this machine's
 // /proc (when the engine runs here: its cgroup names the container): no effective or
-// bounding capability unless the service adds one back, no-new-privileges, seccomp
+// bounding Linux capability unless the service adds one back, no-new-privileges, seccomp
 // filter mode. It reports whether it read the process.
 func checkFirstProcess(t *testing.T, name string, c container, capAdded bool) bool {
 	t.Helper()

@@ -1,21 +1,16 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agentfy/agentfy/audit"
 	"github.com/agentfy/agentfy/auth"
@@ -312,27 +307,8 @@ func TestNoFrameWithoutTheTrail(t *testing.T) {
 	if r := client.Get(t, replicaA(), stacktest.ViewPath(agent), alice); r.Status != http.StatusOK || r.Result(t).Page == nil {
 		t.Fatalf("a view with the trail: %s", r.Summary())
 	}
-	nc, err := st.ConnectPlatform("audit-breaker")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := js.DeleteStream(ctx, bus.AuditStream); err != nil {
-		t.Fatal(err)
-	}
-	remade := false
-	t.Cleanup(func() {
-		if !remade {
-			if err := st.MakeAuditStream(context.WithoutCancel(ctx)); err != nil {
-				t.Errorf("make the audit stream again: %v", err)
-			}
-		}
-	})
-	before := auditUnavailable(t)
+	remake := client.LoseAuditStream(t)
+	before := client.UnavailableByReason(t)["audit_unavailable"]
 	const outage = 3
 	for i := range outage {
 		client.OpenGate(t, agent)
@@ -344,13 +320,10 @@ func TestNoFrameWithoutTheTrail(t *testing.T) {
 			t.Fatalf("a view of an idle agent without the trail: %s", r.Summary())
 		}
 	}
-	if got := auditUnavailable(t) - before; got != outage {
+	if got := client.UnavailableByReason(t)["audit_unavailable"] - before; got != outage {
 		t.Fatalf("agentfy_view_unavailable_total{reason=\"audit_unavailable\"} rose by %v, want %d", got, outage)
 	}
-	if err := st.MakeAuditStream(ctx); err != nil {
-		t.Fatal(err)
-	}
-	remade = true
+	remake()
 	client.OpenGate(t, agent)
 	if r := client.Get(t, replicaA(), stacktest.ViewPath(agent), alice); r.Status != http.StatusOK || r.Result(t).Page == nil {
 		t.Fatalf("a view with the trail back: %s", r.Summary())
@@ -368,32 +341,4 @@ func TestNoFrameWithoutTheTrail(t *testing.T) {
 		t.Fatalf("%d events of the idle agent's %d views", n, outage)
 	}
 	client.SequencesWhole(t, stream)
-}
-
-// auditUnavailable is replica A's count of views answered 503 audit_unavailable,
-// scraped from /metrics.
-func auditUnavailable(t *testing.T) float64 {
-	t.Helper()
-	req, err := http.NewRequestWithContext(client.Context(t), http.MethodGet, st.Replicas[0].MetricsURL+"/metrics", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	sc := bufio.NewScanner(resp.Body)
-	total := 0.0
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, "agentfy_view_unavailable_total{") && strings.Contains(line, `reason="audit_unavailable"`) {
-			f, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			total += f
-		}
-	}
-	return total
 }

@@ -60,29 +60,18 @@ func TestThreeNodeClusterAndReplicaRestart(t *testing.T) {
 	}
 	nodes := natsCluster(t, secrets)
 	c := client.Context(t)
-	s2, err := stack.Start(c, stack.Options{
+	s2 := stacktest.Start(t, stack.Options{
 		NATSServers: []string{nodes[0].ClientURL(), nodes[1].ClientURL(), nodes[2].ClientURL()},
 		// A cluster of core NATS servers, without JetStream: the trail best effort.
 		AuditBestEffort: true,
 		Secrets:         &secrets,
 		Log:             zerolog.New(os.Stderr).Level(zerolog.ErrorLevel),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s2.Close)
+	}).St
 	a, b := s2.Replicas[0], s2.Replicas[1]
 	if a.NATS.ConnectedServerName() != "n1" || b.NATS.ConnectedServerName() != "n2" {
 		t.Fatalf("replicas on %s and %s, want n1 and n2", a.NATS.ConnectedServerName(), b.NATS.ConnectedServerName())
 	}
-	ss, err := s2.StartSession(c, "agent-scout", stack.SessionOptions{Replica: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ss.Close)
-	if _, err := ss.Tool(c, "browser_open", map[string]string{"url": s2.Site + "/account.html"}); err != nil {
-		t.Fatal(err)
-	}
+	ss := stacktest.LiveSession(c, t, s2, "agent-scout", stack.SessionOptions{Replica: 1}, "/account.html")
 	member, _ := s2.Token("u-alice", time.Hour)
 	view := func(t *testing.T, base string) {
 		t.Helper()
@@ -151,11 +140,7 @@ func TestThreeNodeClusterAndReplicaRestart(t *testing.T) {
 // on a broker: the view still gets its answer, then A exits.
 func TestGracefulShutdownDrainsPendingViews(t *testing.T) {
 	c := client.Context(t)
-	s2, err := stack.Start(c, stack.Options{Log: zerolog.New(os.Stderr).Level(zerolog.Disabled)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s2.Close)
+	s2 := stacktest.Start(t, stack.Options{Log: zerolog.New(os.Stderr).Level(zerolog.Disabled)}).St
 	hb := stack.NewHoldingBroker(1)
 	if _, err := s2.StartSession(c, "agent-scout", stack.SessionOptions{Replica: 1, BrokerHandler: hb}); err != nil {
 		t.Fatal(err)

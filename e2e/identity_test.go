@@ -165,19 +165,8 @@ func TestRealOpenIDProvider(t *testing.T) {
 // demo site.
 func providerStack(ctx context.Context, t *testing.T, provider auth.JWTConfig) (*stack.Stack, *stacktest.Client) {
 	t.Helper()
-	s, err := stack.Start(ctx, stack.Options{ExtraJWT: []auth.JWTConfig{provider}, Log: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	ss, err := s.StartSession(ctx, "agent-scout", stack.SessionOptions{Replica: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ss.Close)
-	if _, err := ss.Tool(ctx, wire.ToolOpen, map[string]string{"url": s.Site + "/"}); err != nil {
-		t.Fatal(err)
-	}
+	s := stacktest.Start(t, stack.Options{ExtraJWT: []auth.JWTConfig{provider}, Log: zerolog.Nop()}).St
+	stacktest.LiveSession(ctx, t, s, "agent-scout", stack.SessionOptions{Replica: 1}, "/")
 	return s, &stacktest.Client{St: s, Validator: client.Validator, Timeout: time.Minute}
 }
 
@@ -203,15 +192,9 @@ func forgedToken(t *testing.T, issuer string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{
+	return stacktest.SignJWT(t, jwt.SigningMethodES256, key, "forged-kid", jwt.MapClaims{
 		"iss": issuer, "aud": []string{"agentfy-api"}, "sub": "u-alice", "exp": time.Now().Add(time.Hour).Unix(),
 	})
-	tok.Header["kid"] = "forged-kid"
-	s, err := tok.SignedString(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
 }
 
 // TestIdentityProviderOutage: the real provider (Ory Hydra, its state on disk) stopped
@@ -225,7 +208,7 @@ func TestIdentityProviderOutage(t *testing.T) {
 	const period = 2 * time.Second
 	provider := auth.JWTConfig{
 		Issuer: h.Issuer, Audience: "agentfy-api", Discovery: true, Leeway: 30 * time.Second,
-		JWKS: auth.JWKSOptions{MinRefresh: period, MaxRefresh: period, DefaultRefresh: period, MaxStale: auth.MinJWKSMaxStale},
+		JWKS: stacktest.ProviderJWKS(period),
 	}
 	s, c := providerStack(ctx, t, provider)
 	secret, err := h.CreateClient(ctx, "u-alice", "agentfy-api")

@@ -25,14 +25,10 @@ func TestPollingDoesNotKeepASessionAlive(t *testing.T) {
 	t.Parallel()
 	const idleAfter, stopAfter = 10 * time.Second, 20 * time.Second
 	c := client.Context(t)
-	s2, err := stack.Start(c, stack.Options{
+	s2 := stacktest.Start(t, stack.Options{
 		Policy: session.Policy{IdleAfter: idleAfter, StopAfter: stopAfter}, Tick: 100 * time.Millisecond,
 		Log: zerolog.New(os.Stderr).Level(zerolog.WarnLevel),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s2.Close)
+	}).St
 	member, err := s2.Token("u-alice", time.Hour)
 	if err != nil {
 		t.Fatal(err)
@@ -44,14 +40,7 @@ func TestPollingDoesNotKeepASessionAlive(t *testing.T) {
 		t.Fatalf("first event before any session: %v", ev)
 	}
 
-	ss, err := s2.StartSession(c, "agent-scout", stack.SessionOptions{Replica: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ss.Close)
-	if _, err := ss.Tool(c, "browser_open", map[string]string{"url": s2.Site + "/catalog.html"}); err != nil {
-		t.Fatal(err)
-	}
+	ss := stacktest.LiveSession(c, t, s2, "agent-scout", stack.SessionOptions{Replica: 1}, "/catalog.html")
 	sess, err := s2.Sess.Get(c, ss.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -150,12 +139,7 @@ func TestPollingDoesNotKeepASessionAlive(t *testing.T) {
 
 func TestRedisDownIsUnavailable(t *testing.T) {
 	t.Parallel()
-	c := client.Context(t)
-	s2, err := stack.Start(c, stack.Options{Log: zerolog.New(os.Stderr).Level(zerolog.Disabled)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s2.Close)
+	s2 := stacktest.Start(t, stack.Options{Log: zerolog.New(os.Stderr).Level(zerolog.Disabled)}).St
 	member, _ := s2.Token("u-alice", time.Hour)
 	s2.Redis.Stop()
 	for _, path := range []string{stacktest.ViewPath("agent-scout"), stacktest.PartnerViewPath("org-acme", "agent-scout")} {

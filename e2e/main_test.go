@@ -44,7 +44,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer func() { _ = os.RemoveAll(jsDir) }()
-	st, _, err = stack.StartOnTopology(ctx, stack.Options{Log: zerolog.New(os.Stderr).Level(level).With().Timestamp().Logger(), JetStreamDir: jsDir})
+	st, err = stacktest.StartShared(ctx, stack.Options{Log: zerolog.New(os.Stderr).Level(level).With().Timestamp().Logger(), JetStreamDir: jsDir})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start stack:", err)
 		return 1

@@ -27,11 +27,7 @@ func replicaA() string { return st.Replicas[0].URL }
 func startSession(t *testing.T, agent string, o stack.SessionOptions) *stack.Session {
 	t.Helper()
 	o.Replica = 1
-	ss, err := st.StartSession(client.Context(t), agent, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ss.Close)
+	ss := stacktest.StartSession(client.Context(t), t, st, agent, o)
 	return ss
 }
 

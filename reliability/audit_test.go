@@ -1,7 +1,6 @@
 package reliability
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -121,28 +120,8 @@ func TestAuditStreamLost(t *testing.T) {
 	liveSession(t, agent, stack.SessionOptions{})
 	idle := client.NewAgent(t, "")
 	alice := client.Token(t, "u-alice")
-	ctx := client.Context(t)
-	nc, err := st.ConnectPlatform("audit-breaker")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := js.DeleteStream(ctx, bus.AuditStream); err != nil {
-		t.Fatal(err)
-	}
-	remade := false
-	t.Cleanup(func() {
-		if !remade {
-			if err := st.MakeAuditStream(context.WithoutCancel(ctx)); err != nil {
-				t.Errorf("make the audit stream again: %v", err)
-			}
-		}
-	})
-	before := unavailableByReason(t)
+	remake := client.LoseAuditStream(t)
+	before := client.UnavailableByReason(t)
 	var during []string
 	const outage = 3
 	for range outage {
@@ -156,13 +135,10 @@ func TestAuditStreamLost(t *testing.T) {
 			t.Fatalf("live:false without the trail: %s", r.Summary())
 		}
 	}
-	if got := unavailableByReason(t)["audit_unavailable"] - before["audit_unavailable"]; got != outage {
+	if got := client.UnavailableByReason(t)["audit_unavailable"] - before["audit_unavailable"]; got != outage {
 		t.Fatalf("agentfy_view_unavailable_total{reason=\"audit_unavailable\"} rose by %v, want %d", got, outage)
 	}
-	if err := st.MakeAuditStream(ctx); err != nil {
-		t.Fatal(err)
-	}
-	remade = true
+	remake()
 	after := client.Poll(t, agent)
 	if after.Summary() != "200 frame" {
 		t.Fatalf("after the stream is back: %s", after.Summary())

@@ -22,6 +22,7 @@ import (
 	"github.com/agentfy/agentfy/internal/dev/natsserver"
 	"github.com/agentfy/agentfy/internal/dev/stack"
 	"github.com/agentfy/agentfy/internal/replica"
+	"github.com/agentfy/agentfy/internal/test/stacktest"
 	"github.com/agentfy/agentfy/internal/test/testenv"
 	"github.com/agentfy/agentfy/view"
 	"github.com/agentfy/agentfy/wire"
@@ -106,16 +107,12 @@ func TestPendingLimitPerReplica(t *testing.T) {
 	}
 }
 
-func TestObservationWaitersPerConnection(t *testing.T) {
+func TestRelayWaitersPerConnection(t *testing.T) {
 	observed := ""
-	record(t, "Bounds", "8 observations wait on one worker connection; the 9th is refused (busy) at once", &observed)
+	record(t, "Bounds", "8 views wait on one worker connection; the 9th is refused (busy) at once", &observed)
 	agent := client.NewAgent(t, "agent-waiters")
 	hb := stack.NewHoldingBroker(16)
-	ss, err := st.StartSession(client.Context(t), agent, stack.SessionOptions{Replica: 1, BrokerHandler: hb})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ss.Close)
+	ss := stacktest.StartSession(client.Context(t), t, st, agent, stack.SessionOptions{Replica: 1, BrokerHandler: hb})
 	// Each request carries a replica's proof (as a replica's would). The owner relays
 	// at most RelayBurst at once and then about one a second, so the eight fill up over
 	// a few seconds: a request the pace turns away is sent again, with a new id.
@@ -163,7 +160,7 @@ func TestObservationWaitersPerConnection(t *testing.T) {
 		}
 	}
 	start := time.Now()
-	err = request(reqCtx)
+	err := request(reqCtx)
 	var re *bus.RemoteError
 	took := time.Since(start)
 	observed = fmt.Sprintf("8 held at the broker; the 9th refused after %v (%v)", took.Round(time.Microsecond), err)

@@ -33,6 +33,7 @@ import (
 func TestWorkerThatStopsAnsweringPings(t *testing.T) {
 	observed := ""
 	bound := channel.PingInterval + channel.PingTimeout
+	testenv.SkipSlowUnderShort(t, fmt.Sprintf("waits out the ping interval and timeout (%v)", bound))
 	record(t, "Faults", fmt.Sprintf("dropped within %v, logged; then its views 503 no_channel", bound), &observed)
 	agent := client.NewAgent(t, "agent-silent")
 	sess, passes, err := st.Sess.Start(client.Context(t), agent)
@@ -67,9 +68,9 @@ func TestWorkerThatStopsAnsweringPings(t *testing.T) {
 	})
 	took := time.Since(start)
 	testenv.WaitFor(t, 5*time.Second, "the connection count to fall", func() bool { return st.Replicas[1].Hub.Conns() == held-1 })
-	before := unavailableByReason(t)
+	before := client.UnavailableByReason(t)
 	a := client.Poll(t, agent)
-	reason := newReason(t, before, unavailableByReason(t))
+	reason := newReason(t, before, client.UnavailableByReason(t))
 	observed = fmt.Sprintf("dropped after %v, logged; then its views %s %s", took.Round(time.Second), a.Summary(), reason)
 	if took > bound+5*time.Second || a.Status != http.StatusServiceUnavailable || reason != wire.ReasonNoChannel {
 		t.Errorf("got %s", observed)

@@ -277,7 +277,7 @@ func TestStatusStreamsPerUser(t *testing.T) {
 // stored in the session or logged, and a proper hello still works.
 func TestHelloIsBounded(t *testing.T) {
 	observed := ""
-	record(t, "Bounds", fmt.Sprintf("a hello over %d bytes, with over %d capabilities, a capability that is not a token or an image tag over %d bytes is refused with a close reason; nothing of it reaches Redis or the logs", jsonrpc.MaxHelloBytes, jsonrpc.MaxFeatures, jsonrpc.MaxImageTagBytes), &observed)
+	record(t, "Bounds", fmt.Sprintf("a hello over %d bytes, with over %d tool names in \"capabilities\", a tool name that is not a token or an image tag over %d bytes is refused with a close reason; nothing of it reaches Redis or the logs", jsonrpc.MaxHelloBytes, jsonrpc.MaxFeatures, jsonrpc.MaxImageTagBytes), &observed)
 	agent := client.NewAgent(t, "agent-hello")
 	sess, passes, err := st.Sess.Start(client.Context(t), agent)
 	if err != nil {
@@ -324,15 +324,15 @@ func TestHelloIsBounded(t *testing.T) {
 		want   string
 	}{
 		// The socket's read limit ends it before the message is read whole.
-		{"1 MiB capability", map[string]any{"imageTag": "t", "bootstrapRevision": 2, "capabilities": []string{huge}}, "read limited at"},
-		{"too many capabilities", map[string]any{"imageTag": "t", "bootstrapRevision": 2, "capabilities": many}, "too many capabilities"},
-		{"capability with a newline", map[string]any{"imageTag": "t", "bootstrapRevision": 2, "capabilities": []string{"browser\nView"}}, "bad capability"},
+		{"1 MiB tool name", map[string]any{"imageTag": "t", "bootstrapRevision": 2, "capabilities": []string{huge}}, "read limited at"},
+		{"too many tool names", map[string]any{"imageTag": "t", "bootstrapRevision": 2, "capabilities": many}, "too many capabilities"},
+		{"tool name with a newline", map[string]any{"imageTag": "t", "bootstrapRevision": 2, "capabilities": []string{"browser\nView"}}, "bad capability"},
 		{"long image tag", map[string]any{"imageTag": strings.Repeat("t", jsonrpc.MaxImageTagBytes+1), "bootstrapRevision": 2}, "bad image tag"},
 		{"params not an object", []int{1}, "not an object"},
 	} {
 		code, reason, err := say(tc.params)
 		want := websocket.StatusPolicyViolation
-		if tc.name == "1 MiB capability" {
+		if tc.name == "1 MiB tool name" {
 			want = websocket.StatusMessageTooBig
 		}
 		if err != nil || code != want || !strings.Contains(reason, tc.want) {

@@ -19,6 +19,7 @@ import (
 	"github.com/agentfy/agentfy/internal/dev/redisserver"
 	"github.com/agentfy/agentfy/internal/dev/stack"
 	"github.com/agentfy/agentfy/internal/test/stacktest"
+	"github.com/agentfy/agentfy/internal/test/testenv"
 	"github.com/agentfy/agentfy/keyspace"
 )
 
@@ -53,6 +54,8 @@ func TestRedisFailoverUnderLoad(t *testing.T) {
 // session of agent browsing the demo site, and returns a client of that stack.
 func replicatedStack(t *testing.T, c context.Context, kind, agent string) (*stacktest.Client, *stack.Topology, *stack.Session) {
 	t.Helper()
+	// Before the Redis set and the stack: the session's broker runs Chromium.
+	testenv.SkipUnderShort(t, "replicatedStack", testenv.NeedsChromium)
 	secrets, err := deploy.GenerateSecrets()
 	if err != nil {
 		t.Fatal(err)
@@ -62,21 +65,10 @@ func replicatedStack(t *testing.T, c context.Context, kind, agent string) (*stac
 		t.Fatal(err)
 	}
 	t.Cleanup(topo.Stop)
-	fs, err := stack.Start(c, stack.Options{Secrets: &secrets, Redis: topo.Target, Log: zerolog.New(io.Discard)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(fs.Close)
+	fs := stacktest.Start(t, stack.Options{Secrets: &secrets, Redis: topo.Target, Log: zerolog.New(io.Discard)}).St
 	fc := &stacktest.Client{St: fs, Validator: client.Validator}
 	fc.NewAgent(t, agent)
-	ss, err := fs.StartSession(c, agent, stack.SessionOptions{Replica: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ss.Close)
-	if _, err := ss.Tool(c, "browser_open", map[string]string{"url": fs.Site + "/"}); err != nil {
-		t.Fatal(err)
-	}
+	ss := stacktest.LiveSession(c, t, fs, agent, stack.SessionOptions{Replica: 1}, "/")
 	return fc, topo, ss
 }
 

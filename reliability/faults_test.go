@@ -12,12 +12,9 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
-
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/internal/dev/stack"
+	"github.com/agentfy/agentfy/internal/test/stacktest"
 	"github.com/agentfy/agentfy/internal/test/testenv"
 	"github.com/agentfy/agentfy/wire"
 )
@@ -28,14 +25,7 @@ func liveSession(t *testing.T, agent string, o stack.SessionOptions) *stack.Sess
 	t.Helper()
 	client.NewAgent(t, agent)
 	o.Replica = 1
-	ss, err := st.StartSession(client.Context(t), agent, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ss.Close)
-	if _, err := ss.Tool(client.Context(t), "browser_open", map[string]string{"url": st.Site + "/account.html"}); err != nil {
-		t.Fatal(err)
-	}
+	ss := stacktest.LiveSession(client.Context(t), t, st, agent, o, "/account.html")
 	if a := client.Poll(t, agent); a.Summary() != "200 frame" {
 		t.Fatalf("before the fault: %s", a.Summary())
 	}
@@ -47,11 +37,11 @@ func liveSession(t *testing.T, agent string, o stack.SessionOptions) *stack.Sess
 // failed, carried unchanged), and the first poll after recovery must be a live answer.
 func fault(t *testing.T, agent string, reasons []string, inject func(), recover func()) string {
 	t.Helper()
-	before := unavailableByReason(t)
+	before := client.UnavailableByReason(t)
 	logged := len(logs.String())
 	inject()
 	during := client.Poll(t, agent)
-	reason := newReason(t, before, unavailableByReason(t))
+	reason := newReason(t, before, client.UnavailableByReason(t))
 	if line := `"reason":"` + reason + `"`; !strings.Contains(logs.String()[logged:], line) {
 		t.Errorf("no log line of the 503 carries %s", line)
 	}
@@ -73,26 +63,10 @@ func fault(t *testing.T, agent string, reasons []string, inject func(), recover 
 	return observed
 }
 
-// unavailableByReason reads replica A's agentfy_view_unavailable_total by reason.
-func unavailableByReason(t *testing.T) map[string]float64 {
-	t.Helper()
-	counts := map[string]float64{}
-	if f := metricsOf(t, 0)["agentfy_view_unavailable_total"]; f != nil {
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "reason" {
-					counts[l.GetValue()] += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return counts
-}
-
 // metricValue reads the counter name of replica i (the sum over its labels).
 func metricValue(t *testing.T, name string, i int) float64 {
 	t.Helper()
-	f := metricsOf(t, i)[name]
+	f := client.Metrics(t, i)[name]
 	if f == nil {
 		t.Fatalf("metrics: no %s", name)
 	}
@@ -101,26 +75,6 @@ func metricValue(t *testing.T, name string, i int) float64 {
 		sum += m.GetCounter().GetValue()
 	}
 	return sum
-}
-
-// metricsOf scrapes replica i's /metrics.
-func metricsOf(t *testing.T, i int) map[string]*dto.MetricFamily {
-	t.Helper()
-	req, err := http.NewRequestWithContext(client.Context(t), http.MethodGet, st.Replicas[i].MetricsURL+"/metrics", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("metrics: %v", err)
-	}
-	return families
 }
 
 // newReason is the one reason whose count grew by exactly one between two readings.
@@ -178,7 +132,7 @@ func TestFaults(t *testing.T) {
 		})
 	})
 
-	t.Run("worker_socket_dropped_mid_observation", func(t *testing.T) {
+	t.Run("worker_socket_dropped_mid_view", func(t *testing.T) {
 		observed := ""
 		record(t, "Faults", "503 (reason no_channel: the owner loses the socket while waiting); a frame after the worker reconnects (to either replica)", &observed)
 		agent := "agent-f-socket"

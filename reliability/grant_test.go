@@ -55,7 +55,7 @@ func TestGrants(t *testing.T) {
 
 	t.Run("replay", func(t *testing.T) {
 		observed := ""
-		record(t, "Capabilities", "first consume 200, the replay 404 (same body as unknown)", &observed)
+		record(t, "Grants", "first consume 200, the replay 404 (same body as unknown)", &observed)
 		id := newCap()
 		first := legit(t, id)
 		second := client.Consume(t, passes.Broker, stacktest.ConsumeRequest(id))
@@ -66,7 +66,7 @@ func TestGrants(t *testing.T) {
 	})
 	t.Run("expiry", func(t *testing.T) {
 		observed := ""
-		record(t, "Capabilities", "404 once Redis expired the key (lifetime shortened to 50 ms)", &observed)
+		record(t, "Grants", "404 once Redis expired the key (lifetime shortened to 50 ms)", &observed)
 		// A grant stored with a 50-ms lifetime, by the same code with a shorter TTL.
 		b := make([]byte, 32)
 		_, _ = rand.Read(b)
@@ -93,7 +93,7 @@ func TestGrants(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			observed := ""
-			record(t, "Capabilities", fmt.Sprintf("%d, and the capability stays usable", tc.want), &observed)
+			record(t, "Grants", fmt.Sprintf("%d, and the grant stays usable", tc.want), &observed)
 			id := newCap()
 			a := client.Consume(t, tc.bearer, stacktest.ConsumeRequest(id))
 			observed = fmt.Sprint(a.Status) + "; then the legitimate broker: " + legit(t, id)
@@ -104,7 +104,7 @@ func TestGrants(t *testing.T) {
 	}
 	t.Run("forged_request_id", func(t *testing.T) {
 		observed := ""
-		record(t, "Capabilities", "404 for a well-formed unknown id and for a malformed one", &observed)
+		record(t, "Grants", "404 for a well-formed unknown id and for a malformed one", &observed)
 		forged := client.Consume(t, passes.Broker, stacktest.ConsumeRequest(strings.Repeat("0", 64)))
 		bad := client.Consume(t, passes.Broker, stacktest.ConsumeRequest("not-an-id"))
 		observed = fmt.Sprintf("%d, %d", forged.Status, bad.Status)
@@ -114,7 +114,7 @@ func TestGrants(t *testing.T) {
 	})
 	t.Run("redirected_by_a_Redis_writer", func(t *testing.T) {
 		observed := ""
-		record(t, "Capabilities", "a capability rewritten in Redis by someone who is not a replica (SET XX KEEPTTL with the attacker's public key, the MAC kept) between the request and the consume: 404 with the unknown body, never the attacker's key; a warning with reason forged_capability and agentfy_capability_forged_total +1", &observed)
+		record(t, "Grants", "a grant rewritten in Redis by someone who is not a replica (SET XX KEEPTTL with the attacker's public key, the MAC kept) between the request and the consume: 404 with the unknown body, never the attacker's key; a warning with reason forged_capability and agentfy_capability_forged_total +1", &observed)
 		before := metricValue(t, "agentfy_capability_forged_total", 0)
 		id := newCap()
 		k := keyspace.For("dev").Grant(sess.BrokerPassID, id)
@@ -145,7 +145,7 @@ func TestGrants(t *testing.T) {
 // replica says why in its log and its metric; the next view is a frame.
 func TestGrantRedirectedInTheRace(t *testing.T) {
 	observed := ""
-	record(t, "Capabilities", "the capability rewritten in Redis with the attacker's key after the owner's check, before the broker's consume: the view is 503, nothing is sealed to the attacker, a warning with reason forged_capability and agentfy_capability_forged_total +1; the next view is a frame", &observed)
+	record(t, "Grants", "the grant rewritten in Redis with the attacker's key after the owner's check, before the broker's consume: the view is 503, nothing is sealed to the attacker, a warning with reason forged_capability and agentfy_capability_forged_total +1; the next view is a frame", &observed)
 	agent := "agent-cap-race"
 	liveSession(t, agent, stack.SessionOptions{})
 	c := client.Context(t)

@@ -18,6 +18,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/agentfy/agentfy/auth"
+	"github.com/agentfy/agentfy/internal/test/stacktest"
 	"github.com/agentfy/agentfy/internal/test/testenv"
 	"github.com/agentfy/agentfy/wire"
 )
@@ -41,7 +42,7 @@ type provider struct {
 const (
 	providerIssuer   = "https://idp.reliability.test"
 	providerPeriod   = time.Second
-	providerMaxStale = auth.MinJWKSMaxStale
+	providerMaxStale = auth.MinJWKSMaxStale // stacktest.ProviderJWKS's
 )
 
 // startProvider starts the provider and the other origin, up; the caller closes both.
@@ -105,25 +106,12 @@ func (p *provider) otherAsked() int {
 func (p *provider) config() auth.JWTConfig {
 	return auth.JWTConfig{
 		Issuer: providerIssuer, Audience: "agentfy-api", JWKSURL: p.srv.JWKSURL(),
-		JWKS: auth.JWKSOptions{MinRefresh: providerPeriod, MaxRefresh: providerPeriod, DefaultRefresh: providerPeriod, MaxStale: providerMaxStale},
+		JWKS: stacktest.ProviderJWKS(providerPeriod),
 	}
 }
 
 func (p *provider) claims(sub string) jwt.MapClaims {
 	return jwt.MapClaims{"iss": providerIssuer, "aud": "agentfy-api", "sub": sub, "exp": time.Now().Add(time.Hour).Unix()}
-}
-
-func sign(t *testing.T, m jwt.SigningMethod, key any, kid string, claims jwt.MapClaims) string {
-	t.Helper()
-	tok := jwt.NewWithClaims(m, claims)
-	if kid != "" {
-		tok.Header["kid"] = kid
-	}
-	s, err := tok.SignedString(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
 }
 
 // TestIdentityProvider attacks the human-token path of a JWK set: algorithm and key
@@ -148,8 +136,8 @@ func TestIdentityProvider(t *testing.T) {
 		return fmt.Sprint(a.Status)
 	}
 	both := func(bearer string) string { return view(0, bearer) + " / " + view(1, bearer) }
-	good := sign(t, jwt.SigningMethodRS256, p.rsa, "rsa-1", p.claims("u-alice"))
-	goodEC := sign(t, jwt.SigningMethodES256, p.ec, "ec-1", p.claims("u-alice"))
+	good := stacktest.SignJWT(t, jwt.SigningMethodRS256, p.rsa, "rsa-1", p.claims("u-alice"))
+	goodEC := stacktest.SignJWT(t, jwt.SigningMethodES256, p.ec, "ec-1", p.claims("u-alice"))
 	pubDER, err := x509.MarshalPKIXPublicKey(&p.rsa.PublicKey)
 	if err != nil {
 		t.Fatal(err)
@@ -179,17 +167,17 @@ func TestIdentityProvider(t *testing.T) {
 	}{
 		{"the_provider's_RS256_token", good, "200 / 200"},
 		{"the_provider's_ES256_token", goodEC, "200 / 200"},
-		{"alg_none_naming_a_known_key", sign(t, jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, "rsa-1", p.claims("u-alice")), "401 / 401"},
-		{"HS256_keyed_with_the_RSA_public_key_(key_confusion)", sign(t, jwt.SigningMethodHS256, pubPEM, "rsa-1", p.claims("u-alice")), "401 / 401"},
-		{"HS256_keyed_with_the_RSA_modulus", sign(t, jwt.SigningMethodHS256, p.rsa.N.Bytes(), "rsa-1", p.claims("u-alice")), "401 / 401"},
-		{"ES256_signed_by_the_EC_key_naming_the_RSA_kid", sign(t, jwt.SigningMethodES256, p.ec, "rsa-1", p.claims("u-alice")), "401 / 401"},
-		{"RS256_naming_the_EC_kid", sign(t, jwt.SigningMethodRS256, p.rsa, "ec-1", p.claims("u-alice")), "401 / 401"},
-		{"PS256_by_another_RSA_key_naming_a_known_kid", sign(t, jwt.SigningMethodPS256, otherRSA, "rsa-1", p.claims("u-alice")), "401 / 401"},
-		{"expired", sign(t, jwt.SigningMethodRS256, p.rsa, "rsa-1", expired), "401 / 401"},
-		{"another_audience", sign(t, jwt.SigningMethodRS256, p.rsa, "rsa-1", wrongAud), "401 / 401"},
-		{"another_issuer", sign(t, jwt.SigningMethodRS256, p.rsa, "rsa-1", wrongIss), "401 / 401"},
-		{"no_user", sign(t, jwt.SigningMethodRS256, p.rsa, "rsa-1", p.claims("")), "401 / 401"},
-		{"issued an hour from now (iat beyond the leeway)", sign(t, jwt.SigningMethodRS256, p.rsa, "rsa-1", later), "401 / 401"},
+		{"alg_none_naming_a_known_key", stacktest.SignJWT(t, jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, "rsa-1", p.claims("u-alice")), "401 / 401"},
+		{"HS256_keyed_with_the_RSA_public_key_(key_confusion)", stacktest.SignJWT(t, jwt.SigningMethodHS256, pubPEM, "rsa-1", p.claims("u-alice")), "401 / 401"},
+		{"HS256_keyed_with_the_RSA_modulus", stacktest.SignJWT(t, jwt.SigningMethodHS256, p.rsa.N.Bytes(), "rsa-1", p.claims("u-alice")), "401 / 401"},
+		{"ES256_signed_by_the_EC_key_naming_the_RSA_kid", stacktest.SignJWT(t, jwt.SigningMethodES256, p.ec, "rsa-1", p.claims("u-alice")), "401 / 401"},
+		{"RS256_naming_the_EC_kid", stacktest.SignJWT(t, jwt.SigningMethodRS256, p.rsa, "ec-1", p.claims("u-alice")), "401 / 401"},
+		{"PS256_by_another_RSA_key_naming_a_known_kid", stacktest.SignJWT(t, jwt.SigningMethodPS256, otherRSA, "rsa-1", p.claims("u-alice")), "401 / 401"},
+		{"expired", stacktest.SignJWT(t, jwt.SigningMethodRS256, p.rsa, "rsa-1", expired), "401 / 401"},
+		{"another_audience", stacktest.SignJWT(t, jwt.SigningMethodRS256, p.rsa, "rsa-1", wrongAud), "401 / 401"},
+		{"another_issuer", stacktest.SignJWT(t, jwt.SigningMethodRS256, p.rsa, "rsa-1", wrongIss), "401 / 401"},
+		{"no_user", stacktest.SignJWT(t, jwt.SigningMethodRS256, p.rsa, "rsa-1", p.claims("")), "401 / 401"},
+		{"issued an hour from now (iat beyond the leeway)", stacktest.SignJWT(t, jwt.SigningMethodRS256, p.rsa, "rsa-1", later), "401 / 401"},
 		{"a critical header extension the verifier does not know (RFC 7515 4.1.11)", criticalToken, "401 / 401"},
 	}
 	for _, tc := range cases {
@@ -220,7 +208,7 @@ func TestIdentityProvider(t *testing.T) {
 		}
 		return n
 	}
-	unknownKid := sign(t, jwt.SigningMethodRS256, otherRSA, "rsa-2", p.claims("u-alice"))
+	unknownKid := stacktest.SignJWT(t, jwt.SigningMethodRS256, otherRSA, "rsa-2", p.claims("u-alice"))
 	stale := func(t *testing.T, state string) string {
 		t.Helper()
 		p.to(state)
@@ -273,7 +261,7 @@ func TestIdentityProvider(t *testing.T) {
 		t.Cleanup(func() { p.to("up") })
 		before := failures()
 		testenv.WaitFor(t, 5*providerPeriod, "a refused redirect on each replica", func() bool { return failures() >= before+2 })
-		forged := sign(t, jwt.SigningMethodRS256, p.otherKey, "rsa-other", p.claims("u-alice"))
+		forged := stacktest.SignJWT(t, jwt.SigningMethodRS256, p.otherKey, "rsa-other", p.claims("u-alice"))
 		observed = fmt.Sprintf("the other origin's token %s, never 200; the provider's %s; the other origin asked %d times", both(forged), both(good), p.otherAsked())
 		if observed != want {
 			t.Errorf("got %s", observed)

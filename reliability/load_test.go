@@ -17,6 +17,7 @@ import (
 	"github.com/agentfy/agentfy/broker"
 	"github.com/agentfy/agentfy/directory"
 	"github.com/agentfy/agentfy/internal/dev/stack"
+	"github.com/agentfy/agentfy/internal/test/stacktest"
 	"github.com/agentfy/agentfy/view"
 )
 
@@ -69,14 +70,7 @@ func TestBoundsUnderLoad(t *testing.T) {
 			captures[agent] = append(captures[agent], started)
 			mu.Unlock()
 		}
-		ss, err := st.StartSession(c, agent, stack.SessionOptions{Replica: i % 2, Broker: &cfg})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(ss.Close)
-		if _, err := ss.Tool(c, "browser_open", map[string]string{"url": st.Site + "/catalog.html"}); err != nil {
-			t.Fatal(err)
-		}
+		stacktest.LiveSession(c, t, st, agent, stack.SessionOptions{Replica: i % 2, Broker: &cfg}, "/catalog.html")
 	}
 	for _, r := range st.Replicas {
 		r.SetHooks(&stack.Hooks{OnGate: func(agent string, allowed bool, asked time.Time) {

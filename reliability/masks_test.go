@@ -312,10 +312,10 @@ func leakBlue(img image.Image) int {
 // of reason capture (a capture that failed: Chromium did not answer in time).
 func frameOrRefused(t *testing.T, agent string) *wire.Page {
 	t.Helper()
-	before := unavailableByReason(t)
+	before := client.UnavailableByReason(t)
 	r := client.Poll(t, agent)
 	if r.Status == http.StatusServiceUnavailable {
-		if reason := newReason(t, before, unavailableByReason(t)); reason != wire.ReasonCapture {
+		if reason := newReason(t, before, client.UnavailableByReason(t)); reason != wire.ReasonCapture {
 			t.Errorf("a 503 of reason %q, want capture", reason)
 		}
 		return nil

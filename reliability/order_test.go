@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentfy/agentfy/internal/dev/stack"
+	"github.com/agentfy/agentfy/internal/test/stacktest"
 	"github.com/agentfy/agentfy/wire"
 )
 
@@ -29,10 +30,10 @@ func pollsDown(t *testing.T, agent string, n int) string {
 	t.Helper()
 	var got []string
 	for range n {
-		before := unavailableByReason(t)
+		before := client.UnavailableByReason(t)
 		logged := len(logs.String())
 		a := client.Poll(t, agent)
-		reason := newReason(t, before, unavailableByReason(t))
+		reason := newReason(t, before, client.UnavailableByReason(t))
 		got = append(got, a.Summary()+" ("+reason+")")
 		if a.Status != http.StatusServiceUnavailable || strings.Contains(a.Body, `"live":false`) {
 			t.Errorf("broker away: %s, want 503", a.Summary())
@@ -114,11 +115,7 @@ func TestPartsStartInAnyOrder(t *testing.T) {
 		observed := ""
 		record(t, orderArea, "the worker's hello accepted before the broker process exists (browserView announced): every view 503 broker_down, never unsupported or live:false; once the broker's socket accepts, a live answer at the next poll and a frame once a tab opens — the worker never reconnects, nothing restarts", &observed)
 		agent := client.NewAgent(t, "agent-o-late")
-		ss, err := st.StartSession(client.Context(t), agent, stack.SessionOptions{Replica: 1, BrokerProcess: true, BrokerLater: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(ss.Close)
+		ss := stacktest.StartSession(client.Context(t), t, st, agent, stack.SessionOptions{Replica: 1, BrokerProcess: true, BrokerLater: true})
 		// StartSession returned after the owner accepted the hello: the broker is not
 		// started yet, so the hello cannot have seen its socket.
 		if s := socketState(t, ss.IPCDir); s != "none" || ss.BrokerPID() != 0 {

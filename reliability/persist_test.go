@@ -32,11 +32,7 @@ type needle struct {
 func TestNothingPersists(t *testing.T) {
 	c := client.Context(t)
 	agent := client.NewAgent(t, "agent-persist")
-	ss, err := st.StartSession(c, agent, stack.SessionOptions{Replica: 1, BrokerProcess: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ss.Close)
+	ss := stacktest.StartSession(c, t, st, agent, stack.SessionOptions{Replica: 1, BrokerProcess: true})
 	ref := make([]byte, 8)
 	_, _ = rand.Read(ref)
 	secretRef := hex.EncodeToString(ref)

@@ -268,7 +268,7 @@ func TestAuditUserOnlyReadsTheAuditTrail(t *testing.T) {
 
 func TestRedisRefusesStrangersAndConfinesUsers(t *testing.T) {
 	observed := ""
-	record(t, privilege, "Redis without a credential answers NOAUTH; the operator and replica users cannot touch another deployment's keys, Pub/Sub, administrative commands or another database; the operator cannot touch a view's capability, gate or pace", &observed)
+	record(t, privilege, "Redis without a credential answers NOAUTH; the operator and replica users cannot touch another deployment's keys, Pub/Sub, administrative commands or another database; the operator cannot touch a view's grant, gate or pace", &observed)
 	c := client.Context(t)
 	anon := redis.NewClient(&redis.Options{Addr: st.Redis.Addr(), MaxRetries: -1, DisableIdentity: true})
 	t.Cleanup(func() { _ = anon.Close() })
@@ -339,11 +339,7 @@ func TestForgedToolResultIsRefused(t *testing.T) {
 		_, _ = w.Write([]byte(`{"result":{"tabs":[]}}`))
 	})
 	agent := client.NewAgent(t, "agent-privilege-tool")
-	ss, err := st.StartSession(client.Context(t), agent, stack.SessionOptions{Replica: 1, BrokerHandler: broker})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ss.Close)
+	ss := stacktest.StartSession(client.Context(t), t, st, agent, stack.SessionOptions{Replica: 1, BrokerHandler: broker})
 	subject, err := st.NS.Subject(bus.VerbTool, ss.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -416,11 +412,7 @@ func TestForgedStatusEventsDoNotReachTheFeed(t *testing.T) {
 	observed := ""
 	record(t, privilege, `with a replica's NATS credential, a forged "stopped" for a live session and a forged "running" for a stopped one are checked against the session store and not relayed by any replica's status feed`, &observed)
 	agent := client.NewAgent(t, "agent-privilege-status")
-	ss, err := st.StartSession(client.Context(t), agent, stack.SessionOptions{Replica: 1, Shell: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ss.Close)
+	ss := stacktest.StartSession(client.Context(t), t, st, agent, stack.SessionOptions{Replica: 1, Shell: true})
 	c, cancel := context.WithCancel(client.Context(t))
 	defer cancel()
 	stream := stacktest.StatusStream(c, t, st.Replicas[0].URL, agent, client.Token(t, "u-alice"))

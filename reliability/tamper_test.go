@@ -2,7 +2,6 @@ package reliability
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
@@ -10,7 +9,6 @@ import (
 	"image"
 	"image/color"
 	"image/png"
-	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -117,58 +115,15 @@ func TestTampering(t *testing.T) {
 	})
 }
 
-// forgingBroker redeems the grant like a real broker, then seals whatever page the
-// test chose: a compromised or buggy broker's output must still be validated.
-type forgingBroker struct {
-	pass  atomic.Pointer[string]
-	plain atomic.Pointer[[]byte]
-}
-
-func (f *forgingBroker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != "/observe" {
-		http.NotFound(w, r)
-		return
-	}
-	var req struct {
-		RequestID string `json:"requestId"`
-	}
-	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<10)).Decode(&req); err != nil {
-		http.Error(w, "bad", http.StatusBadRequest)
-		return
-	}
-	creq, _ := http.NewRequestWithContext(context.WithoutCancel(r.Context()), http.MethodPost, st.LB+"/v1/internal/worker-observations/consume", strings.NewReader(stacktest.ConsumeRequest(req.RequestID)))
-	creq.Header.Set("Authorization", "Bearer "+*f.pass.Load())
-	creq.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(creq)
-	if err != nil {
-		http.Error(w, "consume", http.StatusBadGateway)
-		return
-	}
-	var ok struct{ PublicKey string }
-	_ = json.NewDecoder(resp.Body).Decode(&ok)
-	_ = resp.Body.Close()
-	pub, err := envelope.ParsePublicKey(ok.PublicKey)
-	if err != nil {
-		http.Error(w, "refused", http.StatusBadGateway)
-		return
-	}
-	env, err := envelope.Seal(rand.Reader, pub, req.RequestID, *f.plain.Load())
-	if err != nil {
-		http.Error(w, "seal", http.StatusInternalServerError)
-		return
-	}
-	_ = json.NewEncoder(w).Encode(envelope.Sealed{Envelope: env})
-}
-
 func TestForgedPagesAreValidated(t *testing.T) {
 	agent := client.NewAgent(t, "agent-forged")
-	fb := &forgingBroker{}
-	ss, err := st.StartSession(client.Context(t), agent, stack.SessionOptions{Replica: 1, BrokerHandler: fb})
-	if err != nil {
+	// A forging broker: it redeems the grant as a real one does, then seals whatever
+	// page the test chose; a compromised or buggy broker's output must still be validated.
+	fb := &stack.SealingBroker{}
+	ss := stacktest.StartSession(client.Context(t), t, st, agent, stack.SessionOptions{Replica: 1, BrokerHandler: fb})
+	if err := fb.Redeem(st.LB, ss.Passes.Broker); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(ss.Close)
-	fb.pass.Store(&ss.Passes.Broker)
 
 	var pngBuf bytes.Buffer
 	_ = png.Encode(&pngBuf, image.NewGray(image.Rect(0, 0, 4, 4)))
@@ -204,7 +159,7 @@ func TestForgedPagesAreValidated(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			observed := ""
 			record(t, "Tampering (pages sealed by a forging broker)", tc.want, &observed)
-			fb.plain.Store(&tc.plain)
+			fb.Seal(tc.plain)
 			observed = client.Poll(t, agent).Summary()
 			if observed != tc.want {
 				t.Errorf("got %s, want %s", observed, tc.want)

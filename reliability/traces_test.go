@@ -19,7 +19,6 @@ import (
 	"github.com/agentfy/agentfy/internal/telemetry"
 	"github.com/agentfy/agentfy/internal/test/stacktest"
 	"github.com/agentfy/agentfy/internal/test/testenv"
-	"github.com/agentfy/agentfy/wire"
 )
 
 // traceResponse reads a traceresponse header: version, trace id, span id, flags.
@@ -35,34 +34,15 @@ func TestOutsiderTraceContext(t *testing.T) {
 	record(t, "Traces no outsider can steer", "an outsider's traceparent (sampled and naming a member's view's trace, or flags 00) with a 16 KB tracestate: the member's trace keeps its spans; no span, log line or audit event carries the outsider's ids or tracestate; flags 00 do not untrace a view", &observed)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	bin, err := testenv.BuildJaeger(ctx, t.Logf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	jaeger, err := testenv.RunJaeger(ctx, bin, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer jaeger.Stop()
+	jaeger := testenv.StartJaeger(t)
 	logs := &testenv.Buffer{}
 	env := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": jaeger.OTLPHTTP}
-	traced, err := stack.Start(ctx, stack.Options{
+	traced := stacktest.Start(t, stack.Options{
 		Log: zerolog.New(logs).Level(zerolog.DebugLevel).With().Timestamp().Logger(), Traces: func(k string) string { return env[k] },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer traced.Close()
+	}).St
 	c := &stacktest.Client{St: traced}
 	agent := c.NewAgent(t, "")
-	ss, err := traced.StartSession(ctx, agent, stack.SessionOptions{Replica: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ss.Close()
-	if _, err := ss.Tool(ctx, wire.ToolOpen, map[string]string{"url": traced.Site + "/"}); err != nil {
-		t.Fatal(err)
-	}
+	stacktest.LiveSession(ctx, t, traced, agent, stack.SessionOptions{Replica: 1}, "/")
 	alice := c.Token(t, "u-alice")
 	url := traced.Replicas[0].URL + stacktest.ViewPath(agent)
 

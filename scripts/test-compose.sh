@@ -12,7 +12,7 @@
 #      (the replicas', the worker's and the broker's spans in one tree, read from its
 #      query API on the published port), and the web app's window shows a frame in
 #      Chromium (a screenshot in .artifacts/compose-web-app.png);
-#      then the containers' privileges (docker inspect: no capability, no-new-privileges,
+#      then the containers' privileges (docker inspect: no Linux capability, no-new-privileges,
 #      read-only roots, the browser's seccomp profile) and, from /proc inside the
 #      browser's, Chromium's sandbox: every renderer under its own seccomp filter in
 #      user and PID namespaces of its own, no --no-sandbox, no uid 0 (deploy/compose_test.go);
@@ -83,6 +83,15 @@ trap cleanup EXIT
 
 scripts/compose-images.sh
 
+# The build stage every image shares (deploy/*.Dockerfile, word for word), built first
+# and tagged: the cleanup's prune removes only untagged build images, so the next run
+# finds this one's layers (the modules downloaded, the binaries built) and rebuilds
+# nothing when go.mod, go.sum and the sources did not change. One stage is kept, the
+# latest: the one a changed source replaces is untagged, and pruned. Should this fail,
+# `up --build` below builds the stage as ever.
+docker build -q --target build -t agentfy/build-stage:latest -f deploy/api.Dockerfile . >/dev/null \
+  || say "the shared build stage was not built ahead (up --build builds it)"
+
 # --- The documented commands (docs/operating.md, "Containers"), `compose` being `docker compose` ---
 export AGENTFY_BROWSER_IMAGE_TAG=2026.11.30-1
 compose up -d --build
@@ -104,7 +113,7 @@ go run ./deploy/composecheck -url http://127.0.0.1:8080 -token "$TOKEN" -key "$O
 
 say "privileges: every container as the compose file says; Chromium's renderers in its sandbox"
 # deploy/compose_test.go: docker inspect of every container of the project (no
-# capability, no-new-privileges, read-only root, the browser's seccomp profile), and
+# Linux capability, no-new-privileges, read-only root, the browser's seccomp profile), and
 # /proc inside the browser's (no --no-sandbox, no uid 0, every renderer under a seccomp
 # filter of Chromium's own in user and PID namespaces of its own).
 AGENTFY_COMPOSE_PROJECT=$project go test -v -count=1 -run '^TestRunningStack' ./deploy

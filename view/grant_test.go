@@ -191,7 +191,7 @@ func TestRequestProof(t *testing.T) {
 		!grants.Vouched(id, "sessA", proof, now.Add(-view.ProofSkew)) {
 		t.Fatal("a replica's proof refused")
 	}
-	rotated := view.NewGrants(nil, "dev", view.GrantKeys{[]byte("the next capability key, 32 byte"), testKeys[0]}, 0)
+	rotated := view.NewGrants(nil, "dev", view.GrantKeys{[]byte("the next grant MAC key, 32 bytes"), testKeys[0]}, 0)
 	if !rotated.Vouched(id, "sessA", proof, now) {
 		t.Fatal("a proof under a key still listed refused")
 	}
@@ -310,7 +310,7 @@ func TestGrantForged(t *testing.T) {
 		}
 	})
 	t.Run("rotation: the old key verifies while it is listed", func(t *testing.T) {
-		next := view.GrantKeys{[]byte("the next capability key, 32 byte"), testKeys[0]}
+		next := view.GrantKeys{[]byte("the next grant MAC key, 32 bytes"), testKeys[0]}
 		id := requestID(t)
 		if err := grants.Put(ctx, id, "sessA", a.id, pubKey); err != nil { // a replica not yet rotated
 			t.Fatal(err)

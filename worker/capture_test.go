@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -199,9 +200,7 @@ func TestCaptureBrokerDown(t *testing.T) {
 
 // A broker that never answers is a timeout, after wire.WorkerCaptureTimeout and not much later.
 func TestCaptureTimeout(t *testing.T) {
-	if testing.Short() {
-		t.Skipf("waits wire.WorkerCaptureTimeout (%v)", wire.WorkerCaptureTimeout)
-	}
+	testenv.SkipSlowUnderShort(t, fmt.Sprintf("waits wire.WorkerCaptureTimeout (%v)", wire.WorkerCaptureTimeout))
 	t.Parallel()
 	var b *fakeBroker
 	b = startBroker(t, func(_ http.ResponseWriter, r *http.Request) {
@@ -346,13 +345,13 @@ func TestToolRelay(t *testing.T) {
 			wantPath: "/tools/browser_tabs", wantArgs: `{}`, wantRes: `{"tabs":[]}`},
 		{name: "broker error", params: `{"name":"browser_close","arguments":{"tabId":"t9"}}`,
 			status: 404, body: `{"error":{"code":"unknown_tab","message":"no open tab has this id"}}`,
-			wantPath: "/tools/browser_close", wantArgs: `{"tabId":"t9"}`, wantCode: jsonrpc.CodeToolFailed, wantMsg: "unknown_tab: no open tab has this id"},
+			wantPath: "/tools/browser_close", wantArgs: `{"tabId":"t9"}`, wantCode: wire.RPCToolFailed, wantMsg: "unknown_tab: no open tab has this id"},
 		{name: "error with 200", params: `{"name":"browser_play","arguments":{}}`,
 			status: 200, body: `{"error":{"code":"step_failed","message":"the browser could not perform a step"}}`,
-			wantPath: "/tools/browser_play", wantArgs: `{}`, wantCode: jsonrpc.CodeToolFailed, wantMsg: "step_failed: the browser could not perform a step"},
+			wantPath: "/tools/browser_play", wantArgs: `{}`, wantCode: wire.RPCToolFailed, wantMsg: "step_failed: the browser could not perform a step"},
 		{name: "failure without error body", params: `{"name":"browser_tabs"}`,
 			status: 500, body: `{}`,
-			wantPath: "/tools/browser_tabs", wantArgs: `{}`, wantCode: jsonrpc.CodeToolFailed, wantMsg: "tool failed"},
+			wantPath: "/tools/browser_tabs", wantArgs: `{}`, wantCode: wire.RPCToolFailed, wantMsg: "tool failed"},
 		{name: "unreadable answer", params: `{"name":"browser_tabs"}`,
 			status: 502, body: `<html>bad gateway</html>`,
 			wantPath: "/tools/browser_tabs", wantArgs: `{}`, wantCode: wire.RPCUnavailable, wantMsg: "broker answered badly"},
@@ -403,7 +402,7 @@ func TestToolWithoutBroker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m := parseResponse(t, got, 1); m.Error == nil || m.Error.Code != jsonrpc.CodeToolFailed {
+	if m := parseResponse(t, got, 1); m.Error == nil || m.Error.Code != wire.RPCToolFailed {
 		t.Errorf("shell image: answer %s, want CodeToolFailed", got)
 	}
 

@@ -58,24 +58,24 @@ func TestCaptureContinuesTheTrace(t *testing.T) {
 			}
 			ended := spans.Ended()
 			if len(ended) != 2 {
-				t.Fatalf("%d spans, want the view's and its request to /observe", len(ended))
+				t.Fatalf("%d spans, want the view's and its request to /capture", len(ended))
 			}
 			byName := map[string]sdktrace.ReadOnlySpan{}
 			for _, s := range ended {
 				byName[s.Name()] = s
 			}
-			view, observe := byName[telemetry.SpanWorkerView], byName["POST "+wire.CapturePath]
-			if view == nil || observe == nil {
+			view, capture := byName[telemetry.SpanWorkerView], byName["POST "+wire.CapturePath]
+			if view == nil || capture == nil {
 				t.Fatalf("spans %v", byName)
 			}
 			if view.SpanContext().TraceID().String() != traceID || view.Parent().SpanID().String() != parent || view.SpanKind() != trace.SpanKindServer {
 				t.Errorf("view span in trace %s under %s, want %s under %s", view.SpanContext().TraceID(), view.Parent().SpanID(), traceID, parent)
 			}
-			if observe.Parent().SpanID() != view.SpanContext().SpanID() || observe.SpanKind() != trace.SpanKindClient {
-				t.Errorf("/observe span under %s, want under the view's %s", observe.Parent().SpanID(), view.SpanContext().SpanID())
+			if capture.Parent().SpanID() != view.SpanContext().SpanID() || capture.SpanKind() != trace.SpanKindClient {
+				t.Errorf("the capture span under %s, want under the view's %s", capture.Parent().SpanID(), view.SpanContext().SpanID())
 			}
-			if want := "00-" + traceID + "-" + observe.SpanContext().SpanID().String() + "-01"; <-headers != want {
-				t.Errorf("broker's traceparent is not the /observe span's %s", want)
+			if want := "00-" + traceID + "-" + capture.SpanContext().SpanID().String() + "-01"; <-headers != want {
+				t.Errorf("broker's traceparent is not the capture span's %s", want)
 			}
 			attrs := map[string]string{}
 			for _, kv := range view.Attributes() {

@@ -82,11 +82,12 @@ type Config struct {
 
 // Worker relays between the tool channel and the broker.
 type Worker struct {
-	cfg    Config
-	tracer trace.Tracer
-	broker *http.Client
-	tools  chan struct{}
-	views  chan struct{}
+	cfg      Config
+	tracer   trace.Tracer
+	broker   *http.Client // the tools' requests to the broker
+	capturer *http.Client // the captures', on the same connections, traced
+	tools    chan struct{}
+	views    chan struct{}
 
 	ended   chan struct{} // closed by EndSession
 	endOnce sync.Once
@@ -116,10 +117,12 @@ func New(cfg Config) (*Worker, error) {
 	}
 	return &Worker{
 		cfg: cfg, tracer: telemetry.Tracer(cfg.Tracer),
-		broker: &http.Client{Transport: telemetry.Transport(cfg.Tracer, tr, tracedBrokerRoute)},
-		tools:  make(chan struct{}, MaxConcurrentTools),
-		views:  make(chan struct{}, MaxConcurrentViews),
-		ended:  make(chan struct{}),
+		broker: &http.Client{Transport: tr},
+		// Only the capture is a hop of a view: its requests alone are traced.
+		capturer: &http.Client{Transport: telemetry.Transport(cfg.Tracer, tr, telemetry.SpanCapture)},
+		tools:    make(chan struct{}, MaxConcurrentTools),
+		views:    make(chan struct{}, MaxConcurrentViews),
+		ended:    make(chan struct{}),
 	}, nil
 }
 
@@ -331,7 +334,7 @@ func (w *Worker) capture(ctx context.Context, id uint64, params json.RawMessage)
 	// The view's span continues the replica's trace, whose context the call's _meta
 	// carries (a call that does not decode has none to believe).
 	if err == nil {
-		ctx = p.Meta.TraceContext(ctx)
+		ctx = telemetry.RPCContext(ctx, p.Meta)
 	}
 	ctx, span := w.tracer.Start(ctx, telemetry.SpanWorkerView, trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(semconv.RPCSystemNameJSONRPC, semconv.RPCMethod(jsonrpc.MethodView)))
@@ -348,7 +351,7 @@ func (w *Worker) capture(ctx context.Context, id uint64, params json.RawMessage)
 	body, _ := json.Marshal(struct {
 		RequestID string `json:"requestId"`
 	}{p.RequestID})
-	status, resp, err := w.post(ctx, wire.CapturePath, body)
+	status, resp, err := w.post(ctx, w.capturer, wire.CapturePath, body)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return w.viewFailed(ctx, span, id, wire.ReasonTimeout, "the broker did not answer in time"), nil
@@ -373,15 +376,6 @@ func (w *Worker) viewFailed(ctx context.Context, span trace.Span, id uint64, rea
 	return jsonrpc.NewViewError(id, reason, message)
 }
 
-// tracedBrokerRoute names the span of the worker's request to the broker's /observe,
-// the capture; tool calls are not traced.
-func tracedBrokerRoute(r *http.Request) string {
-	if r.URL.Path == wire.CapturePath {
-		return r.Method + " " + wire.CapturePath
-	}
-	return ""
-}
-
 // brokerReason is the reason of the broker's error body {"error":{"code","message"}}
 // (wire.DecodeStrict): its code, passed on unchanged when it is one of the wire reasons,
 // and ReasonBrokerError for any other code or a body that does not decode.
@@ -402,7 +396,7 @@ func (w *Worker) tool(ctx context.Context, id uint64, params json.RawMessage) ([
 		return jsonrpc.NewError(id, wire.RPCInvalidParams, "unknown tool")
 	}
 	if !w.hasBrowser() {
-		return jsonrpc.NewError(id, jsonrpc.CodeToolFailed, "this worker image has no browser")
+		return jsonrpc.NewError(id, wire.RPCToolFailed, "this worker image has no browser")
 	}
 	args := []byte(p.Arguments)
 	if len(args) == 0 {
@@ -410,7 +404,7 @@ func (w *Worker) tool(ctx context.Context, id uint64, params json.RawMessage) ([
 	}
 	ctx, cancel := context.WithTimeout(ctx, ToolTimeout)
 	defer cancel()
-	status, resp, err := w.post(ctx, wire.ToolPathPrefix+p.Name, args)
+	status, resp, err := w.post(ctx, w.broker, wire.ToolPathPrefix+p.Name, args)
 	if err != nil {
 		return jsonrpc.NewError(id, wire.RPCUnavailable, "broker unavailable")
 	}
@@ -426,18 +420,18 @@ func (w *Worker) tool(ctx context.Context, id uint64, params json.RawMessage) ([
 		if out.Error != nil {
 			msg = out.Error.Code + ": " + out.Error.Message
 		}
-		return jsonrpc.NewError(id, jsonrpc.CodeToolFailed, msg)
+		return jsonrpc.NewError(id, wire.RPCToolFailed, msg)
 	}
 	return jsonrpc.NewResult(id, out.Result)
 }
 
-func (w *Worker) post(ctx context.Context, path string, body []byte) (int, []byte, error) {
+func (w *Worker) post(ctx context.Context, client *http.Client, path string, body []byte) (int, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://broker"+path, bytes.NewReader(body))
 	if err != nil {
 		return 0, nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := w.broker.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/agentfy/agentfy/deploy"
 	"github.com/agentfy/agentfy/directory"
 	"github.com/agentfy/agentfy/internal/dev/stack"
+	"github.com/agentfy/agentfy/internal/test/stacktest"
 	"github.com/agentfy/agentfy/internal/test/testenv"
 )
 
@@ -30,11 +31,7 @@ import (
 // the same, and the command says it is not recorded and exits with exitUnrecorded.
 func TestChangesArePublishedOnTheAuditTrail(t *testing.T) {
 	ctx := testenv.Context(t, 2*time.Minute)
-	st, err := stack.Start(ctx, stack.Options{Root: "../..", Log: zerolog.New(os.Stderr).Level(zerolog.WarnLevel)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
+	st := stacktest.Start(t, stack.Options{Root: "../..", Log: zerolog.New(os.Stderr).Level(zerolog.WarnLevel)}).St
 	for _, kv := range st.RedisEnv(deploy.RedisOperator) {
 		k, v, _ := strings.Cut(kv, "=")
 		t.Setenv(k, v)

@@ -17,7 +17,7 @@ import (
 	"github.com/agentfy/agentfy/cmd/internal/operator"
 	"github.com/agentfy/agentfy/deploy"
 	"github.com/agentfy/agentfy/directory"
-	"github.com/agentfy/agentfy/internal/dev/stack"
+	"github.com/agentfy/agentfy/internal/test/stacktest"
 	"github.com/agentfy/agentfy/internal/test/testenv"
 )
 
@@ -36,7 +36,7 @@ func TestOperatorCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	topo, err := stack.TopologyFromEnv(ctx, dep, secrets)
+	topo, err := stacktest.TopologyFromEnv(ctx, dep, secrets)
 	if err != nil {
 		t.Fatal(err)
 	}

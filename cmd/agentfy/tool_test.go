@@ -14,6 +14,7 @@ import (
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/deploy"
 	"github.com/agentfy/agentfy/internal/dev/stack"
+	"github.com/agentfy/agentfy/internal/test/stacktest"
 	"github.com/agentfy/agentfy/internal/test/testenv"
 )
 
@@ -22,11 +23,7 @@ import (
 func TestToolCommandGoesThroughTheOwner(t *testing.T) {
 	ctx := testenv.Context(t, 2*time.Minute)
 	// On the Redis topology AGENTFY_TEST_REDIS names (a redis-server by default).
-	st, _, err := stack.StartOnTopology(ctx, stack.Options{Root: "../..", Log: zerolog.New(os.Stderr).Level(zerolog.WarnLevel)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
+	st := stacktest.Start(t, stack.Options{Root: "../..", Log: zerolog.New(os.Stderr).Level(zerolog.WarnLevel)}).St
 	var calls atomic.Int32
 	fake := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		calls.Add(1)
@@ -36,10 +33,7 @@ func TestToolCommandGoesThroughTheOwner(t *testing.T) {
 		}
 		_, _ = w.Write([]byte(`{"result":{"tabs":[]}}`))
 	})
-	ss, err := st.StartSession(ctx, "agent-scout", stack.SessionOptions{Replica: 1, BrokerHandler: fake})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ss := stacktest.StartSession(ctx, t, st, "agent-scout", stack.SessionOptions{Replica: 1, BrokerHandler: fake})
 	// The operator's credentials, as `agentfy-dev dev` prints them.
 	for _, kv := range st.RedisEnv(deploy.RedisOperator) {
 		k, v, _ := strings.Cut(kv, "=")

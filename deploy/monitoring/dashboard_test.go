@@ -494,6 +494,7 @@ func renderPage(t *testing.T, title string, panels []shownPanel, moments []momen
 // renderWidth×height and writes what it paints to pngPath.
 func screenshot(t *testing.T, htmlPath, pngPath string, height int) {
 	t.Helper()
+	testenv.SkipUnderShort(t, "screenshot", testenv.NeedsChromium)
 	ctx := testenv.Context(t, screenshotTimeout)
 	c, err := broker.LaunchChromium(ctx, broker.LaunchConfig{Leakless: true, Env: []string{"PATH=" + os.Getenv("PATH")}}, testenv.Logger(t))
 	if err != nil {

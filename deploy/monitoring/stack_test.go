@@ -81,6 +81,8 @@ func freeAddr(t *testing.T) string {
 
 func startRig(t *testing.T) *rig {
 	t.Helper()
+	// Before the broker's build: the rig's session runs it with Chromium.
+	testenv.SkipUnderShort(t, "startRig", testenv.NeedsChromium)
 	ctx := testenv.Context(t, 3*time.Minute)
 	root, err := stack.FindRoot()
 	if err != nil {
@@ -106,17 +108,12 @@ func startRig(t *testing.T) *rig {
 	const period = 2 * time.Second
 	provider := auth.JWTConfig{
 		Issuer: idp.URL(), Audience: "agentfy-api", JWKSURL: idp.JWKSURL(),
-		JWKS: auth.JWKSOptions{MinRefresh: period, MaxRefresh: period, DefaultRefresh: period, MaxStale: auth.MinJWKSMaxStale},
+		JWKS: stacktest.ProviderJWKS(period),
 	}
-	tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{
+	idpToken := stacktest.SignJWT(t, jwt.SigningMethodES256, key, "k1", jwt.MapClaims{
 		"iss": idp.URL(), "aud": "agentfy-api", "sub": "u-alice",
 		"iat": time.Now().Unix(), "exp": time.Now().Add(time.Hour).Unix(),
 	})
-	tok.Header["kid"] = "k1"
-	idpToken, err := tok.SignedString(key)
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	c := stacktest.Start(t, stack.Options{PersistRedis: true, BrokerBin: brokerBin, ExtraJWT: []auth.JWTConfig{provider}})
 	r := &rig{t: t, st: c.St, c: c, idp: idp, idpToken: idpToken, names: map[string]bool{}}
@@ -124,14 +121,7 @@ func startRig(t *testing.T) *rig {
 	addr := freeAddr(t)
 	r.broker = "http://" + addr + "/metrics"
 	// The worker on replica B: views asked at A cross NATS.
-	r.ss, err = r.st.StartSession(ctx, r.agent, stack.SessionOptions{Replica: 1, BrokerProcess: true, BrokerEnv: []string{"AGENTFY_METRICS_ADDR=" + addr}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(r.ss.Close)
-	if _, err := r.ss.Tool(ctx, wire.ToolOpen, map[string]string{"url": r.st.Site + "/"}); err != nil {
-		t.Fatal(err)
-	}
+	r.ss = stacktest.LiveSession(ctx, t, r.st, r.agent, stack.SessionOptions{Replica: 1, BrokerProcess: true, BrokerEnv: []string{"AGENTFY_METRICS_ADDR=" + addr}}, "/")
 	if a := r.view(r.c.Token(t, "u-alice")); a.Status != http.StatusOK {
 		t.Fatalf("the first view: %s", a.Summary())
 	}

@@ -141,7 +141,7 @@ export type GetAgentWorkerViewErrors = {
     429: ErrorBody;
     /**
      * The frame could not be had now (no worker channel, Redis or NATS failure, an older
-     * worker image, a refused capability, a busy broker, a capture failure, or a reply
+     * worker image, a refused grant, a busy broker, a capture failure, or a reply
      * that did not open). Retry at the normal interval; this is not a closed browser.
      * With `code` `identity_unavailable` (and Retry-After) the human token could not be
      * checked because the identity provider does not answer: the token may well be
@@ -201,7 +201,7 @@ export type GetPartnerWorkerViewErrors = {
     429: ErrorBody;
     /**
      * The frame could not be had now (no worker channel, Redis or NATS failure, an older
-     * worker image, a refused capability, a busy broker, a capture failure, or a reply
+     * worker image, a refused grant, a busy broker, a capture failure, or a reply
      * that did not open). Retry at the normal interval; this is not a closed browser.
      * With `code` `identity_unavailable` (and Retry-After) the human token could not be
      * checked because the identity provider does not answer: the token may well be
