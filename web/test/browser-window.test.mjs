@@ -378,9 +378,10 @@ describe('the window on the worker screen of a browsing agent', () => {
     const partly = w.section.getByText('Часть страницы скрыта', { exact: true });
     const note = w.section.locator('.bw-masked');
     // A frame as the broker sends one masked whole: its two dark greys in diagonal
-    // stripes over all of it, the size of the live frame, with the live frame's page.
-    const size = await w.image.evaluate((img) => ({ width: img.naturalWidth, height: img.naturalHeight }));
-    const grey = await page.evaluate(({ width, height }) => {
+    // stripes over all of it, the size of the replayed live frame (not of the frame on
+    // screen when the test began: the agent may have moved to a page of another size
+    // since, and a grey of another size moved the picture), with the live frame's page.
+    const greyOf = (size) => page.evaluate(({ width, height }) => {
       const canvas = document.createElement('canvas');
       Object.assign(canvas, { width, height });
       const g = canvas.getContext('2d');
@@ -399,6 +400,7 @@ describe('the window on the worker screen of a browsing agent', () => {
       return canvas.toDataURL('image/jpeg', 0.6).split(',')[1];
     }, size);
     let live;
+    let grey;
     let shape = { masked: 3, hidden: 'motion' };
     const replay = async (route) => {
       if (live === undefined) {
@@ -409,6 +411,12 @@ describe('the window on the worker screen of a browsing agent', () => {
           return;
         }
         live = body;
+        const size = await page.evaluate(async (data) => {
+          const bytes = Uint8Array.from(atob(data), (c) => c.charCodeAt(0));
+          const bitmap = await createImageBitmap(new Blob([bytes], { type: 'image/jpeg' }));
+          return { width: bitmap.width, height: bitmap.height };
+        }, body.page.data);
+        grey = await greyOf(size);
       }
       const { masked: _, hidden: __, ...rest } = live.page;
       const frame = shape.hidden === undefined ? { ...rest, ...shape } : { ...rest, data: grey, ...shape };
