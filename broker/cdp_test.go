@@ -67,8 +67,9 @@ func (c *recordingClient) put(calls []cdpCall) {
 // (the tests' sessions, closeAllTabs) are not recorded.
 func recordingBrowser(tb testing.TB) (*rod.Browser, *recordingClient) {
 	tb.Helper()
-	rec := &recordingClient{next: testChromium.Browser}
-	return testChromium.Browser.Context(tb.Context()).Client(rec), rec
+	shared := sharedChromium(tb).Browser
+	rec := &recordingClient{next: shared}
+	return shared.Context(tb.Context()).Client(rec), rec
 }
 
 // TestCaptureCDPCalls records what capture sends to Chromium: only the
