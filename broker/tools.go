@@ -283,9 +283,19 @@ func (b *Broker) OpenTab(ctx context.Context, rawURL string) (Tab, error) {
 			return nil, fmt.Errorf("create target: %w", err)
 		}
 		b.tabs.Opened(string(created.TargetID))
-		page, err := b.page(ctx, created.TargetID)
+		// Attaching waits on the page (rod enables its Page domain, which the
+		// renderer's main thread answers), so it has the load's time: a page whose
+		// script never yields from its start answers nothing, and the tab is then
+		// answered as the browser knows it, not at the tool's deadline.
+		actx, cancel := context.WithTimeout(ctx, b.cfg.LoadTimeout)
+		defer cancel()
+		page, err := b.page(actx, created.TargetID)
 		if err != nil {
-			return nil, err
+			if ctx.Err() != nil {
+				return nil, err
+			}
+			b.logger.Debug().Msg("page did not answer its attach in time")
+			return b.targetTab(ctx, created.TargetID)
 		}
 		b.waitLoad(ctx, page, rawURL)
 		return b.tabInfo(ctx, page, created.TargetID)
@@ -397,11 +407,10 @@ func (b *Broker) CloseTab(ctx context.Context, tabID string) error {
 // page cannot answer within titleWait (it is navigating, or its script never
 // yields), the target info's title stands.
 func (b *Broker) tabInfo(ctx context.Context, page *rod.Page, id proto.TargetTargetID) (Tab, error) {
-	info, err := proto.TargetGetTargetInfo{TargetID: id}.Call(b.browser.Context(ctx))
+	tab, err := b.targetTab(ctx, id)
 	if err != nil {
-		return Tab{}, fmt.Errorf("get target info: %w", err)
+		return Tab{}, err
 	}
-	tab := Tab{TabID: string(id), URL: info.TargetInfo.URL, Title: info.TargetInfo.Title}
 	tctx, cancel := context.WithTimeout(ctx, titleWait)
 	defer cancel()
 	res, err := proto.RuntimeEvaluate{Expression: "document.title", ReturnByValue: true}.Call(page.Context(tctx))
@@ -409,6 +418,16 @@ func (b *Broker) tabInfo(ctx context.Context, page *rod.Page, id proto.TargetTar
 		tab.Title = res.Result.Value.Str()
 	}
 	return tab, nil
+}
+
+// targetTab is a tab as the browser knows it (its target info), asking the page
+// nothing.
+func (b *Broker) targetTab(ctx context.Context, id proto.TargetTargetID) (Tab, error) {
+	info, err := proto.TargetGetTargetInfo{TargetID: id}.Call(b.browser.Context(ctx))
+	if err != nil {
+		return Tab{}, fmt.Errorf("get target info: %w", err)
+	}
+	return Tab{TabID: string(id), URL: info.TargetInfo.URL, Title: info.TargetInfo.Title}, nil
 }
 
 // page returns rod's page for a tab of the tool path, under ctx. rod caches
