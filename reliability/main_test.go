@@ -103,27 +103,53 @@ func run(m *testing.M) int {
 
 // recorder collects one row per case for RELIABILITY.md.
 type recorder struct {
-	mu   sync.Mutex
-	rows []row
+	mu       sync.Mutex
+	rows     []row
+	places   int            // places given so far: record calls and reserved ones
+	reserved map[string]int // a case's place by its test name, given by reserve
 }
 
 type row struct {
 	area, name, expected, observed, rerun string
 	failed, skipped                       bool
+	// seq is the row's place: the order record was called in, or the place reserve
+	// gave a case that runs side by side with others.
+	seq int
 }
 
 // record adds a row for the current test; its verdict is read when the test ends.
 func record(t *testing.T, area, expected string, observed *string) {
 	t.Helper()
 	name := t.Name()
+	report.mu.Lock()
+	seq, ok := report.reserved[name]
+	if !ok {
+		seq = report.places
+		report.places++
+	}
+	report.mu.Unlock()
 	t.Cleanup(func() {
 		report.mu.Lock()
 		defer report.mu.Unlock()
 		report.rows = append(report.rows, row{
-			area: area, name: name, expected: expected, observed: *observed, failed: t.Failed(), skipped: t.Skipped(),
+			area: area, name: name, expected: expected, observed: *observed, failed: t.Failed(), skipped: t.Skipped(), seq: seq,
 			rerun: fmt.Sprintf("`go test ./reliability -run '^%s$'`", strings.ReplaceAll(strings.SplitN(name, "/", 2)[0], "'", "")),
 		})
 	})
+}
+
+// reserve gives the rows of t's cases named names (subtests that will run side by side,
+// in any order) their places now, in the order given.
+func reserve(t *testing.T, names ...string) {
+	report.mu.Lock()
+	defer report.mu.Unlock()
+	if report.reserved == nil {
+		report.reserved = map[string]int{}
+	}
+	for _, n := range names {
+		report.reserved[t.Name()+"/"+n] = report.places
+		report.places++
+	}
 }
 
 func (r *recorder) markdown() []byte {
@@ -131,15 +157,17 @@ func (r *recorder) markdown() []byte {
 	defer r.mu.Unlock()
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "# Reliability\n\nWritten by the suite itself (`reliability/`) on %s: two API replicas, workers, brokers with Debian's Chromium, a real redis-server and an embedded NATS server, broken for real. Rerun everything with\n\n    AGENTFY_RELIABILITY_REPORT=RELIABILITY.md go test -count=1 ./reliability\n\n", time.Now().UTC().Format("2006-01-02"))
-	// One section per area, in the order areas first appear; rows keep their order
-	// within it (tests of one area may run apart, a Faults test among the Access ones).
+	// One section per area, in the order areas first appear; rows keep their places
+	// (record's calls, reserve's) within it (tests of one area may run apart, a Faults test
+	// among the Access ones; cases side by side end in any order).
+	rows := slices.Clone(r.rows)
+	slices.SortFunc(rows, func(a, b row) int { return a.seq - b.seq })
 	first := map[string]int{}
-	for i, rw := range r.rows {
+	for i, rw := range rows {
 		if _, ok := first[rw.area]; !ok {
 			first[rw.area] = i
 		}
 	}
-	rows := slices.Clone(r.rows)
 	slices.SortStableFunc(rows, func(a, b row) int { return first[a.area] - first[b.area] })
 	area := ""
 	for _, rw := range rows {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/agentfy/agentfy/internal/dev/stack"
@@ -77,9 +78,7 @@ func TestMasks(t *testing.T) {
 	// 200, 0) where no box of it is, or moves it while it is captured; the page's only
 	// other green is a control at the top right, never masked.
 	t.Run("painted_where_no_box_is", func(t *testing.T) {
-		agent := "agent-m-leaks"
-		ss := liveSession(t, agent, stack.SessionOptions{})
-		for _, lp := range []struct{ page, expected string }{
+		leaks := []struct{ page, expected string }{
 			{"text-shadow", "the text shadows of a marked key and of a card field are masked with them"},
 			{"box-reflect", "the reflection of a marked element is masked"},
 			{"drop-shadow", "a password field's drop shadow 150 px away is masked"},
@@ -102,70 +101,74 @@ func TestMasks(t *testing.T) {
 			{"overflow-motion", "a marked element whose text overflows its box, on a page animating every frame: frames masked whole"},
 			{"appears-in-frame", "a password field inserted for one animation frame at random: frames with it masked whole, never a frame with it shown"},
 			{"secret-replaced", "a password field in a shadow root replaced by a clone every frame: frames masked whole"},
-		} {
-			t.Run(lp.page, func(t *testing.T) {
-				observed := ""
-				record(t, "Privacy masks", "no green pixel outside the control in any frame: "+lp.expected, &observed)
-				res, err := ss.Tool(client.Context(t), wire.ToolOpen, map[string]string{"url": st.Site + "/leaks/" + lp.page + ".html"})
-				if err != nil {
-					t.Fatal(err)
+		}
+		pages := make([]string, len(leaks))
+		for i, lp := range leaks {
+			pages[i] = lp.page
+		}
+		sideBySide(t, "agent-m-leaks", pages, func(t *testing.T, i int, ss *stack.Session, agent string) {
+			lp := leaks[i]
+			observed := ""
+			record(t, "Privacy masks", "no green pixel outside the control in any frame: "+lp.expected, &observed)
+			res, err := ss.Tool(client.Context(t), wire.ToolOpen, map[string]string{"url": st.Site + "/leaks/" + lp.page + ".html"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tab := tabID(t, res)
+			defer func() { _, _ = ss.Tool(client.Context(t), wire.ToolClose, map[string]string{"tabId": tab}) }()
+			const views = 4
+			frames, whole, refused := 0, 0, 0
+			for range views {
+				page := frameOrRefused(t, agent)
+				if page == nil {
+					refused++
+					continue
 				}
-				tab := tabID(t, res)
-				defer func() { _, _ = ss.Tool(client.Context(t), wire.ToolClose, map[string]string{"tabId": tab}) }()
-				const views = 4
-				frames, whole, refused := 0, 0, 0
-				for range views {
-					page := frameOrRefused(t, agent)
-					if page == nil {
-						refused++
-						continue
-					}
-					frames++
-					img := stacktest.DecodeFrame(t, page)
-					inControl, leaked := leakGreen(img)
-					if leaked > 0 {
-						t.Fatalf("%d green pixels outside the control (masked %d)", leaked, page.Masked)
-					}
-					switch blue := leakBlue(img); lp.page {
-					case "sandboxed-frame", "cross-site-frame":
-						if blue < 5000 {
-							t.Fatalf("%d blue pixels: the frame's document was not shown (masked %d)", blue, page.Masked)
-						}
-					case "frame-motion":
-						if blue > 0 {
-							t.Fatalf("%d blue pixels: the moving frame was not masked whole (masked %d)", blue, page.Masked)
-						}
-					}
-					if page.Masked == 0 && lp.page != "appears-in-frame" {
-						t.Fatal("a frame says nothing masked")
-					}
-					if inControl == 0 {
-						whole++
-						if page.Hidden == "" {
-							t.Fatalf("a frame masked whole that does not say why (masked %d)", page.Masked)
-						}
-					}
+				frames++
+				img := stacktest.DecodeFrame(t, page)
+				inControl, leaked := leakGreen(img)
+				if leaked > 0 {
+					t.Fatalf("%d green pixels outside the control (masked %d)", leaked, page.Masked)
 				}
-				observed = fmt.Sprintf("%d views: %d frames (%d with the whole page masked), %d × 503 capture; no green outside the control", views, frames, whole, refused)
-				switch lp.page {
-				case "sandboxed-frame", "cross-site-frame", "text-shadow", "box-reflect", "drop-shadow", "scaled-shadow", "svg-use", "motion-elsewhere",
-					"css-steps", "css-layout", "script-frames", "compositor-transform", "smooth-scroll":
-					if frames == 0 || whole > 0 {
-						t.Errorf("%s: want frames with the control shown", observed)
+				switch blue := leakBlue(img); lp.page {
+				case "sandboxed-frame", "cross-site-frame":
+					if blue < 5000 {
+						t.Fatalf("%d blue pixels: the frame's document was not shown (masked %d)", blue, page.Masked)
 					}
 				case "frame-motion":
-					// The moving frame masked whole (no blue, checked above), the page not.
-					if frames != views {
-						t.Errorf("%s: want every view a frame", observed)
-					}
-				case "svg-filter", "view-transition", "frame-view-transition", "cross-site-view-transition",
-					"shadow-animation", "overflow-motion", "secret-replaced":
-					if frames != views || whole != frames {
-						t.Errorf("%s: want frames masked whole", observed)
+					if blue > 0 {
+						t.Fatalf("%d blue pixels: the moving frame was not masked whole (masked %d)", blue, page.Masked)
 					}
 				}
-			})
-		}
+				if page.Masked == 0 && lp.page != "appears-in-frame" {
+					t.Fatal("a frame says nothing masked")
+				}
+				if inControl == 0 {
+					whole++
+					if page.Hidden == "" {
+						t.Fatalf("a frame masked whole that does not say why (masked %d)", page.Masked)
+					}
+				}
+			}
+			observed = fmt.Sprintf("%d views: %d frames (%d with the whole page masked), %d × 503 capture; no green outside the control", views, frames, whole, refused)
+			switch lp.page {
+			case "sandboxed-frame", "cross-site-frame", "text-shadow", "box-reflect", "drop-shadow", "scaled-shadow", "svg-use", "motion-elsewhere",
+				"css-steps", "css-layout", "script-frames", "compositor-transform", "smooth-scroll":
+				if frames == 0 || whole > 0 {
+					t.Errorf("%s: want frames with the control shown", observed)
+				}
+			case "frame-motion":
+				// The moving frame masked whole (no blue, checked above), the page not.
+				if frames != views {
+					t.Errorf("%s: want every view a frame", observed)
+				}
+			case "svg-filter", "view-transition", "frame-view-transition", "cross-site-view-transition",
+				"shadow-animation", "overflow-motion", "secret-replaced":
+				if frames != views || whole != frames {
+					t.Errorf("%s: want frames masked whole", observed)
+				}
+			}
+		})
 	})
 }
 
@@ -177,10 +180,9 @@ func TestMasks(t *testing.T) {
 // animates every frame while it is viewed.
 func TestMasksFollowMotion(t *testing.T) {
 	const views = 5
-	agent := "agent-m-motion"
-	ss := liveSession(t, agent, stack.SessionOptions{})
+	var mu sync.Mutex // guards total and shownAll, which the pages add to side by side
 	total, shownAll := 0, 0
-	for _, mp := range []struct{ page, expected string }{
+	moving := []struct{ page, expected string }{
 		{"still", "nothing moving"},
 		{"clock", "a clock updated by setInterval"},
 		{"typing", "a search field typed into by script"},
@@ -195,61 +197,67 @@ func TestMasksFollowMotion(t *testing.T) {
 		{"secret-moves", "the form moved by script every animation frame"},
 		{"secret-appears", "the form appearing mid-animation"},
 		{"agent-types", "the agent typing a password and a card number while a progress bar animates"},
-	} {
-		t.Run(mp.page, func(t *testing.T) {
-			observed := ""
-			record(t, "Privacy masks that follow motion", "no green pixel of a secret in any frame, the page shown with its secrets masked: "+mp.expected, &observed)
-			res, err := ss.Tool(client.Context(t), wire.ToolOpen, map[string]string{"url": st.Site + "/moving/" + mp.page + ".html"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			tab := tabID(t, res)
-			defer func() { _, _ = ss.Tool(client.Context(t), wire.ToolClose, map[string]string{"tabId": tab}) }()
-			typed := make(chan error, 1)
-			if mp.page == "agent-types" {
-				go func() {
-					var steps []map[string]string
-					for range 4 {
-						steps = append(steps,
-							map[string]string{"action": "click", "selector": "#p"}, map[string]string{"action": "type", "selector": "#p", "text": "hunter2"},
-							map[string]string{"action": "click", "selector": "#card"}, map[string]string{"action": "type", "selector": "#card", "text": "4111"})
-					}
-					_, err := ss.Tool(client.Context(t), wire.ToolPlay, map[string]any{"tabId": tab, "steps": steps})
-					typed <- err
-				}()
-			} else {
-				typed <- nil
-			}
-			frames, shown, whole := 0, 0, map[string]int{}
-			for range views {
-				page := frameOrRefused(t, agent)
-				if page == nil {
-					continue
-				}
-				frames++
-				inControl, leaked := leakGreen(stacktest.DecodeFrame(t, page))
-				if leaked > 0 {
-					t.Fatalf("%d green pixels of a secret outside the control (masked %d, hidden %q)", leaked, page.Masked, page.Hidden)
-				}
-				switch {
-				case page.Hidden != "" && inControl == 0:
-					whole[page.Hidden]++
-				case page.Hidden == "" && inControl > 0:
-					shown++
-				default:
-					t.Fatalf("hidden %q with %d green pixels in the control: a frame masked whole must say why, and only then", page.Hidden, inControl)
-				}
-			}
-			if err := <-typed; err != nil {
-				t.Fatalf("the agent's typing: %v", err)
-			}
-			total, shownAll = total+views, shownAll+shown
-			observed = fmt.Sprintf("%d views: %d frames, %d shown masked in part, %s; no green outside the control", views, frames, shown, wholeByReason(whole))
-			if frames != views {
-				t.Errorf("%s: want every view a frame", observed)
-			}
-		})
 	}
+	pages := make([]string, len(moving))
+	for i, mp := range moving {
+		pages[i] = mp.page
+	}
+	sideBySide(t, "agent-m-motion", pages, func(t *testing.T, i int, ss *stack.Session, agent string) {
+		mp := moving[i]
+		observed := ""
+		record(t, "Privacy masks that follow motion", "no green pixel of a secret in any frame, the page shown with its secrets masked: "+mp.expected, &observed)
+		res, err := ss.Tool(client.Context(t), wire.ToolOpen, map[string]string{"url": st.Site + "/moving/" + mp.page + ".html"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tab := tabID(t, res)
+		defer func() { _, _ = ss.Tool(client.Context(t), wire.ToolClose, map[string]string{"tabId": tab}) }()
+		typed := make(chan error, 1)
+		if mp.page == "agent-types" {
+			go func() {
+				var steps []map[string]string
+				for range 4 {
+					steps = append(steps,
+						map[string]string{"action": "click", "selector": "#p"}, map[string]string{"action": "type", "selector": "#p", "text": "hunter2"},
+						map[string]string{"action": "click", "selector": "#card"}, map[string]string{"action": "type", "selector": "#card", "text": "4111"})
+				}
+				_, err := ss.Tool(client.Context(t), wire.ToolPlay, map[string]any{"tabId": tab, "steps": steps})
+				typed <- err
+			}()
+		} else {
+			typed <- nil
+		}
+		frames, shown, whole := 0, 0, map[string]int{}
+		for range views {
+			page := frameOrRefused(t, agent)
+			if page == nil {
+				continue
+			}
+			frames++
+			inControl, leaked := leakGreen(stacktest.DecodeFrame(t, page))
+			if leaked > 0 {
+				t.Fatalf("%d green pixels of a secret outside the control (masked %d, hidden %q)", leaked, page.Masked, page.Hidden)
+			}
+			switch {
+			case page.Hidden != "" && inControl == 0:
+				whole[page.Hidden]++
+			case page.Hidden == "" && inControl > 0:
+				shown++
+			default:
+				t.Fatalf("hidden %q with %d green pixels in the control: a frame masked whole must say why, and only then", page.Hidden, inControl)
+			}
+		}
+		if err := <-typed; err != nil {
+			t.Fatalf("the agent's typing: %v", err)
+		}
+		mu.Lock()
+		total, shownAll = total+views, shownAll+shown
+		mu.Unlock()
+		observed = fmt.Sprintf("%d views: %d frames, %d shown masked in part, %s; no green outside the control", views, frames, shown, wholeByReason(whole))
+		if frames != views {
+			t.Errorf("%s: want every view a frame", observed)
+		}
+	})
 	t.Run("share_shown", func(t *testing.T) {
 		observed := ""
 		record(t, "Privacy masks that follow motion", "at least 95 % of all the moving pages' frames show the page, its secrets masked in part", &observed)
@@ -258,6 +266,43 @@ func TestMasksFollowMotion(t *testing.T) {
 			t.Errorf("%s: want at least 95 %%", observed)
 		}
 	})
+}
+
+// maskSessions is how many live sessions sideBySide views pages on at once.
+const maskSessions = 3
+
+// sideBySide runs a subtest of t for each of pages, named by it, on maskSessions live
+// sessions at once (an agent each, named prefix-1, prefix-2, …): run gets the page's
+// index, its session and agent. A session's views wait out its broker's 2 s between
+// captures, and the pages' frames are judged in that time; three sessions view three
+// pages in the time of one, every page's views and spacing as before. The rows keep the
+// pages' order.
+func sideBySide(t *testing.T, prefix string, pages []string, run func(t *testing.T, i int, ss *stack.Session, agent string)) {
+	t.Helper()
+	reserve(t, pages...)
+	type live struct {
+		ss    *stack.Session
+		agent string
+	}
+	sessions := make([]live, min(maskSessions, len(pages)))
+	for n := range sessions {
+		agent := fmt.Sprintf("%s-%d", prefix, n+1)
+		sessions[n] = live{liveSession(t, agent, stack.SessionOptions{}), agent}
+	}
+	next := make(chan int, len(pages))
+	for i := range pages {
+		next <- i
+	}
+	close(next)
+	var wg sync.WaitGroup
+	for _, l := range sessions {
+		wg.Go(func() {
+			for i := range next {
+				t.Run(pages[i], func(t *testing.T) { run(t, i, l.ss, l.agent) })
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // wholeByReason says how many frames were masked whole, by reason, for a row.
