@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The web app's and the SDK's checks and tests (issue 6). Idempotent; CI runs it as root
-# with no TTY from a fresh clone.
+# with no TTY from a fresh clone. `scripts/test-web.sh --deps` does step 1 alone.
 #   1. npm ci in sdk/ and web/, only when node_modules is missing or differs from the lockfile;
 #   2. the committed generated SDK (sdk/src/gen), its built package (sdk/dist) and the web
 #      build (web/static/js) match a fresh generation and build;
@@ -35,6 +35,9 @@ for dir in sdk web; do
     (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
   fi
 done
+# --deps: step 1 alone, for the test command to run before the compose test, which
+# reads web/node_modules side by side with this script.
+[ "${1:-}" != "--deps" ] || exit 0
 
 echo "== sdk: generated code and dist/ match openapi/openapi.yaml and src/" >&2
 (cd sdk && npm run --silent check)
