@@ -15,6 +15,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/rs/zerolog"
 
+	"github.com/agentfy/agentfy/api/answer"
 	"github.com/agentfy/agentfy/audit"
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/change"
@@ -85,9 +86,7 @@ func NewAdmin(cfg AdminConfig) *AdminServer {
 	eng.RedirectTrailingSlash = false
 	eng.RedirectFixedPath = false
 	s := &AdminServer{cfg: cfg, eng: eng, change: change.Changer{Dir: cfg.Dir, Creds: cfg.Creds}}
-	eng.Use(s.requestLog, noStore, gin.CustomRecovery(func(c *gin.Context, _ any) {
-		c.AbortWithStatusJSON(errInternal.status, errInternal.body())
-	}), refuseAmbiguous)
+	eng.Use(s.requestLog, answer.NoStore, answer.Recovery(), answer.RefuseAmbiguous)
 	eng.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"ok": true}) })
 	eng.GET("/openapi.yaml", func(c *gin.Context) { c.Data(http.StatusOK, "application/yaml", cfg.OpenAPI) })
 
@@ -105,7 +104,7 @@ func NewAdmin(cfg AdminConfig) *AdminServer {
 	a.GET("/orgs/:id/keys", s.listKeys)
 	a.DELETE("/orgs/:id/keys/:keyId", s.revokeKey)
 
-	answerUnrouted(eng, errAdminRoute)
+	answer.Unrouted(eng, answer.AdminNoRoute)
 	return s
 }
 
@@ -139,7 +138,7 @@ func (s *AdminServer) authenticate(c *gin.Context) {
 			s.abort(c, err)
 			return
 		}
-		s.fail(c, errAdminOnly, nil)
+		s.fail(c, answer.AdminOnly, nil)
 		return
 	}
 	key, err := s.cfg.Creds.VerifyAdminKey(ctx, token)
@@ -189,24 +188,24 @@ func (s *AdminServer) audit(c *gin.Context, ch change.Change) {
 	s.cfg.Audit.Admin(c.Request.Context(), audit.Admin{Source: audit.SourceAdminAPI, AdminKey: keyID, Action: string(ch.Action), IDs: ch.Map()})
 }
 
-// abort renders err through the admin API's table (adminErrorOf), logging what the
+// abort renders err through the admin API's table (answer.Admin), logging what the
 // client does not see of a 5xx.
 func (s *AdminServer) abort(c *gin.Context, err error) {
-	e := adminErrorOf(err)
+	e := answer.Admin(err)
 	var internal error
-	if e.status >= http.StatusInternalServerError {
+	if e.Status >= http.StatusInternalServerError {
 		internal = err // Redis: logged, never shown
 	}
 	s.fail(c, e, internal)
 }
 
 // fail answers e, logging internal first when it is not nil.
-func (s *AdminServer) fail(c *gin.Context, e httpError, internal error) {
+func (s *AdminServer) fail(c *gin.Context, e answer.Error, internal error) {
 	if internal != nil {
-		s.cfg.Log.Warn().Err(internal).Str("route", c.FullPath()).Str("reason", e.row().Reason).Msg("admin request failed")
+		s.cfg.Log.Warn().Err(internal).Str("route", c.FullPath()).Str("reason", e.Row().Reason).Msg("admin request failed")
 	}
-	closeIfBody(c)
-	c.AbortWithStatusJSON(e.status, e.body())
+	answer.CloseIfBody(c)
+	c.AbortWithStatusJSON(e.Status, e.Body())
 }
 
 // decode reads one JSON object of at most MaxAdminBody bytes with wire.DecodeStrict: a
@@ -216,17 +215,17 @@ func (s *AdminServer) fail(c *gin.Context, e httpError, internal error) {
 // that is wrong) and decode returns false.
 func (s *AdminServer) decode(c *gin.Context, v any) bool {
 	if ct := c.ContentType(); !strings.EqualFold(ct, "application/json") {
-		s.fail(c, errMediaType, nil)
+		s.fail(c, answer.MediaType, nil)
 		return false
 	}
 	b, err := wire.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, MaxAdminBody))
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
-		s.fail(c, errTooLarge, nil)
+		s.fail(c, answer.TooLarge, nil)
 		return false
 	case err != nil:
-		s.fail(c, errUnreadable, nil)
+		s.fail(c, answer.Unreadable, nil)
 		return false
 	}
 	if err := wire.DecodeStrict(b, v); err != nil {
@@ -240,18 +239,18 @@ func (s *AdminServer) decode(c *gin.Context, v any) bool {
 // fault as the body wrote it (a JSON pointer's path, "environments/0"): a member that
 // is not a field of the body (a case variant of one included), a member given twice,
 // or a value of the wrong type. Anything else is "not one JSON object".
-func bodyError(err error) httpError {
+func bodyError(err error) answer.Error {
 	var semantic *json.SemanticError
 	var syntactic *jsontext.SyntacticError
 	switch {
 	case errors.Is(err, json.ErrUnknownName) && errors.As(err, &semantic):
-		return invalid(fmt.Sprintf("%q: not a field of this body (names are matched exactly, case included)", member(semantic.JSONPointer)))
+		return answer.Invalid(fmt.Sprintf("%q: not a field of this body (names are matched exactly, case included)", member(semantic.JSONPointer)))
 	case errors.Is(err, jsontext.ErrDuplicateName) && errors.As(err, &syntactic):
-		return invalid(fmt.Sprintf("%q: given twice (a member may appear once)", member(syntactic.JSONPointer)))
+		return answer.Invalid(fmt.Sprintf("%q: given twice (a member may appear once)", member(syntactic.JSONPointer)))
 	case errors.As(err, &semantic) && semantic.JSONPointer != "" && semantic.GoType != nil:
-		return invalid(fmt.Sprintf("%s: must be %s", member(semantic.JSONPointer), jsonKind(semantic.GoType.Kind())))
+		return answer.Invalid(fmt.Sprintf("%s: must be %s", member(semantic.JSONPointer), jsonKind(semantic.GoType.Kind())))
 	default:
-		return errNotAnObject
+		return answer.NotAnObject
 	}
 }
 
@@ -284,7 +283,7 @@ func jsonKind(k reflect.Kind) string {
 func (s *AdminServer) pathID(c *gin.Context, param, field string) (string, bool) {
 	id := c.Param(param)
 	if !directory.ValidID(id) {
-		s.fail(c, invalid(field+": must be 1 to 64 of A-Z, a-z, 0-9, '_' and '-'"), nil)
+		s.fail(c, answer.Invalid(field+": must be 1 to 64 of A-Z, a-z, 0-9, '_' and '-'"), nil)
 		return "", false
 	}
 	return id, true
@@ -354,7 +353,7 @@ func (s *AdminServer) getMembers(c *gin.Context) {
 	}
 	m, err := s.cfg.Dir.Members(c.Request.Context(), id)
 	if errors.Is(err, directory.ErrNotFound) {
-		s.fail(c, missing(fmt.Sprintf("team: no team %q", id)), nil)
+		s.fail(c, answer.Missing(fmt.Sprintf("team: no team %q", id)), nil)
 		return
 	}
 	if err != nil {
@@ -374,7 +373,7 @@ func (s *AdminServer) putMembers(c *gin.Context) {
 		return
 	}
 	if body.Members == nil {
-		s.fail(c, invalid("members: is required (an empty array removes everyone)"), nil)
+		s.fail(c, answer.Invalid("members: is required (an empty array removes everyone)"), nil)
 		return
 	}
 	ch, added, removed, err := s.change.SetMembers(c.Request.Context(), id, body.Members)
@@ -483,12 +482,12 @@ func (s *AdminServer) createKey(c *gin.Context) {
 		return
 	}
 	if len(body.Scopes) == 0 || len(body.Scopes) > auth.MaxScopes {
-		s.fail(c, invalid(fmt.Sprintf("scopes: must list 1 to %d scopes", auth.MaxScopes)), nil)
+		s.fail(c, answer.Invalid(fmt.Sprintf("scopes: must list 1 to %d scopes", auth.MaxScopes)), nil)
 		return
 	}
 	for _, sc := range body.Scopes {
 		if !auth.ValidScope(sc) {
-			s.fail(c, invalid(fmt.Sprintf("scopes: bad scope %q", sc)), nil)
+			s.fail(c, answer.Invalid(fmt.Sprintf("scopes: bad scope %q", sc)), nil)
 			return
 		}
 	}
@@ -515,7 +514,7 @@ func (s *AdminServer) listKeys(c *gin.Context) {
 	}
 	ctx := c.Request.Context()
 	if _, err := s.cfg.Dir.Org(ctx, org); errors.Is(err, directory.ErrNotFound) {
-		s.fail(c, missing(fmt.Sprintf("org: no organisation %q", org)), nil)
+		s.fail(c, answer.Missing(fmt.Sprintf("org: no organisation %q", org)), nil)
 		return
 	} else if err != nil {
 		s.abort(c, err)
@@ -542,7 +541,7 @@ func (s *AdminServer) revokeKey(c *gin.Context) {
 	}
 	id := c.Param("keyId")
 	if !auth.ValidKeyID(id) {
-		s.fail(c, invalid("keyId: must be 16 lowercase hex digits"), nil)
+		s.fail(c, answer.Invalid("keyId: must be 16 lowercase hex digits"), nil)
 		return
 	}
 	ch, deleted, err := s.change.RevokeOrgKey(c.Request.Context(), org, id)

@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/agentfy/agentfy/api/answer"
 	"github.com/agentfy/agentfy/audit"
 	"github.com/agentfy/agentfy/internal/telemetry"
 	"github.com/agentfy/agentfy/wire"
@@ -19,7 +20,7 @@ import (
 
 // A view's outcomes, one name each for the metric's outcome label, the audit event's
 // outcome and the span's agentfy.outcome. The refusals' names are their answers' codes
-// (errors.go); a failure's is "unavailable" (or "identity_unavailable") with a reason
+// (package answer); a failure's is "unavailable" (or "identity_unavailable") with a reason
 // from wire's table.
 const (
 	outcomeFrame   = audit.OutcomeFrame // 200 with a page
@@ -43,15 +44,15 @@ const statusCancelled = 499
 // (couldFrame).
 func viewOutcomes() []viewAnswer {
 	answers := []viewAnswer{{http.StatusOK, outcomeFrame}, {http.StatusOK, outcomeNoTab}, {http.StatusOK, outcomeNotLive}}
-	for _, e := range []httpError{errUnauthenticated, errForbidden, errNotFound, errRateLimited, errIdentity} {
-		answers = append(answers, viewAnswer{e.status, e.code})
+	for _, e := range []answer.Error{answer.Unauthenticated, answer.Forbidden, answer.NotFound, answer.RateLimited, answer.Identity} {
+		answers = append(answers, viewAnswer{e.Status, e.Code})
 	}
 	for _, reason := range wire.Labels() {
-		if e := unavailable(reason); reason != wire.ReasonIdentityUnavailable && !slices.Contains(answers, viewAnswer{e.status, e.code}) {
-			answers = append(answers, viewAnswer{e.status, e.code})
+		if e := answer.Unavailable(reason); reason != wire.ReasonIdentityUnavailable && !slices.Contains(answers, viewAnswer{e.Status, e.Code}) {
+			answers = append(answers, viewAnswer{e.Status, e.Code})
 		}
 	}
-	return append(answers, viewAnswer{statusCancelled, outcomeCancelled}, viewAnswer{errInternal.status, outcomeOther})
+	return append(answers, viewAnswer{statusCancelled, outcomeCancelled}, viewAnswer{answer.Internal.Status, outcomeOther})
 }
 
 // decision is the one record of a view request: the handler fills it once — who asked,
@@ -89,7 +90,7 @@ func (s *Server) decide(c *gin.Context) {
 	defer func() {
 		if p := recover(); p != nil {
 			d.event.Outcome, d.event.Reason = outcomeOther, ""
-			s.record(c, d, errInternal.status)
+			s.record(c, d, answer.Internal.Status)
 			panic(p) // gin's recovery answers it
 		}
 		s.record(c, d, c.Writer.Status())
@@ -145,7 +146,7 @@ func (s *Server) record(c *gin.Context, d *decision, status int) {
 	if m := s.cfg.Metrics; m != nil {
 		st := strconv.Itoa(status)
 		m.outcomes.WithLabelValues(route, st, ev.Outcome).Inc()
-		if ev.Outcome == errRateLimited.code {
+		if ev.Outcome == answer.RateLimited.Code {
 			m.gate.Inc()
 		}
 		if ev.Reason != "" {

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/agentfy/agentfy/api/answer"
 	"github.com/agentfy/agentfy/audit"
 	"github.com/agentfy/agentfy/channel"
 	"github.com/agentfy/agentfy/view"
@@ -161,11 +162,9 @@ func (m *Metrics) ListenerHandler() http.Handler {
 	eng.HandleMethodNotAllowed = true
 	eng.RedirectTrailingSlash = false
 	eng.RedirectFixedPath = false
-	eng.Use(gin.CustomRecovery(func(c *gin.Context, _ any) {
-		c.AbortWithStatusJSON(errInternal.status, errInternal.body())
-	}))
+	eng.Use(answer.Recovery())
 	eng.GET(MetricsPath, gin.WrapH(m.Handler()))
-	answerUnrouted(eng, errNoRoute)
+	answer.Unrouted(eng, answer.NoRoute)
 	return eng
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/rs/zerolog"
 
+	"github.com/agentfy/agentfy/api/answer"
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/internal/test/testenv"
 	"github.com/agentfy/agentfy/view"
@@ -81,7 +82,7 @@ func TestMetricViewCountsReasons(t *testing.T) {
 		errs["reason-"+r] = &view.UnavailableError{Reason: r}
 	}
 	eng := gin.New()
-	eng.Use(gin.CustomRecovery(func(c *gin.Context, _ any) { c.AbortWithStatusJSON(errInternal.status, errInternal.body()) }))
+	eng.Use(gin.CustomRecovery(func(c *gin.Context, _ any) { c.AbortWithStatusJSON(answer.Internal.Status, answer.Internal.Body()) }))
 	eng.GET(route, s.decide, func(c *gin.Context) {
 		id := c.Param("id")
 		switch id {
@@ -274,7 +275,7 @@ func TestMetricsReasonsStartAtZero(t *testing.T) {
 	}
 }
 
-// notFoundBody is the public API's 404 of an unknown path (errNoRoute), as sent.
+// notFoundBody is the public API's 404 of an unknown path (answer.NoRoute), as sent.
 const notFoundBody = `{"error":{"code":"not_found","message":"no such route"}}`
 
 // TestMetricsListenerServesOnlyMetrics: a metrics listener's handler serves the series
