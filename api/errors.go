@@ -35,7 +35,7 @@ func (s *Server) answerError(c *gin.Context, e answer.Error, err error) {
 		c.Header("Retry-After", answer.RetryAfter(err, wait))
 	}
 	if e.Failure == wire.FailIdentityUnavailable && s.cfg.Metrics != nil {
-		s.cfg.Metrics.identity.WithLabelValues(c.FullPath()).Inc()
+		s.cfg.Metrics.CountIdentityUnavailable(c.FullPath())
 	}
 	if _, view := c.Get(ctxDecision); !view {
 		if e.Status >= http.StatusInternalServerError {

@@ -12,8 +12,8 @@
 //	GET  /healthz, /readyz, /openapi.yaml, and the web app at /
 //
 // The replica's metrics are not among them: /metrics here is an unknown path like any
-// other. They are served on a listener of their own (Metrics.ListenerHandler), the admin
-// API on another (AdminServer).
+// other. They are served on a listener of their own (metrics.Registry.ListenerHandler),
+// the admin API on another (AdminServer).
 package api
 
 import (
@@ -35,6 +35,7 @@ import (
 
 	"github.com/agentfy/agentfy/access"
 	"github.com/agentfy/agentfy/api/answer"
+	"github.com/agentfy/agentfy/api/metrics"
 	"github.com/agentfy/agentfy/audit"
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/channel"
@@ -57,9 +58,10 @@ type Config struct {
 	Grants   *view.Grants
 	Hub      *channel.Hub
 	Feed     *feed.Feed
-	// Metrics counts the view routes' answers; nil counts none. The routes here never
-	// serve it (Metrics.ListenerHandler does, on a listener of its own).
-	Metrics *Metrics
+	// Metrics counts the view routes' answers (NewMetrics); nil counts none. The routes
+	// here never serve it (metrics.Registry.ListenerHandler does, on a listener of its
+	// own).
+	Metrics *metrics.Registry
 	// Audit publishes a view decision's event; nil publishes none.
 	Audit *audit.Publisher
 	// OpenAPI is the document served at /openapi.yaml.
@@ -91,6 +93,12 @@ type Server struct {
 // Shutdown ends the long-lived status streams, so a graceful shutdown need not wait an
 // hour for them. Clients reconnect to another replica.
 func (s *Server) Shutdown() { s.once.Do(func() { close(s.done) }) }
+
+// The view routes, as they are registered and as the metrics' route label names them.
+const (
+	AgentViewRoute   = "/v1/agents/:id/worker/view"
+	PartnerViewRoute = "/v1/orgs/:orgId/agents/:id/worker/view"
+)
 
 // Limits of the edge.
 const (

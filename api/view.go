@@ -123,7 +123,7 @@ func (s *Server) consume(c *gin.Context) {
 		// answer of a grant it cannot have, the operator the reason.
 		s.log(c).Warn().Str("reason", "forged_capability").Msg("grant refused: its MAC is no replica's")
 		if s.cfg.Metrics != nil {
-			s.cfg.Metrics.forged.Inc()
+			s.cfg.Metrics.CountForgedGrant()
 		}
 	}
 	if err != nil {
