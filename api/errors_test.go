@@ -21,14 +21,6 @@ import (
 	"github.com/agentfy/agentfy/wire"
 )
 
-// The failure table's rows that name this package's values say them as they are: the
-// admin API's body bound.
-func TestFailureRowsSayThisPackagesValues(t *testing.T) {
-	if want := fmt.Sprintf("the body is larger than %d bytes", MaxAdminBody); answer.TooLarge.Message != want {
-		t.Errorf("too_large says %q, want %q", answer.TooLarge.Message, want)
-	}
-}
-
 // raisedHere is the error each reason this replica raises itself comes as: the edge's
 // identity_unavailable and the replica's own labels (pending_limit, not_durable,
 // internal, audit_unavailable). Every other reason arrives from the view service in a view.UnavailableError,

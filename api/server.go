@@ -13,7 +13,7 @@
 //
 // The replica's metrics are not among them: /metrics here is an unknown path like any
 // other. They are served on a listener of their own (metrics.Registry.ListenerHandler),
-// the admin API on another (AdminServer).
+// the admin API on another (package admin).
 package api
 
 import (

@@ -44,6 +44,7 @@ var own = map[string][]string{
 	"github.com/agentfy/agentfy/worker":           {"agentfy-worker"},
 	"github.com/agentfy/agentfy/channel":          {"agentfy-api", "agentfy"},
 	"github.com/agentfy/agentfy/api":              {"agentfy-api"},
+	"github.com/agentfy/agentfy/api/admin":        {"agentfy-api"},
 	"github.com/agentfy/agentfy/api/answer":       {"agentfy-api"},
 	"github.com/agentfy/agentfy/api/metrics":      {"agentfy-api"},
 	"github.com/agentfy/agentfy/internal/replica": {"agentfy-api"},
