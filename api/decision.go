@@ -44,7 +44,7 @@ const statusCancelled = 499
 // (couldFrame).
 func viewOutcomes() []metrics.ViewAnswer {
 	answers := []metrics.ViewAnswer{{Status: http.StatusOK, Outcome: outcomeFrame}, {Status: http.StatusOK, Outcome: outcomeNoTab}, {Status: http.StatusOK, Outcome: outcomeNotLive}}
-	for _, e := range []answer.Error{answer.Unauthenticated, answer.Forbidden, answer.NotFound, answer.RateLimited, answer.Identity} {
+	for _, e := range []answer.Error{answer.Unauthenticated, answer.Forbidden, answer.AgentNotFound, answer.RateLimited, answer.IdentityUnavailable} {
 		answers = append(answers, metrics.ViewAnswer{Status: e.Status, Outcome: e.Code})
 	}
 	for _, reason := range wire.Labels() {
@@ -53,7 +53,7 @@ func viewOutcomes() []metrics.ViewAnswer {
 			answers = append(answers, a)
 		}
 	}
-	return append(answers, metrics.ViewAnswer{Status: statusCancelled, Outcome: outcomeCancelled}, metrics.ViewAnswer{Status: answer.Internal.Status, Outcome: outcomeOther})
+	return append(answers, metrics.ViewAnswer{Status: statusCancelled, Outcome: outcomeCancelled}, metrics.ViewAnswer{Status: answer.Panic.Status, Outcome: outcomeOther})
 }
 
 // NewMetrics is a replica's metrics (metrics.New) with the series of its view routes
@@ -101,7 +101,7 @@ func (s *Server) decide(c *gin.Context) {
 	defer func() {
 		if p := recover(); p != nil {
 			d.event.Outcome, d.event.Reason = outcomeOther, ""
-			s.record(c, d, answer.Internal.Status)
+			s.record(c, d, answer.Panic.Status)
 			panic(p) // gin's recovery answers it
 		}
 		s.record(c, d, c.Writer.Status())

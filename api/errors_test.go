@@ -50,12 +50,12 @@ func TestAbort(t *testing.T) {
 		{"unauthenticated", auth.ErrUnauthenticated, answer.Unauthenticated, ""},
 		{"rate limited", view.ErrRateLimited, answer.RateLimited, ""},
 		{"window taken", &view.RateLimitedError{RetryAfter: view.GateWindow}, answer.RateLimited, ""},
-		{"not found", auth.ErrNotFound, answer.NotFound, ""},
+		{"not found", auth.ErrNotFound, answer.AgentNotFound, ""},
 		{"view capture", &view.UnavailableError{Reason: wire.ReasonCapture}, answer.Unavailable(wire.ReasonCapture), wire.ReasonCapture},
 		{"view failed with detail", fmt.Errorf("%w: %s", &view.UnavailableError{Reason: wire.ReasonFailed}, secret), answer.Unavailable(wire.ReasonFailed), wire.ReasonFailed},
 		{"pending limit", view.ErrBusy, answer.Unavailable(wire.ReasonInFlightLimit), "pending_limit"},
 		{"internal", errors.New(secret), answer.Unavailable(wire.ReasonInternal), "internal"},
-		{"identity provider unavailable", auth.ErrIdentityUnavailable, answer.Identity, wire.ReasonIdentityUnavailable},
+		{"identity provider unavailable", auth.ErrIdentityUnavailable, answer.IdentityUnavailable, wire.ReasonIdentityUnavailable},
 		{"too many streams of one user", feed.ErrTooManyForCaller, answer.To(wire.FailTooManyStreams), ""},
 		{"the status feed full", feed.ErrTooManyListeners, answer.To(wire.FailInternal), wire.ReasonInternal},
 	}
@@ -70,7 +70,7 @@ func TestAbort(t *testing.T) {
 		}
 		want := answer.Unavailable(r)
 		if r == wire.ReasonIdentityUnavailable {
-			want = answer.Identity
+			want = answer.IdentityUnavailable
 		}
 		if want.Status != wire.APIStatus(r) {
 			t.Errorf("%s is answered %d, the table says %d", r, want.Status, wire.APIStatus(r))
@@ -98,7 +98,7 @@ func TestAbort(t *testing.T) {
 			if got := strings.TrimSpace(w.Body.String()); got != string(want) {
 				t.Fatalf("body %s, want %s", got, want)
 			}
-			wantRetry := map[answer.Error]string{answer.RateLimited: "2", answer.Identity: "5", answer.To(wire.FailTooManyStreams): "2"}[tt.want]
+			wantRetry := map[answer.Error]string{answer.RateLimited: "2", answer.IdentityUnavailable: "5", answer.To(wire.FailTooManyStreams): "2"}[tt.want]
 			if got := w.Header().Get("Retry-After"); got != wantRetry {
 				t.Errorf("Retry-After %q for %s, want %q", got, tt.want.Code, wantRetry)
 			}

@@ -83,7 +83,7 @@ func TestMetricViewCountsReasons(t *testing.T) {
 		errs["reason-"+r] = &view.UnavailableError{Reason: r}
 	}
 	eng := gin.New()
-	eng.Use(gin.CustomRecovery(func(c *gin.Context, _ any) { c.AbortWithStatusJSON(answer.Internal.Status, answer.Internal.Body()) }))
+	eng.Use(gin.CustomRecovery(func(c *gin.Context, _ any) { c.AbortWithStatusJSON(answer.Panic.Status, answer.Panic.Body()) }))
 	eng.GET(route, s.decide, func(c *gin.Context) {
 		id := c.Param("id")
 		switch id {

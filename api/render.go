@@ -26,7 +26,7 @@ func decodeStrict(c *gin.Context, limit int64, v any) bool {
 func readStrict(c *gin.Context, limit int64, v any) *answer.Error {
 	if ct := c.ContentType(); ct != "" && !strings.EqualFold(ct, "application/json") {
 		answer.CloseIfBody(c) // the body is never read
-		return &answer.MediaType
+		return &answer.UnsupportedMediaType
 	}
 	b, err := wire.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, limit))
 	if err == nil {

@@ -164,7 +164,7 @@ func New(cfg Config) *Server {
 			answer.SetNoStore(c)
 		}
 		answer.CloseIfBody(c)
-		c.AbortWithStatusJSON(answer.Method.Status, answer.Method.Body())
+		c.AbortWithStatusJSON(answer.MethodNotAllowed.Status, answer.MethodNotAllowed.Body())
 	})
 	eng.NoRoute(func(c *gin.Context) {
 		answer.CloseIfBody(c)

@@ -214,17 +214,17 @@ func (s *Server) fail(c *gin.Context, e answer.Error, internal error) {
 // that is wrong) and decode returns false.
 func (s *Server) decode(c *gin.Context, v any) bool {
 	if ct := c.ContentType(); !strings.EqualFold(ct, "application/json") {
-		s.fail(c, answer.MediaType, nil)
+		s.fail(c, answer.UnsupportedMediaType, nil)
 		return false
 	}
 	b, err := wire.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, MaxBody))
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
-		s.fail(c, answer.TooLarge, nil)
+		s.fail(c, answer.AdminTooLarge, nil)
 		return false
 	case err != nil:
-		s.fail(c, answer.Unreadable, nil)
+		s.fail(c, answer.AdminUnreadable, nil)
 		return false
 	}
 	if err := wire.DecodeStrict(b, v); err != nil {
@@ -249,7 +249,7 @@ func bodyError(err error) answer.Error {
 	case errors.As(err, &semantic) && semantic.JSONPointer != "" && semantic.GoType != nil:
 		return answer.Invalid(fmt.Sprintf("%s: must be %s", member(semantic.JSONPointer), jsonKind(semantic.GoType.Kind())))
 	default:
-		return answer.NotAnObject
+		return answer.AdminNotAnObject
 	}
 }
 

@@ -28,8 +28,8 @@ import (
 // The failure table's rows that name this package's values say them as they are: the
 // admin API's body bound.
 func TestFailureRowsSayThisPackagesValues(t *testing.T) {
-	if want := fmt.Sprintf("the body is larger than %d bytes", admin.MaxBody); answer.TooLarge.Message != want {
-		t.Errorf("too_large says %q, want %q", answer.TooLarge.Message, want)
+	if want := fmt.Sprintf("the body is larger than %d bytes", admin.MaxBody); answer.AdminTooLarge.Message != want {
+		t.Errorf("too_large says %q, want %q", answer.AdminTooLarge.Message, want)
 	}
 }
 

@@ -49,27 +49,28 @@ func (e Error) Body() wire.ErrorBody {
 }
 
 // The answers of the public API (its consume route and status feed included) that its
-// handlers and the view routes' outcomes name.
+// handlers and the view routes' outcomes name. Each is named as its row of the failure
+// table: X is To(wire.FailX).
 var (
-	Unauthenticated = To(wire.FailUnauthenticated)
-	Forbidden       = To(wire.FailForbidden)
-	NotFound        = To(wire.FailAgentNotFound)
-	RateLimited     = To(wire.FailRateLimited)
-	Identity        = To(wire.FailIdentityUnavailable)
-	BadRequest      = To(wire.FailBadRequest)
-	NoRoute         = To(wire.FailNoRoute)
-	Method          = To(wire.FailMethodNotAllowed)
-	MediaType       = To(wire.FailUnsupportedMediaType)
-	Internal        = To(wire.FailPanic)
+	Unauthenticated      = To(wire.FailUnauthenticated)
+	Forbidden            = To(wire.FailForbidden)
+	AgentNotFound        = To(wire.FailAgentNotFound)
+	RateLimited          = To(wire.FailRateLimited)
+	IdentityUnavailable  = To(wire.FailIdentityUnavailable)
+	BadRequest           = To(wire.FailBadRequest)
+	NoRoute              = To(wire.FailNoRoute)
+	MethodNotAllowed     = To(wire.FailMethodNotAllowed)
+	UnsupportedMediaType = To(wire.FailUnsupportedMediaType)
+	Panic                = To(wire.FailPanic)
 )
 
-// The admin API's own answers that its handlers name.
+// The admin API's own answers that its handlers name, named as the public API's.
 var (
-	AdminOnly    = To(wire.FailAdminOnly)
-	TooLarge     = To(wire.FailAdminTooLarge)
-	AdminNoRoute = To(wire.FailAdminNoRoute)
-	Unreadable   = To(wire.FailAdminUnreadable)
-	NotAnObject  = To(wire.FailAdminNotAnObject)
+	AdminOnly        = To(wire.FailAdminOnly)
+	AdminTooLarge    = To(wire.FailAdminTooLarge)
+	AdminNoRoute     = To(wire.FailAdminNoRoute)
+	AdminUnreadable  = To(wire.FailAdminUnreadable)
+	AdminNotAnObject = To(wire.FailAdminNotAnObject)
 )
 
 // The answers only the tables below give.
@@ -134,9 +135,9 @@ var publicTable = []struct {
 	answer Error
 }{
 	{auth.ErrUnauthenticated, Unauthenticated},
-	{auth.ErrIdentityUnavailable, Identity},
+	{auth.ErrIdentityUnavailable, IdentityUnavailable},
 	{auth.ErrForbidden, Forbidden},
-	{auth.ErrNotFound, NotFound},
+	{auth.ErrNotFound, AgentNotFound},
 	{view.ErrRateLimited, RateLimited},
 	{view.ErrGrantNotFound, errGrant},
 	{view.ErrGrantForged, errGrant},

@@ -30,10 +30,10 @@ func TestPublic(t *testing.T) {
 		{"capability not found", view.ErrGrantNotFound, plain{404, "not_found", "capability not found"}},
 		{"too many streams", feed.ErrTooManyForCaller, plain{429, "too_many_streams", "this user holds too many status streams; close one"}},
 		{"identity provider unavailable", auth.ErrIdentityUnavailable, plain{503, "identity_unavailable", "the sign-in service is not answering; retry later (this is not a sign-out)"}},
-		{"wrapped identity unavailable", fmt.Errorf("verify: %w", auth.ErrIdentityUnavailable), Identity.plain()},
+		{"wrapped identity unavailable", fmt.Errorf("verify: %w", auth.ErrIdentityUnavailable), IdentityUnavailable.plain()},
 		{"wrapped unauthenticated", fmt.Errorf("verify: %w", auth.ErrUnauthenticated), Unauthenticated.plain()},
 		{"wrapped forbidden", fmt.Errorf("authorize: %w", auth.ErrForbidden), Forbidden.plain()},
-		{"wrapped not found", fmt.Errorf("agent: %w", auth.ErrNotFound), NotFound.plain()},
+		{"wrapped not found", fmt.Errorf("agent: %w", auth.ErrNotFound), AgentNotFound.plain()},
 		{"wrapped rate limited", fmt.Errorf("gate: %w", view.ErrRateLimited), RateLimited.plain()},
 		{"wrapped grant", fmt.Errorf("consume: %w", view.ErrGrantNotFound), errGrant.plain()},
 		{"joined with a sentinel", errors.Join(internal, auth.ErrForbidden), Forbidden.plain()},
@@ -56,7 +56,7 @@ func TestPublic(t *testing.T) {
 	for _, r := range wire.Labels() {
 		want := plain{http.StatusServiceUnavailable, "unavailable", "the browser view is temporarily unavailable; retry later"}
 		if r == wire.ReasonIdentityUnavailable {
-			want = Identity.plain()
+			want = IdentityUnavailable.plain()
 		}
 		if got := Unavailable(r).plain(); got != want {
 			t.Fatalf("Unavailable(%s) = %+v, want %+v", r, got, want)
@@ -124,14 +124,14 @@ func TestFailureRowsSayThisPackagesValues(t *testing.T) {
 	if want := fmt.Sprintf("one view per agent every %d seconds; retry later", int(view.GateWindow/time.Second)); RateLimited.Message != want {
 		t.Errorf("rate_limited says %q, want %q", RateLimited.Message, want)
 	}
-	if got := Identity.Row().RetryAfter; got != 5*time.Second {
+	if got := IdentityUnavailable.Row().RetryAfter; got != 5*time.Second {
 		t.Errorf("identity_unavailable's Retry-After %s, want 5s", got)
 	}
 	if got := errStreams.Row().RetryAfter; got != 2*time.Second {
 		t.Errorf("too_many_streams' Retry-After %s, want 2s (docs/operating.md)", got)
 	}
 	// Every answer of the replica's listeners is a row of one of them.
-	for _, e := range []Error{Unauthenticated, Forbidden, NotFound, RateLimited, Identity, BadRequest, errGrant, errStreams, NoRoute, Method, MediaType, Internal, errUnavailable, errTwoCredentials, errEncodedSlash, AdminOnly, TooLarge, AdminNoRoute, errAdminNotFound, Unreadable, NotAnObject, errDirectory, Invalid("x"), Missing("x")} {
+	for _, e := range []Error{Unauthenticated, Forbidden, AgentNotFound, RateLimited, IdentityUnavailable, BadRequest, errGrant, errStreams, NoRoute, MethodNotAllowed, UnsupportedMediaType, Panic, errUnavailable, errTwoCredentials, errEncodedSlash, AdminOnly, AdminTooLarge, AdminNoRoute, errAdminNotFound, AdminUnreadable, AdminNotAnObject, errDirectory, Invalid("x"), Missing("x")} {
 		if r := e.Row(); r.Listeners&(wire.ListenerPublic|wire.ListenerAdmin|wire.ListenerConsume|wire.ListenerStatus|wire.ListenerMetrics) == 0 || r.Status != e.Status || r.Code != e.Code {
 			t.Errorf("%+v: not a row of the replica's listeners", e)
 		}

@@ -11,7 +11,7 @@ import (
 // Recovery answers a handler's panic 500 internal, in the one error body.
 func Recovery() gin.HandlerFunc {
 	return gin.CustomRecovery(func(c *gin.Context, _ any) {
-		c.AbortWithStatusJSON(Internal.Status, Internal.Body())
+		c.AbortWithStatusJSON(Panic.Status, Panic.Body())
 	})
 }
 
@@ -21,7 +21,7 @@ func Recovery() gin.HandlerFunc {
 func Unrouted(eng *gin.Engine, notFound Error) {
 	eng.NoMethod(func(c *gin.Context) {
 		CloseIfBody(c)
-		c.AbortWithStatusJSON(Method.Status, Method.Body())
+		c.AbortWithStatusJSON(MethodNotAllowed.Status, MethodNotAllowed.Body())
 	})
 	eng.NoRoute(func(c *gin.Context) {
 		CloseIfBody(c)
