@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentfy/agentfy/internal/test/stacktest"
 	"github.com/agentfy/agentfy/internal/test/testenv"
 	"github.com/agentfy/agentfy/wire"
 )
@@ -45,13 +46,13 @@ func TestChannelRefusalsAreJSON(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			a := ambiguous{method: http.MethodGet, path: wire.ChannelPath, bearers: tt.bearers}.send(t, ctx, s.base)
+			a := stacktest.Ambiguous{Method: http.MethodGet, Path: wire.ChannelPath, Bearers: tt.bearers}.Send(ctx, t, s.base)
 			row := tt.want.Row()
 			body := `{"error":{"code":"` + row.Code + `","message":"` + row.Message + `"}}`
-			if a.status != row.Status || string(a.body) != body {
-				t.Fatalf("%d %s, want %d %s", a.status, a.body, row.Status, body)
+			if a.Status != row.Status || string(a.Body) != body {
+				t.Fatalf("%d %s, want %d %s", a.Status, a.Body, row.Status, body)
 			}
-			if ct, cc := a.header.Get("Content-Type"), a.header.Get("Cache-Control"); ct != "application/json; charset=utf-8" || cc != "no-store" {
+			if ct, cc := a.Header.Get("Content-Type"), a.Header.Get("Cache-Control"); ct != "application/json; charset=utf-8" || cc != "no-store" {
 				t.Errorf("Content-Type %q, Cache-Control %q", ct, cc)
 			}
 		})

@@ -5,13 +5,14 @@ import (
 	"errors"
 	"net/http"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/agentfy/agentfy/api/answer"
+	"github.com/agentfy/agentfy/api/metrics"
 	"github.com/agentfy/agentfy/audit"
 	"github.com/agentfy/agentfy/internal/telemetry"
 	"github.com/agentfy/agentfy/wire"
@@ -19,7 +20,7 @@ import (
 
 // A view's outcomes, one name each for the metric's outcome label, the audit event's
 // outcome and the span's agentfy.outcome. The refusals' names are their answers' codes
-// (errors.go); a failure's is "unavailable" (or "identity_unavailable") with a reason
+// (package answer); a failure's is "unavailable" (or "identity_unavailable") with a reason
 // from wire's table.
 const (
 	outcomeFrame   = audit.OutcomeFrame // 200 with a page
@@ -41,17 +42,28 @@ const statusCancelled = 499
 // the viewer gone and the handler's panic. Every series of agentfy_view_requests_total is one of
 // them; the alert on failing views divides by those that could have produced a frame
 // (couldFrame).
-func viewOutcomes() []viewAnswer {
-	answers := []viewAnswer{{http.StatusOK, outcomeFrame}, {http.StatusOK, outcomeNoTab}, {http.StatusOK, outcomeNotLive}}
-	for _, e := range []httpError{errUnauthenticated, errForbidden, errNotFound, errRateLimited, errIdentity} {
-		answers = append(answers, viewAnswer{e.status, e.code})
+func viewOutcomes() []metrics.ViewAnswer {
+	answers := []metrics.ViewAnswer{{Status: http.StatusOK, Outcome: outcomeFrame}, {Status: http.StatusOK, Outcome: outcomeNoTab}, {Status: http.StatusOK, Outcome: outcomeNotLive}}
+	for _, e := range []answer.Error{answer.Unauthenticated, answer.Forbidden, answer.AgentNotFound, answer.RateLimited, answer.IdentityUnavailable} {
+		answers = append(answers, metrics.ViewAnswer{Status: e.Status, Outcome: e.Code})
 	}
 	for _, reason := range wire.Labels() {
-		if e := unavailable(reason); reason != wire.ReasonIdentityUnavailable && !slices.Contains(answers, viewAnswer{e.status, e.code}) {
-			answers = append(answers, viewAnswer{e.status, e.code})
+		e := answer.Unavailable(reason)
+		if a := (metrics.ViewAnswer{Status: e.Status, Outcome: e.Code}); reason != wire.ReasonIdentityUnavailable && !slices.Contains(answers, a) {
+			answers = append(answers, a)
 		}
 	}
-	return append(answers, viewAnswer{statusCancelled, outcomeCancelled}, viewAnswer{errInternal.status, outcomeOther})
+	return append(answers, metrics.ViewAnswer{Status: statusCancelled, Outcome: outcomeCancelled}, metrics.ViewAnswer{Status: answer.Panic.Status, Outcome: outcomeOther})
+}
+
+// NewMetrics is a replica's metrics (metrics.New) with the series of its view routes
+// made up front: every answer they give (viewOutcomes) and every reason of a 503.
+// pending, waiters, workers and listeners are read at scrape time (metrics.Config).
+func NewMetrics(pending, waiters, workers, listeners func() int) *metrics.Registry {
+	return metrics.New(metrics.Config{
+		ViewRoutes: []string{AgentViewRoute, PartnerViewRoute}, ViewAnswers: viewOutcomes(),
+		Pending: pending, Waiters: waiters, Workers: workers, Listeners: listeners,
+	})
 }
 
 // decision is the one record of a view request: the handler fills it once — who asked,
@@ -89,7 +101,7 @@ func (s *Server) decide(c *gin.Context) {
 	defer func() {
 		if p := recover(); p != nil {
 			d.event.Outcome, d.event.Reason = outcomeOther, ""
-			s.record(c, d, errInternal.status)
+			s.record(c, d, answer.Panic.Status)
 			panic(p) // gin's recovery answers it
 		}
 		s.record(c, d, c.Writer.Status())
@@ -143,15 +155,10 @@ func (s *Server) record(c *gin.Context, d *decision, status int) {
 	line.Msg("view")
 
 	if m := s.cfg.Metrics; m != nil {
-		st := strconv.Itoa(status)
-		m.outcomes.WithLabelValues(route, st, ev.Outcome).Inc()
-		if ev.Outcome == errRateLimited.code {
-			m.gate.Inc()
-		}
-		if ev.Reason != "" {
-			m.reasons.WithLabelValues(route, ev.Reason).Inc()
-		}
-		m.latency.WithLabelValues(route, st).Observe(took.Seconds())
+		m.CountView(metrics.View{
+			Route: route, Status: status, Outcome: ev.Outcome, Reason: ev.Reason,
+			Gated: ev.Outcome == answer.RateLimited.Code, Took: took,
+		})
 	}
 
 	if span := trace.SpanFromContext(c.Request.Context()); span.IsRecording() {

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentfy/agentfy/api"
+	"github.com/agentfy/agentfy/api/metrics"
 	"github.com/agentfy/agentfy/internal/dev/stack"
 	"github.com/agentfy/agentfy/internal/test/stacktest"
 	"github.com/agentfy/agentfy/internal/test/testenv"
@@ -32,11 +32,11 @@ func TestMetricsOnlyOnTheMetricsListener(t *testing.T) {
 		wantStatus int
 		wantBody   string // "" for the series
 	}{
-		{name: "the metrics listener", url: r.MetricsURL + api.MetricsPath, wantStatus: http.StatusOK},
-		{name: "the public listener", url: r.URL + api.MetricsPath, wantStatus: http.StatusNotFound, wantBody: notFound},
-		{name: "the public listener with a member's token", url: r.URL + api.MetricsPath, bearer: c.Token(t, "u-alice"), wantStatus: http.StatusNotFound, wantBody: notFound},
-		{name: "the admin listener", url: r.AdminURL + api.MetricsPath, wantStatus: http.StatusNotFound, wantBody: adminNotFound},
-		{name: "the admin listener with the admin key", url: r.AdminURL + api.MetricsPath, bearer: c.St.AdminKey, wantStatus: http.StatusNotFound, wantBody: adminNotFound},
+		{name: "the metrics listener", url: r.MetricsURL + metrics.Path, wantStatus: http.StatusOK},
+		{name: "the public listener", url: r.URL + metrics.Path, wantStatus: http.StatusNotFound, wantBody: notFound},
+		{name: "the public listener with a member's token", url: r.URL + metrics.Path, bearer: c.Token(t, "u-alice"), wantStatus: http.StatusNotFound, wantBody: notFound},
+		{name: "the admin listener", url: r.AdminURL + metrics.Path, wantStatus: http.StatusNotFound, wantBody: adminNotFound},
+		{name: "the admin listener with the admin key", url: r.AdminURL + metrics.Path, bearer: c.St.AdminKey, wantStatus: http.StatusNotFound, wantBody: adminNotFound},
 		{name: "health on the metrics listener", url: r.MetricsURL + "/healthz", wantStatus: http.StatusNotFound, wantBody: notFound},
 		{name: "a view route on the metrics listener", url: r.MetricsURL + "/v1/agents/agent-scout/worker/view", bearer: c.Token(t, "u-alice"), wantStatus: http.StatusNotFound, wantBody: notFound},
 		{name: "an admin route on the metrics listener", url: r.MetricsURL + "/v1/admin/orgs/org-acme/keys", bearer: c.St.AdminKey, wantStatus: http.StatusNotFound, wantBody: notFound},

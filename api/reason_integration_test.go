@@ -12,7 +12,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/agentfy/agentfy/api"
+	"github.com/agentfy/agentfy/api/metrics"
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/directory"
 	"github.com/agentfy/agentfy/internal/dev/stack"
@@ -93,7 +93,7 @@ func fetch(t *testing.T, ctx context.Context, url, bearer string) (int, http.Hea
 // route from /metrics of the replica's metrics listener, by reason.
 func (s *one) unavailable(t *testing.T, ctx context.Context) map[string]float64 {
 	t.Helper()
-	status, _, body := fetch(t, ctx, s.r.MetricsURL+api.MetricsPath, "")
+	status, _, body := fetch(t, ctx, s.r.MetricsURL+metrics.Path, "")
 	if status != http.StatusOK {
 		t.Fatalf("/metrics answered %d", status)
 	}

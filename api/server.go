@@ -1,7 +1,7 @@
 // Package api is the HTTP edge of an API replica (Gin): it parses requests, calls the
 // services, and renders their results. Every error's answer is a row of the failure
-// table (wire.Failure), looked up in one file (errors.go: the public API's errors and
-// the admin API's, and a view's failure by its reason). Routes:
+// table (wire.Failure), looked up in one place (package answer: the public API's errors
+// and the admin API's, and a view's failure by its reason). Routes:
 //
 //	GET  /v1/agents                                     human JWT           the member's agents
 //	GET  /v1/agents/:id/worker/view                     human JWT           view.Result
@@ -12,8 +12,8 @@
 //	GET  /healthz, /readyz, /openapi.yaml, and the web app at /
 //
 // The replica's metrics are not among them: /metrics here is an unknown path like any
-// other. They are served on a listener of their own (Metrics.ListenerHandler), the admin
-// API on another (AdminServer).
+// other. They are served on a listener of their own (metrics.Registry.ListenerHandler),
+// the admin API on another (package admin).
 package api
 
 import (
@@ -34,6 +34,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentfy/agentfy/access"
+	"github.com/agentfy/agentfy/api/answer"
+	"github.com/agentfy/agentfy/api/metrics"
 	"github.com/agentfy/agentfy/audit"
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/channel"
@@ -56,9 +58,10 @@ type Config struct {
 	Grants   *view.Grants
 	Hub      *channel.Hub
 	Feed     *feed.Feed
-	// Metrics counts the view routes' answers; nil counts none. The routes here never
-	// serve it (Metrics.ListenerHandler does, on a listener of its own).
-	Metrics *Metrics
+	// Metrics counts the view routes' answers (NewMetrics); nil counts none. The routes
+	// here never serve it (metrics.Registry.ListenerHandler does, on a listener of its
+	// own).
+	Metrics *metrics.Registry
 	// Audit publishes a view decision's event; nil publishes none.
 	Audit *audit.Publisher
 	// OpenAPI is the document served at /openapi.yaml.
@@ -91,6 +94,12 @@ type Server struct {
 // hour for them. Clients reconnect to another replica.
 func (s *Server) Shutdown() { s.once.Do(func() { close(s.done) }) }
 
+// The view routes, as they are registered and as the metrics' route label names them.
+const (
+	AgentViewRoute   = "/v1/agents/:id/worker/view"
+	PartnerViewRoute = "/v1/orgs/:orgId/agents/:id/worker/view"
+)
+
 // Limits of the edge.
 const (
 	// MaxConsumeBody bounds the consume request body.
@@ -104,7 +113,7 @@ const (
 const (
 	ctxLogger = "agentfy.log"
 	// ctxOutcome and ctxReason are a consume request's outcome (its error's code) and,
-	// for a 503, why (reasonLabel), for its span; a view's are its decision's.
+	// for a 503, why (answer.Reason), for its span; a view's are its decision's.
 	ctxOutcome = "agentfy.outcome"
 	ctxReason  = "agentfy.reason"
 )
@@ -124,19 +133,17 @@ func New(cfg Config) *Server {
 		// First, so that the request's log lines carry its span's trace id.
 		eng.Use(traceRoute(telemetry.EdgeHandler(cfg.Tracer, http.HandlerFunc(runTraced), s.continuesTrace)))
 	}
-	eng.Use(s.requestLog, gin.CustomRecovery(func(c *gin.Context, _ any) {
-		c.AbortWithStatusJSON(errInternal.status, errInternal.body())
-	}), refuseAmbiguous)
+	eng.Use(s.requestLog, answer.Recovery(), answer.RefuseAmbiguous)
 
-	v1 := eng.Group("/v1", noStore)
-	views := eng.Group("", noStore, s.decide, s.traceView)
+	v1 := eng.Group("/v1", answer.NoStore)
+	views := eng.Group("", answer.NoStore, s.decide, s.traceView)
 	views.GET(AgentViewRoute, s.agentView)
 	views.GET(PartnerViewRoute, s.partnerView)
 	v1.GET("/agents", s.agents)
 	v1.GET("/agents/:id/worker/status", s.status)
 	// The two routes of the other processes, as the wire contract names them.
-	eng.POST(wire.ConsumePath, noStore, s.traceConsume, s.consume)
-	eng.GET(wire.ChannelPath, noStore, gin.WrapH(cfg.Hub))
+	eng.POST(wire.ConsumePath, answer.NoStore, s.traceConsume, s.consume)
+	eng.GET(wire.ChannelPath, answer.NoStore, gin.WrapH(cfg.Hub))
 
 	eng.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"ok": true}) })
 	eng.GET("/readyz", s.ready)
@@ -149,22 +156,25 @@ func New(cfg Config) *Server {
 			csp += "; script-src 'self' " + hashes
 		}
 	}
+	// Every /v1 answer is no-store, errors included (answer.NoStore on the routes): so
+	// are the answers outside the routes, an unknown /v1 path and a method a route does
+	// not take.
 	eng.NoMethod(func(c *gin.Context) {
 		if isV1(c.Request.URL.Path) {
-			setNoStore(c)
+			answer.SetNoStore(c)
 		}
-		closeIfBody(c)
-		c.AbortWithStatusJSON(errMethod.status, errMethod.body())
+		answer.CloseIfBody(c)
+		c.AbortWithStatusJSON(answer.MethodNotAllowed.Status, answer.MethodNotAllowed.Body())
 	})
 	eng.NoRoute(func(c *gin.Context) {
-		closeIfBody(c)
+		answer.CloseIfBody(c)
 		if isV1(c.Request.URL.Path) {
-			setNoStore(c)
-			c.AbortWithStatusJSON(errNoRoute.status, errNoRoute.body())
+			answer.SetNoStore(c)
+			c.AbortWithStatusJSON(answer.NoRoute.Status, answer.NoRoute.Body())
 			return
 		}
 		if static == nil || (c.Request.Method != http.MethodGet && c.Request.Method != http.MethodHead) {
-			c.AbortWithStatusJSON(errNoRoute.status, errNoRoute.body())
+			c.AbortWithStatusJSON(answer.NoRoute.Status, answer.NoRoute.Body())
 			return
 		}
 		h := c.Writer.Header()
@@ -198,47 +208,6 @@ func inlineScriptHashes(app fs.FS) string {
 
 // Handler is the replica's http.Handler.
 func (s *Server) Handler() http.Handler { return s.eng }
-
-// noStore marks every /v1 response, errors included, as not to be stored by any cache.
-// Answers outside the routes (an unknown /v1 path, a method a route does not take) get
-// the same headers from NoRoute and NoMethod.
-func noStore(c *gin.Context) {
-	setNoStore(c)
-	c.Next()
-}
-
-func setNoStore(c *gin.Context) {
-	c.Header("Cache-Control", "no-store")
-	c.Header("X-Content-Type-Options", "nosniff")
-}
-
-// refuseAmbiguous answers 400, with no-store and the error body, a request that one
-// reader could take one way and another reader another, before any route's handler
-// runs (it is registered where each listener's router is built):
-//
-//   - more than one Authorization header. The handlers read the first (gin's
-//     GetHeader, net/http's Header.Get); a proxy or log in front may read another, so
-//     which credential was checked would depend on who asks.
-//   - an encoded slash (%2F, any case) in the path. The router matches the decoded
-//     path, so /v1/admin/teams/t1%2Fmembers would reach the route of t1's member list
-//     and /v1/agents/a%2Fworker%2Fview an agent's view. No id contains '/'.
-func refuseAmbiguous(c *gin.Context) {
-	switch {
-	case len(c.Request.Header.Values("Authorization")) > 1:
-		refuse(c, errTwoCredentials)
-	case strings.Contains(strings.ToLower(c.Request.URL.EscapedPath()), "%2f"):
-		refuse(c, errEncodedSlash)
-	default:
-		c.Next()
-	}
-}
-
-// refuse answers e with no-store, whatever the route, and ends the request.
-func refuse(c *gin.Context, e httpError) {
-	setNoStore(c)
-	closeIfBody(c)
-	c.AbortWithStatusJSON(e.status, e.body())
-}
 
 // isV1 reports whether path is /v1 or under it, in any case (a client that got the
 // case wrong still gets a /v1 answer).

@@ -123,7 +123,7 @@ func (s *Server) consume(c *gin.Context) {
 		// answer of a grant it cannot have, the operator the reason.
 		s.log(c).Warn().Str("reason", "forged_capability").Msg("grant refused: its MAC is no replica's")
 		if s.cfg.Metrics != nil {
-			s.cfg.Metrics.forged.Inc()
+			s.cfg.Metrics.CountForgedGrant()
 		}
 	}
 	if err != nil {
@@ -144,7 +144,7 @@ func (s *Server) decodeConsume(c *gin.Context, token string, v any) bool {
 	if refusal == nil {
 		return true
 	}
-	// A refused body ends the connection's reads (closeIfBody), and with them, soon, the
+	// A refused body ends the connection's reads (answer.CloseIfBody), and with them, soon, the
 	// request's context: the pass is checked under a deadline of its own.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request.Context()), consumeRefusalTimeout)
 	defer cancel()
@@ -152,7 +152,7 @@ func (s *Server) decodeConsume(c *gin.Context, token string, v any) bool {
 		s.abort(c, err)
 		return false
 	}
-	c.AbortWithStatusJSON(refusal.status, refusal.body())
+	c.AbortWithStatusJSON(refusal.Status, refusal.Body())
 	return false
 }
 

@@ -22,7 +22,7 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/rs/zerolog"
 
-	"github.com/agentfy/agentfy/api"
+	"github.com/agentfy/agentfy/api/metrics"
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/bus"
 	"github.com/agentfy/agentfy/deploy"
@@ -590,7 +590,7 @@ func (c *capacity) snapshot(ctx context.Context) (snapshot, error) {
 	}
 	s.natsOut, s.natsBytes = v.OutMsgs, v.OutBytes
 	for _, n := range c.replicas {
-		body, err := c.get(ctx, n.metricsURL+api.MetricsPath)
+		body, err := c.get(ctx, n.metricsURL+metrics.Path)
 		if err != nil {
 			return s, err
 		}

@@ -44,6 +44,9 @@ var own = map[string][]string{
 	"github.com/agentfy/agentfy/worker":           {"agentfy-worker"},
 	"github.com/agentfy/agentfy/channel":          {"agentfy-api", "agentfy"},
 	"github.com/agentfy/agentfy/api":              {"agentfy-api"},
+	"github.com/agentfy/agentfy/api/admin":        {"agentfy-api"},
+	"github.com/agentfy/agentfy/api/answer":       {"agentfy-api"},
+	"github.com/agentfy/agentfy/api/metrics":      {"agentfy-api"},
 	"github.com/agentfy/agentfy/internal/replica": {"agentfy-api"},
 }
 
@@ -114,10 +117,11 @@ func TestStoresLinkNoBus(t *testing.T) {
 	}
 }
 
-// TestAPIImportsNoRedisClient: the HTTP edge parses, calls and renders; the rules of who
-// may see an agent are access's, and every Redis read a store's.
+// TestAPIImportsNoRedisClient: the HTTP edge (api and the packages under it) parses,
+// calls and renders; the rules of who may see an agent are access's, and every Redis
+// read a store's.
 func TestAPIImportsNoRedisClient(t *testing.T) {
-	out, err := exec.CommandContext(t.Context(), "go", "list", "-f", "{{join .Imports \" \"}}", "../api").Output()
+	out, err := exec.CommandContext(t.Context(), "go", "list", "-f", "{{join .Imports \" \"}}", "../api/...").Output()
 	if err != nil {
 		t.Fatal(err)
 	}

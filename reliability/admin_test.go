@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/agentfy/agentfy/api"
+	"github.com/agentfy/agentfy/api/admin"
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/internal/dev/stack"
 	"github.com/agentfy/agentfy/internal/replica"
@@ -43,7 +43,7 @@ func TestAdminListener(t *testing.T) {
 		t.Fatalf("revoke: %v %v", ok, err)
 	}
 	member := client.Token(t, "u-alice")
-	huge := `{"members":["` + strings.Repeat("u", api.MaxAdminBody) + `"]}`
+	huge := `{"members":["` + strings.Repeat("u", admin.MaxBody) + `"]}`
 	const put = "/v1/admin/teams/team-atlas/members/u-dave"
 	agentBody := func(extra string) string {
 		return `{"name":"A","team":"team-atlas","org":"org-acme","environment":"production"` + extra + `}`

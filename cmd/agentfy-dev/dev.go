@@ -18,7 +18,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/agentfy/agentfy/api"
+	"github.com/agentfy/agentfy/api/metrics"
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/broker"
 	"github.com/agentfy/agentfy/broker/masks"
@@ -257,7 +257,7 @@ func newReadyFile(st *stack.Stack, uses readyUses, tokens, keys map[string]strin
 		NATSOperator: natsCred(st, bus.RoleOperator),
 		Agent:        demoAgent, IdleAgent: idleAgent, EmptyAgent: emptyAgent, ForeignAgent: foreignAgent, Tokens: tokens,
 		OrgID: demoOrg, OrgKeys: keys, Site: st.Site, SessionID: sessionID,
-		Metrics:   []string{st.Replicas[0].MetricsURL + api.MetricsPath, st.Replicas[1].MetricsURL + api.MetricsPath},
+		Metrics:   []string{st.Replicas[0].MetricsURL + metrics.Path, st.Replicas[1].MetricsURL + metrics.Path},
 		JWTSecret: string(st.Secret),
 		Admin:     readyAdmin{URL: st.Replicas[0].AdminURL, Key: st.AdminKey},
 	}

@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/net/netutil"
 
-	"github.com/agentfy/agentfy/api"
+	"github.com/agentfy/agentfy/api/admin"
 	"github.com/agentfy/agentfy/openapi"
 )
 
@@ -17,15 +17,15 @@ import (
 // sync job and operators, not the public.
 const MaxAdminConnections = 64
 
-// ServeAdmin serves the admin API (api.AdminServer) on ln, a listener of its own, until
+// ServeAdmin serves the admin API (admin.Server) on ln, a listener of its own, until
 // ctx ends. Its requests are bounded like the public ones: headers in HeaderTimeout, a
-// whole request (at most api.MaxAdminBody) in BodyTimeout.
+// whole request (at most admin.MaxBody) in BodyTimeout.
 func (r *Replica) ServeAdmin(ctx context.Context, ln net.Listener) error {
-	admin := api.NewAdmin(api.AdminConfig{
+	s := admin.New(admin.Config{
 		Log: r.opts.Log.With().Str("listener", "admin").Logger(), Creds: r.Creds, Dir: r.Dir, JWT: r.JWT,
 		OpenAPI: openapi.AdminDocument, Audit: r.Audit,
 	})
-	return serveAside(ctx, netutil.LimitListener(ln, MaxAdminConnections), admin.Handler())
+	return serveAside(ctx, netutil.LimitListener(ln, MaxAdminConnections), s.Handler())
 }
 
 // asideShutdown bounds the graceful shutdown of a listener beside the public one.

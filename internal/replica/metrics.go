@@ -12,7 +12,7 @@ import (
 const MaxMetricsConnections = 16
 
 // ServeMetrics serves the replica's Prometheus series at /metrics, and nothing else
-// (api.Metrics.ListenerHandler), on ln, a listener of its own, until ctx ends. Its
+// (metrics.Registry.ListenerHandler), on ln, a listener of its own, until ctx ends. Its
 // requests and answers are bounded like the admin listener's.
 func (r *Replica) ServeMetrics(ctx context.Context, ln net.Listener) error {
 	return serveAside(ctx, netutil.LimitListener(ln, MaxMetricsConnections), r.Metrics.ListenerHandler())

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/net/netutil"
 
 	"github.com/agentfy/agentfy/api"
+	"github.com/agentfy/agentfy/api/metrics"
 	"github.com/agentfy/agentfy/audit"
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/bus"
@@ -96,7 +97,7 @@ type Replica struct {
 	Server   *api.Server
 	JWT      *auth.Verifier
 	// Metrics are the replica's Prometheus series, served by ServeMetrics only.
-	Metrics *api.Metrics
+	Metrics *metrics.Registry
 	// Audit publishes the audit trail (view decisions, admin changes) on a NATS
 	// connection of its own.
 	Audit *audit.Publisher
@@ -193,18 +194,18 @@ func New(ctx context.Context, o Options) (*Replica, error) {
 		o.Hub(&hub)
 	}
 	r.Hub = channel.NewHub(hub)
-	metrics := api.NewMetrics(r.Views.InFlight, r.Hub.RelayWaiters, r.Hub.Conns, r.Feed.Listeners)
-	r.Metrics = metrics
-	metrics.WatchJWKS(verifier.JWKSStatus)
-	metrics.WatchAudit(r.Audit)
-	metrics.WatchPeers(r.Hub.InvalidMessages)
-	metrics.WatchConnections(api.Connections{
+	m := api.NewMetrics(r.Views.InFlight, r.Hub.RelayWaiters, r.Hub.Conns, r.Feed.Listeners)
+	r.Metrics = m
+	m.WatchJWKS(verifier.JWKSStatus)
+	m.WatchAudit(r.Audit)
+	m.WatchPeers(r.Hub.InvalidMessages)
+	m.WatchConnections(metrics.Connections{
 		NATSConnected:  func() bool { return nc.Status() == nats.CONNECTED },
 		NATSReconnects: func() uint64 { return nc.Stats().Reconnects },
 		// The probe lives as long as the replica (vctx), not as long as a scrape: the
 		// registry's collectors see no request context.
 		RedisUp: func() bool {
-			pctx, cancel := context.WithTimeout(vctx, api.RedisProbeTimeout)
+			pctx, cancel := context.WithTimeout(vctx, metrics.RedisProbeTimeout)
 			defer cancel()
 			return rdb.Ping(pctx).Err() == nil
 		},
@@ -212,7 +213,7 @@ func New(ctx context.Context, o Options) (*Replica, error) {
 	})
 	r.Server = api.New(api.Config{ //nolint:contextcheck // the linter reads api.traceRoute's context.WithValue(c.Request.Context(), …) as a new context; it is the request's own
 		Log: o.Log, JWT: verifier, Creds: r.Creds, Dir: r.Dir, Sessions: r.Sessions, Views: r.Views,
-		Grants: grants, Hub: r.Hub, Feed: r.Feed, Metrics: metrics, Audit: r.Audit, OpenAPI: o.OpenAPI, WebApp: o.WebApp,
+		Grants: grants, Hub: r.Hub, Feed: r.Feed, Metrics: m, Audit: r.Audit, OpenAPI: o.OpenAPI, WebApp: o.WebApp,
 		Ready: r.ready, Tracer: o.Tracer, TrustedTraceSources: o.TrustedTraceSources,
 	})
 	return r, nil

@@ -213,7 +213,7 @@ type Replica struct {
 	// AdminURL is the replica's admin listener (the admin API), on loopback.
 	AdminURL string
 	// MetricsURL is the replica's metrics listener, on loopback: its series at
-	// MetricsURL + "/metrics" (api.MetricsPath), which URL does not serve.
+	// MetricsURL + "/metrics" (metrics.Path), which URL does not serve.
 	MetricsURL string
 	cancel     context.CancelFunc
 	done       chan error

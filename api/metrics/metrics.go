@@ -1,31 +1,32 @@
-package api
+// Package metrics is a replica's Prometheus series: the view routes' answers that the
+// public API counts (CountView), the collectors read at scrape time (its bounds, its NATS
+// and Redis connections, the identity provider's key sets, the audit trail), and the
+// listener of their own that serves them (ListenerHandler), never the public one nor the
+// admin API's.
+package metrics
 
 import (
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/agentfy/agentfy/api/answer"
 	"github.com/agentfy/agentfy/audit"
 	"github.com/agentfy/agentfy/channel"
 	"github.com/agentfy/agentfy/view"
 	"github.com/agentfy/agentfy/wire"
 )
 
-// The view routes, as they are registered and as the metrics' route label names them.
-const (
-	AgentViewRoute   = "/v1/agents/:id/worker/view"
-	PartnerViewRoute = "/v1/orgs/:orgId/agents/:id/worker/view"
-)
-
-// Metrics are one replica's Prometheus series. Labels carry routes, statuses and
-// reasons only: never a user, agent, session or URL.
-type Metrics struct {
+// Registry holds one replica's Prometheus series and serves them (ListenerHandler).
+// Labels carry routes, statuses and reasons only: never a user, agent, session or URL.
+type Registry struct {
 	reg      *prometheus.Registry
 	outcomes *prometheus.CounterVec
 	reasons  *prometheus.CounterVec
@@ -35,11 +36,30 @@ type Metrics struct {
 	identity *prometheus.CounterVec
 }
 
-// NewMetrics registers the series. pending, waiters and workers are read at scrape time.
-func NewMetrics(pending, waiters, workers, listeners func() int) *Metrics {
+// ViewAnswer is one answer of a view route, as agentfy_view_requests_total labels it.
+type ViewAnswer struct {
+	Status  int
+	Outcome string
+}
+
+// Config says what New registers. Every field is required.
+type Config struct {
+	// ViewRoutes are the view routes' templates, the values of the view series' route
+	// label; ViewAnswers every answer they give. Each series of a route's answers and
+	// of its reasons (wire.Labels) exists from the start, at 0.
+	ViewRoutes  []string
+	ViewAnswers []ViewAnswer
+	// Pending, Waiters, Workers and Listeners are read at scrape time: the view
+	// requests the replica waits for, the views relayed to workers it holds, the
+	// worker sockets it holds and the open status-feed streams.
+	Pending, Waiters, Workers, Listeners func() int
+}
+
+// New registers the series.
+func New(cfg Config) *Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m := &Metrics{
+	m := &Registry{
 		reg: reg,
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentfy_view_requests_total",
@@ -60,12 +80,12 @@ func NewMetrics(pending, waiters, workers, listeners func() int) *Metrics {
 	// first broker_down of a deployment would not fire.
 	// So does every answer a view route gives (its status and outcome): the first 404 or
 	// 429 of a replica shows on the dashboard's rates too.
-	for _, route := range []string{AgentViewRoute, PartnerViewRoute} {
+	for _, route := range cfg.ViewRoutes {
 		for _, reason := range wire.Labels() {
 			m.reasons.WithLabelValues(route, reason)
 		}
-		for _, a := range viewOutcomes() {
-			m.outcomes.WithLabelValues(route, strconv.Itoa(a.status), a.outcome)
+		for _, a := range cfg.ViewAnswers {
+			m.outcomes.WithLabelValues(route, strconv.Itoa(a.Status), a.Outcome)
 		}
 	}
 	m.gate = prometheus.NewCounter(prometheus.CounterOpts{
@@ -84,18 +104,56 @@ func NewMetrics(pending, waiters, workers, listeners func() int) *Metrics {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return float64(f()) })
 	}
 	reg.MustRegister(m.outcomes, m.reasons, m.latency, m.gate, m.forged, m.identity,
-		gauge("agentfy_view_pending", "View requests this replica waits for (bound "+strconv.Itoa(view.MaxInFlight)+").", pending),
-		gauge("agentfy_observation_waiters", "View requests relayed to workers held by this replica (bound "+strconv.Itoa(channel.MaxRelayWaiters)+" per connection).", waiters),
-		gauge("agentfy_worker_connections", "Worker sockets held by this replica.", workers),
-		gauge("agentfy_status_listeners", "Open status-feed streams.", listeners),
+		gauge("agentfy_view_pending", "View requests this replica waits for (bound "+strconv.Itoa(view.MaxInFlight)+").", cfg.Pending),
+		gauge("agentfy_observation_waiters", "View requests relayed to workers held by this replica (bound "+strconv.Itoa(channel.MaxRelayWaiters)+" per connection).", cfg.Waiters),
+		gauge("agentfy_worker_connections", "Worker sockets held by this replica.", cfg.Workers),
+		gauge("agentfy_status_listeners", "Open status-feed streams.", cfg.Listeners),
 	)
 	return m
+}
+
+// View is one view request's answer as the view series count it.
+type View struct {
+	Route   string // the route's template
+	Status  int
+	Outcome string
+	// Reason is why a 503 failed (one of wire.Labels); "" for any other answer.
+	Reason string
+	// Gated: the per-agent gate refused the view (429 rate_limited).
+	Gated bool
+	Took  time.Duration
+}
+
+// CountView counts v: agentfy_view_requests_total by its route, status and outcome,
+// agentfy_gate_refusals_total when the gate refused it,
+// agentfy_view_unavailable_total by its reason when it has one, and
+// agentfy_view_duration_seconds by its route and status.
+func (m *Registry) CountView(v View) {
+	st := strconv.Itoa(v.Status)
+	m.outcomes.WithLabelValues(v.Route, st, v.Outcome).Inc()
+	if v.Gated {
+		m.gate.Inc()
+	}
+	if v.Reason != "" {
+		m.reasons.WithLabelValues(v.Route, v.Reason).Inc()
+	}
+	m.latency.WithLabelValues(v.Route, st).Observe(v.Took.Seconds())
+}
+
+// CountForgedGrant counts a grant the consume route refused because no replica's key
+// made its MAC (agentfy_capability_forged_total).
+func (m *Registry) CountForgedGrant() { m.forged.Inc() }
+
+// CountIdentityUnavailable counts a request of route answered 503 identity_unavailable
+// (agentfy_identity_unavailable_total).
+func (m *Registry) CountIdentityUnavailable(route string) {
+	m.identity.WithLabelValues(route).Inc()
 }
 
 // WatchAudit registers the audit trail's series, read at scrape time from p:
 // agentfy_audit_dropped_total{reason} (audit.DropReasons), agentfy_audit_published_total
 // and agentfy_audit_best_effort.
-func (m *Metrics) WatchAudit(p *audit.Publisher) {
+func (m *Registry) WatchAudit(p *audit.Publisher) {
 	m.reg.MustRegister(auditCollector{p}, prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "agentfy_audit_published_total",
 		Help: "Audit events this replica published that the audit stream acknowledged (with AGENTFY_AUDIT=best-effort: that were sent, unacknowledged).",
@@ -113,7 +171,7 @@ func (m *Metrics) WatchAudit(p *audit.Publisher) {
 // WatchPeers registers agentfy_worker_invalid_messages_total, read at scrape time from
 // invalid (channel.Hub.InvalidMessages): bad input from workers, whose log lines are
 // bounded.
-func (m *Metrics) WatchPeers(invalid func() uint64) {
+func (m *Registry) WatchPeers(invalid func() uint64) {
 	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "agentfy_worker_invalid_messages_total",
 		Help: "Messages from workers on their sockets that were no JSON-RPC message, each ignored; the log says the first few a minute.",
@@ -136,12 +194,12 @@ func (c auditCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// MetricsPath is the one route of a replica's metrics listener.
-const MetricsPath = "/metrics"
+// Path is the one route of a replica's metrics listener.
+const Path = "/metrics"
 
 // Handler serves m's series in Prometheus's text format, whatever the request's path
 // (ListenerHandler routes to it).
-func (m *Metrics) Handler() http.Handler {
+func (m *Registry) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
 }
 
@@ -155,24 +213,16 @@ func (m *Metrics) Handler() http.Handler {
 // replica serves and how its parts fare, so they are served only here, on a listener a
 // deployment keeps off the public network, never on the public listener nor the admin
 // API's.
-func (m *Metrics) ListenerHandler() http.Handler {
+func (m *Registry) ListenerHandler() http.Handler {
 	gin.SetMode(gin.ReleaseMode)
 	eng := gin.New()
 	eng.HandleMethodNotAllowed = true
 	eng.RedirectTrailingSlash = false
 	eng.RedirectFixedPath = false
-	eng.Use(gin.CustomRecovery(func(c *gin.Context, _ any) {
-		c.AbortWithStatusJSON(errInternal.status, errInternal.body())
-	}))
-	eng.GET(MetricsPath, gin.WrapH(m.Handler()))
-	answerUnrouted(eng, errNoRoute)
+	eng.Use(answer.Recovery())
+	eng.GET(Path, gin.WrapH(m.Handler()))
+	answer.Unrouted(eng, answer.NoRoute)
 	return eng
-}
-
-// viewAnswer is one answer of a view route, as agentfy_view_requests_total labels it.
-type viewAnswer struct {
-	status  int
-	outcome string
 }
 
 // reasonsHelp is agentfy_view_unavailable_total's help: every value of its reason label

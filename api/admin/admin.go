@@ -1,32 +1,8 @@
-package api
-
-import (
-	"context"
-	"errors"
-	"fmt"
-	"net/http"
-	"reflect"
-	"slices"
-	"strings"
-	"time"
-
-	"github.com/gin-gonic/gin"
-	"github.com/go-json-experiment/json"
-	"github.com/go-json-experiment/json/jsontext"
-	"github.com/rs/zerolog"
-
-	"github.com/agentfy/agentfy/audit"
-	"github.com/agentfy/agentfy/auth"
-	"github.com/agentfy/agentfy/change"
-	"github.com/agentfy/agentfy/directory"
-	"github.com/agentfy/agentfy/wire"
-)
-
-// The admin API: the host platform (or an operator) keeps the directory and the
-// organisation keys in step with its own, one record at a time. It is served on a
-// listener of its own (AGENTFY_ADMIN_LISTEN), never beside the public routes, and takes
-// admin keys only. Routes (JSON with the seed file's field names; every answer no-store,
-// every error the public API's body):
+// Package admin is the admin API: the host platform (or an operator) keeps the
+// directory and the organisation keys in step with its own, one record at a time. It is
+// served on a listener of its own (AGENTFY_ADMIN_LISTEN), never beside the public
+// routes, and takes admin keys only. Routes (JSON with the seed file's field names;
+// every answer no-store, every error the public API's body, package answer):
 //
 //	PUT    /v1/admin/users/:id                  {"name"}                          200 the user
 //	PUT    /v1/admin/teams/:id                  {"name"}                          200 the team
@@ -47,9 +23,33 @@ import (
 // message names the field, and nothing changed. Every change that passes is written in
 // the replica's log as one audit line and published as one audit event (package
 // audit): the admin key's id, the action and the ids it touched, never a secret.
+package admin
 
-// AdminConfig wires an AdminServer. Every field but JWT, OpenAPI and Audit is required.
-type AdminConfig struct {
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/rs/zerolog"
+
+	"github.com/agentfy/agentfy/api/answer"
+	"github.com/agentfy/agentfy/audit"
+	"github.com/agentfy/agentfy/auth"
+	"github.com/agentfy/agentfy/change"
+	"github.com/agentfy/agentfy/directory"
+	"github.com/agentfy/agentfy/wire"
+)
+
+// Config wires a Server. Every field but JWT, OpenAPI and Audit is required.
+type Config struct {
 	Log   zerolog.Logger
 	Creds *auth.Store
 	Dir   *directory.Store
@@ -62,32 +62,30 @@ type AdminConfig struct {
 	Audit *audit.Publisher
 }
 
-// AdminServer is one replica's admin listener.
-type AdminServer struct {
-	cfg AdminConfig
+// Server is one replica's admin listener.
+type Server struct {
+	cfg Config
 	eng *gin.Engine
 	// change makes each change (change.Changer), as the operator CLI makes it.
 	change change.Changer
 }
 
-// MaxAdminBody bounds an admin request's body: a team's whole member list
+// MaxBody bounds an admin request's body: a team's whole member list
 // (directory.MaxMembers ids) fits.
-const MaxAdminBody = 1 << 20 // 1 MiB
+const MaxBody = 1 << 20 // 1 MiB
 
 const ctxAdminKey = "agentfy.adminkey"
 
-// NewAdmin builds the admin routes.
-func NewAdmin(cfg AdminConfig) *AdminServer {
+// New builds the admin routes.
+func New(cfg Config) *Server {
 	gin.SetMode(gin.ReleaseMode)
 	eng := gin.New()
 	eng.HandleMethodNotAllowed = true
 	eng.ContextWithFallback = true
 	eng.RedirectTrailingSlash = false
 	eng.RedirectFixedPath = false
-	s := &AdminServer{cfg: cfg, eng: eng, change: change.Changer{Dir: cfg.Dir, Creds: cfg.Creds}}
-	eng.Use(s.requestLog, noStore, gin.CustomRecovery(func(c *gin.Context, _ any) {
-		c.AbortWithStatusJSON(errInternal.status, errInternal.body())
-	}), refuseAmbiguous)
+	s := &Server{cfg: cfg, eng: eng, change: change.Changer{Dir: cfg.Dir, Creds: cfg.Creds}}
+	eng.Use(s.requestLog, answer.NoStore, answer.Recovery(), answer.RefuseAmbiguous)
 	eng.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"ok": true}) })
 	eng.GET("/openapi.yaml", func(c *gin.Context) { c.Data(http.StatusOK, "application/yaml", cfg.OpenAPI) })
 
@@ -105,16 +103,16 @@ func NewAdmin(cfg AdminConfig) *AdminServer {
 	a.GET("/orgs/:id/keys", s.listKeys)
 	a.DELETE("/orgs/:id/keys/:keyId", s.revokeKey)
 
-	answerUnrouted(eng, errAdminRoute)
+	answer.Unrouted(eng, answer.AdminNoRoute)
 	return s
 }
 
 // Handler is the admin listener's http.Handler.
-func (s *AdminServer) Handler() http.Handler { return s.eng }
+func (s *Server) Handler() http.Handler { return s.eng }
 
 // requestLog logs each admin request's route, status and duration, never its token or
 // body.
-func (s *AdminServer) requestLog(c *gin.Context) {
+func (s *Server) requestLog(c *gin.Context) {
 	start := time.Now()
 	c.Next()
 	route := c.FullPath()
@@ -131,7 +129,7 @@ func (s *AdminServer) requestLog(c *gin.Context) {
 // string only shaped like one, an unknown or revoked admin key, no credential — with
 // 401, as openapi/admin.yaml says. A JWT that cannot be checked now (its identity
 // provider does not answer) is not an admin key either: 401.
-func (s *AdminServer) authenticate(c *gin.Context) {
+func (s *Server) authenticate(c *gin.Context) {
 	ctx := c.Request.Context()
 	token := auth.BearerToken(c.GetHeader("Authorization"))
 	if !auth.IsAdminKeyToken(token) {
@@ -139,7 +137,7 @@ func (s *AdminServer) authenticate(c *gin.Context) {
 			s.abort(c, err)
 			return
 		}
-		s.fail(c, errAdminOnly, nil)
+		s.fail(c, answer.AdminOnly, nil)
 		return
 	}
 	key, err := s.cfg.Creds.VerifyAdminKey(ctx, token)
@@ -154,7 +152,7 @@ func (s *AdminServer) authenticate(c *gin.Context) {
 // admin key (a member's JWT, an organisation key, a pass of either role),
 // auth.ErrUnauthenticated when it is none, and a wrapped Redis error when that cannot
 // be told.
-func (s *AdminServer) otherCredential(ctx context.Context, token string) error {
+func (s *Server) otherCredential(ctx context.Context, token string) error {
 	switch {
 	case auth.IsOrgKeyToken(token):
 		_, err := s.cfg.Creds.VerifyOrgKey(ctx, token)
@@ -178,7 +176,7 @@ func (s *AdminServer) otherCredential(ctx context.Context, token string) error {
 // audit writes the one log line of an accepted change and publishes its audit event
 // (audit.Admin): the admin key's id, the action and the ids it touched, the log line's
 // in the change's order.
-func (s *AdminServer) audit(c *gin.Context, ch change.Change) {
+func (s *Server) audit(c *gin.Context, ch change.Change) {
 	key, _ := c.Get(ctxAdminKey)
 	keyID := key.(auth.AdminKey).ID
 	s.cfg.Log.Info().Bool("audit", true).Str("adminKey", keyID).Str("action", string(ch.Action)).Func(func(e *zerolog.Event) {
@@ -189,44 +187,44 @@ func (s *AdminServer) audit(c *gin.Context, ch change.Change) {
 	s.cfg.Audit.Admin(c.Request.Context(), audit.Admin{Source: audit.SourceAdminAPI, AdminKey: keyID, Action: string(ch.Action), IDs: ch.Map()})
 }
 
-// abort renders err through the admin API's table (adminErrorOf), logging what the
+// abort renders err through the admin API's table (answer.Admin), logging what the
 // client does not see of a 5xx.
-func (s *AdminServer) abort(c *gin.Context, err error) {
-	e := adminErrorOf(err)
+func (s *Server) abort(c *gin.Context, err error) {
+	e := answer.Admin(err)
 	var internal error
-	if e.status >= http.StatusInternalServerError {
+	if e.Status >= http.StatusInternalServerError {
 		internal = err // Redis: logged, never shown
 	}
 	s.fail(c, e, internal)
 }
 
 // fail answers e, logging internal first when it is not nil.
-func (s *AdminServer) fail(c *gin.Context, e httpError, internal error) {
+func (s *Server) fail(c *gin.Context, e answer.Error, internal error) {
 	if internal != nil {
-		s.cfg.Log.Warn().Err(internal).Str("route", c.FullPath()).Str("reason", e.row().Reason).Msg("admin request failed")
+		s.cfg.Log.Warn().Err(internal).Str("route", c.FullPath()).Str("reason", e.Row().Reason).Msg("admin request failed")
 	}
-	closeIfBody(c)
-	c.AbortWithStatusJSON(e.status, e.body())
+	answer.CloseIfBody(c)
+	c.AbortWithStatusJSON(e.Status, e.Body())
 }
 
-// decode reads one JSON object of at most MaxAdminBody bytes with wire.DecodeStrict: a
+// decode reads one JSON object of at most MaxBody bytes with wire.DecodeStrict: a
 // member named in another case than the body's field, or given twice, or not a field
 // at all, is refused (encoding/json would take "TEAM" for "team", and the last of two
 // "team"s). A refused body is answered here (415, 413 or 400 naming the member or field
 // that is wrong) and decode returns false.
-func (s *AdminServer) decode(c *gin.Context, v any) bool {
+func (s *Server) decode(c *gin.Context, v any) bool {
 	if ct := c.ContentType(); !strings.EqualFold(ct, "application/json") {
-		s.fail(c, errMediaType, nil)
+		s.fail(c, answer.UnsupportedMediaType, nil)
 		return false
 	}
-	b, err := wire.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, MaxAdminBody))
+	b, err := wire.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, MaxBody))
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
-		s.fail(c, errTooLarge, nil)
+		s.fail(c, answer.AdminTooLarge, nil)
 		return false
 	case err != nil:
-		s.fail(c, errUnreadable, nil)
+		s.fail(c, answer.AdminUnreadable, nil)
 		return false
 	}
 	if err := wire.DecodeStrict(b, v); err != nil {
@@ -240,18 +238,18 @@ func (s *AdminServer) decode(c *gin.Context, v any) bool {
 // fault as the body wrote it (a JSON pointer's path, "environments/0"): a member that
 // is not a field of the body (a case variant of one included), a member given twice,
 // or a value of the wrong type. Anything else is "not one JSON object".
-func bodyError(err error) httpError {
+func bodyError(err error) answer.Error {
 	var semantic *json.SemanticError
 	var syntactic *jsontext.SyntacticError
 	switch {
 	case errors.Is(err, json.ErrUnknownName) && errors.As(err, &semantic):
-		return invalid(fmt.Sprintf("%q: not a field of this body (names are matched exactly, case included)", member(semantic.JSONPointer)))
+		return answer.Invalid(fmt.Sprintf("%q: not a field of this body (names are matched exactly, case included)", member(semantic.JSONPointer)))
 	case errors.Is(err, jsontext.ErrDuplicateName) && errors.As(err, &syntactic):
-		return invalid(fmt.Sprintf("%q: given twice (a member may appear once)", member(syntactic.JSONPointer)))
+		return answer.Invalid(fmt.Sprintf("%q: given twice (a member may appear once)", member(syntactic.JSONPointer)))
 	case errors.As(err, &semantic) && semantic.JSONPointer != "" && semantic.GoType != nil:
-		return invalid(fmt.Sprintf("%s: must be %s", member(semantic.JSONPointer), jsonKind(semantic.GoType.Kind())))
+		return answer.Invalid(fmt.Sprintf("%s: must be %s", member(semantic.JSONPointer), jsonKind(semantic.GoType.Kind())))
 	default:
-		return errNotAnObject
+		return answer.AdminNotAnObject
 	}
 }
 
@@ -281,10 +279,10 @@ func jsonKind(k reflect.Kind) string {
 }
 
 // pathID checks a path parameter with directory's id rule, answering 400 naming it.
-func (s *AdminServer) pathID(c *gin.Context, param, field string) (string, bool) {
+func (s *Server) pathID(c *gin.Context, param, field string) (string, bool) {
 	id := c.Param(param)
 	if !directory.ValidID(id) {
-		s.fail(c, invalid(field+": must be 1 to 64 of A-Z, a-z, 0-9, '_' and '-'"), nil)
+		s.fail(c, answer.Invalid(field+": must be 1 to 64 of A-Z, a-z, 0-9, '_' and '-'"), nil)
 		return "", false
 	}
 	return id, true
@@ -295,7 +293,7 @@ type nameBody struct {
 }
 
 // putUser serves PUT /v1/admin/users/:id.
-func (s *AdminServer) putUser(c *gin.Context) {
+func (s *Server) putUser(c *gin.Context) {
 	id, ok := s.pathID(c, "id", "id")
 	var body nameBody
 	if !ok || !s.decode(c, &body) {
@@ -311,7 +309,7 @@ func (s *AdminServer) putUser(c *gin.Context) {
 }
 
 // putTeam serves PUT /v1/admin/teams/:id.
-func (s *AdminServer) putTeam(c *gin.Context) {
+func (s *Server) putTeam(c *gin.Context) {
 	id, ok := s.pathID(c, "id", "id")
 	var body nameBody
 	if !ok || !s.decode(c, &body) {
@@ -327,7 +325,7 @@ func (s *AdminServer) putTeam(c *gin.Context) {
 }
 
 // putOrg serves PUT /v1/admin/orgs/:id.
-func (s *AdminServer) putOrg(c *gin.Context) {
+func (s *Server) putOrg(c *gin.Context) {
 	id, ok := s.pathID(c, "id", "id")
 	var body struct {
 		Name         string   `json:"name"`
@@ -347,14 +345,14 @@ func (s *AdminServer) putOrg(c *gin.Context) {
 }
 
 // getMembers serves GET /v1/admin/teams/:id/members.
-func (s *AdminServer) getMembers(c *gin.Context) {
+func (s *Server) getMembers(c *gin.Context) {
 	id, ok := s.pathID(c, "id", "team")
 	if !ok {
 		return
 	}
 	m, err := s.cfg.Dir.Members(c.Request.Context(), id)
 	if errors.Is(err, directory.ErrNotFound) {
-		s.fail(c, missing(fmt.Sprintf("team: no team %q", id)), nil)
+		s.fail(c, answer.Missing(fmt.Sprintf("team: no team %q", id)), nil)
 		return
 	}
 	if err != nil {
@@ -365,7 +363,7 @@ func (s *AdminServer) getMembers(c *gin.Context) {
 }
 
 // putMembers serves PUT /v1/admin/teams/:id/members: the whole member list.
-func (s *AdminServer) putMembers(c *gin.Context) {
+func (s *Server) putMembers(c *gin.Context) {
 	id, ok := s.pathID(c, "id", "team")
 	var body struct {
 		Members []string `json:"members"`
@@ -374,7 +372,7 @@ func (s *AdminServer) putMembers(c *gin.Context) {
 		return
 	}
 	if body.Members == nil {
-		s.fail(c, invalid("members: is required (an empty array removes everyone)"), nil)
+		s.fail(c, answer.Invalid("members: is required (an empty array removes everyone)"), nil)
 		return
 	}
 	ch, added, removed, err := s.change.SetMembers(c.Request.Context(), id, body.Members)
@@ -394,13 +392,13 @@ func nonNil(s []string) []string {
 }
 
 // addMember serves PUT /v1/admin/teams/:id/members/:userId.
-func (s *AdminServer) addMember(c *gin.Context) { s.membership(c, true) }
+func (s *Server) addMember(c *gin.Context) { s.membership(c, true) }
 
 // removeMember serves DELETE /v1/admin/teams/:id/members/:userId.
-func (s *AdminServer) removeMember(c *gin.Context) { s.membership(c, false) }
+func (s *Server) removeMember(c *gin.Context) { s.membership(c, false) }
 
 // membership adds or removes one member; both are idempotent (204).
-func (s *AdminServer) membership(c *gin.Context, add bool) {
+func (s *Server) membership(c *gin.Context, add bool) {
 	team, ok := s.pathID(c, "id", "team")
 	if !ok {
 		return
@@ -423,7 +421,7 @@ func (s *AdminServer) membership(c *gin.Context, add bool) {
 }
 
 // putAgent serves PUT /v1/admin/agents/:id: creates an agent or moves it.
-func (s *AdminServer) putAgent(c *gin.Context) {
+func (s *Server) putAgent(c *gin.Context) {
 	id, ok := s.pathID(c, "id", "id")
 	var body struct {
 		Name        string `json:"name"`
@@ -445,7 +443,7 @@ func (s *AdminServer) putAgent(c *gin.Context) {
 }
 
 // deleteAgent serves DELETE /v1/admin/agents/:id.
-func (s *AdminServer) deleteAgent(c *gin.Context) {
+func (s *Server) deleteAgent(c *gin.Context) {
 	id, ok := s.pathID(c, "id", "id")
 	if !ok {
 		return
@@ -473,7 +471,7 @@ func orgKeyOf(k auth.OrgKey) orgKeyJSON {
 }
 
 // createKey serves POST /v1/admin/orgs/:id/keys. The key is in this answer only.
-func (s *AdminServer) createKey(c *gin.Context) {
+func (s *Server) createKey(c *gin.Context) {
 	org, ok := s.pathID(c, "id", "org")
 	var body struct {
 		Environment string   `json:"environment"`
@@ -483,12 +481,12 @@ func (s *AdminServer) createKey(c *gin.Context) {
 		return
 	}
 	if len(body.Scopes) == 0 || len(body.Scopes) > auth.MaxScopes {
-		s.fail(c, invalid(fmt.Sprintf("scopes: must list 1 to %d scopes", auth.MaxScopes)), nil)
+		s.fail(c, answer.Invalid(fmt.Sprintf("scopes: must list 1 to %d scopes", auth.MaxScopes)), nil)
 		return
 	}
 	for _, sc := range body.Scopes {
 		if !auth.ValidScope(sc) {
-			s.fail(c, invalid(fmt.Sprintf("scopes: bad scope %q", sc)), nil)
+			s.fail(c, answer.Invalid(fmt.Sprintf("scopes: bad scope %q", sc)), nil)
 			return
 		}
 	}
@@ -508,14 +506,14 @@ func (s *AdminServer) createKey(c *gin.Context) {
 }
 
 // listKeys serves GET /v1/admin/orgs/:id/keys.
-func (s *AdminServer) listKeys(c *gin.Context) {
+func (s *Server) listKeys(c *gin.Context) {
 	org, ok := s.pathID(c, "id", "org")
 	if !ok {
 		return
 	}
 	ctx := c.Request.Context()
 	if _, err := s.cfg.Dir.Org(ctx, org); errors.Is(err, directory.ErrNotFound) {
-		s.fail(c, missing(fmt.Sprintf("org: no organisation %q", org)), nil)
+		s.fail(c, answer.Missing(fmt.Sprintf("org: no organisation %q", org)), nil)
 		return
 	} else if err != nil {
 		s.abort(c, err)
@@ -535,14 +533,14 @@ func (s *AdminServer) listKeys(c *gin.Context) {
 
 // revokeKey serves DELETE /v1/admin/orgs/:id/keys/:keyId: the key's next request is
 // refused. Revoking a key that is gone (or not this organisation's) changes nothing.
-func (s *AdminServer) revokeKey(c *gin.Context) {
+func (s *Server) revokeKey(c *gin.Context) {
 	org, ok := s.pathID(c, "id", "org")
 	if !ok {
 		return
 	}
 	id := c.Param("keyId")
 	if !auth.ValidKeyID(id) {
-		s.fail(c, invalid("keyId: must be 16 lowercase hex digits"), nil)
+		s.fail(c, answer.Invalid("keyId: must be 16 lowercase hex digits"), nil)
 		return
 	}
 	ch, deleted, err := s.change.RevokeOrgKey(c.Request.Context(), org, id)

@@ -1,4 +1,4 @@
-package api
+package metrics
 
 import (
 	"time"
@@ -43,7 +43,7 @@ var (
 
 // WatchConnections exports the replica's NATS and Redis connections: whether each is up
 // now, and how often they were made again.
-func (m *Metrics) WatchConnections(c Connections) {
+func (m *Registry) WatchConnections(c Connections) {
 	m.reg.MustRegister(&connCollector{c})
 }
 

@@ -1,4 +1,4 @@
-package api
+package metrics
 
 import (
 	"strconv"
@@ -13,7 +13,7 @@ import (
 // scrape time: how many keys verify, how old the last good set is (its staleness while
 // the provider fails), and the refreshes that succeeded and failed. A source is named by
 // its place in the configuration ("1", "2", …), never by its URL.
-func (m *Metrics) WatchJWKS(status func() []auth.JWKSStatus) {
+func (m *Registry) WatchJWKS(status func() []auth.JWKSStatus) {
 	m.reg.MustRegister(&jwksCollector{status: status, now: time.Now})
 }
 

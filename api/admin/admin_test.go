@@ -1,4 +1,4 @@
-package api_test
+package admin_test
 
 import (
 	"bytes"
@@ -15,7 +15,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/agentfy/agentfy/api"
+	"github.com/agentfy/agentfy/api/admin"
+	"github.com/agentfy/agentfy/api/answer"
 	"github.com/agentfy/agentfy/auth"
 	"github.com/agentfy/agentfy/directory"
 	"github.com/agentfy/agentfy/internal/test/oas"
@@ -24,8 +25,16 @@ import (
 	"github.com/agentfy/agentfy/openapi"
 )
 
-// adminEnv is an admin listener on a real redis-server, with an admin key and the
-// directory of startStack's shape.
+// The failure table's rows that name this package's values say them as they are: the
+// admin API's body bound.
+func TestFailureRowsSayThisPackagesValues(t *testing.T) {
+	if want := fmt.Sprintf("the body is larger than %d bytes", admin.MaxBody); answer.AdminTooLarge.Message != want {
+		t.Errorf("too_large says %q, want %q", answer.AdminTooLarge.Message, want)
+	}
+}
+
+// adminEnv is an admin listener on a real redis-server, with an admin key and a
+// directory of two teams, two users, two organisations and one agent (startAdmin).
 type adminEnv struct {
 	rdb   redis.UniversalClient
 	dep   string
@@ -73,7 +82,7 @@ func startAdmin(t *testing.T, ctx context.Context) *adminEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(jwt.Close)
-	srv := httptest.NewServer(api.NewAdmin(api.AdminConfig{
+	srv := httptest.NewServer(admin.New(admin.Config{
 		Log: testenv.Logger(t).Output(e.logs), Creds: e.creds, Dir: e.dir, JWT: jwt, OpenAPI: openapi.AdminDocument,
 	}).Handler())
 	t.Cleanup(srv.Close)
@@ -209,7 +218,7 @@ func TestAdminRefusals(t *testing.T) {
 		return token[:len(token)-1] + string(last)
 	}
 	const js = "application/json"
-	huge := `{"members":["` + strings.Repeat("u", api.MaxAdminBody) + `"]}`
+	huge := `{"members":["` + strings.Repeat("u", admin.MaxBody) + `"]}`
 	tests := []struct {
 		name, method, path, bearer, contentType, body string
 		want                                          int
