@@ -25,19 +25,51 @@ stage() {
 stage_table() {
   local status=$? failed=$stage_name i
   stage ""
+  compose_end # a run that failed early still waits for the compose test, which cleans up
   {
     printf '\n%-64s %7s\n' stage seconds
     for i in "${!stage_names[@]}"; do
       printf '%-64s %7d%s\n' "${stage_names[$i]}" "${stage_seconds[$i]}" \
         "$([ $status -ne 0 ] && [ "${stage_names[$i]}" = "$failed" ] && echo "  (failed: exit $status)")"
     done
+    if [ -n "$compose_status" ]; then
+      printf '%-64s %7s%s\n' "the compose stack (beside the stages above)" "$compose_seconds" \
+        "$([ "$compose_status" -ne 0 ] && echo "  (failed: exit $compose_status)")"
+    fi
     printf '%-64s %7d\n' total "$SECONDS"
   } >&2
 }
 trap stage_table EXIT
 
+# The compose test (scripts/test-compose.sh: the compose commands of docs/operating.md
+# for real, in Docker) runs beside every stage after the setup, into a log printed whole
+# once it ends: most of its time is building images and waiting (health checks, a
+# viewer polling through each fault), which the other stages fill. compose_end waits
+# for it and prints its log.
+compose_pid="" compose_log="" compose_seconds="" compose_status=""
+compose_start() {
+  compose_log=$(mktemp -d)
+  (
+    start=$SECONDS status=0
+    scripts/test-compose.sh >"$compose_log/log" 2>&1 || status=$?
+    echo "$((SECONDS - start)) $status" >"$compose_log/result"
+  ) &
+  compose_pid=$!
+  echo "== the compose stack, for real (Docker): started beside the stages below; its log comes at the end" >&2
+}
+compose_end() {
+  [ -n "$compose_pid" ] && [ -z "$compose_status" ] || return 0
+  wait "$compose_pid" || true
+  echo "== the compose stack, for real (Docker): its log" >&2
+  cat "$compose_log/log" >&2
+  read -r compose_seconds compose_status <"$compose_log/result" || { compose_seconds="?" compose_status=1; }
+  rm -rf "$compose_log"
+}
+
 stage "setup"
 scripts/setup.sh
+scripts/test-web.sh --deps # the Node packages, which the compose test's screenshot reads too
+compose_start
 
 stage "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './node_modules/*'))
@@ -87,30 +119,8 @@ for target in "FuzzOpen ./envelope 300000" "FuzzParse ./jsonrpc 100000" "FuzzCon
   set -- $target
   go test -run='^$' -fuzz="^$1\$" -fuzztime="$3x" -timeout 5m "$2"
 done
-# The web app's tests and the compose test spend most of their time waiting (the
-# window's 5 s polls, health checks, a viewer polling through each fault), so they run
-# side by side: the web tests print as they go, the compose test into a log printed
-# whole once it ends. Each has its own stage time; the stage is the pair's wall time.
-stage "web app and SDK, beside the compose stack for real (Docker)"
-scripts/test-web.sh --deps
-side=$(mktemp -d)
-(
-  start=$SECONDS status=0
-  scripts/test-compose.sh >"$side/compose.log" 2>&1 || status=$?
-  echo "$((SECONDS - start)) $status" >"$side/compose.result"
-) &
-compose_pid=$!
-web_start=$SECONDS web_status=0
-scripts/test-web.sh || web_status=$?
-web_seconds=$((SECONDS - web_start))
-echo "== the compose stack, for real (Docker): its log" >&2
-wait "$compose_pid" || true
-cat "$side/compose.log" >&2
-read -r compose_seconds compose_status <"$side/compose.result" || compose_seconds="?" compose_status=1
-rm -rf "$side"
-stage "" # the pair's wall time ends here; each one's own time follows it
-stage_names+=("  of which web app and SDK$([ "$web_status" -ne 0 ] && echo " (failed: exit $web_status)")")
-stage_seconds+=("$web_seconds")
-stage_names+=("  of which the compose stack$([ "$compose_status" -ne 0 ] && echo " (failed: exit $compose_status)")")
-stage_seconds+=("$compose_seconds")
-[ "$web_status" -eq 0 ] && [ "$compose_status" -eq 0 ]
+stage "web app and SDK"
+scripts/test-web.sh
+stage "waiting for the compose stack"
+compose_end
+[ "$compose_status" = 0 ]
