@@ -59,10 +59,12 @@ echo "== node --test web/test (real stack, Chromium); screenshots in $AGENTFY_WE
 status=0
 (
   cd web
-  # Each test file has 5 minutes; the whole run 15. On a timeout the test processes get
-  # SIGTERM and stop the stacks and browsers they started.
+  # Two test files at a time, each with a stack and a browser of its own (they mostly
+  # wait on the window's 5 s cadence). Each test file has 5 minutes; the whole run 15.
+  # On a timeout the test processes get SIGTERM and stop the stacks and browsers they
+  # started.
   AGENTFY_BIN="$tmp/agentfy-dev" AGENTFY_CLI="$tmp/agentfy" timeout --kill-after=30s 15m \
-    node --test --test-concurrency=1 --test-timeout=300000 \
+    node --test --test-concurrency=2 --test-timeout=300000 \
     --test-reporter=spec --test-reporter-destination=stdout \
     --test-reporter=tap --test-reporter-destination="$tmp/web.tap" \
     test/*.test.mjs

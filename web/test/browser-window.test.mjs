@@ -698,14 +698,19 @@ describe('a session that stops while the status feed is away', () => {
       await page.evaluate(() => window.__feed.cut());
       await page.waitForFunction(() => window.__feed.held > 0, null, { timeout: eventTimeoutMs });
       // Its next view request is held on its way; meanwhile the old session stops, and
-      // the API's answer to that request is {"live":false}.
+      // the API's answer to that request is {"live":false}. In that order: the request
+      // held first, then the stop, then the answer, before the stack starts the next
+      // session 3 s after the stop (a stop sent beside the wait for the request, which
+      // may come 5.5 s later, let the next session start first: once in two runs with
+      // two test files at a time).
       let hold;
       const caught = new Promise((resolve, reject) => {
         hold = resolve;
         setTimeout(() => reject(new Error('the window sent no view request')), eventTimeoutMs).unref();
       });
       await page.route('**/worker/view', (route) => hold(route), { times: 1 });
-      [pending] = await Promise.all([caught, stack.stopSession()]);
+      pending = await caught;
+      await stack.stopSession();
       const answer = await pending.fetch();
       assert.deepEqual(await answer.json(), { live: false }, 'the old session stopped: no session is live');
       // agentfy-dev dev starts a new session; the page's feed comes back and names it.
