@@ -3,7 +3,7 @@
 // Markdown of BENCHMARKS.md: a view end to end against the bare capture of the same
 // tab, with tracing on against off and at a durable replica against a best-effort one,
 // the cost of the privacy masks, routing against the broadcast design, the fast
-// paths, the footprint and the Go benchmarks. `agentfy-dev bench` runs it and writes the files.
+// paths, the footprint and the Go benchmarks. `agentfy-bench` runs it and writes the files.
 package bench
 
 import (
@@ -95,7 +95,7 @@ func quickOptions() benchOptions {
 	}
 }
 
-// Results is everything one run measured; `agentfy-dev bench -json` writes it as is.
+// Results is everything one run measured; `agentfy-bench -json` writes it as is.
 type Results struct {
 	Machine    machine         `json:"machine"`
 	Command    string          `json:"command"`
@@ -125,7 +125,7 @@ type machine struct {
 	Commit   string `json:"commit"`
 }
 
-// Options configure a run; `agentfy-dev bench` fills them from its flags.
+// Options configure a run; `agentfy-bench` fills them from its flags.
 type Options struct {
 	// Root is the repository root (required): go test -bench runs there and git
 	// describes its commit.

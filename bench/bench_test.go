@@ -19,7 +19,7 @@ import (
 )
 
 // TestMain lets the capacity suite start this test binary as a bench node, as
-// `agentfy-dev bench` starts itself (`bench-node ROLE`).
+// `agentfy-bench` starts itself (`node ROLE`).
 func TestMain(m *testing.M) {
 	if len(os.Args) == 3 && os.Args[1] == "bench-node" {
 		if err := RunNode(context.Background(), os.Args[2], os.Stdin, os.Stdout); err != nil {
@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 // and that the numbers are sane: the counts that are exact by design (NATS deliveries
 // per view, pending views, each answer's status) exactly, the others by relations that
 // must hold whatever the machine's speed. The results are checked after a round trip
-// through JSON, as `agentfy-dev bench -json` writes them.
+// through JSON, as `agentfy-bench -json` writes them.
 func TestBenchQuick(t *testing.T) {
 	testenv.SkipUnderShort(t, "TestBenchQuick", testenv.NeedsChromium)
 	root, err := stack.FindRoot()
@@ -46,7 +46,7 @@ func TestBenchQuick(t *testing.T) {
 	// A bound, not a measurement: about 2 min alone on 2 cores, and once 3 min ran out
 	// while other builds loaded the machine (load average 23), killing a go test child.
 	ctx := testenv.Context(t, 10*time.Minute)
-	const command = "go run ./cmd/agentfy-dev bench -quick"
+	const command = "go run ./cmd/agentfy-bench -quick"
 	start := time.Now()
 	res, err := Run(ctx, Options{
 		Root: root, Quick: true, Chromium: os.Getenv("AGENTFY_CHROMIUM"), Command: command,

@@ -38,7 +38,7 @@ import (
 
 // The capacity bench runs the replicas and the workers in processes of their own, so
 // that /proc tells each one's CPU and memory apart: this binary started again as a
-// node (`agentfy-dev bench-node replica|farm|nats`, the first line of its stdin the node's
+// node (`agentfy-bench node replica|farm|nats`, the first line of its stdin the node's
 // spec as JSON). A node then answers control lines on stdin, one JSON line on stdout
 // each, and stops when stdin ends.
 const (

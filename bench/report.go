@@ -1028,7 +1028,7 @@ func renderPlanning(b *strings.Builder, c *capacityResult) {
 }
 
 // CapacityMarkdown renders section 7 alone, with its method notes: what
-// `agentfy-dev bench -capacity` puts in place of the report's section 7.
+// `agentfy-bench -capacity` puts in place of the report's section 7.
 func (r *Results) CapacityMarkdown() string {
 	var b strings.Builder
 	renderCapacity(&b, r, true)

@@ -16,7 +16,7 @@ import (
 )
 
 // These benchmarks price what the requesting replica does with a sealed reply, on one
-// core and without the rest of the system: the end-to-end suite of `agentfy-dev bench`
+// core and without the rest of the system: the end-to-end suite of `agentfy-bench`
 // finds that, after the capture, most of a view's time goes to handling the frame's
 // bytes (JSON and base64 at every hop), and these say how much of it is the requester's.
 

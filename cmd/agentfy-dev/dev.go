@@ -9,9 +9,6 @@ import (
 	"io"
 	"net/url"
 	"os"
-	"os/exec"
-	"os/user"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -119,7 +116,7 @@ func cmdDev(ctx context.Context, args []string, stdout io.Writer) error {
 	brokerCfg.NoMask = noMask
 	progress := func(format string, a ...any) { fmt.Fprintf(os.Stderr, "• "+format+"\n", a...) }
 	start := time.Now()
-	if err := ensureInstalled(ctx, progress); err != nil {
+	if err := stack.EnsureInstalled(ctx, progress); err != nil {
 		return err
 	}
 
@@ -170,7 +167,7 @@ func cmdDev(ctx context.Context, args []string, stdout io.Writer) error {
 		// The ready file is for the developer and tests on this machine (mode 0600): its
 		// credentials are development ones by design.
 		b, _ := json.MarshalIndent(rf, "", "  ") //nolint:gosec // see above
-		if err := writeFileAtomic(*readyPath, b); err != nil {
+		if err := stack.WriteFileAtomic(*readyPath, b); err != nil {
 			return err
 		}
 	}
@@ -284,31 +281,6 @@ func keepBusy(ctx context.Context, empty *stack.Session, log zerolog.Logger) {
 	}
 }
 
-// ensureInstalled runs the idempotent setup when redis-server or Chromium is missing,
-// or, as root, the user the broker runs Chromium as.
-func ensureInstalled(ctx context.Context, progress func(string, ...any)) error {
-	_, redisErr := exec.LookPath("redis-server")
-	_, chromeErr := os.Stat(broker.DefaultChromium)
-	var userErr error
-	if os.Geteuid() == 0 {
-		_, userErr = user.Lookup(broker.DefaultChromiumUser)
-	}
-	if redisErr == nil && chromeErr == nil && userErr == nil {
-		return nil
-	}
-	progress("installing what is missing (scripts/setup.sh)")
-	root, err := stack.FindRoot()
-	if err != nil {
-		return err
-	}
-	cmd := exec.CommandContext(ctx, filepath.Join(root, "scripts", "setup.sh"), "--runtime") //nolint:gosec // the repository's own script
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("setup: %w", err)
-	}
-	return nil
-}
-
 // redisSummary says which Redis the stack uses, without a password.
 func redisSummary(rf readyFile) string {
 	if rf.Redis != "" {
@@ -332,16 +304,6 @@ func shellEnv(env []string) string {
 
 func natsCred(st *stack.Stack, r bus.Role) natsCredential {
 	return natsCredential{User: r.User(), Password: st.Secrets.NATS[r]}
-}
-
-// writeFileAtomic writes b to path (mode 0600) through a temporary file beside it, so
-// a reader never sees half of it. The path is the developer's own flag.
-func writeFileAtomic(path string, b []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil { //nolint:gosec // see above
-		return err
-	}
-	return os.Rename(tmp, path)
 }
 
 // printBanner says how to use the stack of rf. Its NATS subjects are those of ns, the

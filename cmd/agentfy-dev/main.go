@@ -1,5 +1,6 @@
 // Command agentfy-dev is the development CLI: it runs the whole local stack (dev.go),
-// measures it (bench/), and is the compose stack's demo agent and demo site.
+// and is the compose stack's demo agent and demo site. The benchmarks are
+// agentfy-bench's (cmd/agentfy-bench).
 // It links the embedded NATS server, Chromium's driver, the worker and the broker, so
 // no production image ships it; the operator's commands are cmd/agentfy's.
 package main
@@ -21,9 +22,6 @@ const usage = `agentfy-dev — development CLI of Agentfy browser view
 
 Usage:
   agentfy-dev dev [--ready-file f.json]                  run the whole local stack (installs what is missing)
-  agentfy-dev bench [-out BENCHMARKS.md] [-quick]        measure the stack and print a table
-                    [-json FILE] [-cpuprofile FILE]      (-capacity: the capacity suite alone, into
-                    [-capacity]                          the report's section 7)
   agentfy-dev demo [-agent ID] [-site URL]               the demo agent: browse the demo site in the agent's
                                                          sessions through tool calls (the compose stack)
   agentfy-dev site [-dir testdata/site] [-listen :8000]  serve the demo website
@@ -31,7 +29,8 @@ Usage:
 
 demo takes the operator's configuration from the environment, as agentfy does (see
 README.md). The operator's commands (seed, token, orgkey, session, tool, secrets, …)
-are agentfy's: go run ./cmd/agentfy help.
+are agentfy's: go run ./cmd/agentfy help. The benchmarks are agentfy-bench's:
+go run ./cmd/agentfy-bench.
 `
 
 type command func(ctx context.Context, args []string, stdout io.Writer) error
@@ -51,12 +50,9 @@ func main() {
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {
 	commands := map[string]command{
-		"dev":   cmdDev,
-		"bench": cmdBench,
-		// A process of the capacity bench, which starts it; not for people.
-		"bench-node": cmdBenchNode,
-		"demo":       cmdDemo,
-		"site":       cmdSite,
+		"dev":  cmdDev,
+		"demo": cmdDemo,
+		"site": cmdSite,
 		"health": func(ctx context.Context, args []string, _ io.Writer) error {
 			return operator.Health(ctx, args)
 		},

@@ -18,9 +18,9 @@ import (
 	"github.com/agentfy/agentfy/internal/dev/stack"
 )
 
-// cmdBench runs the benchmark suite (bench/) against a real local stack, prints
-// the table and writes BENCHMARKS.md and, with -json, the raw results.
-func cmdBench(ctx context.Context, args []string, stdout io.Writer) error {
+// runBench runs the benchmark suite (bench/) against a real local stack, prints the
+// table and writes BENCHMARKS.md and, with -json, the raw results.
+func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	out := fs.String("out", "", "write the report to this Markdown `file` (default BENCHMARKS.md at the repository root; - for none)")
 	jsonOut := fs.String("json", "", "also write the raw results to this JSON `file`")
@@ -55,7 +55,7 @@ func cmdBench(ctx context.Context, args []string, stdout io.Writer) error {
 		level = zerolog.WarnLevel
 	}
 	progress := func(format string, a ...any) { fmt.Fprintf(os.Stderr, "• "+format+"\n", a...) }
-	if err := ensureInstalled(ctx, progress); err != nil {
+	if err := stack.EnsureInstalled(ctx, progress); err != nil {
 		return err
 	}
 	root, err := stack.FindRoot()
@@ -72,8 +72,8 @@ func cmdBench(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	res, err := bench.Run(ctx, bench.Options{
 		Root: root, Quick: *quick, Chromium: *chromium, CPUProfile: *cpuProfile,
-		Self: []string{self, "bench-node"}, CapacityOnly: *capacity, CapacityLevels: capacityLevels,
-		Command:  strings.TrimSpace("go run ./cmd/agentfy-dev bench " + strings.Join(args, " ")),
+		Self: []string{self, "node"}, CapacityOnly: *capacity, CapacityLevels: capacityLevels,
+		Command:  strings.TrimSpace("go run ./cmd/agentfy-bench " + strings.Join(args, " ")),
 		Log:      zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: "15:04:05"}).Level(level).With().Timestamp().Logger(),
 		Progress: progress,
 	})
@@ -87,7 +87,7 @@ func cmdBench(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	if *out != "-" {
-		if err := writeFileAtomic(*out, []byte(res.Markdown(true))); err != nil {
+		if err := stack.WriteFileAtomic(*out, []byte(res.Markdown(true))); err != nil {
 			return err
 		}
 		progress("wrote %s", *out)
@@ -97,7 +97,7 @@ func cmdBench(ctx context.Context, args []string, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		if err := writeFileAtomic(*jsonOut, b); err != nil {
+		if err := stack.WriteFileAtomic(*jsonOut, b); err != nil {
 			return err
 		}
 	}
@@ -118,18 +118,19 @@ func writeCapacity(res *bench.Results, out string, stdout io.Writer, progress fu
 	if err != nil && !os.IsNotExist(err) {
 		return err
 	}
-	if err := writeFileAtomic(out, []byte(bench.SpliceCapacity(string(report), section))); err != nil {
+	if err := stack.WriteFileAtomic(out, []byte(bench.SpliceCapacity(string(report), section))); err != nil {
 		return err
 	}
 	progress("wrote section 7 of %s", out)
 	return nil
 }
 
-// cmdBenchNode runs this process as a node of the capacity bench (bench.RunNode): a
-// replica or a farm of workers, driven through stdin by `agentfy-dev bench`.
-func cmdBenchNode(ctx context.Context, args []string, stdout io.Writer) error {
+// runNode runs this process as a node of the capacity bench (bench.RunNode): a
+// replica, a farm of workers or a NATS server, driven through stdin by the bench that
+// started it (`agentfy-bench node ROLE`).
+func runNode(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) != 1 {
-		return errors.New("bench-node: want one role (replica, farm or nats)")
+		return errors.New("node: want one role (replica, farm or nats)")
 	}
 	return bench.RunNode(ctx, args[0], os.Stdin, stdout)
 }
