@@ -89,26 +89,7 @@ stage "go test -race"
 # goroutines alive, near the race detector's limit, and it measures memory.
 # deploy/monitoring runs without the race detector below: it has no concurrency of its
 # own, and the race build of the Prometheus module it links costs about 10 min cold.
-# The broker's Chromium tests share one Chromium per test process, each owning it while
-# it runs, so they run one after another (about 300 s); its two slowest, the moving
-# pages judged 20 frames each (about 160 s), run in a go test of their own beside the
-# rest, on a Chromium of their own: -run here, -skip there, so each runs exactly once.
-# No other package may have a test of those names, which -skip would skip everywhere.
-broker_apart='^(TestMaskFollowsMotion|TestMaskFollowLeaks)$'
-if grep -rlE --include='*_test.go' 'func (TestMaskFollowsMotion|TestMaskFollowLeaks)\(' . | grep -v '^\./broker/'; then
-  echo "a test outside broker/ has the name of one the broker runs apart ($broker_apart)" >&2; exit 1
-fi
-apart=$(mktemp)
-go test -race -count=1 -timeout 20m -run "$broker_apart" ./broker >"$apart" 2>&1 &
-apart_pid=$!
-race_status=0
-go test -race -count=1 -timeout 20m -skip "$broker_apart" $(go list ./... | grep -v -e /reliability -e /deploy/monitoring) || race_status=$?
-apart_status=0
-wait "$apart_pid" || apart_status=$?
-echo "broker, $broker_apart, apart:" >&2
-cat "$apart" >&2
-rm -f "$apart"
-if [ "$race_status" -ne 0 ] || [ "$apart_status" -ne 0 ]; then exit 1; fi
+go test -race -count=1 -timeout 20m $(go list ./... | grep -v -e /reliability -e /deploy/monitoring)
 stage "dashboard and alerts against a running stack (deploy/monitoring)"
 go test -count=1 -timeout 10m ./deploy/monitoring
 stage "reliability suite"
