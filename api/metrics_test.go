@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bufio"
 	"cmp"
 	"context"
 	"errors"
@@ -9,7 +8,6 @@ import (
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -24,32 +22,6 @@ import (
 	"github.com/agentfy/agentfy/view"
 	"github.com/agentfy/agentfy/wire"
 )
-
-// scrape reads every sample m serves at /metrics, keyed by name{labels} as exposed
-// (labels sorted by name).
-func scrape(t *testing.T, h http.Handler) map[string]float64 {
-	t.Helper()
-	w := httptest.NewRecorder()
-	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	if w.Code != http.StatusOK {
-		t.Fatalf("/metrics answered %d", w.Code)
-	}
-	out := map[string]float64{}
-	sc := bufio.NewScanner(w.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			t.Fatalf("sample %q: %v", line, err)
-		}
-		out[line[:i]] = v
-	}
-	return out
-}
 
 // sum adds the samples of one metric.
 func sum(samples map[string]float64, name string) float64 {
@@ -130,13 +102,13 @@ func TestMetricViewCountsReasons(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			before := scrape(t, m.Handler())
+			before := testenv.Scrape(t, m.Handler())
 			w := httptest.NewRecorder()
 			eng.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/v1/agents/"+tt.id+"/worker/view", nil))
 			if w.Code != tt.wantStatus {
 				t.Fatalf("status %d, want %d", w.Code, tt.wantStatus)
 			}
-			after := scrape(t, m.Handler())
+			after := testenv.Scrape(t, m.Handler())
 
 			outcome := fmt.Sprintf(`agentfy_view_requests_total{outcome=%q,route=%q,status="%d"}`, tt.wantOut, route, tt.wantStatus)
 			if _, ok := before[outcome]; !ok {
@@ -184,9 +156,9 @@ func TestViewerGoneIsNoFailure(t *testing.T) {
 		c.Request = c.Request.WithContext(ctx)
 		s.abort(c, fmt.Errorf("view: %w", ctx.Err()))
 	})
-	before := scrape(t, m.Handler())
+	before := testenv.Scrape(t, m.Handler())
 	eng.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/v1/agents/a1/worker/view", nil))
-	after := scrape(t, m.Handler())
+	after := testenv.Scrape(t, m.Handler())
 	series := fmt.Sprintf(`agentfy_view_requests_total{outcome="cancelled",route=%q,status="499"}`, route)
 	if d := after[series] - before[series]; d != 1 {
 		t.Fatalf("%s moved by %v, want 1", series, d)
@@ -218,7 +190,7 @@ func TestMetricViewWithoutMetrics(t *testing.T) {
 // it sees the first failure.
 func TestMetricsReasonsStartAtZero(t *testing.T) {
 	zero := func() int { return 0 }
-	got := scrape(t, NewMetrics(zero, zero, zero, zero).Handler())
+	got := testenv.Scrape(t, NewMetrics(zero, zero, zero, zero).Handler())
 	for _, route := range []string{AgentViewRoute, PartnerViewRoute} {
 		for _, reason := range wire.Labels() {
 			series := fmt.Sprintf(`agentfy_view_unavailable_total{reason=%q,route=%q}`, reason, route)

@@ -1,39 +1,13 @@
 package metrics
 
 import (
-	"bufio"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
 	"testing"
-)
 
-// scrape reads every sample m serves at /metrics, keyed by name{labels} as exposed
-// (labels sorted by name).
-func scrape(t *testing.T, h http.Handler) map[string]float64 {
-	t.Helper()
-	w := httptest.NewRecorder()
-	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	if w.Code != http.StatusOK {
-		t.Fatalf("/metrics answered %d", w.Code)
-	}
-	out := map[string]float64{}
-	sc := bufio.NewScanner(w.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			t.Fatalf("sample %q: %v", line, err)
-		}
-		out[line[:i]] = v
-	}
-	return out
-}
+	"github.com/agentfy/agentfy/internal/test/testenv"
+)
 
 // TestMetricsConnections: the NATS and Redis series say what the replica's connections
 // say at scrape time, and change with them.
@@ -64,7 +38,7 @@ func TestMetricsConnections(t *testing.T) {
 				RedisDials:      func() (uint64, uint64) { return 5, 2 },
 				RedisRoundTrips: func() uint64 { return 42 },
 			})
-			got := scrape(t, m.Handler())
+			got := testenv.Scrape(t, m.Handler())
 			for k, v := range tc.want {
 				if g, ok := got[k]; !ok || g != v {
 					t.Errorf("%s = %v (exported %t), want %v", k, g, ok, v)
