@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"image"
 	"image/color"
+	"image/draw"
 	"image/jpeg"
 	"net/http"
 	"slices"
@@ -28,13 +29,23 @@ func describe(p *wire.Page) string {
 }
 
 // decodeJPEG decodes a capture.
-func decodeJPEG(tb testing.TB, data []byte) image.Image {
+func decodeJPEG(tb testing.TB, data []byte) *image.RGBA {
 	tb.Helper()
 	img, err := jpeg.Decode(bytes.NewReader(data))
 	if err != nil {
 		tb.Fatalf("decode jpeg: %v", err)
 	}
-	return img
+	// In RGBA once (image/draw's path from YCbCr), so that a test judging every pixel
+	// of a frame reads bytes (rgbAt) rather than boxing a color.Color per pixel.
+	rgba := image.NewRGBA(img.Bounds())
+	draw.Draw(rgba, rgba.Bounds(), img, img.Bounds().Min, draw.Src)
+	return rgba
+}
+
+// rgbAt is the pixel at (x, y) of a decoded frame.
+func rgbAt(img *image.RGBA, x, y int) [3]uint8 {
+	i := img.PixOffset(x, y)
+	return [3]uint8{img.Pix[i], img.Pix[i+1], img.Pix[i+2]}
 }
 
 // near reports whether c is within tolerance of the RGB colour want, per

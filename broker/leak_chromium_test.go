@@ -110,7 +110,7 @@ func greenPixels(tb testing.TB, p *wire.Page, c cssRect, width float64) (inContr
 	b := img.Bounds()
 	for y := b.Min.Y; y < b.Max.Y; y++ {
 		for x := b.Min.X; x < b.Max.X; x++ {
-			if !isLeakGreen(rgbOf(img.At(x, y))) {
+			if !isLeakGreen(rgbAt(img, x, y)) {
 				continue
 			}
 			if image.Pt(x, y).In(control) {
@@ -240,7 +240,7 @@ func bluePixels(tb testing.TB, p *wire.Page) int {
 	b, n := img.Bounds(), 0
 	for y := b.Min.Y; y < b.Max.Y; y++ {
 		for x := b.Min.X; x < b.Max.X; x++ {
-			if c := rgbOf(img.At(x, y)); c[2] > 160 && c[0] < 80 && c[1] < 80 {
+			if c := rgbAt(img, x, y); c[2] > 160 && c[0] < 80 && c[1] < 80 {
 				n++
 			}
 		}

@@ -71,13 +71,13 @@ func rects(tb testing.TB, s cdpSession, ids []string) (map[string]cssRect, float
 
 // pixelsOf returns the frame's pixels inside r (CSS pixels, scaled by k), inset by
 // 3 image pixels so that neither a mask's padding nor a border's antialiasing counts.
-func pixelsOf(img image.Image, r cssRect, k float64) [][3]uint8 {
+func pixelsOf(img *image.RGBA, r cssRect, k float64) [][3]uint8 {
 	var px [][3]uint8
 	b := img.Bounds()
 	for y := int(r.Y*k) + 3; y < int((r.Y+r.H)*k)-3 && y < b.Max.Y; y++ {
 		for x := int(r.X*k) + 3; x < int((r.X+r.W)*k)-3 && x < b.Max.X; x++ {
 			if y >= 0 && x >= 0 {
-				px = append(px, rgbOf(img.At(x, y)))
+				px = append(px, rgbAt(img, x, y))
 			}
 		}
 	}
@@ -101,7 +101,7 @@ func isSecretColour(p [3]uint8) bool {
 // checkMasked checks by the pixels that every secret is masked (each of its pixels is
 // the mask's, none is the page's) and that every control is not (most of its pixels
 // are the page's colours).
-func checkMasked(tb testing.TB, img image.Image, k float64, where map[string]cssRect, secrets, controls []string) {
+func checkMasked(tb testing.TB, img *image.RGBA, k float64, where map[string]cssRect, secrets, controls []string) {
 	tb.Helper()
 	for _, id := range secrets {
 		px := pixelsOf(img, where[id], k)
@@ -210,7 +210,7 @@ func TestMaskUnsteadyPage(t *testing.T) {
 		b := img.Bounds()
 		for y := b.Min.Y; y < b.Max.Y; y++ {
 			for x := b.Min.X; x < b.Max.X; x++ {
-				if c := rgbOf(img.At(x, y)); c[1] > 160 && c[0] < 120 && c[2] < 120 {
+				if c := rgbAt(img, x, y); c[1] > 160 && c[0] < 120 && c[2] < 120 {
 					t.Fatalf("view %d: secret pixel %v at (%d, %d) of a frame that left (masked %d)", delivered, c, x, y, p.Masked)
 				}
 			}

@@ -113,7 +113,7 @@ func maskedWhole(tb testing.TB, p *wire.Page) bool {
 	b := img.Bounds()
 	for y := b.Min.Y; y < b.Max.Y; y++ {
 		for x := b.Min.X; x < b.Max.X; x++ {
-			if mask, _ := isMaskPixel(rgbOf(img.At(x, y))); !mask {
+			if mask, _ := isMaskPixel(rgbAt(img, x, y)); !mask {
 				return false
 			}
 		}
