@@ -82,10 +82,9 @@ func recordingBrowser(tb testing.TB) (*rod.Browser, *recordingClient) {
 func TestCaptureCDPCalls(t *testing.T) {
 	s := newSite(t)
 	browser, rec := recordingBrowser(t)
-	tb := newTestBrokerOn(t, browser, nil, func(c *Config) {
-		c.MinCaptureInterval = 0
-		c.ScreenshotTimeout = time.Second
-	})
+	// The production deadline, not a short one: the stuck tab below waits it out, and a
+	// 1 s deadline failed a healthy capture on a machine loaded by an image build.
+	tb := newTestBrokerOn(t, browser, nil, func(c *Config) { c.MinCaptureInterval = 0 })
 	a := tb.open(t, s.URL+"/color/a")
 	tb.play(t, a.TabID, Step{Action: ActionClick, Selector: "body"})
 	b := tb.open(t, s.URL+"/bands")

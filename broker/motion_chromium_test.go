@@ -166,7 +166,9 @@ func TestMaskFollowLeaks(t *testing.T) {
 // at its deadline having clicked nothing; once the gate is free, the same click lands.
 func TestPinsHoldTheMouse(t *testing.T) {
 	site := demoSite(t)
-	tb := newTestBroker(t, nil, func(c *Config) { c.MinCaptureInterval = 0; c.ToolTimeout = time.Second })
+	// 5 s, not the 60 s default, for the held click to fail in; not 1 s either, which the
+	// click after the gate is freed, on a loaded machine, could need.
+	tb := newTestBroker(t, nil, func(c *Config) { c.MinCaptureInterval = 0; c.ToolTimeout = 5 * time.Second })
 	tab := tb.open(t, site.URL+"/moving/agent-types.html")
 	defer tb.closeTab(t, tab.TabID)
 	s := testSession(t, tab.TabID)
