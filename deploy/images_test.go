@@ -161,3 +161,67 @@ func TestLayers(t *testing.T) {
 		t.Fatalf("checked %d packages; go list ../... found too few", checked)
 	}
 }
+
+// TestBuildStage: every Dockerfile builds the binaries in the same stage, word for word
+// (the layer cache then builds them once for all the images), and that stage's list of
+// packages to compile ahead of this repository's code, build-deps.txt, is exactly what
+// the binaries link from other modules, for Linux without cgo as the stage builds them:
+// a package missing from it is compiled at every change of the code, one left over at
+// every change of the list.
+func TestBuildStage(t *testing.T) {
+	files, err := filepath.Glob("*.Dockerfile")
+	if err != nil || len(files) < 4 {
+		t.Fatalf("Dockerfiles: %v %v", files, err)
+	}
+	stageOf := regexp.MustCompile(`(?ms)^FROM golang:\S+ AS build\n.*?\n(?:FROM )`)
+	var stage string
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := stageOf.FindString(string(b))
+		switch {
+		case s == "":
+			t.Fatalf("%s has no build stage", f)
+		case stage == "":
+			stage = s
+		case s != stage:
+			t.Errorf("%s's build stage is not %s's, word for word", f, files[0])
+		}
+	}
+	if !strings.Contains(stage, "COPY go.mod go.sum deploy/build-deps.txt ./\n") || !strings.Contains(stage, "go build -trimpath $(cat build-deps.txt)\n") {
+		t.Fatalf("the build stage does not compile build-deps.txt ahead of the code:\n%s", stage)
+	}
+	cmds := regexp.MustCompile(`(?m)go build -trimpath -o /out/ ((?:\./cmd/[\w-]+ )+)`).FindStringSubmatch(stage)
+	if cmds == nil {
+		t.Fatalf("no go build of ./cmd/... in the build stage:\n%s", stage)
+	}
+	args := []string{"list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}"}
+	for _, c := range strings.Fields(cmds[1]) {
+		args = append(args, "."+c)
+	}
+	list := exec.CommandContext(t.Context(), "go", args...)
+	list.Env = append(os.Environ(), "GOOS=linux", "CGO_ENABLED=0")
+	out, err := list.Output()
+	if err != nil {
+		t.Fatalf("go %v: %v", args, err)
+	}
+	var want []string
+	for _, p := range strings.Fields(string(out)) {
+		if p != "github.com/agentfy/agentfy" && !strings.HasPrefix(p, "github.com/agentfy/agentfy/") {
+			want = append(want, p)
+		}
+	}
+	slices.Sort(want)
+	want = slices.Compact(want)
+	b, err := os.ReadFile("build-deps.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Fields(string(b)); !slices.Equal(got, want) || string(b) != strings.Join(want, "\n")+"\n" {
+		t.Errorf("deploy/build-deps.txt is not what %s link from other modules; write it with\n"+
+			"  GOOS=linux CGO_ENABLED=0 go list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' %s | grep -v '^github.com/agentfy/agentfy' | LC_ALL=C sort -u | grep . > deploy/build-deps.txt",
+			strings.TrimSpace(cmds[1]), strings.TrimSpace(cmds[1]))
+	}
+}
